@@ -1,0 +1,334 @@
+package hawk
+
+import (
+	"crypto/subtle"
+	"encoding/base64"
+	"math"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The expressions below are Hawk's, translated from JavaScript: JS "\s"
+// also matches \v and U+00A0 (the only non-ASCII JS spaces a Latin-1 decoded
+// header can contain), and JS "." stops at line terminators.
+const (
+	jsSpace = `[\t\n\v\f\r \x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{feff}]`
+	jsDot   = `[^\n\r\x{2028}\x{2029}]`
+)
+
+// regexps holds the compiled expressions; compiled per parser value rather
+// than at package level so the package keeps no global state.
+type regexps struct {
+	header, attribute, bewitPresent, bewit *regexp.Regexp
+}
+
+func compileRegexps() *regexps {
+	return &regexps{
+		header:       regexp.MustCompile(`^(\w+)(?:` + jsSpace + `+(` + jsDot + `*))?$`),
+		attribute:    regexp.MustCompile(`(\w+)="([^"\\]*)"` + jsSpace + `*(?:,` + jsSpace + `*|$)`),
+		bewitPresent: regexp.MustCompile(`^/` + jsDot + `*[?&]bewit=`),
+		bewit:        regexp.MustCompile(`^(/` + jsDot + `*)([?&])bewit=([^&$]*)(?:&(` + jsDot + `+))?$`),
+	}
+}
+
+// Parser parses Hawk headers and bewits. It holds only compiled regular
+// expressions, is safe for concurrent use, and should be created once (see
+// NewParser) and reused.
+type Parser struct{ re *regexps }
+
+// NewParser returns a Parser.
+func NewParser() *Parser { return &Parser{re: compileRegexps()} }
+
+// Header holds the attributes of a parsed Hawk Authorization header. Absent
+// attributes are empty (Hawk rejects empty values, so empty means absent).
+type Header struct {
+	ID, TS, Nonce, Hash, Ext, MAC, App, Dlg string
+}
+
+// Request describes the parts of an incoming request that a MAC covers.
+type Request struct {
+	// Method is the HTTP method (case-insensitive).
+	Method string
+	// Resource is the raw request-target exactly as received
+	// (http.Request.RequestURI), never a decoded path.
+	Resource string
+	// Host is the host name the client addressed (see HostPort).
+	Host string
+	// Port is the port the client addressed (see HostPort).
+	Port int
+}
+
+// ParseHeader parses an Authorization header value with Hawk's rules:
+// at most MaxMatchLength characters, scheme "Hawk" (any case), quoted
+// attributes from a fixed set without duplicates or empty values, and id,
+// ts, nonce and mac all present. Failures are *Error values carrying
+// Taskcluster's messages.
+func (p *Parser) ParseHeader(header string) (Header, error) {
+	if header == "" {
+		return Header{}, fail(MsgUnauthorized)
+	}
+	if len(header) > MaxMatchLength {
+		return Header{}, fail(MsgHeaderTooLong)
+	}
+	// Node hands header values to Hawk as Latin-1 text; decoding the same
+	// way keeps the matching of non-ASCII bytes identical.
+	s := latin1(header)
+	parts := p.re.header.FindStringSubmatch(s)
+	if parts == nil {
+		return Header{}, fail(MsgInvalidHeaderSyntax)
+	}
+	if !strings.EqualFold(parts[1], "hawk") {
+		return Header{}, fail(MsgUnauthorized)
+	}
+	attrs := parts[2]
+	if attrs == "" {
+		return Header{}, fail(MsgInvalidHeaderSyntax)
+	}
+
+	var h Header
+	seen := map[string]bool{}
+	errorMessage := ""
+	// Hawk's parser is a global regex replace: every match is consumed,
+	// failures leave a marker behind, and any leftover text means the
+	// header was malformed. The last failure's message wins.
+	leftover := false
+	last := 0
+	for _, m := range p.re.attribute.FindAllStringSubmatchIndex(attrs, -1) {
+		if m[0] > last {
+			leftover = true
+		}
+		last = m[1]
+		name, value := attrs[m[2]:m[3]], attrs[m[4]:m[5]]
+		field := h.field(name)
+		switch {
+		case field == nil:
+			errorMessage = "Unknown attribute: " + name
+			leftover = true
+		case !validAttributeValue(value):
+			errorMessage = "Bad attribute value: " + name
+			leftover = true
+		case seen[name]:
+			errorMessage = "Duplicate attribute: " + name
+			leftover = true
+		default:
+			seen[name] = true
+			*field = value
+		}
+	}
+	if last < len(attrs) {
+		leftover = true
+	}
+	if leftover {
+		if errorMessage == "" {
+			return Header{}, fail(MsgBadHeaderFormat)
+		}
+		return Header{}, fail("Bad Request: " + errorMessage)
+	}
+	if h.ID == "" || h.TS == "" || h.Nonce == "" || h.MAC == "" {
+		return Header{}, fail(MsgMissingAttributes)
+	}
+	return h, nil
+}
+
+func (h *Header) field(name string) *string {
+	switch name {
+	case "id":
+		return &h.ID
+	case "ts":
+		return &h.TS
+	case "nonce":
+		return &h.Nonce
+	case "hash":
+		return &h.Hash
+	case "ext":
+		return &h.Ext
+	case "mac":
+		return &h.MAC
+	case "app":
+		return &h.App
+	case "dlg":
+		return &h.Dlg
+	}
+	return nil
+}
+
+// Artifacts returns the MAC inputs of the header for request r.
+func (h Header) Artifacts(r Request) Artifacts {
+	return Artifacts{
+		Method:   r.Method,
+		Resource: r.Resource,
+		Host:     r.Host,
+		Port:     r.Port,
+		TS:       h.TS,
+		Nonce:    h.Nonce,
+		Hash:     h.Hash,
+		Ext:      h.Ext,
+		App:      h.App,
+		Dlg:      h.Dlg,
+	}
+}
+
+// Verify checks the header's MAC for request r under key (in constant
+// time), then that its timestamp is within TimestampSkew of now. The MAC
+// comes first so that an unauthenticated caller learns nothing about the
+// server clock. Nonces are deliberately not tracked, as in Taskcluster.
+func (h Header) Verify(key string, r Request, now time.Time) error {
+	if key == "" {
+		return fail("Invalid credentials")
+	}
+	mac := MAC(key, KindHeader, h.Artifacts(r))
+	if subtle.ConstantTimeCompare([]byte(mac), []byte(h.MAC)) != 1 {
+		return fail(MsgBadMAC)
+	}
+	// Hawk coerces ts with JavaScript number semantics; a ts that is not a
+	// number compares false and so is never stale (the MAC still covers it).
+	ts := jsNumber(h.TS)
+	if math.Abs(ts*1000-float64(now.UnixMilli())) > float64(TimestampSkew.Milliseconds()) {
+		return fail(MsgStaleTimestamp)
+	}
+	return nil
+}
+
+// VerifyPayloadHash checks a hash attribute against the raw body sent with
+// contentType, in constant time. Callers run it only when the header
+// carried a hash: Taskcluster does not require one.
+func VerifyPayloadHash(hash, contentType string, body []byte) error {
+	computed := PayloadHash(contentType, body)
+	if subtle.ConstantTimeCompare([]byte(computed), []byte(hash)) != 1 {
+		return fail(MsgInvalidPayloadHashPrefix + hash + "\n" +
+			"Computed payload hash: " + computed + "\n" +
+			"The request signed a payload hash that differs from the hash of the body the server received.")
+	}
+	return nil
+}
+
+// HasBewit reports whether a raw request-target uses bewit authentication,
+// i.e. has a "bewit=" query parameter (Taskcluster tests the raw target with
+// a regular expression rather than parsing the query).
+func (p *Parser) HasBewit(requestTarget string) bool {
+	return p.re.bewitPresent.MatchString(requestTarget)
+}
+
+// Bewit is a parsed bewit together with the request it arrived on.
+type Bewit struct {
+	// ID, Exp, MAC and Ext are the four backslash-separated parts.
+	ID, Exp, MAC, Ext string
+	// Resource is the request-target with the bewit parameter removed, as
+	// covered by the MAC.
+	Resource string
+	// Host and Port are copied from the request.
+	Host string
+	Port int
+}
+
+// ParseBewit extracts and decodes the bewit of request r, whose Resource is
+// the raw request-target. Failures are *Error values carrying Taskcluster's
+// messages; the checks run in Hawk's order.
+func (p *Parser) ParseBewit(r Request) (Bewit, error) {
+	if len(r.Resource) > MaxMatchLength {
+		return Bewit{}, fail(MsgResourceTooLong)
+	}
+	parts := p.re.bewit.FindStringSubmatch(latin1(r.Resource))
+	if parts == nil {
+		return Bewit{}, fail(MsgUnauthorized)
+	}
+	if parts[3] == "" {
+		return Bewit{}, fail(MsgEmptyBewit)
+	}
+	if m := strings.ToUpper(r.Method); m != "GET" && m != "HEAD" {
+		return Bewit{}, fail(MsgInvalidMethod)
+	}
+	raw, ok := decodeBase64URLLenient(parts[3])
+	if !ok {
+		return Bewit{}, fail(MsgInvalidBewitEncoding)
+	}
+	fields := strings.Split(string(raw), `\`)
+	if len(fields) != 4 {
+		return Bewit{}, fail(MsgInvalidBewitStructure)
+	}
+	b := Bewit{
+		ID:   latin1(fields[0]),
+		Exp:  latin1(fields[1]),
+		MAC:  latin1(fields[2]),
+		Ext:  latin1(fields[3]),
+		Host: r.Host,
+		Port: r.Port,
+	}
+	if b.ID == "" || b.Exp == "" || b.MAC == "" {
+		return Bewit{}, fail(MsgMissingBewitAttrs)
+	}
+	b.Resource = parts[1]
+	if parts[4] != "" {
+		b.Resource += parts[2] + parts[4]
+	}
+	return b, nil
+}
+
+// Verify checks the bewit's MAC under key (constant time; the MAC always
+// uses method GET), then that it has not expired at now. Unlike headers,
+// bewits get no clock-skew allowance.
+func (b Bewit) Verify(key string, now time.Time) error {
+	if key == "" {
+		return fail("Invalid credentials")
+	}
+	mac := MAC(key, KindBewit, Artifacts{
+		Method:   "GET",
+		Resource: b.Resource,
+		Host:     b.Host,
+		Port:     b.Port,
+		TS:       b.Exp,
+		Ext:      b.Ext,
+	})
+	if subtle.ConstantTimeCompare([]byte(mac), []byte(b.MAC)) != 1 {
+		return fail(MsgBadMAC)
+	}
+	// parseInt semantics: a non-numeric exp is NaN and never expires; the
+	// MAC already proves the signer chose it.
+	if exp := jsParseInt(b.Exp); exp*1000 <= float64(now.UnixMilli()) {
+		return fail(MsgAccessExpired)
+	}
+	return nil
+}
+
+// decodeBase64URLLenient decodes base64url text the way Node's Buffer does
+// after Hawk has checked the alphabet: padding optional, a dangling sixth
+// bit group ignored.
+func decodeBase64URLLenient(s string) ([]byte, bool) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return nil, false
+		}
+	}
+	if len(s)%4 == 1 {
+		s = s[:len(s)-1]
+	}
+	out, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+// latin1 converts bytes interpreted as Latin-1 into a UTF-8 Go string, as
+// Node does with header values and Hawk does with decoded bewits.
+func latin1(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) * 2)
+	for i := 0; i < len(s); i++ {
+		b.WriteRune(rune(s[i]))
+	}
+	return b.String()
+}
