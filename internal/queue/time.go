@@ -1,0 +1,71 @@
+package queue
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+)
+
+// TimeLayout is Taskcluster's canonical timestamp form: UTC with exactly
+// three fractional digits, as JavaScript's Date.prototype.toJSON prints it.
+const TimeLayout = "2006-01-02T15:04:05.000Z"
+
+// Time is a timestamp that serialises in Taskcluster's canonical form and
+// carries millisecond precision, so that equality after a JSON round trip is
+// exact (createTask idempotency depends on it).
+type Time struct{ time.Time }
+
+// NewTime truncates t to milliseconds in UTC.
+func NewTime(t time.Time) Time { return Time{t.UTC().Truncate(time.Millisecond)} }
+
+// FromMillis converts milliseconds since the Unix epoch.
+func FromMillis(ms int64) Time { return Time{time.UnixMilli(ms).UTC()} }
+
+// Millis returns milliseconds since the Unix epoch.
+func (t Time) Millis() int64 { return t.UnixMilli() }
+
+// String renders the canonical form.
+func (t Time) String() string { return t.UTC().Format(TimeLayout) }
+
+// MarshalJSON renders the canonical form.
+func (t Time) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + t.String() + `"`), nil
+}
+
+// UnmarshalJSON accepts any RFC 3339 date-time and truncates it to
+// milliseconds.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte("null")) {
+		*t = Time{}
+		return nil
+	}
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return fmt.Errorf("timestamp must be a string, got %s", b)
+	}
+	parsed, err := time.Parse(time.RFC3339Nano, string(b[1:len(b)-1]))
+	if err != nil {
+		return fmt.Errorf("parsing timestamp %s: %w", b, err)
+	}
+	*t = NewTime(parsed)
+	return nil
+}
+
+// ParseTime parses an RFC 3339 date-time into a millisecond Time.
+func ParseTime(s string) (Time, error) {
+	parsed, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return Time{}, fmt.Errorf("parsing timestamp %q: %w", s, err)
+	}
+	return NewTime(parsed), nil
+}
+
+// Clock tells the time. The server uses the wall clock; tests inject a fake.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns the current wall-clock time.
+func (SystemClock) Now() time.Time { return time.Now() }

@@ -1,0 +1,412 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/queue"
+)
+
+// TaskQueueCounts implements Store: pending runs whose deadline is ahead,
+// and running runs whose claim has not run out.
+func (db *DB) TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (int, int, error) {
+	var pending, claimed int
+	if err := db.queryRow(ctx, "SELECT COUNT(*) FROM tasks WHERE task_queue_id = ? AND pending_seq IS NOT NULL AND deadline > ?",
+		taskQueueID, ms(now)).Scan(&pending); err != nil {
+		return 0, 0, fmt.Errorf("counting pending tasks of %s: %w", taskQueueID, err)
+	}
+	if err := db.queryRow(ctx, "SELECT COUNT(*) FROM tasks WHERE task_queue_id = ? AND taken_until > ?",
+		taskQueueID, ms(now)).Scan(&claimed); err != nil {
+		return 0, 0, fmt.Errorf("counting claimed tasks of %s: %w", taskQueueID, err)
+	}
+	return pending, claimed, nil
+}
+
+// cursor tokens for (time, taskId) orderings: "<ms>|<taskId>".
+func splitCursor(c string) (int64, string, error) {
+	if c == "" {
+		return -1 << 62, "", nil
+	}
+	msPart, id, ok := strings.Cut(c, "|")
+	v, err := strconv.ParseInt(msPart, 10, 64)
+	if !ok || err != nil {
+		return 0, "", ErrBadContinuationToken
+	}
+	return v, id, nil
+}
+
+// ListPending implements Store: pending runs ordered by the time they were
+// queued.
+func (db *DB) ListPending(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]PendingEntry, string, error) {
+	c, err := decodeToken(page.ContinuationToken)
+	if err != nil {
+		return nil, "", err
+	}
+	afterMS, afterID, err := splitCursor(c)
+	if err != nil {
+		return nil, "", err
+	}
+	limit := page.size()
+	rows, err := db.query(ctx, "SELECT "+taskColumns+`, pending_since FROM tasks
+		WHERE task_queue_id = ? AND pending_seq IS NOT NULL AND deadline > ?
+		AND (pending_since > ? OR (pending_since = ? AND task_id > ?))
+		ORDER BY pending_since, task_id LIMIT ?`, taskQueueID, ms(now), afterMS, afterMS, afterID, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("listing pending tasks of %s: %w", taskQueueID, err)
+	}
+	defer rows.Close()
+	var out []PendingEntry
+	for rows.Next() {
+		var since int64
+		var def, runs string
+		var e PendingEntry
+		e.Task = &queue.TaskState{}
+		t := e.Task
+		if err := rows.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs, &since); err != nil {
+			return nil, "", err
+		}
+		if err := decodeTask(t, def, runs); err != nil {
+			return nil, "", err
+		}
+		e.Inserted = fromMS(since)
+		e.RunID = len(t.Runs) - 1
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[limit-1]
+		next = encodeToken(strconv.FormatInt(ms(last.Inserted), 10) + "|" + last.Task.TaskID)
+	}
+	return out, next, nil
+}
+
+// ListClaimed implements Store: running runs ordered by claim time.
+func (db *DB) ListClaimed(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]ClaimedEntry, string, error) {
+	c, err := decodeToken(page.ContinuationToken)
+	if err != nil {
+		return nil, "", err
+	}
+	afterMS, afterID, err := splitCursor(c)
+	if err != nil {
+		return nil, "", err
+	}
+	limit := page.size()
+	rows, err := db.query(ctx, "SELECT "+taskColumns+`, claimed_at FROM tasks
+		WHERE task_queue_id = ? AND state = 'running' AND claimed_at IS NOT NULL
+		AND (claimed_at > ? OR (claimed_at = ? AND task_id > ?))
+		ORDER BY claimed_at, task_id LIMIT ?`, taskQueueID, afterMS, afterMS, afterID, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("listing claimed tasks of %s: %w", taskQueueID, err)
+	}
+	defer rows.Close()
+	var out []ClaimedEntry
+	for rows.Next() {
+		var claimed int64
+		var def, runs string
+		e := ClaimedEntry{Task: &queue.TaskState{}}
+		t := e.Task
+		if err := rows.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs, &claimed); err != nil {
+			return nil, "", err
+		}
+		if err := decodeTask(t, def, runs); err != nil {
+			return nil, "", err
+		}
+		r := t.LastRun()
+		e.RunID, e.WorkerGroup, e.WorkerID, e.Claimed = r.RunID, r.WorkerGroup, r.WorkerID, fromMS(claimed)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[limit-1]
+		next = encodeToken(strconv.FormatInt(ms(last.Claimed), 10) + "|" + last.Task.TaskID)
+	}
+	return out, next, nil
+}
+
+func scanTaskQueue(row rowScanner) (*TaskQueue, error) {
+	var q TaskQueue
+	var expires, active int64
+	if err := row.Scan(&q.TaskQueueID, &q.Description, &q.Stability, &expires, &active); err != nil {
+		return nil, err
+	}
+	q.Expires, q.LastDateActive = fromMS(expires), fromMS(active)
+	return &q, nil
+}
+
+const taskQueueColumns = "task_queue_id, description, stability, expires, last_date_active"
+
+// TouchTaskQueue implements Store: creates the record or refreshes it;
+// expires never shrinks.
+func (db *DB) TouchTaskQueue(ctx context.Context, p TouchTaskQueueParams) (*TaskQueue, error) {
+	var q *TaskQueue
+	err := db.tx(ctx, func(tx *txn) error {
+		desc, stab := "", "experimental"
+		if p.Description != nil {
+			desc = *p.Description
+		}
+		if p.Stability != nil {
+			stab = *p.Stability
+		}
+		if _, err := tx.exec(ctx, `INSERT INTO task_queues (task_queue_id, description, stability, expires, last_date_active)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_queue_id) DO UPDATE SET
+			expires = CASE WHEN excluded.expires > task_queues.expires THEN excluded.expires ELSE task_queues.expires END,
+			last_date_active = excluded.last_date_active`,
+			p.TaskQueueID, desc, stab, ms(p.Expires), ms(p.Now)); err != nil {
+			return fmt.Errorf("recording task queue %s: %w", p.TaskQueueID, err)
+		}
+		if p.Description != nil {
+			if _, err := tx.exec(ctx, "UPDATE task_queues SET description = ? WHERE task_queue_id = ?", desc, p.TaskQueueID); err != nil {
+				return err
+			}
+		}
+		if p.Stability != nil {
+			if _, err := tx.exec(ctx, "UPDATE task_queues SET stability = ? WHERE task_queue_id = ?", stab, p.TaskQueueID); err != nil {
+				return err
+			}
+		}
+		var err error
+		q, err = scanTaskQueue(tx.queryRow(ctx, "SELECT "+taskQueueColumns+" FROM task_queues WHERE task_queue_id = ?", p.TaskQueueID))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// GetTaskQueue implements Store; expired queues are not found.
+func (db *DB) GetTaskQueue(ctx context.Context, taskQueueID string, now time.Time) (*TaskQueue, error) {
+	q, err := scanTaskQueue(db.queryRow(ctx, "SELECT "+taskQueueColumns+" FROM task_queues WHERE task_queue_id = ? AND expires > ?", taskQueueID, ms(now)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading task queue %s: %w", taskQueueID, err)
+	}
+	return q, nil
+}
+
+// ListTaskQueues implements Store: non-expired queues ordered by id.
+func (db *DB) ListTaskQueues(ctx context.Context, now time.Time, filter TaskQueueFilter, page Page) ([]TaskQueue, string, error) {
+	after, err := decodeToken(page.ContinuationToken)
+	if err != nil {
+		return nil, "", err
+	}
+	limit := page.size()
+	query := "SELECT " + taskQueueColumns + " FROM task_queues WHERE expires > ? AND task_queue_id > ?"
+	args := []any{ms(now), after}
+	if filter.ProvisionerID != "" {
+		query += " AND task_queue_id >= ? AND task_queue_id < ?"
+		args = append(args, filter.ProvisionerID+"/", filter.ProvisionerID+"0") // '0' sorts right after '/'
+	}
+	query += " ORDER BY task_queue_id LIMIT ?"
+	args = append(args, limit+1)
+	rows, err := db.query(ctx, query, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("listing task queues: %w", err)
+	}
+	defer rows.Close()
+	var out []TaskQueue
+	for rows.Next() {
+		q, err := scanTaskQueue(rows)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, *q)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = encodeToken(out[limit-1].TaskQueueID)
+	}
+	return out, next, nil
+}
+
+const workerColumns = "task_queue_id, worker_group, worker_id, first_claim, last_date_active, expires, quarantine_until, quarantine_details, recent_tasks"
+
+func scanWorker(row rowScanner) (*Worker, error) {
+	var (
+		w                                  Worker
+		first, active, expires, quarantine int64
+		details, recent                    string
+	)
+	if err := row.Scan(&w.TaskQueueID, &w.WorkerGroup, &w.WorkerID, &first, &active, &expires, &quarantine, &details, &recent); err != nil {
+		return nil, err
+	}
+	w.FirstClaim, w.LastDateActive, w.Expires, w.QuarantineUntil = fromMS(first), fromMS(active), fromMS(expires), fromMS(quarantine)
+	if err := json.Unmarshal([]byte(details), &w.QuarantineDetails); err != nil {
+		return nil, fmt.Errorf("decoding quarantine details: %w", err)
+	}
+	if err := json.Unmarshal([]byte(recent), &w.RecentTasks); err != nil {
+		return nil, fmt.Errorf("decoding recent tasks: %w", err)
+	}
+	return &w, nil
+}
+
+// TouchWorker implements Store.
+func (db *DB) TouchWorker(ctx context.Context, p TouchWorkerParams) (*Worker, error) {
+	var w *Worker
+	err := db.tx(ctx, func(tx *txn) error {
+		if _, err := tx.exec(ctx, `INSERT INTO workers (`+workerColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, 0, '[]', '[]') ON CONFLICT (task_queue_id, worker_group, worker_id) DO UPDATE SET
+			expires = CASE WHEN excluded.expires > workers.expires THEN excluded.expires ELSE workers.expires END,
+			last_date_active = excluded.last_date_active`,
+			p.Key.TaskQueueID, p.Key.WorkerGroup, p.Key.WorkerID, ms(p.Now), ms(p.Now), ms(p.Expires)); err != nil {
+			return fmt.Errorf("recording worker %s/%s: %w", p.Key.WorkerGroup, p.Key.WorkerID, err)
+		}
+		var err error
+		w, err = scanWorker(tx.queryRow(ctx, "SELECT "+workerColumns+" FROM workers WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?",
+			p.Key.TaskQueueID, p.Key.WorkerGroup, p.Key.WorkerID))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// GetWorker implements Store: unknown, or expired and not quarantined, is
+// not found.
+func (db *DB) GetWorker(ctx context.Context, key WorkerKey, now time.Time) (*Worker, error) {
+	w, err := scanWorker(db.queryRow(ctx, "SELECT "+workerColumns+` FROM workers
+		WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ? AND (expires > ? OR quarantine_until > ?)`,
+		key.TaskQueueID, key.WorkerGroup, key.WorkerID, ms(now), ms(now)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading worker %s/%s: %w", key.WorkerGroup, key.WorkerID, err)
+	}
+	return w, nil
+}
+
+// ListWorkers implements Store.
+func (db *DB) ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page Page) ([]Worker, string, error) {
+	c, err := decodeToken(page.ContinuationToken)
+	if err != nil {
+		return nil, "", err
+	}
+	afterGroup, afterID, _ := strings.Cut(c, "\x00")
+	limit := page.size()
+	query := "SELECT " + workerColumns + ` FROM workers WHERE task_queue_id = ? AND (expires > ? OR quarantine_until > ?)
+		AND (worker_group > ? OR (worker_group = ? AND worker_id > ?))`
+	args := []any{taskQueueID, ms(now), ms(now), afterGroup, afterGroup, afterID}
+	if quarantined != nil {
+		if *quarantined {
+			query += " AND quarantine_until >= ?"
+		} else {
+			query += " AND quarantine_until < ?"
+		}
+		args = append(args, ms(now))
+	}
+	query += " ORDER BY worker_group, worker_id LIMIT ?"
+	args = append(args, limit+1)
+	rows, err := db.query(ctx, query, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("listing workers of %s: %w", taskQueueID, err)
+	}
+	defer rows.Close()
+	var out []Worker
+	for rows.Next() {
+		w, err := scanWorker(rows)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, *w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[limit-1]
+		next = encodeToken(last.WorkerGroup + "\x00" + last.WorkerID)
+	}
+	return out, next, nil
+}
+
+// QuarantineWorker implements Store; the worker must have been seen.
+func (db *DB) QuarantineWorker(ctx context.Context, p QuarantineWorkerParams) (*Worker, error) {
+	var w *Worker
+	err := db.tx(ctx, func(tx *txn) error {
+		var err error
+		w, err = scanWorker(tx.queryRow(ctx, "SELECT "+workerColumns+" FROM workers WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?"+db.dialect.LockRow,
+			p.Key.TaskQueueID, p.Key.WorkerGroup, p.Key.WorkerID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("loading worker: %w", err)
+		}
+		w.QuarantineUntil = p.QuarantineUntil.UTC().Truncate(time.Millisecond)
+		if min := p.Now.Add(24 * time.Hour); w.Expires.Before(min) {
+			w.Expires = min.UTC().Truncate(time.Millisecond)
+		}
+		w.QuarantineDetails = append(w.QuarantineDetails, p.Detail)
+		details, err := json.Marshal(w.QuarantineDetails)
+		if err != nil {
+			return err
+		}
+		_, err = tx.exec(ctx, "UPDATE workers SET quarantine_until = ?, expires = ?, quarantine_details = ? WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?",
+			ms(w.QuarantineUntil), ms(w.Expires), string(details), p.Key.TaskQueueID, p.Key.WorkerGroup, p.Key.WorkerID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// maxRecentTasks is how many {taskId, runId} pairs a worker record keeps.
+const maxRecentTasks = 20
+
+// AddRecentTasks implements Store.
+func (db *DB) AddRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentTask) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	return db.tx(ctx, func(tx *txn) error {
+		var recent string
+		err := tx.queryRow(ctx, "SELECT recent_tasks FROM workers WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?"+db.dialect.LockRow,
+			key.TaskQueueID, key.WorkerGroup, key.WorkerID).Scan(&recent)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // only known workers keep a history
+		}
+		if err != nil {
+			return fmt.Errorf("loading recent tasks: %w", err)
+		}
+		var list []RecentTask
+		if err := json.Unmarshal([]byte(recent), &list); err != nil {
+			return fmt.Errorf("decoding recent tasks: %w", err)
+		}
+		list = append(list, tasks...)
+		if len(list) > maxRecentTasks {
+			list = list[len(list)-maxRecentTasks:]
+		}
+		b, err := json.Marshal(list)
+		if err != nil {
+			return err
+		}
+		_, err = tx.exec(ctx, "UPDATE workers SET recent_tasks = ? WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?",
+			string(b), key.TaskQueueID, key.WorkerGroup, key.WorkerID)
+		return err
+	})
+}

@@ -1,0 +1,90 @@
+// Package sqlite is hopper's embedded store driver: a single SQLite file,
+// no setup, written through one connection so writers never contend.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"github.com/hopper-ci/hopper/internal/store"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+//go:embed migrations/*.sql
+var migrationsFS embed.FS
+
+// Dialect is SQLite's flavour of SQL. SQLite serialises writers, and hopper
+// writes through a single connection, so no row locks are needed.
+var Dialect = store.Dialect{
+	Name:           "sqlite",
+	NextPendingSeq: "(SELECT COALESCE(MAX(pending_seq), 0) + 1 FROM tasks)",
+}
+
+// Migrations returns the embedded schema migrations.
+func Migrations() ([]store.Migration, error) {
+	return store.LoadMigrations(migrationsFS, "migrations")
+}
+
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(on)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Open opens (creating if needed) the database file at path and applies the
+// migrations.
+func Open(ctx context.Context, path string) (*store.DB, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", dir, err)
+		}
+	}
+	write, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	// One writer connection: SQLite allows one writer at a time anyway,
+	// and queueing in Go is cheaper than busy-waiting in SQLite.
+	write.SetMaxOpenConns(1)
+	if err := write.PingContext(ctx); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	if err := MigrateDB(ctx, write); err != nil {
+		write.Close()
+		return nil, err
+	}
+	read, err := sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("opening %s for reading: %w", path, err)
+	}
+	read.SetMaxOpenConns(4)
+	return store.New(Dialect, write, read, nil), nil
+}
+
+// MigrateDB applies the embedded migrations to an open database.
+func MigrateDB(ctx context.Context, db *sql.DB) error {
+	ms, err := Migrations()
+	if err != nil {
+		return err
+	}
+	if _, err := store.Migrate(ctx, db, Dialect, ms, nil); err != nil {
+		return fmt.Errorf("migrating: %w", err)
+	}
+	return nil
+}

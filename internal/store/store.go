@@ -1,0 +1,317 @@
+// Package store persists hopper's queue: tasks with their runs, dependency
+// edges, task groups, task queues and workers, artifacts, clients and roles.
+//
+// The interface is shaped around queue operations rather than tables. Every
+// operation that changes a task runs in one transaction: it locks the task,
+// lets the pure state machine of package queue mutate it, saves it, and
+// applies the consequences (the pending index, dependents whose last
+// dependency was satisfied, task-group resolution) before committing.
+//
+// One SQL implementation (this package) serves both drivers; the sqlite and
+// postgres sub-packages supply the connection, the dialect, the embedded
+// migrations and the cross-process wake-up.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/queue"
+)
+
+// ErrNotFound is returned when the requested entity does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Store is hopper's persistence.
+type Store interface {
+	// Tasks.
+	CreateTask(ctx context.Context, p CreateTaskParams) (*Result, error)
+	GetTask(ctx context.Context, taskID string) (*queue.TaskState, error)
+	GetTasks(ctx context.Context, taskIDs []string) ([]*queue.TaskState, error)
+	UpdateTask(ctx context.Context, p UpdateTaskParams) (*Result, error)
+	ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, error)
+	ListDependents(ctx context.Context, taskID string, page Page) ([]*queue.TaskState, string, error)
+
+	// Background resolution. Each is safe to run from several processes at
+	// once: every candidate is re-checked under its row lock.
+	ExpireClaims(ctx context.Context, now time.Time, limit int) (*Result, error)
+	ExpireDeadlines(ctx context.Context, cutoff, now time.Time, limit int) (*Result, error)
+	ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult, error)
+
+	// Task groups.
+	GetTaskGroup(ctx context.Context, taskGroupID string) (*TaskGroup, error)
+	ListTaskGroup(ctx context.Context, taskGroupID string, page Page) ([]*queue.TaskState, string, error)
+	SealTaskGroup(ctx context.Context, taskGroupID string, now time.Time) (*TaskGroup, error)
+	CancelTaskGroup(ctx context.Context, taskGroupID string, now time.Time) (*CancelGroupResult, error)
+
+	// Task queues, pending lists and workers.
+	TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (pending, claimed int, err error)
+	ListPending(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]PendingEntry, string, error)
+	ListClaimed(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]ClaimedEntry, string, error)
+	TouchTaskQueue(ctx context.Context, p TouchTaskQueueParams) (*TaskQueue, error)
+	GetTaskQueue(ctx context.Context, taskQueueID string, now time.Time) (*TaskQueue, error)
+	ListTaskQueues(ctx context.Context, now time.Time, filter TaskQueueFilter, page Page) ([]TaskQueue, string, error)
+	TouchWorker(ctx context.Context, p TouchWorkerParams) (*Worker, error)
+	GetWorker(ctx context.Context, key WorkerKey, now time.Time) (*Worker, error)
+	ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page Page) ([]Worker, string, error)
+	QuarantineWorker(ctx context.Context, p QuarantineWorkerParams) (*Worker, error)
+	AddRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentTask) error
+
+	// Artifacts.
+	CreateArtifact(ctx context.Context, p CreateArtifactParams) (*Artifact, error)
+	GetArtifact(ctx context.Context, taskID string, runID int, name string) (*Artifact, error)
+	ListArtifacts(ctx context.Context, taskID string, runID int, page Page) ([]Artifact, string, error)
+	MarkArtifactPresent(ctx context.Context, taskID string, runID int, name string) error
+
+	// Clients and roles.
+	CreateClient(ctx context.Context, c *Client) (*Client, error)
+	GetClient(ctx context.Context, clientID string) (*Client, error)
+	ListClients(ctx context.Context, prefix string, page Page) ([]Client, string, error)
+	UpdateClient(ctx context.Context, clientID string, fn func(*Client) error) (*Client, error)
+	DeleteClient(ctx context.Context, clientID string) error
+	PutRole(ctx context.Context, roleID string, fn func(existing *Role) (*Role, error)) (*Role, error)
+	ListRoles(ctx context.Context) ([]Role, error)
+	DeleteRole(ctx context.Context, roleID string) error
+	// RolesVersion changes whenever roles change, so callers can cache
+	// expanded role sets cheaply.
+	RolesVersion(ctx context.Context) (int64, error)
+
+	// SubscribePending returns a channel that receives a value (coalesced)
+	// whenever a run becomes pending in the task queue, from this process or
+	// (where the driver supports it) from another process sharing the
+	// database. cancel releases the subscription.
+	SubscribePending(taskQueueID string) (ch <-chan struct{}, cancel func())
+
+	Close() error
+}
+
+// Page selects one page of a listing.
+type Page struct {
+	Limit             int    // 0 means the default (1000)
+	ContinuationToken string // opaque; "" starts at the beginning
+}
+
+// ErrBadContinuationToken is returned for a token that cannot be decoded.
+var ErrBadContinuationToken = errors.New("invalid continuationToken")
+
+// Result carries the changes one operation made, so the caller can publish
+// their events after the commit. Changes appear in the order they happened;
+// the first is the task the caller asked about (when there is one).
+type Result struct {
+	Changes []Change
+	// Task is the state of the task the operation was about, after it.
+	Task *queue.TaskState
+}
+
+// Change is one task's change.
+type Change struct {
+	Task   *queue.TaskState
+	Events []queue.Event
+	// GroupResolved is set when this change resolved the task's group's last
+	// unresolved member.
+	GroupResolved *TaskGroup
+}
+
+// CreateTaskParams describes a createTask.
+type CreateTaskParams struct {
+	TaskID string
+	Task   *queue.Task
+	Now    time.Time
+}
+
+// UpdateTaskParams describes a transition of one task. Apply runs inside the
+// transaction with the row locked; returning an error rolls back.
+type UpdateTaskParams struct {
+	TaskID string
+	Now    time.Time
+	Apply  func(t *queue.TaskState, tr *queue.Transition) error
+}
+
+// ClaimWorkParams describes a claimWork call.
+type ClaimWorkParams struct {
+	TaskQueueID string
+	WorkerGroup string
+	WorkerID    string
+	Count       int
+	Now         time.Time
+	TakenUntil  time.Time
+}
+
+// ClaimResult lists the runs a claimWork took.
+type ClaimResult struct {
+	Claims  []Claimed
+	Changes []Change
+}
+
+// Claimed is one claimed run.
+type Claimed struct {
+	Task  *queue.TaskState
+	RunID int
+}
+
+// ExpireDataResult counts what expiration removed; BlobKeys lists the stored
+// artifact data the caller must delete from blob storage.
+type ExpireDataResult struct {
+	Tasks, TaskGroups, Artifacts, TaskQueues, Workers, Clients int
+	Blobs                                                      []ExpiredArtifact
+}
+
+// ExpiredArtifact names an expired artifact whose data may need deleting.
+type ExpiredArtifact struct {
+	TaskID      string
+	RunID       int
+	Name        string
+	StorageType string
+	Details     []byte
+}
+
+// TaskGroup is a task group record.
+type TaskGroup struct {
+	TaskGroupID string
+	SchedulerID string
+	Expires     time.Time
+	Sealed      *time.Time
+}
+
+// CancelGroupResult is the outcome of cancelTaskGroup.
+type CancelGroupResult struct {
+	Group     *TaskGroup
+	GroupSize int
+	Canceled  []string
+	Changes   []Change
+}
+
+// PendingEntry is one entry of listPendingTasks.
+type PendingEntry struct {
+	Task     *queue.TaskState
+	RunID    int
+	Inserted time.Time
+}
+
+// ClaimedEntry is one entry of listClaimedTasks.
+type ClaimedEntry struct {
+	Task        *queue.TaskState
+	RunID       int
+	WorkerGroup string
+	WorkerID    string
+	Claimed     time.Time
+}
+
+// TaskQueue is a task queue record.
+type TaskQueue struct {
+	TaskQueueID    string
+	Description    string
+	Stability      string
+	Expires        time.Time
+	LastDateActive time.Time
+}
+
+// TaskQueueFilter narrows ListTaskQueues.
+type TaskQueueFilter struct {
+	ProvisionerID string // only queues "<provisionerId>/..."
+}
+
+// TouchTaskQueueParams records a task queue as seen or declared.
+type TouchTaskQueueParams struct {
+	TaskQueueID string
+	Now         time.Time
+	Expires     time.Time // never shortens an existing record
+	Description *string
+	Stability   *string
+}
+
+// WorkerKey identifies a worker.
+type WorkerKey struct {
+	TaskQueueID string
+	WorkerGroup string
+	WorkerID    string
+}
+
+// Worker is a worker record.
+type Worker struct {
+	WorkerKey
+	FirstClaim        time.Time
+	LastDateActive    time.Time
+	Expires           time.Time
+	QuarantineUntil   time.Time
+	QuarantineDetails []QuarantineDetail
+	RecentTasks       []RecentTask
+}
+
+// QuarantineDetail is one audit entry of quarantineWorker.
+type QuarantineDetail struct {
+	ClientID        string `json:"clientId"`
+	UpdatedAt       string `json:"updatedAt"`
+	QuarantineUntil string `json:"quarantineUntil"`
+	QuarantineInfo  string `json:"quarantineInfo"`
+}
+
+// RecentTask is a {taskId, runId} pair.
+type RecentTask struct {
+	TaskID string `json:"taskId"`
+	RunID  int    `json:"runId"`
+}
+
+// TouchWorkerParams records a worker as seen (claimWork) or declared.
+type TouchWorkerParams struct {
+	Key     WorkerKey
+	Now     time.Time
+	Expires time.Time // never shortens
+}
+
+// QuarantineWorkerParams describes quarantineWorker.
+type QuarantineWorkerParams struct {
+	Key             WorkerKey
+	Now             time.Time
+	QuarantineUntil time.Time
+	Detail          QuarantineDetail
+}
+
+// Artifact is an artifact record.
+type Artifact struct {
+	TaskID      string
+	RunID       int
+	Name        string
+	StorageType string
+	ContentType string
+	Details     []byte // JSON, storage-type specific
+	Expires     time.Time
+	Present     bool
+}
+
+// CreateArtifactParams describes createArtifact. Check runs inside the
+// transaction with the task row locked, given the task and any existing
+// artifact of that name; it returns the artifact to store (or an error to
+// refuse).
+type CreateArtifactParams struct {
+	TaskID string
+	RunID  int
+	Name   string
+	Now    time.Time
+	Check  func(t *queue.TaskState, existing *Artifact) (*Artifact, error)
+}
+
+// Client is a stored client. AccessToken holds the sealed (encrypted) token.
+type Client struct {
+	ClientID           string
+	Description        string
+	AccessToken        string
+	Scopes             []string
+	Created            time.Time
+	LastModified       time.Time
+	LastDateUsed       time.Time
+	LastRotated        time.Time
+	Expires            time.Time
+	Disabled           bool
+	DeleteOnExpiration bool
+}
+
+// Role is a stored role.
+type Role struct {
+	RoleID       string
+	Scopes       []string
+	Description  string
+	Created      time.Time
+	LastModified time.Time
+}

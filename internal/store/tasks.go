@@ -1,0 +1,636 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/queue"
+)
+
+const taskColumns = "task_id, definition, retries_left, runs"
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanTask(row rowScanner) (*queue.TaskState, error) {
+	var (
+		t         queue.TaskState
+		def, runs string
+	)
+	if err := row.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs); err != nil {
+		return nil, err
+	}
+	if err := decodeTask(&t, def, runs); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+func decodeTask(t *queue.TaskState, def, runs string) error {
+	if err := json.Unmarshal([]byte(def), &t.Task); err != nil {
+		return fmt.Errorf("decoding definition of task %s: %w", t.TaskID, err)
+	}
+	if err := json.Unmarshal([]byte(runs), &t.Runs); err != nil {
+		return fmt.Errorf("decoding runs of task %s: %w", t.TaskID, err)
+	}
+	return nil
+}
+
+func scanTasks(rows *sql.Rows) ([]*queue.TaskState, error) {
+	defer rows.Close()
+	var out []*queue.TaskState
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// GetTask implements Store.
+func (db *DB) GetTask(ctx context.Context, taskID string) (*queue.TaskState, error) {
+	t, err := scanTask(db.queryRow(ctx, "SELECT "+taskColumns+" FROM tasks WHERE task_id = ?", taskID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading task %s: %w", taskID, err)
+	}
+	return t, nil
+}
+
+// GetTasks implements Store; unknown ids are skipped.
+func (db *DB) GetTasks(ctx context.Context, taskIDs []string) ([]*queue.TaskState, error) {
+	var out []*queue.TaskState
+	for start := 0; start < len(taskIDs); start += 500 {
+		chunk := taskIDs[start:min(start+500, len(taskIDs))]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		rows, err := db.query(ctx, "SELECT "+taskColumns+" FROM tasks WHERE task_id IN ("+placeholders(len(chunk))+") ORDER BY task_id", args...)
+		if err != nil {
+			return nil, fmt.Errorf("loading tasks: %w", err)
+		}
+		ts, err := scanTasks(rows)
+		if err != nil {
+			return nil, fmt.Errorf("loading tasks: %w", err)
+		}
+		out = append(out, ts...)
+	}
+	return out, nil
+}
+
+func (t *txn) lockTask(ctx context.Context, taskID string) (*queue.TaskState, error) {
+	task, err := scanTask(t.queryRow(ctx, "SELECT "+taskColumns+" FROM tasks WHERE task_id = ?"+t.db.dialect.LockRow, taskID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("locking task %s: %w", taskID, err)
+	}
+	return task, nil
+}
+
+// derived are the indexed columns computed from a task's runs.
+type derived struct {
+	state        string
+	unresolved   int
+	takenUntil   sql.NullInt64
+	claimedAt    sql.NullInt64
+	pending      bool
+	pendingSince sql.NullInt64
+}
+
+func derive(t *queue.TaskState) derived {
+	d := derived{state: t.State()}
+	if !t.IsResolved() {
+		d.unresolved = 1
+	}
+	if r := t.LastRun(); r != nil {
+		switch r.State {
+		case queue.StateRunning:
+			if r.TakenUntil != nil {
+				d.takenUntil = sql.NullInt64{Int64: r.TakenUntil.Millis(), Valid: true}
+			}
+			if r.Started != nil {
+				d.claimedAt = sql.NullInt64{Int64: r.Started.Millis(), Valid: true}
+			}
+		case queue.StatePending:
+			d.pending = true
+			d.pendingSince = sql.NullInt64{Int64: r.Scheduled.Millis(), Valid: true}
+		}
+	}
+	return d
+}
+
+// samePendingRun reports whether before and after have the same pending run,
+// which then keeps its place in the queue.
+func samePendingRun(before, after *queue.TaskState) bool {
+	b, a := before.LastRun(), after.LastRun()
+	return b != nil && a != nil && b.State == queue.StatePending && a.State == queue.StatePending && b.RunID == a.RunID
+}
+
+// saveTask writes a task's runs and derived columns after a transition.
+func (t *txn) saveTask(ctx context.Context, before, after *queue.TaskState) error {
+	runs, err := json.Marshal(after.Runs)
+	if err != nil {
+		return fmt.Errorf("encoding runs: %w", err)
+	}
+	d := derive(after)
+	seqExpr := "NULL"
+	switch {
+	case d.pending && samePendingRun(before, after):
+		seqExpr = "pending_seq"
+	case d.pending:
+		seqExpr = t.db.dialect.NextPendingSeq
+		t.notifyPending(after.Task.TaskQueueID)
+	}
+	_, err = t.exec(ctx, `UPDATE tasks SET retries_left = ?, runs = ?, state = ?, unresolved = ?,
+		taken_until = ?, claimed_at = ?, pending_since = ?, pending_seq = `+seqExpr+` WHERE task_id = ?`,
+		after.RetriesLeft, string(runs), d.state, d.unresolved, d.takenUntil, d.claimedAt, d.pendingSince, after.TaskID)
+	if err != nil {
+		return fmt.Errorf("saving task %s: %w", after.TaskID, err)
+	}
+	return nil
+}
+
+// CreateTask implements Store (queue-api.md §3.4 steps 8–11).
+func (db *DB) CreateTask(ctx context.Context, p CreateTaskParams) (*Result, error) {
+	var res *Result
+	err := db.tx(ctx, func(tx *txn) error {
+		res = &Result{}
+		// An identical repeat succeeds with the current status, even in a
+		// sealed group (a retried request must not fail because the group
+		// was sealed in between); a different definition conflicts.
+		existing, err := tx.lockTask(ctx, p.TaskID)
+		switch {
+		case err == nil:
+			if !queue.SameDefinition(&existing.Task, p.Task) {
+				return queue.Conflictf("taskId %s already used by another task", p.TaskID)
+			}
+			res.Task = existing
+			return nil
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		if err := tx.joinTaskGroup(ctx, p.Task, p.Now); err != nil {
+			return err
+		}
+		depStates, err := tx.checkDependencies(ctx, p.TaskID, p.Task)
+		if err != nil {
+			return err
+		}
+		if err := tx.insertTask(ctx, p.TaskID, p.Task); err != nil {
+			return err
+		}
+		unsatisfied := 0
+		for _, dep := range p.Task.Dependencies {
+			state, known := depStates[dep]
+			satisfied := known && queue.DependencySatisfied(p.Task.Requires, state)
+			if !satisfied {
+				unsatisfied++
+			}
+			if _, err := tx.exec(ctx, `INSERT INTO task_dependencies (required_task_id, dependent_task_id, requires, satisfied, expires)
+				VALUES (?, ?, ?, ?, ?) ON CONFLICT (required_task_id, dependent_task_id) DO NOTHING`,
+				dep, p.TaskID, p.Task.Requires, boolInt(satisfied), p.Task.Expires.Millis()); err != nil {
+				return fmt.Errorf("recording dependency %s of %s: %w", dep, p.TaskID, err)
+			}
+		}
+		state := queue.NewTaskState(p.TaskID, *p.Task)
+		before := state.Clone()
+		var tr queue.Transition
+		defined := state.Status()
+		tr.Events = append(tr.Events, queue.Event{Kind: queue.EventTaskDefined, RunID: -1, Status: &defined})
+		if unsatisfied == 0 {
+			state.DependenciesSatisfied(p.Now, &tr)
+		}
+		if err := tx.saveTask(ctx, before, state); err != nil {
+			return err
+		}
+		res.Task = state
+		res.Changes = append(res.Changes, Change{Task: state, Events: withStatus(tr.Events, state)})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (t *txn) insertTask(ctx context.Context, taskID string, def *queue.Task) error {
+	defJSON, err := json.Marshal(def)
+	if err != nil {
+		return fmt.Errorf("encoding task %s: %w", taskID, err)
+	}
+	_, err = t.exec(ctx, `INSERT INTO tasks (task_id, task_queue_id, scheduler_id, project_id, task_group_id, requires,
+		priority, deadline, expires, definition, retries_left, runs, state, unresolved)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]', 'unscheduled', 1)`,
+		taskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
+		queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), string(defJSON), def.Retries)
+	if err != nil {
+		return fmt.Errorf("inserting task %s: %w", taskID, err)
+	}
+	return nil
+}
+
+// joinTaskGroup creates the task's group or checks and extends it.
+func (t *txn) joinTaskGroup(ctx context.Context, def *queue.Task, now time.Time) error {
+	groupExpires := def.Expires.Add(queue.TaskGroupExpiresExtension).UnixMilli()
+	if _, err := t.exec(ctx, `INSERT INTO task_groups (task_group_id, scheduler_id, expires) VALUES (?, ?, ?)
+		ON CONFLICT (task_group_id) DO NOTHING`, def.TaskGroupID, def.SchedulerID, groupExpires); err != nil {
+		return fmt.Errorf("creating task group %s: %w", def.TaskGroupID, err)
+	}
+	var (
+		schedulerID string
+		expires     int64
+		sealed      sql.NullInt64
+	)
+	err := t.queryRow(ctx, "SELECT scheduler_id, expires, sealed FROM task_groups WHERE task_group_id = ?"+t.db.dialect.LockRow,
+		def.TaskGroupID).Scan(&schedulerID, &expires, &sealed)
+	if err != nil {
+		return fmt.Errorf("locking task group %s: %w", def.TaskGroupID, err)
+	}
+	if schedulerID != def.SchedulerID {
+		return queue.Conflictf("Task group %s exists with schedulerId %q; this task has schedulerId %q", def.TaskGroupID, schedulerID, def.SchedulerID)
+	}
+	if sealed.Valid {
+		return queue.Conflictf("Task group %s is sealed; no more tasks can be added to it", def.TaskGroupID)
+	}
+	if groupExpires > expires {
+		if _, err := t.exec(ctx, "UPDATE task_groups SET expires = ? WHERE task_group_id = ?", groupExpires, def.TaskGroupID); err != nil {
+			return fmt.Errorf("extending task group %s: %w", def.TaskGroupID, err)
+		}
+	}
+	return nil
+}
+
+// checkDependencies verifies that every dependency exists and outlives the
+// new task's deadline, and returns each dependency's current state.
+func (t *txn) checkDependencies(ctx context.Context, taskID string, def *queue.Task) (map[string]string, error) {
+	states := map[string]string{}
+	expires := map[string]int64{}
+	var ids []string
+	for _, dep := range def.Dependencies {
+		if dep != taskID {
+			ids = append(ids, dep)
+		}
+	}
+	for start := 0; start < len(ids); start += 500 {
+		chunk := ids[start:min(start+500, len(ids))]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		rows, err := t.query(ctx, "SELECT task_id, state, expires FROM tasks WHERE task_id IN ("+placeholders(len(chunk))+")", args...)
+		if err != nil {
+			return nil, fmt.Errorf("loading dependencies: %w", err)
+		}
+		for rows.Next() {
+			var id, state string
+			var exp int64
+			if err := rows.Scan(&id, &state, &exp); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("loading dependencies: %w", err)
+			}
+			states[id] = state
+			expires[id] = exp
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("loading dependencies: %w", err)
+		}
+	}
+	var missing, expiring []string
+	for _, id := range ids {
+		exp, ok := expires[id]
+		switch {
+		case !ok:
+			missing = append(missing, id)
+		case exp < def.Deadline.Millis():
+			expiring = append(expiring, id)
+		}
+	}
+	if len(missing) > 0 || len(expiring) > 0 {
+		e := queue.InputErrorf("%s", dependencyMessage(missing, expiring))
+		e.Details = map[string]any{}
+		if len(missing) > 0 {
+			e.Details["missingTaskDependencies"] = missing
+		}
+		if len(expiring) > 0 {
+			e.Details["expiringTaskDependencies"] = expiring
+		}
+		return nil, e
+	}
+	return states, nil
+}
+
+func dependencyMessage(missing, expiring []string) string {
+	msg := ""
+	if len(missing) > 0 {
+		msg += fmt.Sprintf("`task.dependencies` references non-existing tasks: %v. All taskIds in `task.dependencies` must exist before the task is created.", missing)
+	}
+	if len(expiring) > 0 {
+		if msg != "" {
+			msg += "\n"
+		}
+		msg += fmt.Sprintf("`task.dependencies` references tasks that expire before the task's deadline: %v.", expiring)
+	}
+	return msg
+}
+
+func withStatus(events []queue.Event, t *queue.TaskState) []queue.Event {
+	st := t.Status()
+	for i := range events {
+		if events[i].Status == nil {
+			events[i].Status = &st
+		}
+	}
+	return events
+}
+
+// UpdateTask implements Store.
+func (db *DB) UpdateTask(ctx context.Context, p UpdateTaskParams) (*Result, error) {
+	var res *Result
+	err := db.tx(ctx, func(tx *txn) error {
+		res = &Result{}
+		task, err := tx.transition(ctx, p.TaskID, p.Now, p.Apply, res)
+		res.Task = task
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// transition locks a task, applies fn and saves it with its consequences,
+// appending the changes to res.
+func (t *txn) transition(ctx context.Context, taskID string, now time.Time,
+	fn func(*queue.TaskState, *queue.Transition) error, res *Result) (*queue.TaskState, error) {
+	task, err := t.lockTask(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	before := task.Clone()
+	var tr queue.Transition
+	if err := fn(task, &tr); err != nil {
+		return task, err
+	}
+	if len(tr.Events) == 0 && runsEqual(before.Runs, task.Runs) && before.RetriesLeft == task.RetriesLeft {
+		return task, nil
+	}
+	if err := t.saveTask(ctx, before, task); err != nil {
+		return nil, err
+	}
+	change := Change{Task: task, Events: withStatus(tr.Events, task)}
+	idx := len(res.Changes)
+	res.Changes = append(res.Changes, change)
+	if queue.BecameResolved(before, task) {
+		if err := t.resolveDependents(ctx, task, now, res); err != nil {
+			return nil, err
+		}
+		group, err := t.groupResolved(ctx, task.Task.TaskGroupID)
+		if err != nil {
+			return nil, err
+		}
+		res.Changes[idx].GroupResolved = group
+	}
+	return task, nil
+}
+
+func runsEqual(a, b []queue.Run) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.State != y.State || x.ReasonResolved != y.ReasonResolved || x.WorkerGroup != y.WorkerGroup ||
+			x.WorkerID != y.WorkerID || !sameTimePtr(x.TakenUntil, y.TakenUntil) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameTimePtr(a, b *queue.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(b.Time)
+}
+
+// resolveDependents satisfies the edges that a newly resolved task
+// satisfies and schedules dependents left with no unsatisfied edge.
+func (t *txn) resolveDependents(ctx context.Context, task *queue.TaskState, now time.Time, res *Result) error {
+	state := task.State()
+	rows, err := t.query(ctx, "SELECT dependent_task_id, requires FROM task_dependencies WHERE required_task_id = ? AND satisfied = 0", task.TaskID)
+	if err != nil {
+		return fmt.Errorf("loading dependents of %s: %w", task.TaskID, err)
+	}
+	var ready []string
+	for rows.Next() {
+		var dependent, requires string
+		if err := rows.Scan(&dependent, &requires); err != nil {
+			rows.Close()
+			return fmt.Errorf("loading dependents of %s: %w", task.TaskID, err)
+		}
+		if dependent != task.TaskID && queue.DependencySatisfied(requires, state) {
+			ready = append(ready, dependent)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("loading dependents of %s: %w", task.TaskID, err)
+	}
+	for _, dependent := range ready {
+		if _, err := t.exec(ctx, "UPDATE task_dependencies SET satisfied = 1 WHERE required_task_id = ? AND dependent_task_id = ?", task.TaskID, dependent); err != nil {
+			return fmt.Errorf("satisfying dependency %s of %s: %w", task.TaskID, dependent, err)
+		}
+		var left int
+		if err := t.queryRow(ctx, "SELECT COUNT(*) FROM task_dependencies WHERE dependent_task_id = ? AND satisfied = 0", dependent).Scan(&left); err != nil {
+			return fmt.Errorf("counting dependencies of %s: %w", dependent, err)
+		}
+		if left > 0 {
+			continue
+		}
+		_, err := t.transition(ctx, dependent, now, func(d *queue.TaskState, tr *queue.Transition) error {
+			d.DependenciesSatisfied(now, tr)
+			return nil
+		}, res)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// groupResolved returns the group when it has no unresolved member left.
+func (t *txn) groupResolved(ctx context.Context, taskGroupID string) (*TaskGroup, error) {
+	var one int
+	err := t.queryRow(ctx, "SELECT 1 FROM tasks WHERE task_group_id = ? AND unresolved = 1 LIMIT 1", taskGroupID).Scan(&one)
+	if err == nil {
+		return nil, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("checking task group %s: %w", taskGroupID, err)
+	}
+	g, err := scanGroup(t.queryRow(ctx, "SELECT task_group_id, scheduler_id, expires, sealed FROM task_groups WHERE task_group_id = ?", taskGroupID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return g, err
+}
+
+// ClaimWork implements Store: it takes up to Count pending runs of the queue
+// in priority then FIFO order in one statement, skipping rows other
+// transactions hold, and claims each.
+func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, error) {
+	var res *ClaimResult
+	err := db.tx(ctx, func(tx *txn) error {
+		res = &ClaimResult{}
+		rows, err := tx.query(ctx, "SELECT "+taskColumns+` FROM tasks
+			WHERE task_queue_id = ? AND pending_seq IS NOT NULL AND deadline > ?
+			ORDER BY priority DESC, pending_seq LIMIT ?`+db.dialect.LockSkip,
+			p.TaskQueueID, ms(p.Now), p.Count)
+		if err != nil {
+			return fmt.Errorf("selecting pending tasks of %s: %w", p.TaskQueueID, err)
+		}
+		tasks, err := scanTasks(rows)
+		if err != nil {
+			return fmt.Errorf("selecting pending tasks of %s: %w", p.TaskQueueID, err)
+		}
+		for _, task := range tasks {
+			before := task.Clone()
+			last := task.LastRun()
+			if last == nil || last.State != queue.StatePending {
+				continue
+			}
+			var tr queue.Transition
+			if err := task.Claim(last.RunID, p.WorkerGroup, p.WorkerID, p.Now, p.TakenUntil, &tr); err != nil {
+				continue // lost a race or past deadline: skip silently
+			}
+			if err := tx.saveTask(ctx, before, task); err != nil {
+				return err
+			}
+			res.Claims = append(res.Claims, Claimed{Task: task, RunID: last.RunID})
+			res.Changes = append(res.Changes, Change{Task: task, Events: withStatus(tr.Events, task)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// ListDependents implements Store.
+func (db *DB) ListDependents(ctx context.Context, taskID string, page Page) ([]*queue.TaskState, string, error) {
+	after, err := decodeToken(page.ContinuationToken)
+	if err != nil {
+		return nil, "", err
+	}
+	limit := page.size()
+	rows, err := db.query(ctx, `SELECT t.task_id, t.definition, t.retries_left, t.runs FROM task_dependencies d
+		JOIN tasks t ON t.task_id = d.dependent_task_id
+		WHERE d.required_task_id = ? AND d.dependent_task_id > ? ORDER BY d.dependent_task_id LIMIT ?`, taskID, after, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("listing dependents of %s: %w", taskID, err)
+	}
+	tasks, err := scanTasks(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("listing dependents of %s: %w", taskID, err)
+	}
+	return pageTasks(tasks, limit)
+}
+
+func pageTasks(tasks []*queue.TaskState, limit int) ([]*queue.TaskState, string, error) {
+	if len(tasks) > limit {
+		tasks = tasks[:limit]
+		return tasks, encodeToken(tasks[limit-1].TaskID), nil
+	}
+	return tasks, "", nil
+}
+
+// ExpireClaims implements Store.
+func (db *DB) ExpireClaims(ctx context.Context, now time.Time, limit int) (*Result, error) {
+	rows, err := db.query(ctx, `SELECT task_id, taken_until FROM tasks WHERE taken_until IS NOT NULL AND taken_until <= ? AND deadline > ?
+		ORDER BY taken_until LIMIT ?`, ms(now), ms(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("finding expired claims: %w", err)
+	}
+	type due struct {
+		taskID string
+		until  int64
+	}
+	var dues []due
+	for rows.Next() {
+		var d due
+		if err := rows.Scan(&d.taskID, &d.until); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("finding expired claims: %w", err)
+		}
+		dues = append(dues, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("finding expired claims: %w", err)
+	}
+	total := &Result{}
+	for _, d := range dues {
+		res, err := db.UpdateTask(ctx, UpdateTaskParams{TaskID: d.taskID, Now: now, Apply: func(t *queue.TaskState, tr *queue.Transition) error {
+			t.ExpireClaim(fromMS(d.until), now, tr)
+			return nil
+		}})
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return total, fmt.Errorf("expiring claim of %s: %w", d.taskID, err)
+		}
+		total.Changes = append(total.Changes, res.Changes...)
+	}
+	return total, nil
+}
+
+// ExpireDeadlines implements Store: tasks whose deadline is at or before
+// cutoff and that are not resolved are resolved deadline-exceeded.
+func (db *DB) ExpireDeadlines(ctx context.Context, cutoff, now time.Time, limit int) (*Result, error) {
+	rows, err := db.query(ctx, "SELECT task_id FROM tasks WHERE unresolved = 1 AND deadline <= ? ORDER BY deadline LIMIT ?", ms(cutoff), limit)
+	if err != nil {
+		return nil, fmt.Errorf("finding tasks past deadline: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("finding tasks past deadline: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("finding tasks past deadline: %w", err)
+	}
+	total := &Result{}
+	for _, id := range ids {
+		res, err := db.UpdateTask(ctx, UpdateTaskParams{TaskID: id, Now: now, Apply: func(t *queue.TaskState, tr *queue.Transition) error {
+			t.ExpireDeadline(now, tr)
+			return nil
+		}})
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return total, fmt.Errorf("resolving deadline of %s: %w", id, err)
+		}
+		total.Changes = append(total.Changes, res.Changes...)
+	}
+	return total, nil
+}
