@@ -89,6 +89,8 @@ func BuildTask(taskID string, in CreateTaskInput, now time.Time, maxDependencies
 			return nil, InputErrorf("scopes must not end with `**`: %q", s)
 		}
 	}
+	// Step 6 ends by canonicalising the dates, whatever precision or zone
+	// the caller's Time values carry.
 	t := &Task{
 		ProvisionerID: in.ProvisionerID,
 		WorkerType:    in.WorkerType,
@@ -101,8 +103,6 @@ func BuildTask(taskID string, in CreateTaskInput, now time.Time, maxDependencies
 		Routes:        nonNil(in.Routes),
 		Priority:      in.Priority,
 		Retries:       retries,
-		// Step 6 ends by canonicalising the dates, whatever precision or
-		// zone the caller's Time values carry.
 		Created:       NewTime(in.Created.Time),
 		Deadline:      NewTime(in.Deadline.Time),
 		Expires:       NewTime(in.Expires.Time),
