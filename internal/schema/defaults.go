@@ -1,0 +1,187 @@
+package schema
+
+import (
+	"encoding/json"
+	"math/big"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// fill returns value with the defaults of sch applied, walking the value and
+// the compiled schema side by side. Objects and arrays are updated in place
+// (the caller owns the freshly decoded value); the result must still be used,
+// because alternatives of oneOf/anyOf are tried on copies.
+//
+// It follows what Taskcluster's validator (ajv with useDefaults) does for
+// properties — an absent property whose schema has a default receives a copy
+// of it — and goes further where ajv stops: defaults are looked up through
+// $ref, and for oneOf/anyOf the first alternative that validates once filled
+// supplies its defaults (ajv ignores defaults inside those keywords, which
+// would leave e.g. a link artifact's contentType unset).
+func fill(sch *jsonschema.Schema, value any, depth int) any {
+	if sch == nil || depth > maxFillDepth {
+		return value
+	}
+	if sch.Ref != nil {
+		value = fill(sch.Ref, value, depth+1)
+	}
+	for _, sub := range sch.AllOf {
+		value = fill(sub, value, depth+1)
+	}
+
+	switch v := value.(type) {
+	case map[string]any:
+		fillObject(sch, v, depth)
+	case []any:
+		fillArray(sch, v, depth)
+	case json.Number:
+		if onlyInteger(sch) {
+			value = canonicalInteger(v)
+		}
+	}
+
+	if alt, ok := fillAlternative(sch.OneOf, value, depth); ok {
+		value = alt
+	} else if alt, ok := fillAlternative(sch.AnyOf, value, depth); ok {
+		value = alt
+	}
+	return value
+}
+
+// fillObject applies property defaults to obj and recurses into its members.
+func fillObject(sch *jsonschema.Schema, obj map[string]any, depth int) {
+	for _, name := range sortedKeys(sch.Properties) {
+		propSchema := sch.Properties[name]
+		member, present := obj[name]
+		if !present {
+			def, ok := defaultOf(propSchema, depth)
+			if !ok {
+				continue
+			}
+			member = deepCopy(def)
+		}
+		obj[name] = fill(propSchema, member, depth+1)
+	}
+	additional, _ := sch.AdditionalProperties.(*jsonschema.Schema)
+	if additional == nil && len(sch.PatternProperties) == 0 {
+		return
+	}
+	for name, member := range obj {
+		if _, declared := sch.Properties[name]; declared {
+			continue
+		}
+		matched := false
+		for re, patternSchema := range sch.PatternProperties {
+			if re.MatchString(name) {
+				member = fill(patternSchema, member, depth+1)
+				matched = true
+			}
+		}
+		if !matched && additional != nil {
+			member = fill(additional, member, depth+1)
+		}
+		obj[name] = member
+	}
+}
+
+// fillArray recurses into the items of arr.
+func fillArray(sch *jsonschema.Schema, arr []any, depth int) {
+	switch items := sch.Items.(type) {
+	case *jsonschema.Schema:
+		for i := range arr {
+			arr[i] = fill(items, arr[i], depth+1)
+		}
+	case []*jsonschema.Schema:
+		for i := range arr {
+			if i < len(items) {
+				arr[i] = fill(items[i], arr[i], depth+1)
+			} else if extra, ok := sch.AdditionalItems.(*jsonschema.Schema); ok {
+				arr[i] = fill(extra, arr[i], depth+1)
+			}
+		}
+	}
+}
+
+// fillAlternative fills a copy of value with each alternative in turn and
+// returns the first copy that validates against its alternative. When none
+// does, value is left alone so that validation reports the original body.
+func fillAlternative(alternatives []*jsonschema.Schema, value any, depth int) (any, bool) {
+	for _, alt := range alternatives {
+		candidate := fill(alt, deepCopy(value), depth+1)
+		if alt.Validate(candidate) == nil {
+			return candidate, true
+		}
+	}
+	return nil, false
+}
+
+// defaultOf returns the default a property schema declares, looking through
+// $ref chains: draft-06 ignores a "default" written beside "$ref", so shared
+// definitions carry defaults only on the definition itself.
+func defaultOf(sch *jsonschema.Schema, depth int) (any, bool) {
+	for ; sch != nil && depth <= maxFillDepth; depth++ {
+		if sch.Default != nil {
+			return *sch.Default, true
+		}
+		sch = sch.Ref
+	}
+	return nil, false
+}
+
+// onlyInteger reports whether sch admits numbers only as integers.
+func onlyInteger(sch *jsonschema.Schema) bool {
+	if sch.Types == nil {
+		return false
+	}
+	integer := false
+	for _, t := range sch.Types.ToStrings() {
+		switch t {
+		case "integer":
+			integer = true
+		case "number":
+			return false
+		}
+	}
+	return integer
+}
+
+// canonicalInteger rewrites an integral number spelled with a fraction or an
+// exponent ("5.0", "5e0") as a plain integer ("5"), so that the re-encoded
+// body unmarshals into Go integer fields. JSON Schema counts such values as
+// integers, so they pass validation; anything else is returned unchanged for
+// validation to judge. big.Rat refuses absurd exponents, which keeps this
+// cheap on hostile input.
+func canonicalInteger(n json.Number) json.Number {
+	s := string(n)
+	if !strings.ContainsAny(s, ".eE") {
+		return n
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok || !r.IsInt() {
+		return n
+	}
+	return json.Number(r.Num().String())
+}
+
+// deepCopy copies the containers of a decoded JSON value so that defaults
+// taken from a compiled schema, and bodies tried against alternatives, are
+// never shared or mutated through another reference.
+func deepCopy(value any) any {
+	switch v := value.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, member := range v {
+			out[k] = deepCopy(member)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, item := range v {
+			out[i] = deepCopy(item)
+		}
+		return out
+	default:
+		return v
+	}
+}
