@@ -1,0 +1,197 @@
+// Package tasklog implements a task's backing log (worker.md §3): a file
+// that receives everything the worker says about a run and all command
+// output, with the Taskcluster line prefixes log parsers key on, and a live
+// log server that lets a user follow the file over HTTP while the task runs.
+package tasklog
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Log is an append-only task log backed by a file. It is safe for
+// concurrent use: command output and worker messages may interleave, but
+// each Write is atomic.
+type Log struct {
+	mu      sync.Mutex
+	f       *os.File
+	size    int64
+	lastNL  bool
+	closed  bool
+	changed chan struct{} // closed and replaced on every write and on Close
+	now     func() time.Time
+}
+
+// Create creates (truncating) the log file at path.
+func Create(path string) (*Log, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("creating task log: %w", err)
+	}
+	return &Log{f: f, lastNL: true, changed: make(chan struct{}), now: time.Now}, nil
+}
+
+// ErrClosed is returned by writes after Close.
+var ErrClosed = errors.New("task log is closed")
+
+// Write appends raw bytes (command output).
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.writeLocked(p)
+}
+
+func (l *Log) writeLocked(p []byte) (int, error) {
+	if l.closed {
+		return 0, ErrClosed
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, err := l.f.WriteAt(p, l.size)
+	l.size += int64(n)
+	if n > 0 {
+		l.lastNL = p[n-1] == '\n'
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
+	if err != nil {
+		return n, fmt.Errorf("writing task log: %w", err)
+	}
+	return n, nil
+}
+
+// Prefixes of worker lines (worker.md §3).
+const (
+	infoPrefix  = "[taskcluster %s] "
+	warnPrefix  = "[taskcluster:warn %s] "
+	errorPrefix = "[taskcluster:error] "
+)
+
+func (l *Log) line(prefix string, withTime bool, format string, args []any) {
+	msg := fmt.Sprintf(format, args...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	if !l.lastNL {
+		// Markers must start a line even when a command's output did not
+		// end with a newline.
+		b.WriteByte('\n')
+	}
+	p := prefix
+	if withTime {
+		p = fmt.Sprintf(prefix, l.now().UTC().Format("2006-01-02T15:04:05.000Z"))
+	}
+	for _, ln := range strings.Split(strings.TrimRight(msg, "\n"), "\n") {
+		b.WriteString(p)
+		b.WriteString(ln)
+		b.WriteByte('\n')
+	}
+	_, _ = l.writeLocked([]byte(b.String()))
+}
+
+// Infof writes an informational worker line.
+func (l *Log) Infof(format string, args ...any) { l.line(infoPrefix, true, format, args) }
+
+// Warnf writes a warning line.
+func (l *Log) Warnf(format string, args ...any) { l.line(warnPrefix, true, format, args) }
+
+// Errorf writes an error line.
+func (l *Log) Errorf(format string, args ...any) { l.line(errorPrefix, false, format, args) }
+
+// Close ends the log: later writes fail and followers finish. The file stays
+// readable through Reader and GzipTo until Release.
+func (l *Log) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.closed = true
+	close(l.changed)
+}
+
+// Release closes the underlying file; call it after the log was uploaded.
+func (l *Log) Release() error {
+	l.Close()
+	if err := l.f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("closing task log: %w", err)
+	}
+	return nil
+}
+
+// Size returns the number of bytes written so far.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.size
+}
+
+// snapshot returns the current size, whether the log is closed, and a
+// channel closed at the next change.
+func (l *Log) snapshot() (int64, bool, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.size, l.closed, l.changed
+}
+
+// Reader returns a reader of everything written so far. It reads through
+// the log's own file descriptor, so it works even if the task deleted the
+// file from its directory.
+func (l *Log) Reader() io.Reader {
+	return io.NewSectionReader(l.f, 0, l.Size())
+}
+
+// GzipTo writes the gzip-compressed log to w.
+func (l *Log) GzipTo(w io.Writer) error {
+	zw := gzip.NewWriter(w)
+	if _, err := io.Copy(zw, l.Reader()); err != nil {
+		return fmt.Errorf("compressing task log: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("compressing task log: %w", err)
+	}
+	return nil
+}
+
+// Follow copies the log to w from the start, then keeps copying new output
+// as it is written, until the log is closed (returns nil) or ctx ends.
+// flush, if non-nil, is called after each chunk so HTTP clients see output
+// promptly.
+func (l *Log) Follow(ctx context.Context, w io.Writer, flush func()) error {
+	var off int64
+	buf := make([]byte, 32<<10)
+	for {
+		size, closed, changed := l.snapshot()
+		for off < size {
+			n, err := l.f.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					return fmt.Errorf("streaming task log: %w", werr)
+				}
+				off += int64(n)
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("reading task log: %w", err)
+			}
+		}
+		if flush != nil {
+			flush()
+		}
+		if closed {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
