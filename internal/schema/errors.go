@@ -12,9 +12,15 @@ import (
 	"golang.org/x/text/message"
 )
 
-// rootLocation names the whole body in problem lines, where a JSON pointer
-// would be the empty string.
-const rootLocation = "(root)"
+const (
+	// rootLocation names the whole body in problem lines, where a JSON
+	// pointer would be the empty string.
+	rootLocation = "(root)"
+
+	// maxProblems caps the lines of one ValidationError: a body with 10000
+	// bad dependencies should get a readable 400, not a 10000-line one.
+	maxProblems = 50
+)
 
 // ValidationError describes why a request body does not match its schema. The
 // API shows it to callers inside a 400 InputValidationError, so every problem
@@ -24,7 +30,8 @@ type ValidationError struct {
 	Schema string
 	// Problems holds one line per failure, "<instance path>: <message>",
 	// where the path is a JSON pointer into the body ("/metadata/source") or
-	// "(root)" for the body itself. Lines are sorted and distinct.
+	// "(root)" for the body itself. Lines are sorted and distinct; past
+	// maxProblems the rest is summarised in one final line.
 	Problems []string
 }
 
@@ -55,6 +62,10 @@ func problems(err *jsonschema.ValidationError) []string {
 		// Never expected: the library reports at least one leaf per
 		// failure. Say something rather than an empty list.
 		lines = append(lines, rootLocation+": does not match the schema")
+	}
+	if len(lines) > maxProblems {
+		more := len(lines) - maxProblems
+		lines = append(lines[:maxProblems], fmt.Sprintf("... and %d more problems", more))
 	}
 	return lines
 }

@@ -80,14 +80,23 @@ func (e *UnknownSchemaError) Error() string {
 // error: a broken schema must stop the server at start-up, not surface as
 // puzzling 400s.
 func New() (*Registry, error) {
+	files, err := fs.Sub(schemaFiles, "schemas")
+	if err != nil {
+		return nil, fmt.Errorf("opening embedded schemas: %w", err)
+	}
+	return newRegistry(files)
+}
+
+// newRegistry compiles the *.json schema files at the top of files.
+func newRegistry(files fs.FS) (*Registry, error) {
 	compiler := jsonschema.NewCompiler()
 	compiler.DefaultDraft(jsonschema.Draft6)
 	compiler.AssertFormat()
 	compiler.RegisterFormat(&jsonschema.Format{Name: "date-time", Validate: validateDateTime})
 
-	entries, err := fs.ReadDir(schemaFiles, "schemas")
+	entries, err := fs.ReadDir(files, ".")
 	if err != nil {
-		return nil, fmt.Errorf("listing embedded schemas: %w", err)
+		return nil, fmt.Errorf("listing schema files: %w", err)
 	}
 	var names []string
 	for _, entry := range entries {
@@ -95,7 +104,7 @@ func New() (*Registry, error) {
 		if entry.IsDir() || path.Ext(file) != ".json" {
 			continue
 		}
-		doc, err := loadSchemaFile(file)
+		doc, err := loadSchemaFile(files, file)
 		if err != nil {
 			return nil, err
 		}
@@ -105,6 +114,9 @@ func New() (*Registry, error) {
 		if file != commonFile {
 			names = append(names, strings.TrimSuffix(file, ".json"))
 		}
+	}
+	if len(names) == 0 {
+		return nil, errors.New("no schema files found")
 	}
 
 	r := &Registry{schemas: make(map[string]*jsonschema.Schema, len(names))}
@@ -121,10 +133,10 @@ func New() (*Registry, error) {
 	return r, nil
 }
 
-// loadSchemaFile reads and decodes one embedded schema file, insisting on the
-// draft-06 dialect.
-func loadSchemaFile(file string) (any, error) {
-	raw, err := schemaFiles.ReadFile("schemas/" + file)
+// loadSchemaFile reads and decodes one schema file, insisting on the draft-06
+// dialect.
+func loadSchemaFile(files fs.FS, file string) (any, error) {
+	raw, err := fs.ReadFile(files, file)
 	if err != nil {
 		return nil, fmt.Errorf("reading schema file %s: %w", file, err)
 	}
