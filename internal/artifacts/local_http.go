@@ -228,8 +228,63 @@ func (l *Local) serveDownload(w http.ResponseWriter, r *http.Request, key string
 	h.Set("Access-Control-Expose-Headers", "Content-Encoding, Content-Length, ETag")
 	// ServeContent streams the file and adds Content-Length, Range and
 	// conditional-request handling, and answers HEAD without a body.
+	if m.ContentEncoding != "" {
+		// ServeContent leaves out Content-Length when Content-Encoding is
+		// set (in case a middleware compresses); uploaders' encodings are
+		// final here and downloaders expect the length, as from S3.
+		w = &encodedLengthWriter{ResponseWriter: w, size: m.Size}
+	}
 	http.ServeContent(w, r, "", m.Modified, f)
 }
+
+// encodedLengthWriter adds the Content-Length that ServeContent omits for
+// content-encoded bodies, deriving it from the Content-Range of partial
+// answers. It forwards ReadFrom so that the file is still sent with
+// sendfile.
+type encodedLengthWriter struct {
+	http.ResponseWriter
+	size        int64
+	wroteHeader bool
+}
+
+func (w *encodedLengthWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.wroteHeader = true
+		h := w.Header()
+		if h.Get("Content-Length") == "" {
+			switch code {
+			case http.StatusOK:
+				h.Set("Content-Length", strconv.FormatInt(w.size, 10))
+			case http.StatusPartialContent:
+				var first, last, total int64
+				if _, err := fmt.Sscanf(h.Get("Content-Range"), "bytes %d-%d/%d", &first, &last, &total); err == nil && last >= first {
+					h.Set("Content-Length", strconv.FormatInt(last-first+1, 10))
+				}
+			}
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *encodedLengthWriter) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *encodedLengthWriter) ReadFrom(r io.Reader) (int64, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(w.ResponseWriter, r)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *encodedLengthWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (l *Local) preflight(w http.ResponseWriter) {
 	h := w.Header()
