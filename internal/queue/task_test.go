@@ -162,6 +162,8 @@ func TestSameDefinition(t *testing.T) {
 			m["tags"] = json.RawMessage(`{"level":"3","kind":"build"}`)
 		}, true},
 		{"tag value differs", func(m map[string]any) { m["tags"] = map[string]string{"kind": "build", "level": "1"} }, false},
+		{"fewer tags", func(m map[string]any) { m["tags"] = map[string]string{"kind": "build"} }, false},
+		{"no tags", func(m map[string]any) { delete(m, "tags") }, false},
 		{"tag key differs", func(m map[string]any) { m["tags"] = map[string]string{"kind": "build", "tier": "3"} }, false},
 		{"metadata differs", func(m map[string]any) {
 			m["metadata"] = map[string]string{
@@ -232,4 +234,19 @@ func TestSameDefinitionMillisecondPrecision(t *testing.T) {
 	require.True(t, queue.SameDefinition(&a, &b))
 	b.Expires = queue.Time{Time: a.Expires.Add(time.Millisecond)}
 	require.False(t, queue.SameDefinition(&a, &b))
+}
+
+// TestSameDefinitionInvalidJSON checks that stored JSON that cannot be
+// parsed never counts as the same definition, not even as itself.
+func TestSameDefinitionInvalidJSON(t *testing.T) {
+	t.Parallel()
+	a := newState(5).Task
+	a.Payload = json.RawMessage(`{"a":`)
+	b := a
+	require.False(t, queue.SameDefinition(&a, &b))
+	b.Payload = nil
+	a.Payload = nil
+	require.True(t, queue.SameDefinition(&a, &b), "absent payloads are both {}")
+	a.Payload = json.RawMessage(`{}`)
+	require.True(t, queue.SameDefinition(&a, &b))
 }

@@ -111,3 +111,9 @@ func TestParseTime(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "yesterday")
 }
+
+func TestSystemClock(t *testing.T) {
+	t.Parallel()
+	var clock queue.Clock = queue.SystemClock{}
+	require.Greater(t, clock.Now().Year(), 2000, "the wall clock, not a zero time")
+}
