@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -116,7 +117,12 @@ func NewAMQP(opts AMQPOptions) (*AMQP, error) {
 	}
 	uri, err := amqp.ParseURI(opts.URL)
 	if err != nil {
-		// The parse error does not echo the URL, which may hold a password.
+		if _, ok := errors.AsType[*url.Error](err); ok {
+			// net/url's errors quote the URL, or pieces of it that may be
+			// part of a password with an unescaped reserved character; say
+			// only what is wrong.
+			return nil, errors.New("parsing the AMQP broker URL: malformed URL (reserved characters in the user name or password must be percent-encoded)")
+		}
 		return nil, fmt.Errorf("parsing the AMQP broker URL: %w", err)
 	}
 	if opts.ExchangePrefix == "" {
