@@ -76,8 +76,8 @@ func TestLocalBackend(t *testing.T) {
 			backend:         b.local,
 			shortExpiry:     func() time.Time { return b.clock.Now().Add(time.Minute) },
 			expire:          func(*testing.T) { b.clock.Advance(time.Minute + time.Second) },
-			headOnGetURL:    true,
-			wrongTypeStatus: http.StatusBadRequest,
+			headOnGetURL: true,
+			checkRefused: requireStatus,
 		}
 	})
 }

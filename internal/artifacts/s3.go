@@ -137,7 +137,11 @@ func parseS3Spec(spec string, getenv func(string) string) (s3Spec, error) {
 	if strings.HasPrefix(s.prefix, "/") || strings.Contains(s.prefix, "//") {
 		return s3Spec{}, fmt.Errorf("s3 blob storage: prefix %q must not contain empty segments", s.prefix)
 	}
-	for name, values := range u.Query() {
+	query, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return s3Spec{}, errors.New("s3 blob storage: spec has a malformed query string")
+	}
+	for name, values := range query {
 		v := values[len(values)-1]
 		switch name {
 		case "endpoint":
