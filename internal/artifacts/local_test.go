@@ -73,9 +73,9 @@ func TestLocalBackend(t *testing.T) {
 	runBackendSuite(t, func(t *testing.T) harness {
 		b := setupLocal(t, nil)
 		return harness{
-			backend:         b.local,
-			shortExpiry:     func() time.Time { return b.clock.Now().Add(time.Minute) },
-			expire:          func(*testing.T) { b.clock.Advance(time.Minute + time.Second) },
+			backend:      b.local,
+			shortExpiry:  func() time.Time { return b.clock.Now().Add(time.Minute) },
+			expire:       func(*testing.T) { b.clock.Advance(time.Minute + time.Second) },
 			headOnGetURL: true,
 			checkRefused: requireStatus,
 		}
