@@ -323,7 +323,11 @@ func (a *AMQP) session(ctx context.Context) (*amqpSession, error) {
 		state, s, lastErr, changed := a.snapshot()
 		switch state {
 		case stateUp:
-			return s, nil
+			if !s.isLost() {
+				return s, nil
+			}
+			// A publisher found the session broken and the connection
+			// goroutine has yet to replace it: wait for it to.
 		case stateClosed:
 			return nil, ErrClosed
 		case stateDown:
@@ -378,7 +382,7 @@ func (a *AMQP) run() {
 		failures = 0
 		a.setState(stateUp, s, nil)
 		cause := s.watch(a.ctx, a.log)
-		s.close()
+		s.close(a.opts.DialTimeout)
 		if cause == nil {
 			return // Close was called.
 		}
@@ -498,6 +502,16 @@ func (s *amqpSession) fail(err error) {
 	})
 }
 
+// isLost reports whether fail has been called.
+func (s *amqpSession) isLost() bool {
+	select {
+	case <-s.lost:
+		return true
+	default:
+		return false
+	}
+}
+
 // watch blocks until the session is lost, returning why, or until ctx ends,
 // returning nil.
 func (s *amqpSession) watch(ctx context.Context, log *slog.Logger) error {
@@ -537,7 +551,11 @@ func closeCause(what string, e *amqp.Error) error {
 	return fmt.Errorf("%s: %w", what, e)
 }
 
-func (s *amqpSession) close() { _ = s.conn.Close() }
+// close closes the connection, bounding the wait for the broker's close-ok
+// so that an unresponsive broker cannot hang reconnection or Close.
+func (s *amqpSession) close(timeout time.Duration) {
+	_ = s.conn.CloseDeadline(time.Now().Add(timeout))
+}
 
 // declare declares those of exchanges this connection has not declared yet,
 // on a short-lived channel: a declaration the broker refuses (say, an
