@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Provides a real S3-compatible server (MinIO) for the S3 blob-storage tests.
 #
-#   eval "$(.ci/minio.sh)"        # build if needed, start, print env lines
+#   lines="$(.ci/minio.sh)" && eval "$lines"   # build if needed, start, export env
 #   go test ./internal/artifacts/...
-#   .ci/minio.sh stop             # stop the server and delete its data
+#   .ci/minio.sh stop                           # stop the server, delete its data
+#
+# (Plain `eval "$(.ci/minio.sh)"` works too but hides a failed start from
+# `set -e`.)
 #
 # Subcommands: start (default), stop, env (print the lines without starting).
 # stdout carries only `export NAME='value'` lines (so eval works); progress
@@ -83,8 +86,14 @@ start() {
 	rm -rf "$state"
 	mkdir -p "$state/data"
 	log "starting minio on $addr (data in $state/data)"
+	# setsid detaches the server from the caller's process group, so that
+	# it outlives this script and a Ctrl-C of the test run.
+	local detach=()
+	if command -v setsid >/dev/null; then
+		detach=(setsid)
+	fi
 	MINIO_ROOT_USER="$user" MINIO_ROOT_PASSWORD="$pass" MINIO_BROWSER=off MINIO_UPDATE=off \
-		setsid "$bin" server --quiet --address "$addr" --console-address "127.0.0.1:$((port + 1))" "$state/data" \
+		"${detach[@]}" "$bin" server --quiet --address "$addr" --console-address "127.0.0.1:$((port + 1))" "$state/data" \
 		>"$logfile" 2>&1 </dev/null &
 	echo $! >"$pidfile"
 	for _ in $(seq 1 120); do

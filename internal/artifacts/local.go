@@ -149,7 +149,32 @@ func NewLocal(opts LocalOptions) (*Local, error) {
 			return nil, fmt.Errorf("local blob storage: creating %s: %w", d, err)
 		}
 	}
+	l.sweepTmp()
 	return l, nil
+}
+
+// staleTmpAge is how old a temporary file must be before NewLocal deletes
+// it: far beyond any upload through a 45-minute URL, so that a replica
+// starting next to one that is mid-upload leaves its file alone.
+const staleTmpAge = 24 * time.Hour
+
+// sweepTmp removes temporary files left behind by a crash.
+func (l *Local) sweepTmp() {
+	entries, err := os.ReadDir(l.tmpDir)
+	if err != nil {
+		l.log.Warn("listing temporary blob files", "dir", l.tmpDir, "error", err)
+		return
+	}
+	cutoff := l.now().Add(-staleTmpAge)
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || info.IsDir() || !info.ModTime().Before(cutoff) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(l.tmpDir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			l.log.Warn("removing stale temporary blob file", "file", e.Name(), "error", err)
+		}
+	}
 }
 
 // MountPath returns the path prefix under which the API server must route

@@ -496,3 +496,24 @@ func TestLocalCorruptMetadata(t *testing.T) {
 	require.Equal(t, http.StatusOK, got.status)
 	require.Equal(t, "fixed", string(got.body))
 }
+
+func TestLocalSweepsStaleTemporaryFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tmp := filepath.Join(dir, "tmp")
+	require.NoError(t, os.MkdirAll(tmp, 0o750))
+	stale := filepath.Join(tmp, "upload-stale")
+	fresh := filepath.Join(tmp, "upload-fresh")
+	for _, p := range []string{stale, fresh} {
+		require.NoError(t, os.WriteFile(p, []byte("partial"), 0o600))
+	}
+	old := time.Now().Add(-25 * time.Hour)
+	require.NoError(t, os.Chtimes(stale, old, old))
+
+	_, err := NewLocal(LocalOptions{Dir: dir, BaseURL: "http://127.0.0.1:1", SigningKey: bytes.Repeat([]byte("k"), MinSigningKeyLen)})
+	require.NoError(t, err)
+	_, err = os.Stat(stale)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	_, err = os.Stat(fresh)
+	require.NoError(t, err, "a recent temporary file may be an upload in progress")
+}
