@@ -1,0 +1,280 @@
+package worker
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// Duration is a time.Duration that config files may write as a Go duration
+// string ("90s", "5m") or as a number of seconds.
+type Duration struct {
+	time.Duration
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	return d.parse(n.Value)
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	return d.parse(strings.Trim(string(b), `"`))
+}
+
+// MarshalJSON renders the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func (d *Duration) parse(s string) error {
+	if secs, err := strconv.ParseFloat(s, 64); err == nil {
+		d.Duration = time.Duration(secs * float64(time.Second))
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: want a Go duration like \"90s\" or a number of seconds", s)
+	}
+	d.Duration = v
+	return nil
+}
+
+// CredentialsConfig are the worker's own credentials.
+type CredentialsConfig struct {
+	ClientID    string `yaml:"clientId" json:"clientId"`
+	AccessToken string `yaml:"accessToken" json:"accessToken"`
+	Certificate string `yaml:"certificate" json:"certificate,omitempty"`
+}
+
+// SupersedingConfig holds the superseding settings of worker.md §5.2. The
+// worker itself only reads Enabled (to decide whether to call its
+// SupersedeFunc); the rest is for the superseding implementation.
+type SupersedingConfig struct {
+	// Enabled turns superseding on (default true).
+	Enabled *bool `yaml:"enabled" json:"enabled,omitempty"`
+	// Order is "ascending" (default) or "descending".
+	Order string `yaml:"order" json:"order,omitempty"`
+	// Timeout bounds the superseder request (default 5 s).
+	Timeout Duration `yaml:"timeout" json:"timeout,omitzero"`
+	// MaxTasks caps the list length (default 32).
+	MaxTasks int `yaml:"maxTasks" json:"maxTasks,omitempty"`
+	// AllowedURLPrefixes, when non-empty, is the allow-list of superseder
+	// URLs.
+	AllowedURLPrefixes []string `yaml:"allowedUrlPrefixes" json:"allowedUrlPrefixes,omitempty"`
+	// RunIDZeroOnly reproduces docker-worker's "claim run 0 only".
+	RunIDZeroOnly bool `yaml:"runIdZeroOnly" json:"runIdZeroOnly,omitempty"`
+}
+
+// Config is the worker configuration; every `hopper worker` flag maps to a
+// field. Zero values mean "use the default" (see Normalize).
+type Config struct {
+	// RootURL is the Taskcluster deployment root.
+	RootURL string `yaml:"rootUrl" json:"rootUrl"`
+	// Credentials are the worker's credentials.
+	Credentials CredentialsConfig `yaml:"credentials" json:"credentials"`
+	// TaskQueueID is "<provisionerId>/<workerType>"; alternatively set
+	// ProvisionerID and WorkerType.
+	TaskQueueID   string `yaml:"taskQueueId" json:"taskQueueId,omitempty"`
+	ProvisionerID string `yaml:"provisionerId" json:"provisionerId,omitempty"`
+	WorkerType    string `yaml:"workerType" json:"workerType,omitempty"`
+	// WorkerGroup and WorkerID identify this worker.
+	WorkerGroup string `yaml:"workerGroup" json:"workerGroup"`
+	WorkerID    string `yaml:"workerId" json:"workerId"`
+	// Capacity is the number of concurrent runs (default 1, max 255).
+	Capacity int `yaml:"capacity" json:"capacity,omitempty"`
+	// WorkDir is the base of TasksDir, CachesDir and DownloadsDir (default
+	// "./hopper-worker").
+	WorkDir      string `yaml:"workDir" json:"workDir,omitempty"`
+	TasksDir     string `yaml:"tasksDir" json:"tasksDir,omitempty"`
+	CachesDir    string `yaml:"cachesDir" json:"cachesDir,omitempty"`
+	DownloadsDir string `yaml:"downloadsDir" json:"downloadsDir,omitempty"`
+	// MaxTaskRunTime is the upper bound for payload.maxRunTime, in seconds
+	// (default 86400).
+	MaxTaskRunTime int `yaml:"maxTaskRunTime" json:"maxTaskRunTime,omitempty"`
+	// Feature switches (all default true).
+	EnableLiveLog          *bool `yaml:"enableLiveLog" json:"enableLiveLog,omitempty"`
+	EnableTaskclusterProxy *bool `yaml:"enableTaskclusterProxy" json:"enableTaskclusterProxy,omitempty"`
+	EnableMounts           *bool `yaml:"enableMounts" json:"enableMounts,omitempty"`
+	// CleanUpTaskDirs removes task directories after each run (default true).
+	CleanUpTaskDirs *bool `yaml:"cleanUpTaskDirs" json:"cleanUpTaskDirs,omitempty"`
+	// LiveLogBindAddress is where live-log servers listen and
+	// LiveLogPublicHost the host name put in live-log URLs (both default
+	// 127.0.0.1).
+	LiveLogBindAddress string `yaml:"liveLogBindAddress" json:"liveLogBindAddress,omitempty"`
+	LiveLogPublicHost  string `yaml:"liveLogPublicHost" json:"liveLogPublicHost,omitempty"`
+	// ClaimInterval is the minimum time between the starts of consecutive
+	// claimWork calls (default 5 s; tests use less).
+	ClaimInterval Duration `yaml:"claimInterval" json:"claimInterval,omitzero"`
+	// MaxClaimBackoff caps the back-off after consecutive claimWork
+	// errors (default 60 s).
+	MaxClaimBackoff Duration `yaml:"maxClaimBackoff" json:"maxClaimBackoff,omitzero"`
+	// IdleTimeout stops the worker (exit 0) after this long without work;
+	// zero means never.
+	IdleTimeout Duration `yaml:"idleTimeout" json:"idleTimeout,omitzero"`
+	// NumberOfTasksToRun stops the worker (exit 0) after claiming that many
+	// tasks and finishing them; zero means unlimited.
+	NumberOfTasksToRun int `yaml:"numberOfTasksToRun" json:"numberOfTasksToRun,omitempty"`
+	// ShutdownUploadTimeout is the budget for uploads and reports of runs
+	// aborted by an immediate shutdown (default 60 s).
+	ShutdownUploadTimeout Duration `yaml:"shutdownUploadTimeout" json:"shutdownUploadTimeout,omitzero"`
+	// MaxInternalErrors stops the worker (exit 69) after that many
+	// consecutive runs ended in internal-error (default 5).
+	MaxInternalErrors int `yaml:"maxInternalErrors" json:"maxInternalErrors,omitempty"`
+	// WorkerLocation and InstanceType, when set, are exported to tasks as
+	// TASKCLUSTER_WORKER_LOCATION and TASKCLUSTER_INSTANCE_TYPE.
+	WorkerLocation string `yaml:"workerLocation" json:"workerLocation,omitempty"`
+	InstanceType   string `yaml:"instanceType" json:"instanceType,omitempty"`
+	// WorkerTypeMetadata is operator-supplied metadata printed in every
+	// task log header.
+	WorkerTypeMetadata map[string]any `yaml:"workerTypeMetadata" json:"workerTypeMetadata,omitempty"`
+	// Superseding holds the superseding settings.
+	Superseding SupersedingConfig `yaml:"superseding" json:"superseding"`
+}
+
+// LoadConfigFile reads a YAML or JSON configuration file (JSON is valid
+// YAML). Unknown keys are errors, so typos do not silently fall back to
+// defaults.
+func LoadConfigFile(path string) (Config, error) {
+	var cfg Config
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("reading worker config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, fmt.Errorf("parsing worker config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+var (
+	identifierRE    = regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`)
+	provisionerIDRE = regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`)
+	workerTypeRE    = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,36}[a-z0-9])?$`)
+)
+
+func boolOr(p *bool, d bool) bool {
+	if p == nil {
+		return d
+	}
+	return *p
+}
+
+// Normalize fills defaults and checks the configuration, returning a copy.
+func (c Config) Normalize() (Config, error) {
+	var problems []string
+	if c.RootURL == "" {
+		problems = append(problems, "rootUrl is required")
+	}
+	c.RootURL = strings.TrimRight(c.RootURL, "/")
+	switch {
+	case c.TaskQueueID == "" && (c.ProvisionerID != "" || c.WorkerType != ""):
+		c.TaskQueueID = c.ProvisionerID + "/" + c.WorkerType
+	case c.TaskQueueID != "" && (c.ProvisionerID != "" || c.WorkerType != "") &&
+		c.TaskQueueID != c.ProvisionerID+"/"+c.WorkerType:
+		problems = append(problems, "taskQueueId disagrees with provisionerId/workerType")
+	}
+	prov, wt, ok := strings.Cut(c.TaskQueueID, "/")
+	if !ok || !provisionerIDRE.MatchString(prov) || !workerTypeRE.MatchString(wt) {
+		problems = append(problems, fmt.Sprintf("taskQueueId %q must be <provisionerId>/<workerType>", c.TaskQueueID))
+	}
+	c.ProvisionerID, c.WorkerType = prov, wt
+	if !identifierRE.MatchString(c.WorkerGroup) {
+		problems = append(problems, fmt.Sprintf("workerGroup %q must match %s", c.WorkerGroup, identifierRE))
+	}
+	if !identifierRE.MatchString(c.WorkerID) {
+		problems = append(problems, fmt.Sprintf("workerId %q must match %s", c.WorkerID, identifierRE))
+	}
+	if c.Credentials.ClientID == "" || c.Credentials.AccessToken == "" {
+		problems = append(problems, "credentials.clientId and credentials.accessToken are required")
+	}
+	if c.Credentials.Certificate != "" && !json.Valid([]byte(c.Credentials.Certificate)) {
+		problems = append(problems, "credentials.certificate must be JSON text")
+	}
+	if c.Capacity == 0 {
+		c.Capacity = 1
+	}
+	if c.Capacity < 1 || c.Capacity > 255 {
+		problems = append(problems, "capacity must be 1..255")
+	}
+	if c.MaxTaskRunTime == 0 {
+		c.MaxTaskRunTime = 86400
+	}
+	if c.MaxTaskRunTime < 1 {
+		problems = append(problems, "maxTaskRunTime must be positive")
+	}
+	if c.WorkDir == "" {
+		c.WorkDir = "hopper-worker"
+	}
+	abs, err := filepath.Abs(c.WorkDir)
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("workDir: %v", err))
+	}
+	c.WorkDir = abs
+	for _, d := range []struct {
+		dst  *string
+		name string
+	}{{&c.TasksDir, "tasks"}, {&c.CachesDir, "caches"}, {&c.DownloadsDir, "downloads"}} {
+		if *d.dst == "" {
+			*d.dst = filepath.Join(c.WorkDir, d.name)
+		}
+		if p, err := filepath.Abs(*d.dst); err == nil {
+			*d.dst = p
+		}
+	}
+	if c.LiveLogBindAddress == "" {
+		c.LiveLogBindAddress = "127.0.0.1"
+	}
+	if c.LiveLogPublicHost == "" {
+		c.LiveLogPublicHost = c.LiveLogBindAddress
+	}
+	if c.ClaimInterval.Duration <= 0 {
+		c.ClaimInterval.Duration = 5 * time.Second
+	}
+	if c.MaxClaimBackoff.Duration <= 0 {
+		c.MaxClaimBackoff.Duration = 60 * time.Second
+	}
+	if c.ShutdownUploadTimeout.Duration <= 0 {
+		c.ShutdownUploadTimeout.Duration = 60 * time.Second
+	}
+	if c.MaxInternalErrors == 0 {
+		c.MaxInternalErrors = 5
+	}
+	if c.Superseding.Order == "" {
+		c.Superseding.Order = "ascending"
+	}
+	if c.Superseding.Order != "ascending" && c.Superseding.Order != "descending" {
+		problems = append(problems, "superseding.order must be ascending or descending")
+	}
+	if c.Superseding.Timeout.Duration <= 0 {
+		c.Superseding.Timeout.Duration = 5 * time.Second
+	}
+	if c.Superseding.MaxTasks == 0 {
+		c.Superseding.MaxTasks = 32
+	}
+	if len(problems) > 0 {
+		return c, fmt.Errorf("invalid worker config: %s", strings.Join(problems, "; "))
+	}
+	return c, nil
+}
+
+// SupersedingEnabled reports whether superseding is on.
+func (c *Config) SupersedingEnabled() bool { return boolOr(c.Superseding.Enabled, true) }
+
+func (c *Config) workerCredentials() *tcclient.Credentials {
+	return &tcclient.Credentials{
+		ClientID: c.Credentials.ClientID, AccessToken: c.Credentials.AccessToken, Certificate: c.Credentials.Certificate,
+	}
+}

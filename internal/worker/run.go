@@ -1,0 +1,634 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/worker/payload"
+	"github.com/hopper-ci/hopper/internal/worker/tasklog"
+	"github.com/hopper-ci/hopper/internal/worker/tcproxy"
+)
+
+// Version is the worker implementation version printed in task logs.
+const Version = "hopper-worker/0.1"
+
+type logLine struct {
+	warn bool
+	text string
+}
+
+// runErr is one recorded error of a run; the first one decides the
+// resolution (worker.md §1.6).
+type runErr struct {
+	failed  bool   // reportFailed rather than reportException
+	reason  string // exception reason
+	aborted bool   // the worker stopped the task code (maxRunTime, shutdown)
+	msg     string
+}
+
+func malformed(format string, args ...any) runErr {
+	return runErr{reason: tcclient.ReasonMalformedPayload, msg: fmt.Sprintf(format, args...)}
+}
+
+func internalError(format string, args ...any) runErr {
+	return runErr{reason: tcclient.ReasonInternalError, msg: fmt.Sprintf(format, args...)}
+}
+
+func failure(format string, args ...any) runErr {
+	return runErr{failed: true, msg: fmt.Sprintf(format, args...)}
+}
+
+// taskRun is the state of one run (worker.md §6.2).
+type taskRun struct {
+	w           *Worker
+	claim       *Claim
+	secondaries SecondarySet
+	logger      *slog.Logger
+	preLog      []logLine
+
+	ctx      context.Context // cancelled when the claim is lost
+	workCtx  context.Context // additionally cancelled on immediate shutdown
+	dir      string
+	tmpDir   string
+	log      *tasklog.Log
+	pl       *payload.Payload
+	logs     payload.Logs
+	backing  bool
+	live     *tasklog.LiveServer
+	proxy    *tcproxy.Proxy
+	errs     []runErr
+	caches   []*mountedCache
+	purge    bool
+	started  time.Time
+	finished bool
+}
+
+func (r *taskRun) record(e runErr) {
+	r.errs = append(r.errs, e)
+	if r.log != nil && e.msg != "" {
+		r.log.Errorf("%s", e.msg)
+	}
+}
+
+func (r *taskRun) lost() bool { return closed(r.claim.Lost()) }
+
+func (r *taskRun) aborting() bool { return closed(r.w.abort) }
+
+// execute drives the run through its states and returns the outcome.
+func (r *taskRun) execute() Outcome {
+	defer r.claim.StopReclaiming()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	workCtx, cancelWork := context.WithCancel(ctx)
+	defer cancelWork()
+	go func() {
+		select {
+		case <-r.claim.Lost():
+			cancel()
+		case <-r.w.abort:
+			cancelWork()
+		case <-ctx.Done():
+		}
+	}()
+	r.ctx, r.workCtx, r.started = ctx, workCtx, time.Now()
+	r.logger.Info("task claimed")
+
+	if err := r.createDirs(); err != nil {
+		// Setup failures before the run starts are reported at once, with
+		// no log (worker.md §1.3 step 6).
+		r.logger.Error("preparing task directory", "error", err)
+		return r.conclude(Outcome{State: tcclient.StateException, Reason: tcclient.ReasonInternalError})
+	}
+	defer r.cleanup()
+	log, err := tasklog.Create(filepath.Join(r.dir, "generic-worker", "live_backing.log"))
+	if err != nil {
+		r.logger.Error("creating task log", "error", err)
+		return r.conclude(Outcome{State: tcclient.StateException, Reason: tcclient.ReasonInternalError})
+	}
+	r.log = log
+	r.writeHeader()
+	r.prepare()
+	if len(r.errs) == 0 && !r.lost() {
+		r.runCommands()
+	}
+	if r.lost() {
+		return r.cancelled()
+	}
+	r.uploadPhase()
+	if r.lost() {
+		return r.cancelled()
+	}
+	return r.conclude(r.outcome())
+}
+
+// conclude hands the outcome to the superseding step, resolves the run and
+// returns the outcome.
+func (r *taskRun) conclude(o Outcome) Outcome {
+	if r.secondaries != nil {
+		r.secondaries.Finish(context.Background(), r.claim, o)
+	}
+	r.claim.StopReclaiming()
+	r.resolve(o)
+	return o
+}
+
+// cancelled handles a lost claim: no uploads, no report (worker.md §1.5).
+func (r *taskRun) cancelled() Outcome {
+	r.logger.Warn("claim lost; abandoning the run without uploads or report", "reason", r.claim.LostReason())
+	o := Outcome{Lost: true, Aborted: true}
+	if r.secondaries != nil {
+		r.secondaries.Finish(context.Background(), r.claim, o)
+	}
+	return o
+}
+
+func (r *taskRun) outcome() Outcome {
+	if len(r.errs) == 0 {
+		return Outcome{State: tcclient.StateCompleted}
+	}
+	first := r.errs[0]
+	if first.failed {
+		return Outcome{State: tcclient.StateFailed, Aborted: first.aborted}
+	}
+	return Outcome{State: tcclient.StateException, Reason: first.reason, Aborted: first.aborted}
+}
+
+func (r *taskRun) resolve(o Outcome) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	q := r.claim.Queue()
+	var err error
+	switch o.State {
+	case tcclient.StateCompleted:
+		_, err = q.ReportCompleted(ctx, r.claim.TaskID, r.claim.RunID)
+	case tcclient.StateFailed:
+		_, err = q.ReportFailed(ctx, r.claim.TaskID, r.claim.RunID)
+	default:
+		_, err = q.ReportException(ctx, r.claim.TaskID, r.claim.RunID, o.Reason)
+	}
+	switch {
+	case err == nil:
+		r.logger.Info("task resolved", "state", o.State, "reason", o.Reason)
+	case tcclient.StatusCode(err) == 409:
+		r.logger.Warn("run was already resolved (cancelled or expired)", "error", err)
+	default:
+		r.logger.Error("resolving run failed; the claim will expire and the queue retries", "error", err)
+	}
+}
+
+// createDirs makes the task directory <tasksDir>/task_<taskId prefix>_<runId>.
+func (r *taskRun) createDirs() error {
+	prefix := r.claim.TaskID
+	if len(prefix) > 10 {
+		prefix = prefix[:10]
+	}
+	base := fmt.Sprintf("task_%s_%d", prefix, r.claim.RunID)
+	for i := 0; ; i++ {
+		name := base
+		if i > 0 {
+			name = fmt.Sprintf("%s.%d", base, i)
+		}
+		dir := filepath.Join(r.w.cfg.TasksDir, name)
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			r.dir = dir
+			break
+		}
+		if !os.IsExist(err) || i > 100 {
+			return fmt.Errorf("creating task directory: %w", err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(r.dir, "generic-worker"), 0o755); err != nil {
+		return fmt.Errorf("creating task log directory: %w", err)
+	}
+	tmp, err := os.MkdirTemp(r.w.cfg.WorkDir, "tmp-"+filepath.Base(r.dir)+"-")
+	if err != nil {
+		return fmt.Errorf("creating temporary directory: %w", err)
+	}
+	r.tmpDir = tmp
+	return nil
+}
+
+func (r *taskRun) writeHeader() {
+	cfg := &r.w.cfg
+	meta := map[string]any{
+		"implementation": Version,
+		"go":             runtime.Version(),
+		"os":             runtime.GOOS,
+		"arch":           runtime.GOARCH,
+		"engine":         "insecure",
+		"capacity":       cfg.Capacity,
+		"workerGroup":    cfg.WorkerGroup,
+		"workerId":       cfg.WorkerID,
+		"taskQueueId":    cfg.TaskQueueID,
+	}
+	for k, v := range cfg.WorkerTypeMetadata {
+		meta[k] = v
+	}
+	pretty, _ := json.MarshalIndent(meta, "", "  ")
+	r.log.Infof("Worker Type (%s) settings:\n%s", cfg.TaskQueueID, pretty)
+	r.log.Infof("Task ID: %s", r.claim.TaskID)
+	r.log.Infof("Run ID: %d", r.claim.RunID)
+	r.log.Infof("=== Task Starting ===")
+	for _, l := range r.preLog {
+		if l.warn {
+			r.log.Warnf("%s", l.text)
+		} else {
+			r.log.Infof("%s", l.text)
+		}
+	}
+}
+
+func (r *taskRun) writeFooter() {
+	r.log.Infof("=== Task Finished ===")
+	r.log.Infof("Task Duration: %s", time.Since(r.started).Round(time.Millisecond))
+	if len(r.errs) > 0 {
+		first := r.errs[0]
+		switch {
+		case first.failed:
+			r.log.Errorf("Task resolution: failed: %s", first.msg)
+		default:
+			r.log.Errorf("Task resolution: exception/%s: %s", first.reason, first.msg)
+		}
+		return
+	}
+	r.log.Infof("Task resolution: completed")
+}
+
+// rawFeatureRequested reports whether the raw payload explicitly sets
+// features.<name> to true (features that default to on are only an error
+// on a worker that disables them when asked for explicitly).
+func rawFeatureRequested(raw json.RawMessage, name string) bool {
+	var loose struct {
+		Features map[string]any `json:"features"`
+	}
+	if json.Unmarshal(raw, &loose) != nil {
+		return false
+	}
+	v, _ := loose.Features[name].(bool)
+	return v
+}
+
+// supersederURL reads payload.supersederUrl leniently from the raw payload
+// (before validation, worker.md §5.2).
+func supersederURL(raw json.RawMessage) string {
+	var loose struct {
+		URL any `json:"supersederUrl"`
+	}
+	if json.Unmarshal(raw, &loose) != nil {
+		return ""
+	}
+	s, _ := loose.URL.(string)
+	return s
+}
+
+// scopeSatisfied reports whether scopes satisfy required (exact match or a
+// held scope ending in "*" that prefixes it).
+func scopeSatisfied(scopes []string, required string) bool {
+	for _, s := range scopes {
+		if s == required || strings.HasSuffix(s, "*") && strings.HasPrefix(required, strings.TrimSuffix(s, "*")) {
+			return true
+		}
+	}
+	return false
+}
+
+// prepare validates the payload and sets up features and mounts
+// (worker.md §6.2 rows 5–8). Problems are recorded, not returned.
+func (r *taskRun) prepare() {
+	raw := r.claim.Task.Payload
+	r.logs, r.backing = payload.DefaultLogsOnly(raw)
+	pl, problems := r.w.validator.Parse(raw)
+	if len(problems) > 0 {
+		r.log.Errorf("The task payload is invalid for this worker (generic-worker native posix format):")
+		for _, p := range problems {
+			r.log.Errorf("  - %s", p)
+		}
+		r.record(malformed("The payload failed validation (%d problem(s), listed above).", len(problems)))
+		return
+	}
+	r.pl, r.logs, r.backing = pl, pl.Logs, pl.Features.BackingLog
+	cfg := &r.w.cfg
+	task := &r.claim.Task
+	var bad []string
+	if rawFeatureRequested(raw, "liveLog") && !boolOr(cfg.EnableLiveLog, true) {
+		bad = append(bad, fmt.Sprintf("features.liveLog is requested but the live log feature is disabled on worker pool %s", cfg.TaskQueueID))
+	}
+	if pl.Features.TaskclusterProxy && !boolOr(cfg.EnableTaskclusterProxy, true) {
+		bad = append(bad, fmt.Sprintf("features.taskclusterProxy is requested but the taskcluster proxy is disabled on worker pool %s", cfg.TaskQueueID))
+	}
+	if len(pl.Mounts) > 0 && !boolOr(cfg.EnableMounts, true) {
+		bad = append(bad, fmt.Sprintf("payload.mounts is used but mounts are disabled on worker pool %s", cfg.TaskQueueID))
+	}
+	for name, on := range map[string]bool{"interactive": pl.Features.Interactive,
+		"loopbackVideo": pl.Features.LoopbackVideo, "loopbackAudio": pl.Features.LoopbackAudio} {
+		if on {
+			bad = append(bad, fmt.Sprintf("features.%s is not supported by this worker", name))
+		}
+	}
+	if pl.TaskclusterProxyInterface != "localhost" {
+		bad = append(bad, fmt.Sprintf("taskclusterProxyInterface %q is not supported by this worker (only \"localhost\")", pl.TaskclusterProxyInterface))
+	}
+	if pl.MaxRunTime > cfg.MaxTaskRunTime {
+		bad = append(bad, fmt.Sprintf("payload.maxRunTime %d exceeds this worker pool's maximum of %d seconds", pl.MaxRunTime, cfg.MaxTaskRunTime))
+	}
+	for i, a := range pl.Artifacts {
+		if a.Expires.IsZero() {
+			continue
+		}
+		if a.Expires.Before(task.Deadline.Add(-time.Second)) {
+			bad = append(bad, fmt.Sprintf("payload.artifacts[%d].expires (%s) is before the task deadline (%s)", i, a.Expires, task.Deadline))
+		}
+		if a.Expires.After(task.Expires.Add(time.Second)) {
+			bad = append(bad, fmt.Sprintf("payload.artifacts[%d].expires (%s) is after the task expiry (%s)", i, a.Expires, task.Expires))
+		}
+	}
+	bad = append(bad, checkOSGroups(pl.OSGroups)...)
+	bad = append(bad, r.checkMounts()...)
+	if len(bad) > 0 {
+		for _, b := range bad {
+			r.log.Errorf("%s", b)
+		}
+		r.record(malformed("The task cannot run on this worker (%d problem(s), listed above).", len(bad)))
+		return
+	}
+	if pl.Features.LiveLog && boolOr(cfg.EnableLiveLog, true) {
+		r.startLiveLog()
+	}
+	if pl.Features.TaskclusterProxy {
+		if err := r.startProxy(); err != nil {
+			r.record(internalError("Could not start the taskcluster proxy: %v", err))
+			return
+		}
+	}
+	if e := r.applyMounts(); e != nil {
+		if r.aborting() {
+			r.record(runErr{reason: tcclient.ReasonWorkerShutdown, aborted: true, msg: "Worker is shutting down; task aborted while preparing mounts."})
+			return
+		}
+		r.record(*e)
+	}
+}
+
+// checkOSGroups allows only groups the worker's own user already has (the
+// insecure engine runs tasks as that user).
+func checkOSGroups(groups []string) []string {
+	if len(groups) == 0 {
+		return nil
+	}
+	have := map[string]bool{}
+	if u, err := user.Current(); err == nil {
+		if ids, err := u.GroupIds(); err == nil {
+			for _, id := range ids {
+				have[id] = true
+				if g, err := user.LookupGroupId(id); err == nil {
+					have[g.Name] = true
+				}
+			}
+		}
+	}
+	var bad []string
+	for _, g := range groups {
+		if !have[g] {
+			bad = append(bad, fmt.Sprintf("payload.osGroups: the worker's user is not in group %q, and this (insecure) worker cannot add it", g))
+		}
+	}
+	return bad
+}
+
+func (r *taskRun) startLiveLog() {
+	cfg := &r.w.cfg
+	live, err := tasklog.StartLive(r.log, cfg.LiveLogBindAddress, cfg.LiveLogPublicHost)
+	if err != nil {
+		r.log.Warnf("Live log unavailable: %v", err)
+		return
+	}
+	r.live = live
+	expires := time.Now().Add(time.Duration(r.pl.MaxRunTime)*time.Second + 900*time.Second)
+	if expires.After(r.claim.Task.Expires.Time) {
+		expires = r.claim.Task.Expires.Time
+	}
+	ctx, cancel := context.WithTimeout(r.workCtx, time.Minute)
+	defer cancel()
+	_, err = r.claim.Queue().CreateArtifact(ctx, r.claim.TaskID, r.claim.RunID, r.logs.Live, &tcclient.CreateArtifactRequest{
+		StorageType: tcclient.StorageReference, Expires: tcclient.NewTime(expires),
+		ContentType: "text/plain; charset=utf-8", URL: live.URL(),
+	})
+	if err != nil {
+		r.log.Warnf("Could not publish the live log artifact: %v", err)
+		return
+	}
+	r.log.Infof("Live log: %s", live.URL())
+}
+
+func (r *taskRun) proxyScopes() []string {
+	scopes := slices.Clone(r.claim.Task.Scopes)
+	return append(scopes, fmt.Sprintf("queue:create-artifact:%s/%d", r.claim.TaskID, r.claim.RunID))
+}
+
+func (r *taskRun) startProxy() error {
+	p, err := tcproxy.Start(tcproxy.Options{
+		RootURL: r.w.cfg.RootURL, Credentials: r.claim.Credentials(), AuthorizedScopes: r.proxyScopes(),
+		HTTPClient: r.w.HTTPClient,
+	})
+	if err != nil {
+		return err
+	}
+	r.proxy = p
+	r.claim.OnCredentials(func(c tcclient.Credentials) {
+		p.SetCredentials(c)
+		if r.log != nil {
+			r.log.Infof("Taskcluster proxy credentials refreshed after reclaim")
+		}
+	})
+	r.log.Infof("Taskcluster proxy listening at %s", p.URL())
+	return nil
+}
+
+// taskEnv builds the command environment (worker.md §2.2): the worker's
+// environment without any of its secrets, overlaid with payload.env, then
+// the forced variables.
+func (r *taskRun) taskEnv() []string {
+	secret := r.w.cfg.Credentials.AccessToken
+	drop := map[string]bool{"TASKCLUSTER_ACCESS_TOKEN": true, "TASKCLUSTER_CLIENT_ID": true, "TASKCLUSTER_CERTIFICATE": true}
+	env := map[string]string{}
+	var order []string
+	set := func(k, v string) {
+		if _, ok := env[k]; !ok {
+			order = append(order, k)
+		}
+		env[k] = v
+	}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if drop[k] || secret != "" && strings.Contains(v, secret) ||
+			r.w.cfg.Credentials.Certificate != "" && strings.Contains(v, r.w.cfg.Credentials.Certificate) {
+			continue
+		}
+		set(k, v)
+	}
+	for k, v := range r.pl.Env {
+		set(k, v)
+	}
+	set("TASK_ID", r.claim.TaskID)
+	set("RUN_ID", strconv.Itoa(r.claim.RunID))
+	set("TASK_WORKDIR", r.dir)
+	set("TASK_GROUP_ID", r.claim.Task.TaskGroupID)
+	set("TASKCLUSTER_ROOT_URL", r.w.cfg.RootURL)
+	if r.w.cfg.WorkerLocation != "" {
+		set("TASKCLUSTER_WORKER_LOCATION", r.w.cfg.WorkerLocation)
+	}
+	if r.w.cfg.InstanceType != "" {
+		set("TASKCLUSTER_INSTANCE_TYPE", r.w.cfg.InstanceType)
+	}
+	if r.proxy != nil {
+		set("TASKCLUSTER_PROXY_URL", r.proxy.URL())
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// runCommands executes payload.command in order (worker.md §6.2 rows 9–14).
+func (r *taskRun) runCommands() {
+	env := r.taskEnv()
+	maxRun := time.Duration(r.pl.MaxRunTime) * time.Second
+	deadlineAt := time.Now().Add(maxRun)
+	lastExit := -1
+	for i, argv := range r.pl.Command {
+		if r.aborting() {
+			r.record(runErr{reason: tcclient.ReasonWorkerShutdown, aborted: true, msg: "Worker is shutting down; remaining commands not run."})
+			break
+		}
+		r.log.Infof("Executing command %d: %s", i, shellQuote(argv))
+		stop := make(chan stopSignal, 1)
+		watchDone := make(chan struct{})
+		deadline := time.NewTimer(time.Until(deadlineAt))
+		go func() {
+			defer deadline.Stop()
+			select {
+			case <-deadline.C:
+				stop <- stopSignal{reason: "maxRunTime exceeded"}
+			case <-r.w.abort:
+				stop <- stopSignal{reason: "worker shutdown"}
+			case <-r.claim.Lost():
+				stop <- stopSignal{reason: "claim lost"}
+			case <-watchDone:
+			}
+		}()
+		res := runProcess(argv, r.dir, env, r.log, stop)
+		close(watchDone)
+		if !res.started {
+			r.log.Errorf("Could not start command %d: %v", i, res.startErr)
+			r.record(failure("Command %d could not be started: %v", i, res.startErr))
+			break
+		}
+		r.log.Infof("%s", res.summary())
+		lastExit = res.exitCode
+		if res.aborted {
+			switch res.abortReason {
+			case "maxRunTime exceeded":
+				r.purge = true
+				r.record(runErr{failed: true, aborted: true, msg: fmt.Sprintf("Aborting task: max run time exceeded (maxRunTime %d seconds); process group killed.", r.pl.MaxRunTime)})
+			case "worker shutdown":
+				r.purge = true
+				r.record(runErr{reason: tcclient.ReasonWorkerShutdown, aborted: true, msg: "Worker is shutting down; task aborted."})
+			default:
+				r.purge = true
+			}
+			break
+		}
+		if res.exitCode != 0 {
+			if slices.Contains(r.pl.OnExitStatus.Retry, res.exitCode) {
+				r.record(runErr{reason: tcclient.ReasonIntermittentTask,
+					msg: fmt.Sprintf("Command %d exited with code %d, listed in onExitStatus.retry: resolving as intermittent-task.", i, res.exitCode)})
+			} else {
+				r.record(failure("Command %d exited with code %d.", i, res.exitCode))
+			}
+			break
+		}
+	}
+	if lastExit >= 0 && slices.Contains(r.pl.OnExitStatus.PurgeCaches, lastExit) {
+		r.log.Infof("Exit code %d is listed in onExitStatus.purgeCaches: caches of this run will be purged.", lastExit)
+		r.purge = true
+	}
+}
+
+// uploadPhase uploads payload artifacts, closes and uploads the backing log
+// and switches the live log to it (worker.md §6.2 row 18).
+func (r *taskRun) uploadPhase() {
+	ctx := r.ctx
+	var cancel context.CancelFunc = func() {}
+	if r.aborting() {
+		ctx, cancel = context.WithTimeout(r.ctx, r.w.cfg.ShutdownUploadTimeout.Duration)
+	}
+	defer cancel()
+	if r.pl != nil {
+		r.uploadArtifacts(ctx)
+	}
+	r.writeFooter()
+	r.log.Close()
+	if r.live != nil {
+		// Followers receive the rest of the log and end now that it is closed.
+		_ = r.live.Close(5 * time.Second)
+		r.live = nil
+	}
+	if r.lost() {
+		return
+	}
+	if r.backing {
+		if err := r.uploadBackingLog(ctx); err != nil {
+			r.logger.Error("uploading backing log", "error", err)
+			r.errs = append(r.errs, uploadErr(err))
+		} else if r.pl != nil && r.pl.Features.LiveLog && boolOr(r.w.cfg.EnableLiveLog, true) {
+			lctx, lcancel := context.WithTimeout(ctx, time.Minute)
+			_, err := r.claim.Queue().CreateArtifact(lctx, r.claim.TaskID, r.claim.RunID, r.logs.Live, &tcclient.CreateArtifactRequest{
+				StorageType: tcclient.StorageLink, Expires: r.claim.Task.Expires, Artifact: r.logs.Backing,
+			})
+			lcancel()
+			if err != nil {
+				r.logger.Warn("switching the live log to the backing log", "error", err)
+			}
+		}
+	}
+	if ctx.Err() != nil && r.aborting() && !r.lost() {
+		r.errs = append(r.errs, runErr{reason: tcclient.ReasonWorkerShutdown, aborted: true, msg: "shutdown budget for uploads ran out"})
+	}
+}
+
+// cleanup stops features, returns caches and removes the task directory.
+func (r *taskRun) cleanup() {
+	if r.live != nil {
+		_ = r.live.Close(time.Second)
+	}
+	if r.proxy != nil {
+		if err := r.proxy.Close(5 * time.Second); err != nil {
+			r.logger.Warn("stopping proxy", "error", err)
+		}
+	}
+	r.releaseCaches()
+	if r.log != nil {
+		_ = r.log.Release()
+	}
+	if r.tmpDir != "" {
+		_ = os.RemoveAll(r.tmpDir)
+	}
+	if r.dir != "" && boolOr(r.w.cfg.CleanUpTaskDirs, true) {
+		if err := os.RemoveAll(r.dir); err != nil {
+			r.logger.Warn("removing task directory", "error", err)
+		}
+	}
+}
