@@ -1,0 +1,97 @@
+// Command hopper is a self-hosted task queue compatible with Taskcluster's
+// Queue API, with a worker, in one binary.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	root := &cobra.Command{
+		Use:           "hopper",
+		Short:         "A self-hosted task queue for CI and batch work, compatible with Taskcluster's Queue API",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	root.AddCommand(serveCommand(), migrateCommand())
+	for _, add := range extraCommands {
+		root.AddCommand(add())
+	}
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "hopper:", err)
+		var coded interface{ ExitCode() int }
+		if ok := asExitCode(err, &coded); ok {
+			os.Exit(coded.ExitCode())
+		}
+		os.Exit(1)
+	}
+}
+
+// extraCommands are registered by the other files of this package.
+var extraCommands []func() *cobra.Command
+
+func asExitCode(err error, target *interface{ ExitCode() int }) bool {
+	for err != nil {
+		if c, ok := err.(interface{ ExitCode() int }); ok {
+			*target = c
+			return true
+		}
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		err = u.Unwrap()
+	}
+	return false
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// env returns the environment variable or def.
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, ok := os.LookupEnv(name); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+		fmt.Fprintf(os.Stderr, "hopper: ignoring %s=%q: not a duration\n", name, v)
+	}
+	return def
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		l = slog.LevelDebug
+	case "warn":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hopper-ci/hopper/internal/server"
+)
+
+// addServerFlags binds the queue server's flags, defaulting from HOPPER_*
+// environment variables.
+func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
+	f := cmd.Flags()
+	f.StringVar(&cfg.Listen, "listen", env("HOPPER_LISTEN", "127.0.0.1:8080"), "address to serve on (HOPPER_LISTEN)")
+	f.StringVar(&cfg.RootURL, "root-url", env("HOPPER_ROOT_URL", ""), "public root URL (default http://<listen>) (HOPPER_ROOT_URL)")
+	f.StringVar(&cfg.DB, "db", env("HOPPER_DB", ""), "store: sqlite:PATH or a postgres:// URL (default sqlite in --data-dir) (HOPPER_DB)")
+	f.StringVar(&cfg.DataDir, "data-dir", env("HOPPER_DATA_DIR", ".hopper"), "directory for the SQLite file, blobs and keys (HOPPER_DATA_DIR)")
+	f.DurationVar(&cfg.ClaimTimeout, "claim-timeout", envDuration("HOPPER_CLAIM_TIMEOUT", 20*time.Minute), "how long a claim lasts before it must be reclaimed (HOPPER_CLAIM_TIMEOUT)")
+	f.DurationVar(&cfg.DeadlineDelay, "deadline-delay", envDuration("HOPPER_DEADLINE_DELAY", 60*time.Second), "delay after a deadline before unresolved tasks are resolved (HOPPER_DEADLINE_DELAY)")
+	f.StringVar(&cfg.Artifacts, "artifacts", env("HOPPER_ARTIFACTS", ""), "artifact storage: local (default, under --data-dir), local:DIR or s3://BUCKET?endpoint=HOST:PORT&region=R (HOPPER_ARTIFACTS)")
+	f.StringVar(&cfg.AMQP, "amqp", env("HOPPER_AMQP", ""), "publish task events to this AMQP broker, e.g. amqp://guest:guest@127.0.0.1:5672/ (HOPPER_AMQP)")
+	f.StringVar(logLevel, "log-level", env("HOPPER_LOG_LEVEL", "info"), "debug, info, warn or error (HOPPER_LOG_LEVEL)")
+}
+
+func serveCommand() *cobra.Command {
+	var (
+		cfg      server.Config
+		logLevel string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the queue server",
+		Long: `Run the queue: Taskcluster's Queue REST API v1 (and the auth subset) at
+<root-url>/api/queue/v1, on SQLite by default or PostgreSQL.
+
+The root client's access token comes from HOPPER_ROOT_ACCESS_TOKEN; the key
+that encrypts stored tokens from HOPPER_SECRET_KEY (or one generated into
+--data-dir).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.RootAccessToken = env("HOPPER_ROOT_ACCESS_TOKEN", "")
+			cfg.SecretKey = env("HOPPER_SECRET_KEY", "")
+			if cfg.RootAccessToken == "" {
+				return errors.New("HOPPER_ROOT_ACCESS_TOKEN is not set: hopper serve needs the root client's access token " +
+					"(22–66 characters of A-Z a-z 0-9 _ -); generate one with `openssl rand -base64 33 | tr '+/' '-_'`, or use `hopper dev`")
+			}
+			if cfg.ClaimTimeout <= 0 {
+				return fmt.Errorf("--claim-timeout must be positive, got %s", cfg.ClaimTimeout)
+			}
+			if cfg.DeadlineDelay < 0 {
+				return fmt.Errorf("--deadline-delay must not be negative, got %s", cfg.DeadlineDelay)
+			}
+			cfg.Logger = newLogger(logLevel)
+			cfg.Version = version
+			ctx, cancel := signalContext()
+			defer cancel()
+			return server.Run(ctx, cfg)
+		},
+	}
+	addServerFlags(cmd, &cfg, &logLevel)
+	return cmd
+}
+
+func migrateCommand() *cobra.Command {
+	var (
+		db, dataDir, logLevel string
+	)
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the database migrations and exit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			st, err := server.OpenStore(ctx, db, dataDir, newLogger(logLevel))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "migrations applied")
+			return st.Close()
+		},
+	}
+	cmd.Flags().StringVar(&db, "db", env("HOPPER_DB", ""), "store: sqlite:PATH or a postgres:// URL (HOPPER_DB)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", env("HOPPER_DATA_DIR", ".hopper"), "data directory (HOPPER_DATA_DIR)")
+	cmd.Flags().StringVar(&logLevel, "log-level", env("HOPPER_LOG_LEVEL", "info"), "log level")
+	return cmd
+}

@@ -1,0 +1,132 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/schema"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// Error codes of Taskcluster's error format (queue-api.md §1.5).
+const (
+	CodeMalformedPayload        = "MalformedPayload"
+	CodeInvalidRequestArguments = "InvalidRequestArguments"
+	CodeInputValidationError    = "InputValidationError"
+	CodeInputError              = "InputError"
+	CodeAuthenticationFailed    = "AuthenticationFailed"
+	CodeInsufficientScopes      = "InsufficientScopes"
+	CodeResourceNotFound        = "ResourceNotFound"
+	CodeRequestConflict         = "RequestConflict"
+	CodeResourceExpired         = "ResourceExpired"
+	CodeInputTooLarge           = "InputTooLarge"
+	CodeInternalServerError     = "InternalServerError"
+)
+
+var codeStatus = map[string]int{
+	CodeMalformedPayload:        http.StatusBadRequest,
+	CodeInvalidRequestArguments: http.StatusBadRequest,
+	CodeInputValidationError:    http.StatusBadRequest,
+	CodeInputError:              http.StatusBadRequest,
+	CodeAuthenticationFailed:    http.StatusUnauthorized,
+	CodeInsufficientScopes:      http.StatusForbidden,
+	CodeResourceNotFound:        http.StatusNotFound,
+	CodeRequestConflict:         http.StatusConflict,
+	CodeResourceExpired:         http.StatusGone,
+	CodeInputTooLarge:           http.StatusRequestEntityTooLarge,
+	CodeInternalServerError:     http.StatusInternalServerError,
+}
+
+// Error is an API error answered in Taskcluster's error format.
+type Error struct {
+	Code    string
+	Message string
+	Details map[string]any
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Status is the HTTP status of the error code.
+func (e *Error) Status() int {
+	if s, ok := codeStatus[e.Code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+func apiErrorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// NotFoundf is a ResourceNotFound error.
+func NotFoundf(format string, args ...any) *Error {
+	return apiErrorf(CodeResourceNotFound, format, args...)
+}
+
+// toAPIError maps domain and store errors onto API errors in one place.
+func toAPIError(err error) *Error {
+	var apiErr *Error
+	if errors.As(err, &apiErr) {
+		return apiErr
+	}
+	var qe *queue.Error
+	if errors.As(err, &qe) {
+		code := CodeInternalServerError
+		switch qe.Kind {
+		case queue.KindConflict:
+			code = CodeRequestConflict
+		case queue.KindNotFound:
+			code = CodeResourceNotFound
+		case queue.KindInput:
+			code = CodeInputError
+		}
+		return &Error{Code: code, Message: qe.Message, Details: qe.Details}
+	}
+	var ve *schema.ValidationError
+	if errors.As(err, &ve) {
+		return &Error{Code: CodeInputValidationError, Message: ve.Error()}
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return NotFoundf("Resource not found")
+	}
+	if errors.Is(err, store.ErrBadContinuationToken) {
+		return apiErrorf(CodeInputError, "Invalid continuationToken")
+	}
+	return nil
+}
+
+type errorBody struct {
+	Code        string      `json:"code"`
+	Message     string      `json:"message"`
+	RequestInfo requestInfo `json:"requestInfo"`
+	Details     any         `json:"details,omitempty"`
+}
+
+type requestInfo struct {
+	Method  string            `json:"method"`
+	Params  map[string]string `json:"params"`
+	Payload json.RawMessage   `json:"payload"`
+	Time    string            `json:"time"`
+}
+
+// errorResponse renders the body: the message gets Taskcluster's footer.
+func errorResponse(e *Error, method string, params map[string]string, payload json.RawMessage, now time.Time) errorBody {
+	ts := now.UTC().Format(queue.TimeLayout)
+	if params == nil {
+		params = map[string]string{}
+	}
+	if len(payload) == 0 || !json.Valid(payload) {
+		payload = json.RawMessage("{}")
+	}
+	msg := fmt.Sprintf("%s\n\n---\n\n* method:     %s\n* errorCode:  %s\n* statusCode: %d\n* time:       %s",
+		e.Message, method, e.Code, e.Status(), ts)
+	body := errorBody{Code: e.Code, Message: msg, RequestInfo: requestInfo{Method: method, Params: params, Payload: payload, Time: ts}}
+	if len(e.Details) > 0 {
+		body.Details = e.Details
+	}
+	return body
+}

@@ -1,0 +1,109 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// Metrics are hopper's Prometheus metrics.
+type Metrics struct {
+	registry    *prometheus.Registry
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	claims      *prometheus.CounterVec
+	resolutions *prometheus.CounterVec
+}
+
+// NewMetrics registers the metrics. The queue gauges (pending and running
+// per task queue) are read from the store at scrape time, so every replica
+// reports the same, current numbers.
+func NewMetrics(st store.Store, clock queue.Clock) *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hopper_api_requests_total", Help: "API requests by method and HTTP status.",
+		}, []string{"method", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hopper_api_request_duration_seconds", Help: "API request latency by method (claimWork includes its long-poll).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20},
+		}, []string{"method"}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hopper_claims_total", Help: "Runs claimed, by task queue.",
+		}, []string{"task_queue_id"}),
+		resolutions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hopper_resolutions_total", Help: "Runs resolved, by state and reason.",
+		}, []string{"state", "reason"}),
+	}
+	m.registry.MustRegister(m.requests, m.latency, m.claims, m.resolutions,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
+		&queueCollector{store: st, clock: clock,
+			pending: prometheus.NewDesc("hopper_pending_tasks", "Pending runs per task queue.", []string{"task_queue_id"}, nil),
+			running: prometheus.NewDesc("hopper_claimed_tasks", "Claimed (running) runs per task queue.", []string{"task_queue_id"}, nil),
+		})
+	return m
+}
+
+// Handler serves the metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// ObserveRequest records one API request.
+func (m *Metrics) ObserveRequest(method string, status int, d time.Duration) {
+	m.requests.WithLabelValues(method, strconv.Itoa(status)).Inc()
+	m.latency.WithLabelValues(method).Observe(d.Seconds())
+}
+
+// ObserveChanges counts claims and resolutions among committed changes.
+func (m *Metrics) ObserveChanges(changes []store.Change) {
+	for _, ch := range changes {
+		for _, e := range ch.Events {
+			switch e.Kind {
+			case queue.EventTaskRunning:
+				m.claims.WithLabelValues(ch.Task.Task.TaskQueueID).Inc()
+			case queue.EventTaskCompleted, queue.EventTaskFailed, queue.EventTaskException:
+				if e.RunID >= 0 && e.RunID < len(ch.Task.Runs) {
+					r := ch.Task.Runs[e.RunID]
+					m.resolutions.WithLabelValues(r.State, r.ReasonResolved).Inc()
+				}
+			}
+		}
+	}
+}
+
+type queueCollector struct {
+	store            store.Store
+	clock            queue.Clock
+	pending, running *prometheus.Desc
+}
+
+func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- q.pending
+	ch <- q.running
+}
+
+func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	now := q.clock.Now()
+	queues, _, err := q.store.ListTaskQueues(ctx, now, store.TaskQueueFilter{}, store.Page{Limit: 1000})
+	if err != nil {
+		return
+	}
+	for _, tq := range queues {
+		pending, claimed, err := q.store.TaskQueueCounts(ctx, tq.TaskQueueID, now)
+		if err != nil {
+			return
+		}
+		ch <- prometheus.MustNewConstMetric(q.pending, prometheus.GaugeValue, float64(pending), tq.TaskQueueID)
+		ch <- prometheus.MustNewConstMetric(q.running, prometheus.GaugeValue, float64(claimed), tq.TaskQueueID)
+	}
+}

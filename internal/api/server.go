@@ -1,0 +1,467 @@
+// Package api serves Taskcluster's Queue REST API v1 (and hopper's auth
+// subset) over net/http: routing on the escaped path, Taskcluster's error
+// format, JSON-schema validation of every body, scope checks, pagination.
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/artifacts"
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/schema"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// Config holds the queue's tunables.
+type Config struct {
+	// RootURL is the deployment's root URL, without a trailing slash.
+	RootURL string
+	// ClaimTimeout is how long a claim lasts (takenUntil − now).
+	ClaimTimeout time.Duration
+	// LongPoll bounds how long claimWork waits for work.
+	LongPoll time.Duration
+	// MaxDependencies is the deployment's dependency limit (≤ 10000).
+	MaxDependencies int
+	// Version is reported by __version__.
+	Version string
+}
+
+// Authorizer decides whether a call satisfies a scope expression. The
+// template is a Taskcluster scope-expression template (JSON) rendered with
+// params. It returns an *Error (401 or 403) to refuse.
+type Authorizer interface {
+	Authorize(c *Call, template string, params map[string]any) error
+}
+
+// CredentialIssuer mints the temporary credentials a claim carries: the
+// run's reclaim, resolve and create-artifact scopes plus the task's scopes.
+type CredentialIssuer interface {
+	TaskCredentials(taskID string, runID int, workerGroup, workerID string, now, takenUntil time.Time, taskScopes []string) (Credentials, error)
+}
+
+// Credentials are Taskcluster temporary credentials.
+type Credentials struct {
+	ClientID    string `json:"clientId"`
+	AccessToken string `json:"accessToken"`
+	Certificate string `json:"certificate"`
+}
+
+// Publisher receives every committed change, in order, to publish events
+// and update metrics.
+type Publisher interface {
+	PublishChanges(ctx context.Context, changes []store.Change)
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg     Config
+	store   store.Store
+	clock   queue.Clock
+	schemas *schema.Registry
+	authz   Authorizer
+	creds   CredentialIssuer
+	pub     Publisher
+	log     *slog.Logger
+	metrics *Metrics
+	mux     *http.ServeMux
+	started time.Time
+	extra   []Route
+	blobs   artifacts.Backend
+
+	drainOnce sync.Once
+	draining  chan struct{}
+}
+
+// Options wires a Server.
+type Options struct {
+	Config     Config
+	Store      store.Store
+	Clock      queue.Clock
+	Authorizer Authorizer
+	Issuer     CredentialIssuer
+	Publisher  Publisher
+	Logger     *slog.Logger
+	Metrics    *Metrics
+	// Artifacts stores artifact data (the s3 storage type).
+	Artifacts artifacts.Backend
+	// ExtraRoutes are served too (auth API, artifacts, superseder…).
+	ExtraRoutes []Route
+	// Handlers are mounted verbatim (path prefix → handler), e.g. the blob
+	// store's signed-URL endpoint.
+	Handlers map[string]http.Handler
+}
+
+// New builds the server and its routes.
+func New(opts Options) (*Server, error) {
+	schemas, err := schema.New()
+	if err != nil {
+		return nil, err
+	}
+	cfg := opts.Config
+	cfg.RootURL = strings.TrimRight(cfg.RootURL, "/")
+	if cfg.ClaimTimeout <= 0 {
+		cfg.ClaimTimeout = 20 * time.Minute
+	}
+	if cfg.LongPoll <= 0 {
+		cfg.LongPoll = 20 * time.Second
+	}
+	if cfg.MaxDependencies <= 0 || cfg.MaxDependencies > queue.MaxDependencies {
+		cfg.MaxDependencies = queue.MaxDependencies
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	s := &Server{
+		cfg: cfg, store: opts.Store, clock: opts.Clock, schemas: schemas,
+		authz: opts.Authorizer, creds: opts.Issuer, pub: opts.Publisher, log: opts.Logger,
+		metrics: opts.Metrics, mux: http.NewServeMux(), draining: make(chan struct{}),
+		extra: opts.ExtraRoutes, blobs: opts.Artifacts,
+	}
+	if s.clock == nil {
+		s.clock = queue.SystemClock{}
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.authz == nil {
+		return nil, errors.New("api: an Authorizer is required")
+	}
+	if s.creds == nil {
+		return nil, errors.New("api: a CredentialIssuer is required")
+	}
+	s.started = s.clock.Now()
+	routes := append(s.queueRoutes(), opts.ExtraRoutes...)
+	routes = append(routes, s.artifactRoutes()...)
+	for _, r := range routes {
+		if err := s.register(r); err != nil {
+			return nil, err
+		}
+	}
+	for prefix, h := range opts.Handlers {
+		s.mux.Handle(prefix, h)
+	}
+	s.mux.HandleFunc("GET /robots.txt", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "User-Agent: *\nDisallow: /\n")
+	})
+	if s.metrics != nil {
+		s.mux.Handle("GET /metrics", s.metrics.Handler())
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not found"})
+	})
+	return s, nil
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Store returns the server's store.
+func (s *Server) Store() store.Store { return s.store }
+
+// Drain ends waiting claimWork long-polls early (with no tasks), for a
+// graceful shutdown.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
+
+// Route declares one API method.
+type Route struct {
+	// Name is the API method name (as in the client reference), used in
+	// errors and metrics.
+	Name string
+	// Method is the HTTP verb.
+	Method string
+	// Paths are ServeMux path patterns (without the verb), absolute.
+	Paths []string
+	// Scopes is the scope-expression template; "" means none.
+	Scopes string
+	// EarlyScopes says the template renders from URL parameters alone, so
+	// authorization runs before parameter and body validation.
+	EarlyScopes bool
+	// Input names the request body schema; "" means the body is ignored.
+	Input string
+	// Query lists the allowed query-string parameters.
+	Query []string
+	// Handle serves the call.
+	Handle func(c *Call) (any, error)
+}
+
+// paramPatterns validate URL parameters (queue-api.md §1.2).
+var paramPatterns = map[string]*regexp.Regexp{
+	"taskId":        slugidPattern,
+	"taskGroupId":   slugidPattern,
+	"provisionerId": regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`),
+	"workerType":    regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`),
+	"workerGroup":   regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`),
+	"workerId":      regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`),
+	"taskQueueId":   regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$`),
+	"runId":         regexp.MustCompile(`^[1-9]*[0-9]+$`),
+	"name":          regexp.MustCompile(`^[\x20-\x7e]+$`),
+}
+
+var slugidPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$`)
+
+var queryPatterns = map[string]*regexp.Regexp{
+	"limit":             regexp.MustCompile(`^[0-9]+$`),
+	"continuationToken": regexp.MustCompile(`^.+$`),
+	"quarantined":       regexp.MustCompile(`^(true|false)$`),
+	"prefix":            regexp.MustCompile(`^.*$`),
+	"bewit":             regexp.MustCompile(`^.*$`),
+}
+
+var wildcard = regexp.MustCompile(`\{([A-Za-z]+)(\.\.\.)?\}`)
+
+func (s *Server) register(rt Route) error {
+	for _, p := range rt.Paths {
+		var names []string
+		for _, m := range wildcard.FindAllStringSubmatch(p, -1) {
+			names = append(names, m[1])
+		}
+		pattern := rt.Method + " " + p
+		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			s.serve(w, r, &rt, names)
+		})
+	}
+	return nil
+}
+
+// maxBodyBytes is the request body limit (queue-api.md §7).
+const maxBodyBytes = 10 << 20
+
+// Call is one API request being served.
+type Call struct {
+	W      http.ResponseWriter
+	R      *http.Request
+	Route  *Route
+	Params map[string]string
+	// Body is the raw request body; Input is the validated body with
+	// defaults filled (nil when the route has no input).
+	Body  []byte
+	Input []byte
+	Now   time.Time
+	// Auth caches the authentication result for the authorizer.
+	Auth any
+	srv  *Server
+}
+
+// Context returns the request context.
+func (c *Call) Context() context.Context { return c.R.Context() }
+
+// Authorize checks a scope-expression template rendered with params.
+func (c *Call) Authorize(template string, params map[string]any) error {
+	return c.srv.authz.Authorize(c, template, params)
+}
+
+// IntParam returns a numeric URL parameter.
+func (c *Call) IntParam(name string) int {
+	v, _ := strconv.Atoi(c.Params[name])
+	return v
+}
+
+// Page returns the pagination parameters of the query string.
+func (c *Call) Page() store.Page {
+	q := c.R.URL.Query()
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	return store.Page{Limit: limit, ContinuationToken: q.Get("continuationToken")}
+}
+
+// Decode unmarshals the validated input into v.
+func (c *Call) Decode(v any) error {
+	if err := json.Unmarshal(c.Input, v); err != nil {
+		return apiErrorf(CodeInputValidationError, "decoding request body: %v", err)
+	}
+	return nil
+}
+
+// Response lets a handler choose the status and headers.
+type Response struct {
+	Status  int
+	Header  http.Header
+	Body    any // JSON-encoded; nil means an empty body
+	RawBody []byte
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *Route, names []string) {
+	start := time.Now()
+	c := &Call{W: w, R: r, Route: rt, Params: map[string]string{}, Now: s.clock.Now(), srv: s}
+	for _, n := range names {
+		c.Params[n] = r.PathValue(n)
+	}
+	// "<provisionerId>/<workerType>" sent with a raw slash reaches routes
+	// whose canonical parameter is taskQueueId (queue-api.md §1.2).
+	if p, ok := c.Params["tqProvisioner"]; ok {
+		c.Params["taskQueueId"] = p + "/" + c.Params["tqWorkerType"]
+		delete(c.Params, "tqProvisioner")
+		delete(c.Params, "tqWorkerType")
+	}
+	status := s.handle(c)
+	if s.metrics != nil {
+		s.metrics.ObserveRequest(rt.Name, status, time.Since(start))
+	}
+}
+
+func (s *Server) handle(c *Call) int {
+	h := c.W.Header()
+	h.Set("Cache-Control", "no-store no-cache must-revalidate")
+	h.Set("X-Content-Type-Options", "nosniff")
+	body, err := io.ReadAll(http.MaxBytesReader(c.W, c.R.Body, maxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return s.fail(c, apiErrorf(CodeInputTooLarge, "Request body is larger than %d bytes", maxBodyBytes))
+		}
+		return s.fail(c, apiErrorf(CodeMalformedPayload, "Reading request body: %v", err))
+	}
+	c.Body = body
+	if c.Route.Input != "" {
+		if apiErr := checkJSONBody(c); apiErr != nil {
+			return s.fail(c, apiErr)
+		}
+	}
+	if c.Route.Scopes != "" && c.Route.EarlyScopes {
+		if err := c.Authorize(c.Route.Scopes, paramsAny(c.Params)); err != nil {
+			return s.fail(c, err)
+		}
+	}
+	if apiErr := validateParams(c); apiErr != nil {
+		return s.fail(c, apiErr)
+	}
+	if c.Route.Input != "" {
+		raw := c.Body
+		if len(strings.TrimSpace(string(raw))) == 0 {
+			raw = []byte("{}")
+		}
+		in, err := s.schemas.Validate(c.Route.Input, raw)
+		if err != nil {
+			return s.fail(c, err)
+		}
+		c.Input = in
+	}
+	out, err := c.Route.Handle(c)
+	if err != nil {
+		return s.fail(c, err)
+	}
+	switch v := out.(type) {
+	case *Response:
+		for k, vals := range v.Header {
+			for _, val := range vals {
+				h.Add(k, val)
+			}
+		}
+		status := v.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		switch {
+		case v.RawBody != nil:
+			c.W.WriteHeader(status)
+			_, _ = c.W.Write(v.RawBody)
+		case v.Body != nil:
+			writeJSON(c.W, status, v.Body)
+		default:
+			c.W.WriteHeader(status)
+		}
+		return status
+	default:
+		writeJSON(c.W, http.StatusOK, out)
+		return http.StatusOK
+	}
+}
+
+func checkJSONBody(c *Call) *Error {
+	if len(strings.TrimSpace(string(c.Body))) == 0 {
+		return nil
+	}
+	ct := c.R.Header.Get("Content-Type")
+	if mt, _, _ := strings.Cut(ct, ";"); strings.TrimSpace(strings.ToLower(mt)) != "application/json" {
+		return apiErrorf(CodeMalformedPayload, "Request body must be sent with Content-Type application/json (got %q)", ct)
+	}
+	var v any
+	if err := json.Unmarshal(c.Body, &v); err != nil {
+		return apiErrorf(CodeMalformedPayload, "Request body is not valid JSON: %v", err)
+	}
+	switch v.(type) {
+	case map[string]any, []any:
+		return nil
+	}
+	return apiErrorf(CodeMalformedPayload, "Request body must be a JSON object")
+}
+
+func validateParams(c *Call) *Error {
+	for name, value := range c.Params {
+		if p, ok := paramPatterns[name]; ok && !p.MatchString(value) {
+			return apiErrorf(CodeInvalidRequestArguments, "Invalid URL parameter %s: %q does not match %s", name, value, p)
+		}
+	}
+	allowed := map[string]bool{"bewit": true}
+	for _, q := range c.Route.Query {
+		allowed[q] = true
+	}
+	for key, values := range c.R.URL.Query() {
+		if !allowed[key] {
+			return apiErrorf(CodeInvalidRequestArguments, "Query-string parameter %q is not allowed for %s", key, c.Route.Name)
+		}
+		if p, ok := queryPatterns[key]; ok {
+			for _, v := range values {
+				if !p.MatchString(v) {
+					return apiErrorf(CodeInvalidRequestArguments, "Invalid query-string parameter %s: %q does not match %s", key, v, p)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func paramsAny(params map[string]string) map[string]any {
+	out := make(map[string]any, len(params))
+	for k, v := range params {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *Server) fail(c *Call, err error) int {
+	apiErr := toAPIError(err)
+	if apiErr == nil {
+		incident := newIncidentID()
+		s.log.Error("internal error", "method", c.Route.Name, "incidentId", incident, "error", err)
+		apiErr = apiErrorf(CodeInternalServerError, "Internal Server Error, incidentId %s", incident)
+	}
+	if apiErr.Code == CodeAuthenticationFailed {
+		c.W.Header().Set("WWW-Authenticate", "hawk")
+	}
+	payload := json.RawMessage(c.Body)
+	if c.Input != nil {
+		payload = c.Input
+	}
+	writeJSON(c.W, apiErr.Status(), errorResponse(apiErr, c.Route.Name, c.Params, payload, c.Now))
+	return apiErr.Status()
+}
+
+func newIncidentID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

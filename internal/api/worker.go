@@ -1,0 +1,289 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// Bookkeeping lifetimes (queue-api.md §6.7).
+const (
+	workerRecordLifetime      = 24 * time.Hour
+	taskQueueRecordLifetime   = 24 * time.Hour
+	claimTaskQueueRecordExtra = 5 * 24 * time.Hour
+)
+
+type claimResponse struct {
+	Status      queue.Status `json:"status"`
+	RunID       int          `json:"runId"`
+	WorkerGroup string       `json:"workerGroup"`
+	WorkerID    string       `json:"workerId"`
+	TakenUntil  queue.Time   `json:"takenUntil"`
+	Task        *queue.Task  `json:"task,omitempty"`
+	Credentials Credentials  `json:"credentials"`
+}
+
+// claimFor builds the reply for a held run, with fresh credentials.
+func (s *Server) claimFor(t *queue.TaskState, runID int, now time.Time, withTask bool) (*claimResponse, error) {
+	r := t.Runs[runID]
+	if r.TakenUntil == nil {
+		return nil, fmt.Errorf("run %d of %s has no takenUntil", runID, t.TaskID)
+	}
+	creds, err := s.creds.TaskCredentials(t.TaskID, runID, r.WorkerGroup, r.WorkerID, now, r.TakenUntil.Time, t.Task.Scopes)
+	if err != nil {
+		return nil, fmt.Errorf("issuing credentials for %s/%d: %w", t.TaskID, runID, err)
+	}
+	out := &claimResponse{Status: t.Status(), RunID: runID, WorkerGroup: r.WorkerGroup, WorkerID: r.WorkerID,
+		TakenUntil: *r.TakenUntil, Credentials: creds}
+	if withTask {
+		def := t.Task
+		out.Task = &def
+	}
+	return out, nil
+}
+
+type workerIdentity struct {
+	WorkerGroup string `json:"workerGroup"`
+	WorkerID    string `json:"workerId"`
+}
+
+func (s *Server) claimWork(c *Call) (any, error) {
+	var in struct {
+		workerIdentity
+		Tasks int `json:"tasks"`
+	}
+	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	taskQueueID := c.Params["taskQueueId"]
+	if err := c.Authorize(c.Route.Scopes, map[string]any{"taskQueueId": taskQueueID, "workerGroup": in.WorkerGroup, "workerId": in.WorkerID}); err != nil {
+		return nil, err
+	}
+	if in.Tasks < 1 {
+		in.Tasks = 1
+	}
+	ctx := c.Context()
+	key := store.WorkerKey{TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
+	if _, err := s.store.TouchTaskQueue(ctx, store.TouchTaskQueueParams{TaskQueueID: taskQueueID, Now: c.Now, Expires: c.Now.Add(taskQueueRecordLifetime)}); err != nil {
+		return nil, err
+	}
+	w, err := s.store.TouchWorker(ctx, store.TouchWorkerParams{Key: key, Now: c.Now, Expires: c.Now.Add(workerRecordLifetime)})
+	if err != nil {
+		return nil, err
+	}
+	empty := map[string]any{"tasks": []any{}}
+	timer := time.NewTimer(s.cfg.LongPoll)
+	defer timer.Stop()
+	if w.QuarantineUntil.After(c.Now) {
+		// A quarantined worker waits out the long-poll and gets nothing.
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+		case <-s.draining:
+		}
+		return empty, nil
+	}
+	// Subscribe before the first attempt so a task made pending between the
+	// attempt and the wait is not missed.
+	wake, cancel := s.store.SubscribePending(taskQueueID)
+	defer cancel()
+	// A slow backup poll covers notifications lost while a database
+	// listener reconnects.
+	backup := time.NewTicker(time.Second)
+	defer backup.Stop()
+	for {
+		now := s.clock.Now()
+		res, err := s.store.ClaimWork(ctx, store.ClaimWorkParams{
+			TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID,
+			Count: in.Tasks, Now: now, TakenUntil: now.Add(s.cfg.ClaimTimeout),
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(res.Claims) > 0 {
+			s.publish(ctx, res.Changes)
+			claims := make([]*claimResponse, 0, len(res.Claims))
+			recent := make([]store.RecentTask, 0, len(res.Claims))
+			for _, cl := range res.Claims {
+				cr, err := s.claimFor(cl.Task, cl.RunID, now, true)
+				if err != nil {
+					return nil, err
+				}
+				claims = append(claims, cr)
+				recent = append(recent, store.RecentTask{TaskID: cl.Task.TaskID, RunID: cl.RunID})
+			}
+			if err := s.store.AddRecentTasks(ctx, key, recent); err != nil {
+				s.log.Warn("recording recent tasks", "error", err)
+			}
+			return map[string]any{"tasks": claims}, nil
+		}
+		select {
+		case <-wake:
+		case <-backup.C:
+		case <-timer.C:
+			return empty, nil
+		case <-ctx.Done():
+			return empty, nil
+		case <-s.draining:
+			return empty, nil
+		}
+	}
+}
+
+func (s *Server) claimTask(c *Call) (any, error) {
+	var in workerIdentity
+	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	ctx := c.Context()
+	t, err := s.loadTask(ctx, c.Params["taskId"])
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Authorize(c.Route.Scopes, map[string]any{
+		"provisionerId": t.Task.ProvisionerID, "workerType": t.Task.WorkerType,
+		"workerGroup": in.WorkerGroup, "workerId": in.WorkerID,
+	}); err != nil {
+		return nil, err
+	}
+	if !t.Task.Deadline.After(c.Now) {
+		return nil, queue.Conflictf("Task %s can't be claimed past its deadline of %s", t.TaskID, t.Task.Deadline)
+	}
+	key := store.WorkerKey{TaskQueueID: t.Task.TaskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
+	// A quarantined worker is refused with 409 (Taskcluster answers an
+	// invalid empty claim here, which surfaces as a 500).
+	if w, err := s.store.GetWorker(ctx, key, c.Now); err == nil && w.QuarantineUntil.After(c.Now) {
+		return nil, queue.Conflictf("Worker %s/%s is quarantined until %s", in.WorkerGroup, in.WorkerID, queue.NewTime(w.QuarantineUntil))
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	runID := c.IntParam("runId")
+	res, err := s.store.UpdateTask(ctx, store.UpdateTaskParams{TaskID: t.TaskID, Now: c.Now, Apply: func(t *queue.TaskState, tr *queue.Transition) error {
+		return t.Claim(runID, in.WorkerGroup, in.WorkerID, c.Now, c.Now.Add(s.cfg.ClaimTimeout), tr)
+	}})
+	if err != nil {
+		return nil, err
+	}
+	s.publish(ctx, res.Changes)
+	if _, err := s.store.TouchTaskQueue(ctx, store.TouchTaskQueueParams{TaskQueueID: t.Task.TaskQueueID, Now: c.Now, Expires: c.Now.Add(claimTaskQueueRecordExtra)}); err != nil {
+		s.log.Warn("recording task queue", "error", err)
+	}
+	if err := s.store.AddRecentTasks(ctx, key, []store.RecentTask{{TaskID: t.TaskID, RunID: runID}}); err != nil {
+		s.log.Warn("recording recent tasks", "error", err)
+	}
+	return s.claimFor(res.Task, runID, c.Now, true)
+}
+
+// runCall serves the methods addressed to one run: 404 for an unknown task
+// or run, then the transition.
+func (s *Server) runCall(c *Call, apply func(*queue.TaskState, *queue.Transition, int) error) (*store.Result, error) {
+	taskID, runID := c.Params["taskId"], c.IntParam("runId")
+	res, err := s.store.UpdateTask(c.Context(), store.UpdateTaskParams{TaskID: taskID, Now: c.Now, Apply: func(t *queue.TaskState, tr *queue.Transition) error {
+		if runID >= len(t.Runs) {
+			return queue.NotFoundf("Run %d not found on task %s", runID, taskID)
+		}
+		return apply(t, tr, runID)
+	}})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, NotFoundf("Task `%s` not found", taskID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.publish(c.Context(), res.Changes)
+	return res, nil
+}
+
+func (s *Server) reclaimTask(c *Call) (any, error) {
+	res, err := s.runCall(c, func(t *queue.TaskState, _ *queue.Transition, runID int) error {
+		return t.Reclaim(runID, c.Now, c.Now.Add(s.cfg.ClaimTimeout))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.claimFor(res.Task, c.IntParam("runId"), c.Now, false)
+}
+
+func (s *Server) reportCompleted(c *Call) (any, error) {
+	var legacy struct {
+		Success *bool `json:"success"`
+	}
+	decodeLenient(c.Body, &legacy)
+	if legacy.Success != nil && !*legacy.Success {
+		return s.reportFailed(c)
+	}
+	res, err := s.runCall(c, func(t *queue.TaskState, tr *queue.Transition, runID int) error {
+		return t.ReportCompleted(runID, c.Now, tr)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return statusResponse{res.Task.Status()}, nil
+}
+
+func (s *Server) reportFailed(c *Call) (any, error) {
+	res, err := s.runCall(c, func(t *queue.TaskState, tr *queue.Transition, runID int) error {
+		return t.ReportFailed(runID, c.Now, tr)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return statusResponse{res.Task.Status()}, nil
+}
+
+func (s *Server) reportException(c *Call) (any, error) {
+	var in struct {
+		Reason string `json:"reason"`
+	}
+	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	res, err := s.runCall(c, func(t *queue.TaskState, tr *queue.Transition, runID int) error {
+		return t.ReportException(runID, in.Reason, c.Now, tr)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return statusResponse{res.Task.Status()}, nil
+}
+
+// ResolveBackground runs the background resolvers once: claims whose
+// takenUntil passed, and tasks whose deadline (plus delay) passed. It
+// returns how many tasks changed.
+func (s *Server) ResolveBackground(ctx context.Context, deadlineDelay time.Duration) (int, error) {
+	now := s.clock.Now()
+	n := 0
+	for {
+		res, err := s.store.ExpireClaims(ctx, now, 100)
+		if err != nil {
+			return n, err
+		}
+		s.publish(ctx, res.Changes)
+		n += len(res.Changes)
+		if len(res.Changes) < 100 {
+			break
+		}
+	}
+	for {
+		res, err := s.store.ExpireDeadlines(ctx, now.Add(-deadlineDelay), now, 100)
+		if err != nil {
+			return n, err
+		}
+		s.publish(ctx, res.Changes)
+		n += len(res.Changes)
+		if len(res.Changes) < 100 {
+			break
+		}
+	}
+	return n, nil
+}
+
+func splitQueue(id string) (string, string) {
+	p, w, _ := strings.Cut(id, "/")
+	return p, w
+}

@@ -1,0 +1,160 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/artifacts"
+	"github.com/hopper-ci/hopper/internal/events"
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// Config configures a queue server.
+type Config struct {
+	// Listen is the TCP address to serve on.
+	Listen string
+	// RootURL is the public root URL (default http://<listen address>).
+	RootURL string
+	// DB is the store spec (see OpenStore); DataDir holds the SQLite file,
+	// blobs and generated keys.
+	DB      string
+	DataDir string
+	// ClaimTimeout is takenUntil − now for claims; DeadlineDelay is how long
+	// after a deadline unresolved tasks are resolved.
+	ClaimTimeout  time.Duration
+	DeadlineDelay time.Duration
+	// LongPoll bounds claimWork's wait (default 20s).
+	LongPoll time.Duration
+	// Artifacts is the blob storage spec ("" = local under DataDir).
+	Artifacts string
+	// AMQP, if set, is the broker events are published to.
+	AMQP string
+	// RootAccessToken is the access token of the root client.
+	RootAccessToken string
+	// SecretKey encrypts access tokens at rest and signs blob URLs
+	// (generated into DataDir when empty).
+	SecretKey string
+	// Version is reported by __version__.
+	Version string
+	Logger  *slog.Logger
+	Clock   queue.Clock
+	// Ready, if set, receives the server's root URL once it is listening.
+	Ready func(rootURL string)
+}
+
+// Run serves until ctx is cancelled, then drains: open long-polls end with
+// no tasks, in-flight requests finish, background loops stop.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = queue.SystemClock{}
+	}
+	log := cfg.Logger
+	if cfg.DataDir == "" {
+		cfg.DataDir = ".hopper"
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("creating data dir: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	defer ln.Close()
+	if cfg.RootURL == "" {
+		cfg.RootURL = "http://" + ln.Addr().String()
+	}
+	st, err := OpenStore(ctx, cfg.DB, cfg.DataDir, log)
+	if err != nil {
+		return fmt.Errorf("opening store: %w", err)
+	}
+	defer st.Close()
+
+	key, err := loadSecretKey(cfg.SecretKey, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	blobs, err := artifacts.Open(ctx, cfg.Artifacts, artifacts.Options{Local: artifacts.LocalOptions{
+		Dir: filepath.Join(cfg.DataDir, "blobs"), BaseURL: cfg.RootURL, SigningKey: key[:],
+	}})
+	if err != nil {
+		return fmt.Errorf("opening blob storage: %w", err)
+	}
+
+	var pubs events.Multi
+	bus := events.NewBus(events.BusOptions{})
+	defer bus.Close()
+	pubs = append(pubs, bus)
+	if cfg.AMQP != "" {
+		amqp, err := events.NewAMQP(events.AMQPOptions{URL: cfg.AMQP, Logger: log})
+		if err != nil {
+			return fmt.Errorf("starting AMQP publisher: %w", err)
+		}
+		defer amqp.Close()
+		pubs = append(pubs, amqp)
+	}
+	publisher := api.NewEventPublisher(pubs, log)
+	defer publisher.Close()
+
+	security, err := newSecurity(ctx, st, cfg, key)
+	if err != nil {
+		return err
+	}
+	handlers := map[string]http.Handler{}
+	if m, ok := blobs.(artifacts.Mountable); ok {
+		handlers[m.MountPath()] = m
+	}
+	srv, err := api.New(api.Options{
+		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
+		Store:  st, Clock: cfg.Clock, Authorizer: security.authorizer, Issuer: security.issuer,
+		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
+		Artifacts: blobs, ExtraRoutes: security.routes, Handlers: handlers,
+	})
+	if err != nil {
+		return fmt.Errorf("building API: %w", err)
+	}
+	resolver := &Resolver{API: srv, Store: st, Blobs: blobs, Clock: cfg.Clock, Log: log, DeadlineDelay: cfg.DeadlineDelay}
+	resolver.Start(ctx)
+	defer resolver.Stop()
+
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- httpSrv.Serve(ln) }()
+	log.Info("hopper queue serving", "rootUrl", cfg.RootURL, "listen", ln.Addr().String(), "db", storeKind(cfg.DB))
+	if cfg.Ready != nil {
+		cfg.Ready(cfg.RootURL)
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining requests")
+	srv.Drain()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	return nil
+}
+
+func storeKind(spec string) string {
+	if spec == "" || len(spec) > 7 && spec[:7] == "sqlite:" {
+		return "sqlite"
+	}
+	return "postgres"
+}
+
+var _ store.Store = nil
