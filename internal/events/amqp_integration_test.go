@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -606,4 +607,42 @@ func TestAMQPIntegrationClose(t *testing.T) {
 	require.NoError(t, a.Close())
 	require.True(t, sess.conn.IsClosed(), "Close closes the connection")
 	require.ErrorIs(t, a.Publish(ctx, testMessage(t, ExchangeTaskDefined, randomTaskID(t))), ErrClosed)
+}
+
+// TestAMQPCloseLeavesNoGoroutines checks that Close stops the connection
+// goroutine and everything the AMQP library started for the connection. It
+// is deliberately not parallel: Go runs it before any parallel test resumes,
+// so the goroutines it inspects are its own.
+func TestAMQPCloseLeavesNoGoroutines(t *testing.T) {
+	ctx := testContext(t)
+	opts := AMQPOptions{
+		URL:            amqpTestURL(t),
+		ExchangePrefix: "exchange/hopper-test-" + randomHex(t) + "/v1/",
+		Logger:         testLogger(t),
+	}
+	t.Cleanup(func() {
+		// Remove the exchange the publication declared.
+		conn, err := amqp.Dial(opts.URL)
+		require.NoError(t, err)
+		defer conn.Close()
+		ch, err := conn.Channel()
+		require.NoError(t, err)
+		require.NoError(t, ch.ExchangeDelete(opts.ExchangePrefix+ExchangeTaskDefined, false, false))
+	})
+	a, err := NewAMQP(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, a.Close()) }) // in case the test fails early
+	require.NoError(t, a.Publish(ctx, testMessage(t, ExchangeTaskDefined, randomTaskID(t))))
+	require.Contains(t, goroutineStacks(), "amqp091", "the connection's goroutines should be visible")
+
+	require.NoError(t, a.Close())
+	require.Eventually(t, func() bool {
+		stacks := goroutineStacks()
+		return !strings.Contains(stacks, "amqp091") && !strings.Contains(stacks, "events.(*AMQP)")
+	}, 5*time.Second, 10*time.Millisecond, "goroutines left after Close:\n%s", goroutineStacks())
+}
+
+func goroutineStacks() string {
+	buf := make([]byte, 1<<20)
+	return string(buf[:runtime.Stack(buf, true)])
 }

@@ -39,7 +39,7 @@ const (
 
 	// ExchangeTaskPriorityChanged and ExchangeTaskGroupPriorityChanged
 	// exist only in newer Taskcluster releases (the v87 clients do not know
-	// them); hopper publishes them when priorities change.
+	// them); they concern only a queue that lets priorities change.
 	ExchangeTaskPriorityChanged      = "task-priority-changed"
 	ExchangeTaskGroupPriorityChanged = "task-group-priority-changed"
 )
