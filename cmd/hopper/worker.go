@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hopper-ci/hopper/internal/worker"
+)
+
+func init() { extraCommands = append(extraCommands, workerCommand) }
+
+// exitError carries a process exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+func (e *exitError) ExitCode() int { return e.code }
+
+func workerCommand() *cobra.Command {
+	var (
+		configFile string
+		flags      worker.Config
+		logLevel   string
+	)
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run a worker that claims and executes tasks (generic-worker payloads)",
+		Long: `Run a worker: it claims tasks of one task queue, runs their generic-worker
+style payloads as child processes, uploads logs and artifacts, and reports
+the result. SIGTERM stops at once (running tasks are resolved
+exception/worker-shutdown, exit 72); SIGINT drains (no new claims, running
+tasks finish, exit 71).
+
+Credentials come from --client-id/--access-token or TASKCLUSTER_CLIENT_ID,
+TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
+--root-url or TASKCLUSTER_ROOT_URL.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := worker.Config{}
+			if configFile != "" {
+				var err error
+				if cfg, err = worker.LoadConfigFile(configFile); err != nil {
+					return err
+				}
+			}
+			overlayWorkerFlags(cmd, &cfg, flags)
+			if cfg.RootURL == "" {
+				cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
+			}
+			if cfg.Credentials.ClientID == "" {
+				cfg.Credentials.ClientID = os.Getenv("TASKCLUSTER_CLIENT_ID")
+				cfg.Credentials.AccessToken = os.Getenv("TASKCLUSTER_ACCESS_TOKEN")
+				cfg.Credentials.Certificate = os.Getenv("TASKCLUSTER_CERTIFICATE")
+			}
+			return runWorker(cfg, newLogger(logLevel))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configFile, "config", "", "YAML or JSON worker configuration file (flags override it)")
+	f.StringVar(&flags.RootURL, "root-url", "", "Taskcluster root URL (TASKCLUSTER_ROOT_URL)")
+	f.StringVar(&flags.Credentials.ClientID, "client-id", "", "client id (TASKCLUSTER_CLIENT_ID)")
+	f.StringVar(&flags.Credentials.AccessToken, "access-token", "", "access token (TASKCLUSTER_ACCESS_TOKEN)")
+	f.StringVar(&flags.Credentials.Certificate, "certificate", "", "temporary-credentials certificate (TASKCLUSTER_CERTIFICATE)")
+	f.StringVar(&flags.TaskQueueID, "task-queue-id", "", "task queue to serve, <provisionerId>/<workerType>")
+	f.StringVar(&flags.ProvisionerID, "provisioner-id", "", "provisioner id (with --worker-type, instead of --task-queue-id)")
+	f.StringVar(&flags.WorkerType, "worker-type", "", "worker type (with --provisioner-id)")
+	f.StringVar(&flags.WorkerGroup, "worker-group", "", "worker group (default: hostname-derived)")
+	f.StringVar(&flags.WorkerID, "worker-id", "", "worker id (default: hostname-derived)")
+	f.IntVar(&flags.Capacity, "capacity", 0, "concurrent task runs (default 1)")
+	f.StringVar(&flags.WorkDir, "work-dir", "", "directory for task dirs, caches and downloads (default ./hopper-worker)")
+	f.StringVar(&flags.Superseding.Order, "superseding-order", "", "superseder list order: ascending (seed 001, default) or descending (docker-worker)")
+	f.StringVar(&logLevel, "log-level", env("HOPPER_LOG_LEVEL", "info"), "debug, info, warn or error")
+	return cmd
+}
+
+// overlayWorkerFlags copies the flags the user set over the file's values.
+func overlayWorkerFlags(cmd *cobra.Command, cfg *worker.Config, flags worker.Config) {
+	set := func(name string, apply func()) {
+		if cmd.Flags().Changed(name) {
+			apply()
+		}
+	}
+	set("root-url", func() { cfg.RootURL = flags.RootURL })
+	set("client-id", func() { cfg.Credentials.ClientID = flags.Credentials.ClientID })
+	set("access-token", func() { cfg.Credentials.AccessToken = flags.Credentials.AccessToken })
+	set("certificate", func() { cfg.Credentials.Certificate = flags.Credentials.Certificate })
+	set("task-queue-id", func() { cfg.TaskQueueID = flags.TaskQueueID })
+	set("provisioner-id", func() { cfg.ProvisionerID = flags.ProvisionerID })
+	set("worker-type", func() { cfg.WorkerType = flags.WorkerType })
+	set("worker-group", func() { cfg.WorkerGroup = flags.WorkerGroup })
+	set("worker-id", func() { cfg.WorkerID = flags.WorkerID })
+	set("capacity", func() { cfg.Capacity = flags.Capacity })
+	set("work-dir", func() { cfg.WorkDir = flags.WorkDir })
+	set("superseding-order", func() { cfg.Superseding.Order = flags.Superseding.Order })
+}
+
+// runWorker runs a worker until it exits, mapping SIGTERM to an immediate
+// shutdown and SIGINT to a drain.
+func runWorker(cfg worker.Config, log *slog.Logger) error {
+	w, err := worker.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sigs)
+	go func() {
+		for sig := range sigs {
+			log.Info("signal received", "signal", sig.String())
+			w.Shutdown(sig == syscall.SIGTERM)
+		}
+	}()
+	code, err := w.Run(context.Background())
+	if err != nil || code != 0 {
+		return &exitError{code: max(code, 1), err: err}
+	}
+	return nil
+}
