@@ -1,0 +1,314 @@
+// Package workere2e runs the real `hopper serve` and `hopper worker`
+// binaries against each other: tasks created over HTTP are claimed, run as
+// child processes and resolved, with logs and artifacts readable back.
+package workere2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// rootClientID is the queue's built-in root client (server.RootClientID);
+// the e2e test talks to the binary only over HTTP, like any client.
+const rootClientID = "static/taskcluster/root"
+
+type env struct {
+	bin     string
+	rootURL string
+	token   string
+	admin   *tcclient.Client
+}
+
+var shared *env
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Building and starting the binaries takes a while; the tests
+		// skip themselves (see needBinaries).
+		os.Exit(m.Run())
+	}
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e setup:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	dir, err := os.MkdirTemp("", "hopper-e2e-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "hopper")
+	build := exec.Command("go", "build", "-o", bin, "github.com/hopper-ci/hopper/cmd/hopper")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return 0, fmt.Errorf("building hopper: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var tok [33]byte
+	_, _ = rand.Read(tok[:])
+	token := base64.RawURLEncoding.EncodeToString(tok[:])
+	serve := exec.Command(bin, "serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"),
+		"--claim-timeout", "4s", "--log-level", "warn")
+	serve.Env = append(os.Environ(), "HOPPER_ROOT_ACCESS_TOKEN="+token)
+	serve.Stdout, serve.Stderr = os.Stderr, os.Stderr
+	if err := serve.Start(); err != nil {
+		return 0, fmt.Errorf("starting hopper serve: %w", err)
+	}
+	defer func() {
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = serve.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = serve.Process.Kill()
+		}
+	}()
+	rootURL := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(rootURL + "/api/queue/v1/ping")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, errors.New("hopper serve did not become ready")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	shared = &env{bin: bin, rootURL: rootURL, token: token, admin: &tcclient.Client{
+		RootURL: rootURL, Credentials: &tcclient.Credentials{ClientID: rootClientID, AccessToken: token},
+	}}
+	return m.Run(), nil
+}
+
+// needBinaries skips the test in -short mode, where TestMain did not build
+// and start the binaries.
+func needBinaries(t *testing.T) {
+	t.Helper()
+	if shared == nil {
+		t.Skip("end-to-end test needs the hopper binaries; not run with -short")
+	}
+}
+
+// worker is a running `hopper worker` process.
+type worker struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// startWorker starts a worker for queue that exits after n tasks (0 = no
+// limit).
+func startWorker(t *testing.T, queue string, n int) *worker {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := map[string]any{
+		"rootUrl":            shared.rootURL,
+		"credentials":        map[string]string{"clientId": rootClientID, "accessToken": shared.token},
+		"taskQueueId":        queue,
+		"workerGroup":        "e2e",
+		"workerId":           strings.ReplaceAll(strings.Split(queue, "/")[1], "/", "-"),
+		"workDir":            filepath.Join(dir, "work"),
+		"claimInterval":      "200ms",
+		"numberOfTasksToRun": n,
+	}
+	raw, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	path := filepath.Join(dir, "worker.json")
+	require.NoError(t, os.WriteFile(path, raw, 0o600))
+	cmd := exec.Command(shared.bin, "worker", "--config", path, "--log-level", "warn")
+	// The worker must not hand its credentials to tasks even when they
+	// arrive through the environment.
+	cmd.Env = append(os.Environ(), "TASKCLUSTER_ACCESS_TOKEN="+shared.token)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, cmd.Start())
+	w := &worker{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		w.err = cmd.Wait()
+		close(w.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-w.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-w.done
+		}
+	})
+	return w
+}
+
+func (w *worker) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-w.done:
+	case <-time.After(timeout):
+		t.Fatalf("worker did not exit within %s", timeout)
+	}
+	if w.err == nil {
+		return 0
+	}
+	var exitErr *exec.ExitError
+	require.ErrorAs(t, w.err, &exitErr)
+	return exitErr.ExitCode()
+}
+
+func createTask(t *testing.T, queue string, pl map[string]any) string {
+	t.Helper()
+	raw, err := json.Marshal(pl)
+	require.NoError(t, err)
+	now := time.Now()
+	id := tcclient.NewTaskID()
+	_, err = shared.admin.CreateTask(context.Background(), id, &tcclient.TaskDefinition{
+		TaskQueueID: queue,
+		Created:     tcclient.NewTime(now),
+		Deadline:    tcclient.NewTime(now.Add(time.Hour)),
+		Payload:     raw,
+		Metadata:    tcclient.TaskMetadata{Name: "e2e", Description: "worker e2e", Owner: "e2e@example.com", Source: "https://example.com/e2e"},
+	})
+	require.NoError(t, err)
+	return id
+}
+
+func artifactText(t *testing.T, taskID string, runID int, name string) string {
+	t.Helper()
+	red, err := shared.admin.GetArtifact(context.Background(), taskID, runID, name)
+	require.NoError(t, err)
+	resp, err := http.Get(red.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(body)
+}
+
+func status(t *testing.T, taskID string) *tcclient.TaskStatus {
+	t.Helper()
+	st, err := shared.admin.Status(context.Background(), taskID)
+	require.NoError(t, err)
+	return st
+}
+
+func TestCompletedAndFailed(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	queue := "e2e/results"
+	ok := createTask(t, queue, map[string]any{
+		"command": [][]string{{"sh", "-c", `echo "hello $TASK_ID"; mkdir out; echo result > out/r.txt; env | grep -c "$SECRET_CHECK" || true`}},
+		"env":     map[string]string{"SECRET_CHECK": shared.token[:20]},
+		"artifacts": []map[string]any{
+			{"type": "directory", "path": "out", "name": "public/out"},
+		},
+		"maxRunTime": 60,
+	})
+	bad := createTask(t, queue, map[string]any{"command": [][]string{{"sh", "-c", "echo failing; exit 2"}}, "maxRunTime": 60})
+	malformed := createTask(t, queue, map[string]any{"command": "not a list", "maxRunTime": 60})
+	w := startWorker(t, queue, 3)
+	require.Equal(t, 0, w.wait(t, 90*time.Second))
+
+	st := status(t, ok)
+	require.Equal(t, tcclient.StateCompleted, st.State)
+	log := artifactText(t, ok, 0, "public/logs/live_backing.log")
+	require.Contains(t, log, "hello "+ok)
+	require.Contains(t, log, "Task resolution: completed")
+	// grep -c counted the env lines that contain the token prefix: the
+	// only one is SECRET_CHECK itself.
+	require.Contains(t, log, "\n1\n")
+	require.Equal(t, "result\n", artifactText(t, ok, 0, "public/out/r.txt"))
+	// The live log was switched to a link to the backing log.
+	require.Equal(t, log, artifactText(t, ok, 0, "public/logs/live.log"))
+
+	require.Equal(t, tcclient.StateFailed, status(t, bad).State)
+	require.Contains(t, artifactText(t, bad, 0, "public/logs/live_backing.log"), "Exit Code: 2")
+
+	st = status(t, malformed)
+	require.Equal(t, tcclient.StateException, st.State)
+	require.Equal(t, tcclient.ReasonMalformedPayload, st.Runs[0].ReasonResolved)
+	require.Contains(t, artifactText(t, malformed, 0, "public/logs/live_backing.log"), "payload.command: got string, want array")
+}
+
+func TestCancelKillsTask(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	queue := "e2e/cancel"
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	id := createTask(t, queue, map[string]any{
+		"command":    [][]string{{"sh", "-c", `sleep 300 & echo $! >> "$PIDS"; echo $$ >> "$PIDS"; wait`}},
+		"env":        map[string]string{"PIDS": pidFile},
+		"maxRunTime": 600,
+	})
+	w := startWorker(t, queue, 1)
+	var pids []string
+	require.Eventually(t, func() bool {
+		data, _ := os.ReadFile(pidFile)
+		pids = strings.Fields(string(data))
+		return len(pids) == 2
+	}, 30*time.Second, 50*time.Millisecond)
+	_, err := shared.admin.CancelTask(context.Background(), id)
+	require.NoError(t, err)
+	// Claims last 4 s, so the next reclaim is at most ~2 s away.
+	require.Equal(t, 0, w.wait(t, 20*time.Second))
+	for _, p := range pids {
+		require.Eventually(t, func() bool {
+			data, err := os.ReadFile("/proc/" + p + "/stat")
+			return err != nil || strings.Contains(string(data), ") Z ")
+		}, 5*time.Second, 50*time.Millisecond, "process %s survived the cancellation", p)
+	}
+	st := status(t, id)
+	require.Equal(t, "canceled", st.Runs[0].ReasonResolved)
+	list, err := shared.admin.ListArtifacts(context.Background(), id, 0, tcclient.ListOptions{})
+	require.NoError(t, err)
+	for _, a := range list.Artifacts {
+		require.NotEqual(t, "public/logs/live_backing.log", a.Name, "nothing is uploaded after a 409")
+	}
+}
+
+func TestSIGTERMResolvesWorkerShutdown(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	queue := "e2e/sigterm"
+	id := createTask(t, queue, map[string]any{"command": [][]string{{"sh", "-c", "echo started; sleep 120"}}, "maxRunTime": 600})
+	w := startWorker(t, queue, 0)
+	require.Eventually(t, func() bool { return status(t, id).State == tcclient.StateRunning }, 30*time.Second, 50*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 72, w.wait(t, 30*time.Second))
+	st := status(t, id)
+	require.Equal(t, tcclient.ReasonWorkerShutdown, st.Runs[0].ReasonResolved)
+	require.Equal(t, tcclient.StatePending, st.State, "worker-shutdown gets an immediate retry run")
+	require.Contains(t, artifactText(t, id, 0, "public/logs/live_backing.log"), "Worker is shutting down")
+}
