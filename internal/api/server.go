@@ -80,6 +80,10 @@ type Server struct {
 	extra   []Route
 	blobs   artifacts.Backend
 
+	// touched remembers when this process last wrote a worker's
+	// bookkeeping records (store.WorkerKey → time.Time).
+	touched sync.Map
+
 	drainOnce sync.Once
 	draining  chan struct{}
 }

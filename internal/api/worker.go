@@ -47,6 +47,35 @@ func (s *Server) claimFor(t *queue.TaskState, runID int, now time.Time, withTask
 	return out, nil
 }
 
+// touchInterval bounds how often one process rewrites the bookkeeping
+// records of a worker and its task queue: every claimWork would otherwise
+// cost two extra commits (Taskcluster writes them at most every 30 min).
+const touchInterval = time.Minute
+
+// touchWorker records the worker and its task queue as seen, at most once
+// per touchInterval per process, and returns the worker record (read fresh
+// otherwise, so a quarantine set through another replica applies at once).
+func (s *Server) touchWorker(ctx context.Context, key store.WorkerKey, now time.Time) (*store.Worker, error) {
+	if last, ok := s.touched.Load(key); ok && now.Sub(last.(time.Time)) < touchInterval {
+		w, err := s.store.GetWorker(ctx, key, now)
+		if err == nil {
+			return w, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+	}
+	if _, err := s.store.TouchTaskQueue(ctx, store.TouchTaskQueueParams{TaskQueueID: key.TaskQueueID, Now: now, Expires: now.Add(taskQueueRecordLifetime)}); err != nil {
+		return nil, err
+	}
+	w, err := s.store.TouchWorker(ctx, store.TouchWorkerParams{Key: key, Now: now, Expires: now.Add(workerRecordLifetime)})
+	if err != nil {
+		return nil, err
+	}
+	s.touched.Store(key, now)
+	return w, nil
+}
+
 type workerIdentity struct {
 	WorkerGroup string `json:"workerGroup"`
 	WorkerID    string `json:"workerId"`
@@ -69,10 +98,7 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	}
 	ctx := c.Context()
 	key := store.WorkerKey{TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
-	if _, err := s.store.TouchTaskQueue(ctx, store.TouchTaskQueueParams{TaskQueueID: taskQueueID, Now: c.Now, Expires: c.Now.Add(taskQueueRecordLifetime)}); err != nil {
-		return nil, err
-	}
-	w, err := s.store.TouchWorker(ctx, store.TouchWorkerParams{Key: key, Now: c.Now, Expires: c.Now.Add(workerRecordLifetime)})
+	w, err := s.touchWorker(ctx, key, c.Now)
 	if err != nil {
 		return nil, err
 	}
