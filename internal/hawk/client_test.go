@@ -100,3 +100,11 @@ func TestSignURLJoinsQuery(t *testing.T) {
 	_, err := SignURL(Credentials{ID: `a\b`, Key: "k"}, "https://h/p", exp, "")
 	require.Error(t, err)
 }
+
+func TestAbsoluteFormResource(t *testing.T) {
+	t.Parallel()
+	a := Artifacts{Method: "GET", Resource: "/p/a%2Fb?x=1", Host: "h", Port: 80, TS: "1", Nonce: "n"}
+	abs := a
+	abs.Resource = "http://h/p/a%2Fb?x=1"
+	require.Equal(t, NormalizedString(KindHeader, a), NormalizedString(KindHeader, abs))
+}

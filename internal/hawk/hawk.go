@@ -14,6 +14,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -80,7 +81,7 @@ func NormalizedString(kind string, a Artifacts) string {
 	b.WriteByte('\n')
 	b.WriteString(strings.ToUpper(a.Method))
 	b.WriteByte('\n')
-	b.WriteString(a.Resource)
+	b.WriteString(resourcePath(a.Resource))
 	b.WriteByte('\n')
 	b.WriteString(strings.ToLower(a.Host))
 	b.WriteByte('\n')
@@ -101,6 +102,20 @@ func NormalizedString(kind string, a Artifacts) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// resourcePath reduces an absolute-form request-target
+// ("http://host/path?q") to its path and query, as Hawk does; origin-form
+// targets are returned unchanged.
+func resourcePath(resource string) string {
+	if resource == "" || resource[0] == '/' {
+		return resource
+	}
+	u, err := url.Parse(resource)
+	if err != nil {
+		return resource
+	}
+	return u.RequestURI()
 }
 
 // MAC returns the standard-base64 HMAC-SHA256, keyed with key, of the
