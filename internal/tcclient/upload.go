@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -109,6 +110,12 @@ func (u *Upload) attempt(ctx context.Context) error {
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
+		// *url.Error repeats the full URL, signature included; keep only
+		// the underlying cause.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
 		return fmt.Errorf("uploading to %s: %w", redactQuery(u.PutURL), err)
 	}
 	defer resp.Body.Close()

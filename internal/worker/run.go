@@ -85,9 +85,25 @@ func (r *taskRun) lost() bool { return closed(r.claim.Lost()) }
 
 func (r *taskRun) aborting() bool { return closed(r.w.abort) }
 
-// execute drives the run through its states and returns the outcome.
-func (r *taskRun) execute() Outcome {
+// execute drives the run through its states and returns the outcome. A
+// panic inside the run is a worker bug: the run is resolved
+// exception/internal-error and the worker keeps going.
+func (r *taskRun) execute() (out Outcome) {
 	defer r.claim.StopReclaiming()
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		r.logger.Error("panic while running task", "panic", p)
+		if r.lost() || r.finished {
+			out = Outcome{Lost: r.lost(), State: out.State, Reason: out.Reason}
+			return
+		}
+		out = Outcome{State: tcclient.StateException, Reason: tcclient.ReasonInternalError}
+		r.claim.StopReclaiming()
+		r.resolve(out)
+	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	workCtx, cancelWork := context.WithCancel(ctx)
@@ -135,6 +151,8 @@ func (r *taskRun) execute() Outcome {
 // conclude hands the outcome to the superseding step, resolves the run and
 // returns the outcome.
 func (r *taskRun) conclude(o Outcome) Outcome {
+	// From here on a panic must not cause a second resolution.
+	r.finished = true
 	if r.secondaries != nil {
 		r.secondaries.Finish(context.Background(), r.claim, o)
 	}
@@ -570,12 +588,24 @@ func (r *taskRun) runCommands() {
 // uploadPhase uploads payload artifacts, closes and uploads the backing log
 // and switches the live log to it (worker.md §6.2 row 18).
 func (r *taskRun) uploadPhase() {
-	ctx := r.ctx
-	var cancel context.CancelFunc = func() {}
-	if r.aborting() {
-		ctx, cancel = context.WithTimeout(r.ctx, r.w.cfg.ShutdownUploadTimeout.Duration)
-	}
+	// Uploads get the shutdown budget from the moment an immediate
+	// shutdown is requested (worker.md §6.2 row 14b).
+	ctx, cancel := context.WithCancel(r.ctx)
 	defer cancel()
+	go func() {
+		select {
+		case <-r.w.abort:
+		case <-ctx.Done():
+			return
+		}
+		t := time.NewTimer(r.w.cfg.ShutdownUploadTimeout.Duration)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	if r.pl != nil {
 		r.uploadArtifacts(ctx)
 	}

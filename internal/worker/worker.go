@@ -300,11 +300,6 @@ func (w *Worker) startRun(tc tcclient.TaskClaim) {
 // of the task that ran (the primary).
 func (w *Worker) runClaim(tc tcclient.TaskClaim) Outcome {
 	logger := w.logger.With("taskId", tc.Status.TaskID, "runId", tc.RunID)
-	defer func() {
-		if r := recover(); r != nil {
-			logger.Error("panic while running task", "panic", r)
-		}
-	}()
 	claim, err := w.HoldClaim(tc)
 	if err != nil {
 		logger.Error("invalid claim", "error", err)
