@@ -79,6 +79,10 @@ type Request struct {
 	ContentType string
 	// Body is the raw request body, checked against a Hawk payload hash.
 	Body []byte
+	// IgnorePayloadHash skips the payload hash check (the hash is still
+	// covered by the MAC and reported in Result.Hash); authenticateHawk
+	// needs this because it validates a request it has not received.
+	IgnorePayloadHash bool
 
 	// hostErr records a malformed Host header; it only matters if the
 	// request carries credentials.
@@ -125,6 +129,8 @@ type Result struct {
 	HasCredentials bool
 	// Scheme is how the request authenticated.
 	Scheme Scheme
+	// Hash is the payload hash attribute of a Hawk header, if one was sent.
+	Hash string
 }
 
 // AuthenticationError is an authentication failure (HTTP 401, code
@@ -208,12 +214,14 @@ func (a *Authenticator) Authenticate(ctx context.Context, req Request) (*Result,
 		}
 		// Only a signed hash is checked; clients that send none (the JS
 		// and Go clients) are not required to.
-		if h.Hash != "" {
+		if h.Hash != "" && !req.IgnorePayloadHash {
 			if err := hawk.VerifyPayloadHash(h.Hash, req.ContentType, req.Body); err != nil {
 				return nil, authFail(err.Error())
 			}
 		}
-		return creds.result(SchemeHawk), nil
+		res := creds.result(SchemeHawk)
+		res.Hash = h.Hash
+		return res, nil
 	}
 
 	// Taskcluster decides on bewit mode by matching the raw target, so a

@@ -168,6 +168,19 @@ func TestAuthenticateSuccess(t *testing.T) {
 			req:  signedRequest(t, tester, "", "PUT", statusPath, body, "application/json; charset=utf-8", true),
 			checkFn: func(t *testing.T, r *Result) {
 				require.Equal(t, "tester", r.ClientID)
+				require.Equal(t, hawk.PayloadHash("application/json", body), r.Hash)
+			},
+		},
+		{
+			name: "payload hash ignored for authenticateHawk",
+			req: func() Request {
+				r := signedRequest(t, tester, "", "PUT", statusPath, body, "application/json", true)
+				r.Body = nil
+				r.IgnorePayloadHash = true
+				return r
+			}(),
+			checkFn: func(t *testing.T, r *Result) {
+				require.Equal(t, hawk.PayloadHash("application/json", body), r.Hash)
 			},
 		},
 		{
