@@ -389,10 +389,7 @@ func (s *Server) quarantineWorker(c *Call) (any, error) {
 	if in.QuarantineInfo == "" {
 		in.QuarantineInfo = "[unspecified]"
 	}
-	clientID := ""
-	if id, ok := c.Auth.(interface{ ClientIDOf() string }); ok {
-		clientID = id.ClientIDOf()
-	}
+	clientID := s.callerClientID(c)
 	w, err := s.store.QuarantineWorker(c.Context(), store.QuarantineWorkerParams{
 		Key: workerKeyOf(c), Now: c.Now, QuarantineUntil: in.QuarantineUntil.Time,
 		Detail: store.QuarantineDetail{ClientID: clientID, UpdatedAt: queue.NewTime(c.Now).String(), QuarantineUntil: in.QuarantineUntil.String(), QuarantineInfo: in.QuarantineInfo},

@@ -5,10 +5,16 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -18,38 +24,168 @@ const (
 	QueueClientID = "static/taskcluster/queue"
 )
 
-// security bundles what the API needs to authenticate, authorize and mint
-// credentials.
-type security struct {
-	authorizer api.Authorizer
-	issuer     api.CredentialIssuer
-	routes     []api.Route
+// DefaultAnonymousScopes are what the anonymous role grants when hopper
+// creates it: reading tasks, statuses, public artifacts and queue
+// metadata, as a public Taskcluster deployment does (auth spec §4.6). An
+// operator may change the role; hopper never overwrites it.
+var DefaultAnonymousScopes = []string{
+	"auth:current-scopes", "auth:expand-scopes", "auth:get-client:*", "auth:get-role:*", "auth:list-clients", "auth:list-roles",
+	"queue:get-artifact:public/*", "queue:get-provisioner:*", "queue:get-task:*", "queue:get-task-queue:*",
+	"queue:get-worker:*", "queue:get-worker-type:*", "queue:list-artifacts:*", "queue:list-dependent-tasks:*",
+	"queue:list-provisioners", "queue:list-task-group:*", "queue:list-task-queues", "queue:list-worker-types:*",
+	"queue:list-workers:*", "queue:pending-count:*", "queue:claimed-count:*", "queue:status:*",
 }
+
+var accessTokenPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{22,66}$`)
+
+// Security is what the API needs to authenticate, authorize and mint
+// credentials, built from the store and the server secret.
+type Security struct {
+	Authenticator *auth.Authenticator
+	Authorizer    *api.HawkAuthorizer
+	Issuer        *TaskIssuer
+	Sealer        *auth.Sealer
+	Clients       *ClientDirectory
+	Roles         *RoleCache
+}
+
 
 // queueAccessToken derives the queue's own issuing token from the server
 // secret, so every replica sharing the secret signs identically and the
-// token never needs storing.
+// token is never stored.
 func queueAccessToken(key [32]byte) string {
 	m := hmac.New(sha256.New, key[:])
 	m.Write([]byte("hopper issuer " + QueueClientID))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-func newSecurity(_ context.Context, _ store.Store, _ Config, key [32]byte) (*security, error) {
-	issuer := &taskIssuer{creds: auth.Credentials{ClientID: QueueClientID, AccessToken: queueAccessToken(key)}}
-	return &security{authorizer: allowAll{}, issuer: issuer}, nil
+// NewSecurity builds authentication over the store's clients and roles plus
+// the two static clients, and seeds the anonymous role if it is missing.
+func NewSecurity(ctx context.Context, st store.Store, rootAccessToken string, key [32]byte, clock queue.Clock, log *slog.Logger) (*Security, error) {
+	if !accessTokenPattern.MatchString(rootAccessToken) {
+		return nil, errors.New("the root access token must be 22–66 characters of A-Z a-z 0-9 _ -")
+	}
+	sealer, err := auth.NewSealer(key[:])
+	if err != nil {
+		return nil, err
+	}
+	forever := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+	queueCreds := auth.Credentials{ClientID: QueueClientID, AccessToken: queueAccessToken(key)}
+	clients := &ClientDirectory{store: st, sealer: sealer, static: map[string]auth.Client{
+		RootClientID:  {ClientID: RootClientID, AccessToken: rootAccessToken, Scopes: []string{"*"}, Expires: forever},
+		QueueClientID: {ClientID: QueueClientID, AccessToken: queueCreds.AccessToken, Scopes: []string{"*"}, Expires: forever},
+	}}
+	roles := &RoleCache{store: st}
+	if err := seedAnonymousRole(ctx, st, clock.Now()); err != nil {
+		return nil, err
+	}
+	authn := auth.NewAuthenticator(auth.AuthenticatorOptions{Clients: clients, Roles: roles, NowFunc: clock.Now})
+	return &Security{
+		Authenticator: authn,
+		Authorizer:    &api.HawkAuthorizer{Authenticator: authn},
+		Issuer:        &TaskIssuer{creds: queueCreds},
+		Sealer:        sealer,
+		Clients:       clients,
+		Roles:         roles,
+	}, nil
 }
 
-// allowAll authorizes every call: scope enforcement is switched on by the
-// auth integration.
-type allowAll struct{}
+func seedAnonymousRole(ctx context.Context, st store.Store, now time.Time) error {
+	_, err := st.PutRole(ctx, auth.AnonymousRole, func(existing *store.Role) (*store.Role, error) {
+		if existing != nil {
+			return nil, errRoleExists
+		}
+		return &store.Role{RoleID: auth.AnonymousRole, Scopes: DefaultAnonymousScopes,
+			Description: "Scopes every caller has, with or without credentials (created by hopper; edit freely).",
+			Created:     now, LastModified: now}, nil
+	})
+	if errors.Is(err, errRoleExists) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("creating the anonymous role: %w", err)
+	}
+	return nil
+}
 
-func (allowAll) Authorize(*api.Call, string, map[string]any) error { return nil }
+var errRoleExists = errors.New("role exists")
 
-// taskIssuer issues claim credentials signed by the queue's identity.
-type taskIssuer struct{ creds auth.Credentials }
+// ClientDirectory finds clients for authentication: the static ones in
+// memory, the others in the store with their sealed tokens opened.
+type ClientDirectory struct {
+	store  store.Store
+	sealer *auth.Sealer
+	static map[string]auth.Client
+}
 
-func (i *taskIssuer) TaskCredentials(taskID string, runID int, workerGroup, workerID string, now, takenUntil time.Time, taskScopes []string) (api.Credentials, error) {
+// IsStatic reports whether clientID is a static (configured) client.
+func (d *ClientDirectory) IsStatic(clientID string) bool {
+	_, ok := d.static[clientID]
+	return ok
+}
+
+// Client implements auth.ClientLookup.
+func (d *ClientDirectory) Client(ctx context.Context, clientID string) (auth.Client, error) {
+	if c, ok := d.static[clientID]; ok {
+		return c, nil
+	}
+	c, err := d.store.GetClient(ctx, clientID)
+	if errors.Is(err, store.ErrNotFound) {
+		return auth.Client{}, auth.ErrClientNotFound
+	}
+	if err != nil {
+		return auth.Client{}, err
+	}
+	token, err := d.sealer.Open(c.AccessToken, c.ClientID)
+	if err != nil {
+		return auth.Client{}, fmt.Errorf("opening the access token of %s (wrong HOPPER_SECRET_KEY?): %w", clientID, err)
+	}
+	return auth.Client{ClientID: c.ClientID, AccessToken: token, Scopes: c.Scopes, Disabled: c.Disabled, Expires: c.Expires}, nil
+}
+
+// RoleCache keeps the role expander of the current role set, rebuilt when
+// the store's roles version changes (one cheap read per authentication, so
+// a role change on any replica applies to the next request everywhere).
+type RoleCache struct {
+	store store.Store
+
+	mu       sync.Mutex
+	version  int64
+	expander *auth.Expander
+}
+
+// Expander implements auth.ExpanderSource.
+func (r *RoleCache) Expander(ctx context.Context) (*auth.Expander, error) {
+	v, err := r.store.RolesVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.expander != nil && r.version == v {
+		return r.expander, nil
+	}
+	roles, err := r.store.ListRoles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	set := make([]auth.Role, 0, len(roles))
+	for _, role := range roles {
+		set = append(set, auth.Role{RoleID: role.RoleID, Scopes: role.Scopes})
+	}
+	e, err := auth.NewExpander(set)
+	if err != nil {
+		return nil, fmt.Errorf("building role expansion: %w", err)
+	}
+	r.version, r.expander = v, e
+	return e, nil
+}
+
+// TaskIssuer issues claim credentials signed by the queue's identity.
+type TaskIssuer struct{ creds auth.Credentials }
+
+// TaskCredentials implements api.CredentialIssuer.
+func (i *TaskIssuer) TaskCredentials(taskID string, runID int, workerGroup, workerID string, now, takenUntil time.Time, taskScopes []string) (api.Credentials, error) {
 	c, err := auth.TaskCredentials(auth.TaskCredentialsOptions{
 		TaskID: taskID, RunID: runID, WorkerGroup: workerGroup, WorkerID: workerID,
 		TakenUntil: takenUntil, TaskScopes: taskScopes, Now: now, Issuer: i.creds,
