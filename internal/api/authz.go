@@ -94,4 +94,3 @@ func (s *Server) Caller(c *Call) (*auth.Result, error) {
 	}
 	return ci.Caller(c)
 }
-

@@ -49,7 +49,6 @@ type Security struct {
 	Roles         *RoleCache
 }
 
-
 // queueAccessToken derives the queue's own issuing token from the server
 // secret, so every replica sharing the secret signs identically and the
 // token is never stored.
