@@ -47,6 +47,8 @@ type Request struct {
 	HasCertificate bool
 	// Status is the HTTP status the fake answered.
 	Status int
+	// Time is when the request arrived.
+	Time time.Time
 }
 
 // Artifact is an artifact as the fake stores it.
@@ -232,7 +234,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.serveBlob(w, r)
 		return
 	}
-	rec := Request{Method: r.Method, Path: r.URL.EscapedPath()}
+	rec := Request{Method: r.Method, Path: r.URL.EscapedPath(), Time: time.Now()}
 	c, aerr := s.authenticate(r, &rec)
 	var out any
 	var headers map[string]string
