@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/artifacts"
+	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
@@ -88,6 +89,14 @@ func (a *artAuthorizer) Calls(method string) [][]string {
 }
 
 func (a *artAuthorizer) Authorize(c *Call, template string, params map[string]any) error {
+	// The production renderer must accept the template and parameters too.
+	tmpl, err := auth.ParseTemplate([]byte(template))
+	if err != nil {
+		return fmt.Errorf("parsing scope template %s: %w", template, err)
+	}
+	if _, _, err := tmpl.Render(params); err != nil {
+		return fmt.Errorf("rendering scope template %s with %v: %w", template, params, err)
+	}
 	var expr any
 	if err := json.Unmarshal([]byte(template), &expr); err != nil {
 		return fmt.Errorf("parsing scope template %s: %w", template, err)
@@ -433,6 +442,18 @@ func TestArtifactS3RoundTrip(t *testing.T) {
 		require.Equal(t, fmt.Sprint(len(data)), dl.Header.Get("Content-Length"))
 	}
 
+	// A link serves its target's bytes.
+	h.ok(http.StatusOK, h.create(taskID, 0, "public/latest.log", h.linkBody(name)))
+	r := h.do(http.MethodGet, artLatestPath(taskID, "artifacts", "public/latest.log"), nil)
+	loc := h.ok(http.StatusSeeOther, r)["url"].(string)
+	require.Equal(t, "s3", r.resp.Header.Get("x-taskcluster-artifact-storage-type"))
+	dl, err := h.client.Get(loc)
+	require.NoError(t, err)
+	b, err := io.ReadAll(dl.Body)
+	dl.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, data, b)
+
 	content := h.ok(http.StatusOK, h.do(http.MethodGet, artPath(taskID, 0, "artifact-content", name), nil))
 	require.Equal(t, "s3", content["storageType"])
 	require.Contains(t, content["url"], h.base+artifacts.DefaultMountPath)
@@ -441,10 +462,11 @@ func TestArtifactS3RoundTrip(t *testing.T) {
 	require.Equal(t, want, h.ok(http.StatusOK, h.do(http.MethodGet, artPath(taskID, 0, "artifact-info", name), nil)))
 	require.Equal(t, want, h.ok(http.StatusOK, h.do(http.MethodGet, artLatestPath(taskID, "artifact-info", name), nil)))
 	list := h.ok(http.StatusOK, h.do(http.MethodGet, fmt.Sprintf("/task/%s/runs/0/artifacts", taskID), nil))
-	require.Equal(t, []any{want}, list["artifacts"])
+	require.Len(t, list["artifacts"], 2)
+	require.Equal(t, want, list["artifacts"].([]any)[1], "ordered by name")
 	require.NotContains(t, list, "continuationToken")
 
-	require.Empty(t, h.pub.Created(), "s3 artifacts are never announced")
+	require.Equal(t, []string{taskID + "/0/public/latest.log:link"}, h.pub.Created(), "s3 artifacts are never announced")
 }
 
 // TestArtifactNames checks that names with slashes, dots, spaces and
@@ -691,6 +713,15 @@ func TestArtifactRecreation(t *testing.T) {
 	second := h.ok(http.StatusOK, h.create(taskID, 0, "refresh", s3("text/plain", 2*time.Hour)))
 	require.NotEqual(t, first["putUrl"], second["putUrl"])
 	require.Equal(t, h.ts(45*time.Minute), second["expires"])
+
+	// Accepted re-creations are announced again (except s3).
+	announced := 0
+	for _, c := range h.pub.Created() {
+		if strings.HasPrefix(c, taskID+"/0/same-link:") {
+			announced++
+		}
+	}
+	require.Equal(t, 2, announced)
 
 	// The changed url is what readers get.
 	r := h.do(http.MethodGet, artPath(taskID, 0, "artifacts", "reference-url-changes"), nil)
