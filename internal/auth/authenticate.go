@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -325,8 +326,14 @@ func (a *Authenticator) loadCredentials(ctx context.Context, id, ext string, now
 	}
 	// The anonymous role is granted last, so a restriction can never take
 	// away what everyone has.
-	c.scopes = e.Expand(append(c.scopes, anonymousScope))
+	c.scopes = e.Expand(withAnonymous(c.scopes))
 	return c, nil
+}
+
+// withAnonymous returns a copy of scopes plus the anonymous role's scope
+// (a copy, so a caller's backing array is never written).
+func withAnonymous(scopes []string) []string {
+	return append(slices.Clip(scopes), anonymousScope)
 }
 
 // parseExt decodes the ext attribute: base64 (decoded leniently, like
@@ -361,7 +368,7 @@ func (c *loadedCredentials) applyExt(name, issuing string, ext map[string]any, n
 		if !ok {
 			return authFail("ext.authorizedScopes must be an array of valid scopes")
 		}
-		have := e.Expand(append(c.scopes, anonymousScope))
+		have := e.Expand(withAnonymous(c.scopes))
 		if !AllOfScopes(authorized...).SatisfiedBy(have) {
 			return authFail("Supplied credentials do not satisfy authorizedScopes; credentials have scopes:\n\n```\n" +
 				strings.Join(have, "\n") + "\n```\n\nauthorizedScopes are:\n\n```\n" +
