@@ -49,6 +49,7 @@ type Store interface {
 	TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (pending, claimed int, err error)
 	ListPending(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]PendingEntry, string, error)
 	ListClaimed(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]ClaimedEntry, string, error)
+	PendingWithRoute(ctx context.Context, taskQueueID, route string, now time.Time, limit int) ([]PendingEntry, error) // superseder.go
 	TouchTaskQueue(ctx context.Context, p TouchTaskQueueParams) (*TaskQueue, error)
 	GetTaskQueue(ctx context.Context, taskQueueID string, now time.Time) (*TaskQueue, error)
 	ListTaskQueues(ctx context.Context, now time.Time, filter TaskQueueFilter, page Page) ([]TaskQueue, string, error)
