@@ -136,7 +136,7 @@ func TestClaimLoopPacingAndRejectedCredentials(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, len(starts), 2)
 	for i := 1; i < len(starts); i++ {
-		require.GreaterOrEqual(t, starts[i].Sub(starts[i-1]), 250*time.Millisecond, "claimWork calls closer than ClaimInterval")
+		require.GreaterOrEqual(t, starts[i].Sub(starts[i-1]), 250*time.Millisecond-60*time.Millisecond, "claimWork calls closer than ClaimInterval")
 	}
 
 	// Consecutive claimWork errors back off exponentially.
@@ -155,9 +155,13 @@ func TestClaimLoopPacingAndRejectedCredentials(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, len(starts), 4)
-	require.GreaterOrEqual(t, starts[1].Sub(starts[0]), 200*time.Millisecond)
-	require.GreaterOrEqual(t, starts[2].Sub(starts[1]), 400*time.Millisecond)
-	require.GreaterOrEqual(t, starts[3].Sub(starts[2]), 800*time.Millisecond)
+	// Arrival times at the fake jitter by the request latency, hence the
+	// slack.
+	const slack = 60 * time.Millisecond
+	require.GreaterOrEqual(t, starts[1].Sub(starts[0]), 200*time.Millisecond-slack)
+	require.GreaterOrEqual(t, starts[2].Sub(starts[1]), 400*time.Millisecond-slack)
+	require.GreaterOrEqual(t, starts[3].Sub(starts[2]), 800*time.Millisecond-slack)
+	require.Greater(t, starts[3].Sub(starts[2]), starts[2].Sub(starts[1])+200*time.Millisecond, "no exponential back-off")
 
 	// Credentials the queue rejects on the first call stop the worker.
 	b2 := setup(t, setupOpts{})
