@@ -22,6 +22,9 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	f.DurationVar(&cfg.DeadlineDelay, "deadline-delay", envDuration("HOPPER_DEADLINE_DELAY", 60*time.Second), "delay after a deadline before unresolved tasks are resolved (HOPPER_DEADLINE_DELAY)")
 	f.StringVar(&cfg.Artifacts, "artifacts", env("HOPPER_ARTIFACTS", ""), "artifact storage: local (default, under --data-dir), local:DIR or s3://BUCKET?endpoint=HOST:PORT&region=R (HOPPER_ARTIFACTS)")
 	f.StringVar(&cfg.AMQP, "amqp", env("HOPPER_AMQP", ""), "publish task events to this AMQP broker, e.g. amqp://guest:guest@127.0.0.1:5672/ (HOPPER_AMQP)")
+	f.DurationVar(&cfg.ExpireEvery, "expire-interval", envDuration("HOPPER_EXPIRE_INTERVAL", 10*time.Minute), "how often expired data (tasks, artifacts and their blobs) is deleted (HOPPER_EXPIRE_INTERVAL)")
+	// Only tests need a different cadence; keep it out of --help.
+	_ = f.MarkHidden("expire-interval")
 	f.StringVar(logLevel, "log-level", env("HOPPER_LOG_LEVEL", "info"), "debug, info, warn or error (HOPPER_LOG_LEVEL)")
 }
 
@@ -49,6 +52,9 @@ that encrypts stored tokens from HOPPER_SECRET_KEY (or one generated into
 			}
 			if cfg.ClaimTimeout <= 0 {
 				return fmt.Errorf("--claim-timeout must be positive, got %s", cfg.ClaimTimeout)
+			}
+			if cfg.ExpireEvery <= 0 {
+				return fmt.Errorf("--expire-interval must be positive, got %s", cfg.ExpireEvery)
 			}
 			if cfg.DeadlineDelay < 0 {
 				return fmt.Errorf("--deadline-delay must not be negative, got %s", cfg.DeadlineDelay)

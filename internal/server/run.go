@@ -33,6 +33,10 @@ type Config struct {
 	DeadlineDelay time.Duration
 	// LongPoll bounds claimWork's wait (default 20s).
 	LongPoll time.Duration
+	// ExpireEvery is how often expired tasks, artifacts (rows and blobs)
+	// and other records are deleted (default 10 min). Tests shorten it to
+	// watch expiration happen.
+	ExpireEvery time.Duration
 	// Artifacts is the blob storage spec ("" = local under DataDir).
 	Artifacts string
 	// AMQP, if set, is the broker events are published to.
@@ -123,7 +127,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("building API: %w", err)
 	}
-	resolver := &Resolver{API: srv, Store: st, Blobs: blobs, Clock: cfg.Clock, Log: log, DeadlineDelay: cfg.DeadlineDelay}
+	resolver := &Resolver{API: srv, Store: st, Blobs: blobs, Clock: cfg.Clock, Log: log,
+		DeadlineDelay: cfg.DeadlineDelay, ExpireEvery: cfg.ExpireEvery}
 	resolver.Start(ctx)
 	defer resolver.Stop()
 
