@@ -13,6 +13,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/server"
+	"github.com/hopper-ci/hopper/internal/superseder"
 	"github.com/hopper-ci/hopper/internal/worker"
 )
 
@@ -117,6 +118,7 @@ func runDev(ctx context.Context, cmd *cobra.Command, cfg server.Config, taskQueu
 	if err != nil {
 		return fmt.Errorf("starting the worker: %w", err)
 	}
+	w.SupersedeFunc = superseder.NewSupersedeFunc(superseder.WorkerOptions{Logger: cfg.Logger})
 	workerDone := make(chan error, 1)
 	go func() {
 		_, err := w.Run(context.Background())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hopper-ci/hopper/internal/superseder"
 	"github.com/hopper-ci/hopper/internal/worker"
 )
 
@@ -115,6 +116,7 @@ func runWorker(cfg worker.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	w.SupersedeFunc = superseder.NewSupersedeFunc(superseder.WorkerOptions{Logger: log})
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sigs)

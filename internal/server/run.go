@@ -15,6 +15,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/superseder"
 )
 
 // Config configures a queue server.
@@ -122,7 +123,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
 		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
-		Artifacts: blobs, ExtraRoutes: extraRoutes(sec), Handlers: handlers,
+		Artifacts: blobs, ExtraRoutes: append(extraRoutes(sec), superseder.Routes(superseder.ServerOptions{Store: st})...), Handlers: handlers,
 	})
 	if err != nil {
 		return fmt.Errorf("building API: %w", err)

@@ -1,0 +1,400 @@
+package superseder
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/worker"
+)
+
+// MaxResponseBytes caps how much of a superseder answer is read; a longer
+// answer is unusable.
+const MaxResponseBytes = 1 << 20
+
+// maxRedirects is how many redirects the superseder request follows.
+const maxRedirects = 3
+
+// Artifact names and their content type (worker.md §5.7).
+const (
+	SupersededByArtifact = "public/superseded-by.json"
+	SupersedesArtifact   = "public/supersedes.json"
+	artifactContentType  = "application/json"
+)
+
+// defaultConcurrency bounds the queue calls in flight while claiming or
+// resolving secondaries.
+const defaultConcurrency = 8
+
+// finishTimeout bounds resolving the secondaries and creating the
+// artifacts once the primary's outcome is known.
+const finishTimeout = 2 * time.Minute
+
+// claimTimeout bounds the whole claiming step; each claim call also has the
+// client's own retries.
+const claimTimeout = 2 * time.Minute
+
+// urlPattern is payload.supersederUrl's schema pattern.
+var urlPattern = regexp.MustCompile(`^https?://[\x20-\x7e]*$`)
+
+// WorkerOptions tune NewSupersedeFunc. The zero value is ready to use.
+type WorkerOptions struct {
+	// Logger receives what happens to the secondaries after the primary's
+	// log was uploaded (nil: discard).
+	Logger *slog.Logger
+	// Transport performs the superseder request (nil: the default
+	// transport). The request never carries credentials.
+	Transport http.RoundTripper
+	// Concurrency bounds claims and resolutions in flight (default 8).
+	Concurrency int
+}
+
+// TaskRef names one run in the superseding artifacts.
+type TaskRef struct {
+	TaskID string `json:"taskId"`
+	RunID  int    `json:"runId"`
+}
+
+// NewSupersedeFunc returns the worker-side superseding step (worker.md
+// §5.2–5.7) for worker.Worker.SupersedeFunc. It reads its settings from the
+// worker's configuration (superseding.*) on every call.
+func NewSupersedeFunc(opts WorkerOptions) worker.SupersedeFunc {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = defaultConcurrency
+	}
+	return func(ctx context.Context, req worker.SupersedeRequest) (worker.SupersedeResult, error) {
+		f := &flow{opts: opts, req: req, cfg: req.Worker.Config().Superseding, w: req.Worker}
+		return f.run(ctx)
+	}
+}
+
+// flow is one superseding step for one initial claim.
+type flow struct {
+	opts WorkerOptions
+	req  worker.SupersedeRequest
+	cfg  worker.SupersedingConfig
+	w    *worker.Worker
+	res  worker.SupersedeResult
+}
+
+func (f *flow) info(format string, args ...any) {
+	f.res.LogLines = append(f.res.LogLines, fmt.Sprintf(format, args...))
+}
+
+func (f *flow) warn(format string, args ...any) {
+	f.res.Warnings = append(f.res.Warnings, fmt.Sprintf(format, args...))
+}
+
+// alone returns a result that runs the initial task by itself.
+func (f *flow) alone() (worker.SupersedeResult, error) {
+	f.res.Primary, f.res.Secondaries = nil, nil
+	return f.res, nil
+}
+
+func (f *flow) run(ctx context.Context) (worker.SupersedeResult, error) {
+	t0 := f.req.Initial.TaskID
+	rawURL := f.req.SupersederURL
+	if err := checkURL(rawURL); err != nil {
+		// The payload schema rejects the task as malformed-payload later.
+		f.info("Superseding: supersederUrl %q is not an absolute http(s) URL (%v); not calling it.", truncate(rawURL, 200), err)
+		return f.alone()
+	}
+	if !allowed(rawURL, f.cfg.AllowedURLPrefixes) {
+		f.warn("Superseding skipped: supersederUrl %s matches none of this worker's allowed superseder URL prefixes; running task %s alone.", rawURL, t0)
+		return f.alone()
+	}
+	body, err := fetch(ctx, f.httpClient(), rawURL, t0, f.cfg.Timeout.Duration)
+	var list []string
+	if err == nil {
+		list, err = ParseList(body, t0, f.cfg.MaxTasks)
+	}
+	if err != nil {
+		f.warn("Superseding skipped: the superseder at %s gave no usable answer: %v; running task %s alone.", rawURL, err, t0)
+		return f.alone()
+	}
+	if len(list) == 0 || len(list) == 1 && list[0] == t0 {
+		f.info("Superseding: the superseder at %s lists nothing to supersede.", rawURL)
+		return f.alone()
+	}
+	list = Normalize(list, f.cfg.Order)
+	f.info("Superseding: the superseder at %s lists %d tasks (%s order, normalised to ascending): %s", rawURL, len(list), f.cfg.Order, strings.Join(list, ", "))
+
+	held, notes := f.claimAll(ctx, list)
+	for _, n := range notes {
+		f.info("Superseding: %s", n)
+	}
+	if ctx.Err() != nil {
+		// Shutdown while claiming (worker.md §6.2 row 14c): the initial
+		// task is aborted by the worker; every other claim is released
+		// with worker-shutdown so the queue retries it at once.
+		others := make([]*worker.Claim, 0, len(held))
+		for id, c := range held {
+			if id != t0 {
+				others = append(others, c)
+			}
+		}
+		f.releaseAll(others)
+		return worker.SupersedeResult{}, fmt.Errorf("worker is shutting down: %w", ctx.Err())
+	}
+	primaryIdx, secIdx := ChoosePrimary(list, func(id string) bool { return held[id] != nil })
+	if len(secIdx) == 0 {
+		f.info("Superseding: no other listed task could be claimed; running task %s alone.", t0)
+		return f.alone()
+	}
+	primary := held[list[primaryIdx]]
+	set := &secondarySet{opts: f.opts, w: f.w}
+	var names []string
+	for _, i := range secIdx {
+		c := held[list[i]]
+		set.members = append(set.members, c)
+		names = append(names, fmt.Sprintf("%s (run %d)", c.TaskID, c.RunID))
+	}
+	if primary != f.req.Initial {
+		f.info("Superseding: the queue handed this worker task %s; task %s (run %d) supersedes it and runs instead.", t0, primary.TaskID, primary.RunID)
+		f.res.Primary = primary
+	}
+	f.info("Superseding: primary task %s (run %d) supersedes %s.", primary.TaskID, primary.RunID, strings.Join(names, ", "))
+	f.res.Secondaries = set
+	return f.res, nil
+}
+
+// checkURL applies the payload pattern and requires an absolute URL.
+func checkURL(raw string) error {
+	if !urlPattern.MatchString(raw) {
+		return errors.New(`it does not match ^https?://[\x20-\x7e]*$`)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("parsing it: %w", err)
+	}
+	if u.Host == "" {
+		return errors.New("it has no host")
+	}
+	return nil
+}
+
+// allowed applies superseding.allowedUrlPrefixes (empty: any URL).
+func allowed(raw string, prefixes []string) bool {
+	if len(prefixes) == 0 {
+		return true
+	}
+	for _, p := range prefixes {
+		if strings.HasPrefix(raw, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// httpClient returns the client for the superseder request: at most three
+// redirects, each target also subject to the allow-list, no cookies, no
+// credentials.
+func (f *flow) httpClient() *http.Client {
+	prefixes := f.cfg.AllowedURLPrefixes
+	return &http.Client{
+		Transport: f.opts.Transport,
+		CheckRedirect: func(r *http.Request, via []*http.Request) error {
+			if len(via) > maxRedirects {
+				return fmt.Errorf("stopped after %d redirects", maxRedirects)
+			}
+			if !allowed(r.URL.String(), prefixes) {
+				return fmt.Errorf("redirect to %s is outside the allowed superseder URL prefixes", r.URL.Redacted())
+			}
+			return nil
+		},
+	}
+}
+
+// RequestURL adds taskId=<initial> to the superseder URL, keeping any
+// existing query (a taskId already there is replaced).
+func RequestURL(raw, initial string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("parsing superseder URL: %w", err)
+	}
+	u.Fragment, u.RawFragment = "", ""
+	q, qerr := url.ParseQuery(u.RawQuery)
+	switch {
+	case qerr == nil && q.Has("taskId"):
+		q.Set("taskId", initial)
+		u.RawQuery = q.Encode()
+	case u.RawQuery == "":
+		u.RawQuery = "taskId=" + url.QueryEscape(initial)
+	default:
+		u.RawQuery += "&taskId=" + url.QueryEscape(initial)
+	}
+	return u.String(), nil
+}
+
+// fetch makes the one superseder request (worker.md §5.2 step 2) and
+// returns the body of a 200 answer; anything else is an *UnusableError.
+func fetch(ctx context.Context, hc *http.Client, raw, initial string, timeout time.Duration) ([]byte, error) {
+	target, err := RequestURL(raw, initial)
+	if err != nil {
+		return nil, unusable("%v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, unusable("building the request: %v", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", worker.Version)
+	resp, err := hc.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, unusable("no answer within %s", timeout)
+		}
+		return nil, unusable("request failed: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, unusable("it answered HTTP %d", resp.StatusCode)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, unusable("the answer was not complete within %s", timeout)
+		}
+		return nil, unusable("reading the answer: %v", err)
+	}
+	if len(body) > MaxResponseBytes {
+		return nil, unusable("the answer is larger than %d bytes", MaxResponseBytes)
+	}
+	return body, nil
+}
+
+// claimAll claims every listed task other than the initial one (worker.md
+// §5.3) with bounded concurrency and returns the held claims by taskId (the
+// initial claim included) and one note per entry for the task log. Calls
+// already started finish even if ctx ends; no new ones start after.
+func (f *flow) claimAll(ctx context.Context, list []string) (map[string]*worker.Claim, []string) {
+	held := map[string]*worker.Claim{f.req.Initial.TaskID: f.req.Initial}
+	notes := make([]string, len(list))
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, f.opts.Concurrency)
+	)
+	for i, id := range list {
+		if id == f.req.Initial.TaskID {
+			continue
+		}
+		if ctx.Err() != nil {
+			notes[i] = fmt.Sprintf("%s not claimed: the worker is shutting down", id)
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			notes[i] = fmt.Sprintf("%s not claimed: the worker is shutting down", id)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c, note := f.claimOne(callCtx, id)
+			mu.Lock()
+			defer mu.Unlock()
+			notes[i] = note
+			if c != nil {
+				held[id] = c
+			}
+		}()
+	}
+	wg.Wait()
+	out := notes[:0]
+	for _, n := range notes {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return held, out
+}
+
+// claimOne checks and claims one listed task. A claim is held (its
+// reclaimer running) from the moment it is returned.
+func (f *flow) claimOne(ctx context.Context, id string) (*worker.Claim, string) {
+	q := f.w.Queue()
+	cfg := f.w.Config()
+	// Hardening (worker.md §5.3 step 1): only tasks this worker could
+	// run and that name the same superseder.
+	def, err := q.Task(ctx, id)
+	if err != nil {
+		return nil, fmt.Sprintf("%s skipped: reading its definition failed: %v", id, err)
+	}
+	tq := def.TaskQueueID
+	if tq == "" {
+		tq = def.ProvisionerID + "/" + def.WorkerType
+	}
+	if tq != cfg.TaskQueueID {
+		return nil, fmt.Sprintf("%s skipped: it belongs to task queue %s, not %s", id, tq, cfg.TaskQueueID)
+	}
+	if u := payloadSupersederURL(def.Payload); u != f.req.SupersederURL {
+		return nil, fmt.Sprintf("%s skipped: its supersederUrl differs from this task's", id)
+	}
+	runID := 0
+	if !f.cfg.RunIDZeroOnly {
+		st, err := q.Status(ctx, id)
+		if err != nil {
+			return nil, fmt.Sprintf("%s skipped: reading its status failed: %v", id, err)
+		}
+		if len(st.Runs) == 0 {
+			return nil, fmt.Sprintf("%s skipped: it has no run (state %s)", id, st.State)
+		}
+		last := st.Runs[len(st.Runs)-1]
+		if last.State != tcclient.StatePending {
+			return nil, fmt.Sprintf("%s skipped: its run %d is %s, not pending", id, last.RunID, last.State)
+		}
+		runID = last.RunID
+	}
+	tc, err := q.ClaimTask(ctx, id, runID, &tcclient.ClaimTaskRequest{WorkerGroup: cfg.WorkerGroup, WorkerID: cfg.WorkerID})
+	if err != nil {
+		return nil, fmt.Sprintf("%s not claimed: %v", id, err)
+	}
+	if tc.Status.TaskID != id || tc.RunID != runID {
+		return nil, fmt.Sprintf("%s not claimed: the queue answered a claim for %s run %d", id, tc.Status.TaskID, tc.RunID)
+	}
+	c, err := f.w.HoldClaim(*tc)
+	if err != nil {
+		return nil, fmt.Sprintf("%s not claimed: the queue's answer is not a usable claim: %v", id, err)
+	}
+	return c, fmt.Sprintf("claimed %s run %d", id, runID)
+}
+
+// releaseAll resolves claims the worker will not run with worker-shutdown,
+// so the queue retries them at once instead of after claim expiry.
+func (f *flow) releaseAll(claims []*worker.Claim) {
+	set := &secondarySet{opts: f.opts, w: f.w, members: claims}
+	set.resolveAll(context.Background(), nil, worker.Outcome{State: tcclient.StateException, Reason: tcclient.ReasonWorkerShutdown, Aborted: true})
+}
+
+// payloadSupersederURL reads payload.supersederUrl leniently, as the worker
+// does before validating the payload.
+func payloadSupersederURL(raw json.RawMessage) string {
+	var loose struct {
+		URL any `json:"supersederUrl"`
+	}
+	if json.Unmarshal(raw, &loose) != nil {
+		return ""
+	}
+	s, _ := loose.URL.(string)
+	return s
+}
