@@ -110,7 +110,10 @@ func RenderStatus(w io.Writer, st *tcclient.TaskStatus, def *tcclient.TaskDefini
 		return err
 	}
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	// The table is laid out without colour, because tabwriter counts the
+	// bytes of escape codes as width; the state cells are painted after.
+	var table strings.Builder
+	tw = tabwriter.NewWriter(&table, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTATE\tCREATED\tRESOLVED\tWORKER\tSTARTED\tDURATION")
 	for _, r := range st.Runs {
 		worker := "-"
@@ -126,19 +129,22 @@ func RenderStatus(w io.Writer, st *tcclient.TaskStatus, def *tcclient.TaskDefini
 		if resolved == "" {
 			resolved = "-"
 		}
-		// Colour codes are zero-width on screen but not to tabwriter:
-		// padding every state to the longest one gives all cells the same
-		// byte length (every colour code has the same length), so the
-		// columns still line up.
-		state := r.State
-		pad := ""
-		if color {
-			pad = strings.Repeat(" ", max(0, len(tcclient.StateUnscheduled)-len(state)))
-		}
-		fmt.Fprintf(tw, "%d\t%s%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, paintState(state, color), pad,
-			r.ReasonCreated, resolved, worker, started, dur)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.State, r.ReasonCreated, resolved, worker, started, dur)
 	}
 	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing status: %w", err)
+	}
+	lines := strings.SplitAfter(table.String(), "\n")
+	if color {
+		col := strings.Index(lines[0], "STATE")
+		for i, r := range st.Runs {
+			ln := lines[i+1]
+			if col >= 0 && strings.HasPrefix(ln[col:], r.State) {
+				lines[i+1] = ln[:col] + paintState(r.State, true) + ln[col+len(r.State):]
+			}
+		}
+	}
+	if _, err := io.WriteString(w, strings.Join(lines, "")); err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
 	return nil
