@@ -114,6 +114,14 @@ func run(m *testing.M) (int, error) {
 	return m.Run(), nil
 }
 
+// uniqueQueue returns a fresh task queue, so that repeated runs (-count)
+// against the shared server never see each other's retry runs.
+func uniqueQueue(prefix string) string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("e2e/%s-%x", prefix, b)
+}
+
 // needBinaries skips the test in -short mode, where TestMain did not build
 // and start the binaries.
 func needBinaries(t *testing.T) {
@@ -226,7 +234,7 @@ func status(t *testing.T, taskID string) *tcclient.TaskStatus {
 func TestCompletedAndFailed(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)
-	queue := "e2e/results"
+	queue := uniqueQueue("results")
 	ok := createTask(t, queue, map[string]any{
 		"command": [][]string{{"sh", "-c", `echo "hello $TASK_ID"; mkdir out; echo result > out/r.txt; env | grep -c "$SECRET_CHECK" || true`}},
 		"env":     map[string]string{"SECRET_CHECK": shared.token[:20]},
@@ -264,7 +272,7 @@ func TestCompletedAndFailed(t *testing.T) {
 func TestCancelKillsTask(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)
-	queue := "e2e/cancel"
+	queue := uniqueQueue("cancel")
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	id := createTask(t, queue, map[string]any{
 		"command":    [][]string{{"sh", "-c", `sleep 300 & echo $! >> "$PIDS"; echo $$ >> "$PIDS"; wait`}},
@@ -300,7 +308,7 @@ func TestCancelKillsTask(t *testing.T) {
 func TestSIGTERMResolvesWorkerShutdown(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)
-	queue := "e2e/sigterm"
+	queue := uniqueQueue("sigterm")
 	id := createTask(t, queue, map[string]any{"command": [][]string{{"sh", "-c", "echo started; sleep 120"}}, "maxRunTime": 600})
 	w := startWorker(t, queue, 0)
 	require.Eventually(t, func() bool { return status(t, id).State == tcclient.StateRunning }, 30*time.Second, 50*time.Millisecond)
