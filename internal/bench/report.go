@@ -1,0 +1,47 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable prints the report as an aligned table.
+func (r Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "benchmark\tsetting\tresult\tdetail\n")
+	if l := r.Lifecycle; l != nil {
+		fmt.Fprintf(tw, "life-cycle\t%d tasks, %d creators, %d workers, batch %d\t%.0f tasks/s\t%s total; creates done after %s (%.0f/s); %.1f tasks per non-empty claimWork\n",
+			l.Tasks, l.Creators, l.Workers, l.ClaimBatch, l.TasksPerSecond(), ms(l.Elapsed), ms(l.CreateElapsed), l.CreatesPerSecond(),
+			float64(l.Tasks)/float64(max(l.ClaimCalls, 1)))
+	}
+	if k := r.Wake; k != nil {
+		fmt.Fprintf(tw, "wake\t%d samples\tp50 %s  p99 %s\tfrom the createTask reply (min %s, p90 %s, max %s); from its request p50 %s p99 %s\n",
+			k.FromReply.Samples, ms(k.FromReply.P50), ms(k.FromReply.P99), ms(k.FromReply.Min), ms(k.FromReply.P90), ms(k.FromReply.Max),
+			ms(k.FromRequest.P50), ms(k.FromRequest.P99))
+	}
+	for _, b := range r.Backlog {
+		fmt.Fprintf(tw, "claim cost\tbacklog %d, %d samples\tp50 %s  p99 %s\tclaimWork(1)+reportCompleted, mean %s, max %s; queued in %s (%.0f/s, %s)\n",
+			b.Backlog, b.Cycle.Samples, ms(b.Cycle.P50), ms(b.Cycle.P99), ms(b.Cycle.Mean), ms(b.Cycle.Max),
+			ms(b.PrefillElapsed), b.PrefillPerSecond(), b.PrefillMethod)
+	}
+	if n := len(r.Backlog); n >= 2 {
+		first, last := r.Backlog[0], r.Backlog[n-1]
+		fmt.Fprintf(tw, "claim cost\tbacklog %d vs %d\tp50 ×%.2f\tmean ×%.2f (flat is ×1)\n",
+			last.Backlog, first.Backlog, ratio(last.Cycle.P50, first.Cycle.P50), ratio(last.Cycle.Mean, first.Cycle.Mean))
+	}
+	return tw.Flush()
+}
+
+// ms renders a duration in milliseconds with three significant decimals.
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond))
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
