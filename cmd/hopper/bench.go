@@ -1,0 +1,132 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hopper-ci/hopper/internal/bench"
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+func init() { extraCommands = append(extraCommands, benchCommand) }
+
+func benchCommand() *cobra.Command {
+	var (
+		rootURL, db, only, backlogs, logLevel string
+		asJSON, noDrain                       bool
+		opts                                  bench.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure a queue's throughput, claimWork wake-up latency and claim cost under backlog",
+		Long: `Measure a hopper queue over its HTTP API, the way workers load it:
+
+  lifecycle  --tasks tasks created by --creators concurrent clients while
+             --workers workers claimWork (up to --batch tasks a call) and
+             reportCompleted each with the claim's credentials: tasks/s.
+  wake       a worker long-polls an empty queue, a task is created: the
+             delay from the createTask reply to the claimWork reply.
+  backlog    with --backlogs tasks pending, one worker's claimWork(1) +
+             reportCompleted latency (flat is good).
+
+Either target a running deployment with --root-url (default
+TASKCLUSTER_ROOT_URL) and TASKCLUSTER_CLIENT_ID / TASKCLUSTER_ACCESS_TOKEN
+(/ TASKCLUSTER_CERTIFICATE); backlogs are then queued with concurrent
+createTask calls and worked off afterwards. Or give --db (sqlite, sqlite:PATH,
+or a postgres:// URL, in which a fresh database is created and dropped) to
+run a server inside this process on a free port with a generated root token;
+backlogs are then queued straight through the store.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			if only != "" {
+				opts.Benchmarks = strings.Split(only, ",")
+			}
+			sizes, err := parseSizes(backlogs)
+			if err != nil {
+				return err
+			}
+			opts.Backlogs = sizes
+			log := newLogger(logLevel)
+			opts.Logf = func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) }
+			target := ""
+			switch {
+			case db != "" && cmd.Flags().Changed("root-url"):
+				return errors.New("give either --root-url or --db, not both")
+			case db != "":
+				srv, err := bench.StartInProcess(ctx, bench.InProcessOptions{DB: db, Logger: newLogger("warn")})
+				if err != nil {
+					return err
+				}
+				defer srv.Close()
+				opts.RootURL, opts.Credentials = srv.RootURL, srv.Credentials
+				opts.Prefill, opts.PrefillMethod = srv.Prefill, srv.PrefillMethod()
+				target = fmt.Sprintf("in-process hopper on %s at %s", srv.Kind, srv.RootURL)
+			default:
+				if rootURL == "" {
+					return errors.New("no queue to measure: give --root-url (or TASKCLUSTER_ROOT_URL), or --db to start one in-process")
+				}
+				opts.RootURL = rootURL
+				if id := os.Getenv("TASKCLUSTER_CLIENT_ID"); id != "" {
+					opts.Credentials = &tcclient.Credentials{ClientID: id, AccessToken: os.Getenv("TASKCLUSTER_ACCESS_TOKEN"),
+						Certificate: os.Getenv("TASKCLUSTER_CERTIFICATE")}
+				}
+				opts.DrainBacklog = !noDrain
+				target = rootURL
+			}
+			rep, err := bench.Run(ctx, opts)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			fmt.Fprintf(out, "hopper bench: %s\n\n", target)
+			return rep.WriteTable(out)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&rootURL, "root-url", env("TASKCLUSTER_ROOT_URL", ""), "deployment to measure (TASKCLUSTER_ROOT_URL)")
+	f.StringVar(&db, "db", "", "run an in-process server on this store instead: sqlite, sqlite:PATH or a postgres:// URL")
+	f.StringVar(&only, "only", "", "comma-separated benchmarks to run: lifecycle, wake, backlog (default all)")
+	f.IntVar(&opts.Tasks, "tasks", 2000, "life-cycle: tasks")
+	f.IntVar(&opts.Creators, "creators", 8, "life-cycle: concurrent createTask loops")
+	f.IntVar(&opts.Workers, "workers", 8, "life-cycle and drain: concurrent workers")
+	f.IntVar(&opts.ClaimBatch, "batch", 32, "tasks asked for per claimWork (1-32)")
+	f.IntVar(&opts.WakeSamples, "wake-samples", 200, "wake: samples")
+	f.StringVar(&backlogs, "backlogs", "1000,100000", "backlog: comma-separated pending-queue sizes")
+	f.IntVar(&opts.BacklogSamples, "backlog-samples", 200, "backlog: claim+complete cycles timed per size")
+	f.IntVar(&opts.PrefillConcurrency, "prefill-concurrency", 32, "backlog: concurrent createTask calls when queueing over HTTP")
+	f.BoolVar(&noDrain, "no-drain", false, "with --root-url: leave the rest of each backlog pending instead of working it off")
+	f.StringVar(&opts.ProvisionerID, "provisioner-id", "hopper-bench", "provisionerId of the benchmark's task queues")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.StringVar(&logLevel, "log-level", "info", "progress logging: debug, info, warn or error")
+	return cmd
+}
+
+// parseSizes parses "1000,100000" (underscores allowed: 100_000).
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		part = strings.ReplaceAll(strings.TrimSpace(part), "_", "")
+		if part == "" {
+			continue
+		}
+		n, err := strconv.Atoi(part)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("--backlogs: %q is not a positive number", part)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
