@@ -220,6 +220,7 @@ func TestResolutions(t *testing.T) {
 		reason     string
 		logWants   []string
 		errorArt   string
+		faults     map[string][]int
 		extraCheck func(t *testing.T, b *bundle, id string)
 	}{
 		{
@@ -300,6 +301,51 @@ func TestResolutions(t *testing.T) {
 			errorArt: "public/d",
 		},
 		{
+			name: "createArtifact 5xx after retries is resource-unavailable",
+			payload: map[string]any{"command": [][]string{sh("echo x > a.txt")}, "maxRunTime": 10,
+				"features":  map[string]any{"liveLog": false},
+				"artifacts": []any{map[string]any{"type": "file", "path": "a.txt"}}},
+			faults:   map[string][]int{"createArtifact": {500, 500, 500, 500, 500, 500}},
+			state:    tcclient.StateException,
+			reason:   tcclient.ReasonResourceUnavailable,
+			logWants: []string{"Artifact upload failed after retries"},
+		},
+		{
+			name: "S3 PUT failure after retries is resource-unavailable",
+			payload: map[string]any{"command": [][]string{sh("echo x > a.txt")}, "maxRunTime": 10,
+				"features":  map[string]any{"liveLog": false},
+				"artifacts": []any{map[string]any{"type": "file", "path": "a.txt"}}},
+			faults: map[string][]int{"putBlob": {503, 503, 503, 503, 503, 503}},
+			state:  tcclient.StateException,
+			reason: tcclient.ReasonResourceUnavailable,
+		},
+		{
+			name: "createArtifact conflict is malformed-payload",
+			payload: map[string]any{"command": [][]string{sh("echo x > a.txt")}, "maxRunTime": 10,
+				"features":  map[string]any{"liveLog": false},
+				"artifacts": []any{map[string]any{"type": "file", "path": "a.txt"}}},
+			faults: map[string][]int{"createArtifact": {409}},
+			state:  tcclient.StateException,
+			reason: tcclient.ReasonMalformedPayload,
+		},
+		{
+			name: "artifact expiring before the deadline is malformed-payload",
+			payload: map[string]any{"command": [][]string{sh("true")}, "maxRunTime": 10,
+				"artifacts": []any{map[string]any{"type": "file", "path": "a.txt",
+					"expires": time.Now().Add(time.Minute).UTC().Format(time.RFC3339)}}},
+			state:    tcclient.StateException,
+			reason:   tcclient.ReasonMalformedPayload,
+			logWants: []string{"is before the task deadline"},
+		},
+		{
+			name: "mount from a task that is not a dependency is malformed-payload",
+			payload: map[string]any{"command": [][]string{sh("true")}, "maxRunTime": 10,
+				"mounts": []any{map[string]any{"file": "f", "content": map[string]any{"taskId": "fcjV2WLLQSmoxdyPlPVtag", "artifact": "public/x"}}}},
+			state:    tcclient.StateException,
+			reason:   tcclient.ReasonMalformedPayload,
+			logWants: []string{"must be listed in task.dependencies"},
+		},
+		{
 			name: "maxRunTime kills the process group and fails",
 			payload: map[string]any{"command": [][]string{sh("echo started; sleep 30; echo never")}, "maxRunTime": 1,
 				"onExitStatus": map[string]any{"purgeCaches": []int{}}},
@@ -311,6 +357,9 @@ func TestResolutions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, setupOpts{})
+			for name, statuses := range tt.faults {
+				b.fake.InjectFault(name, statuses...)
+			}
 			id := b.createTask(t, tt.payload, taskOpts{})
 			start := time.Now()
 			require.Equal(t, ExitOK, b.runN(t, 1))
@@ -407,6 +456,24 @@ func TestReclaimConflictKillsProcessGroup(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Join(b.cfg.WorkDir, "tasks"))
 	require.NoError(t, err)
 	require.Empty(t, entries)
+}
+
+func TestReclaimUnauthorizedAbandonsRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{claimTimeout: 2 * time.Second})
+	b.fake.InjectFault("reclaimTask", 401)
+	id := b.createTask(t, map[string]any{"command": [][]string{sh("sleep 30")}, "maxRunTime": 60}, taskOpts{})
+	start := time.Now()
+	require.Equal(t, ExitOK, b.runN(t, 1))
+	require.Less(t, time.Since(start), 6*time.Second)
+	for _, r := range b.fake.Requests() {
+		require.NotContains(t, r.Path, "/completed")
+		require.NotContains(t, r.Path, "/failed")
+		require.NotContains(t, r.Path, "/exception")
+		require.NotContains(t, r.Path, "live_backing.log")
+	}
+	// The queue still shows the run as running; its claim will expire.
+	require.Equal(t, tcclient.StateRunning, b.status(t, id).State)
 }
 
 func TestReclaimRefreshesCredentials(t *testing.T) {
