@@ -274,3 +274,52 @@ func TestUploadRetries(t *testing.T) {
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "secret")
 }
+
+func TestRoutes(t *testing.T) {
+	t.Parallel()
+	type seen struct{ method, path, query, body, auth string }
+	var got seen
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = seen{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, string(body), r.Header.Get("Authorization")}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{}`)
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	c := &tcclient.Client{RootURL: srv.URL + "/", Credentials: &tcclient.Credentials{ClientID: "me", AccessToken: "tok"}}
+	tests := []struct {
+		name string
+		call func() error
+		want seen
+	}{
+		{"taskQueueCounts", func() error { _, err := c.TaskQueueCounts(ctx, "prov/wt"); return err },
+			seen{method: "GET", path: "/api/queue/v1/task-queues/prov%2Fwt/counts"}},
+		{"listTaskGroup", func() error {
+			_, err := c.ListTaskGroup(ctx, "G", tcclient.ListOptions{ContinuationToken: "a b", Limit: 7})
+			return err
+		}, seen{method: "GET", path: "/api/queue/v1/task-group/G/list", query: "continuationToken=a+b&limit=7"}},
+		{"cancelTask", func() error { _, err := c.CancelTask(ctx, "T"); return err },
+			seen{method: "POST", path: "/api/queue/v1/task/T/cancel"}},
+		{"rerunTask", func() error { _, err := c.RerunTask(ctx, "T"); return err },
+			seen{method: "POST", path: "/api/queue/v1/task/T/rerun"}},
+		{"claimTask", func() error {
+			_, err := c.ClaimTask(ctx, "T", 2, &tcclient.ClaimTaskRequest{WorkerGroup: "g", WorkerID: "w"})
+			return err
+		}, seen{method: "POST", path: "/api/queue/v1/task/T/runs/2/claim", body: `{"workerGroup":"g","workerId":"w"}`}},
+		{"reportException", func() error {
+			_, err := c.ReportException(ctx, "T", 0, tcclient.ReasonSuperseded)
+			return err
+		}, seen{method: "POST", path: "/api/queue/v1/task/T/runs/0/exception", body: `{"reason":"superseded"}`}},
+		{"listArtifacts", func() error { _, err := c.ListArtifacts(ctx, "T", 1, tcclient.ListOptions{}); return err },
+			seen{method: "GET", path: "/api/queue/v1/task/T/runs/1/artifacts"}},
+		{"generic Do", func() error { return c.Do(ctx, "GET", "/ping", nil, nil, nil) },
+			seen{method: "GET", path: "/api/queue/v1/ping"}},
+	}
+	for _, tt := range tests {
+		require.NoError(t, tt.call(), tt.name)
+		require.Regexp(t, `^Hawk id="me", ts="\d+", nonce="[^"]+", mac="[^"]+"$`, got.auth, tt.name)
+		got.auth = ""
+		require.Equal(t, tt.want, got, tt.name)
+	}
+}

@@ -697,3 +697,29 @@ func TestLiveLogStreamsWhileRunning(t *testing.T) {
 	require.NoError(t, os.WriteFile(pl.Env["STOP"], nil, 0o644))
 	require.Eventually(t, func() bool { return b.status(t, id).State == tcclient.StateCompleted }, 15*time.Second, 50*time.Millisecond)
 }
+
+func TestCapacityRunsTasksConcurrently(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{mutate: func(c *Config) { c.Capacity = 3 }})
+	marker := t.TempDir()
+	var ids []string
+	for i := range 3 {
+		// Each task waits until all three are running at once.
+		ids = append(ids, b.createTask(t, map[string]any{
+			"command": [][]string{sh(fmt.Sprintf(`touch "%s/%d"; for i in $(seq 1 100); do [ $(ls "%s" | wc -l) -ge 3 ] && exit 0; sleep 0.05; done; exit 1`, marker, i, marker))},
+			"maxRunTime": 30,
+		}, taskOpts{}))
+	}
+	require.Equal(t, ExitOK, b.runN(t, 3))
+	for _, id := range ids {
+		require.Equal(t, tcclient.StateCompleted, b.status(t, id).State, b.backingLog(t, id, 0))
+	}
+	// All three came from claimWork calls asking for the free capacity.
+	var claimCalls int
+	for _, r := range b.fake.Requests() {
+		if strings.HasPrefix(r.Path, "/api/queue/v1/claim-work/") {
+			claimCalls++
+		}
+	}
+	require.LessOrEqual(t, claimCalls, 3)
+}
