@@ -706,7 +706,7 @@ func TestCapacityRunsTasksConcurrently(t *testing.T) {
 	for i := range 3 {
 		// Each task waits until all three are running at once.
 		ids = append(ids, b.createTask(t, map[string]any{
-			"command": [][]string{sh(fmt.Sprintf(`touch "%s/%d"; for i in $(seq 1 100); do [ $(ls "%s" | wc -l) -ge 3 ] && exit 0; sleep 0.05; done; exit 1`, marker, i, marker))},
+			"command":    [][]string{sh(fmt.Sprintf(`touch "%s/%d"; for i in $(seq 1 100); do [ $(ls "%s" | wc -l) -ge 3 ] && exit 0; sleep 0.05; done; exit 1`, marker, i, marker))},
 			"maxRunTime": 30,
 		}, taskOpts{}))
 	}
