@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+func member(taskID, name, state string) tcclient.TaskGroupMember {
+	return tcclient.TaskGroupMember{
+		Status: tcclient.TaskStatus{TaskID: taskID, TaskGroupID: taskB, State: state},
+		Task:   tcclient.TaskDefinition{Metadata: tcclient.TaskMetadata{Name: name}},
+	}
+}
+
+func TestSummarizeAndRenderGroup(t *testing.T) {
+	t.Parallel()
+	members := []tcclient.TaskGroupMember{
+		member("t1", "build linux", tcclient.StateCompleted),
+		member("t2", "build mac", tcclient.StateRunning),
+		member("t3", "", tcclient.StateRunning),
+		member("t4", "lint", tcclient.StateFailed),
+		member("t5", "docs", tcclient.StatePending),
+		member("t6", "deploy", tcclient.StateUnscheduled),
+		member("t7", "a", tcclient.StateRunning),
+		member("t8", "b", tcclient.StateRunning),
+	}
+	s := SummarizeGroup(taskB, members)
+	require.Equal(t, 8, s.Total)
+	require.Equal(t, 2, s.Resolved)
+	require.False(t, s.Done)
+	require.False(t, s.Success)
+	require.Equal(t, map[string]int{"unscheduled": 1, "pending": 1, "running": 4, "completed": 1, "failed": 1, "exception": 0}, s.Counts)
+
+	require.Equal(t, []string{
+		"Task group aGQjzPjDTCGGZHZdHO9Jkw: 2/8 resolved",
+		"[##########------------------------------]  25%",
+		"  unscheduled     1",
+		"  pending         1",
+		"  running         4  build mac, t3, a, +1 more",
+		"  completed       1",
+		"  failed          1  lint",
+		"  exception       0",
+	}, RenderGroupFrame(s, false))
+	require.Equal(t, "Task group aGQjzPjDTCGGZHZdHO9Jkw: 2/8 resolved (unscheduled 1, pending 1, running 4, completed 1, failed 1, exception 0)",
+		RenderGroupLine(s))
+
+	colored := RenderGroupFrame(s, true)
+	require.Equal(t, "  \x1b[31mfailed\x1b[0m          1  lint", colored[6])
+
+	done := SummarizeGroup(taskB, []tcclient.TaskGroupMember{member("t1", "x", tcclient.StateCompleted)})
+	require.True(t, done.Done)
+	require.True(t, done.Success)
+	require.Equal(t, "[########################################] 100%", RenderGroupFrame(done, false)[1])
+
+	empty := SummarizeGroup(taskB, nil)
+	require.True(t, empty.Success, "an empty group has nothing left to do")
+	require.Equal(t, []GroupTask{}, empty.Tasks)
+}
+
+func TestProgressBar(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "[----]", progressBar(0, 3, 4))
+	require.Equal(t, "[#---]", progressBar(1, 3, 4))
+	require.Equal(t, "[##--]", progressBar(2, 3, 4))
+	require.Equal(t, "[####]", progressBar(3, 3, 4))
+	require.Equal(t, "[####]", progressBar(0, 0, 4))
+}
+
+func TestFrameWriterRedrawsInPlace(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	f := &frameWriter{w: &b}
+	f.draw([]string{"a", "b", "c"})
+	require.Equal(t, "\x1b[2Ka\n\x1b[2Kb\n\x1b[2Kc\n\x1b[J", b.String())
+	b.Reset()
+	f.draw([]string{"x"})
+	require.Equal(t, "\x1b[3F\x1b[2Kx\n\x1b[J", b.String())
+	b.Reset()
+	f.draw([]string{"y", "z"})
+	require.Equal(t, "\x1b[1F\x1b[2Ky\n\x1b[2Kz\n\x1b[J", b.String())
+}
+
+// groupStub serves a two-task group that finishes after three polls, the
+// second task ending in last.
+func groupStub(t *testing.T, last string) *stubQueue {
+	stub := newStubQueue(t)
+	stub.groupPolls = func(n int) []tcclient.TaskGroupMember {
+		switch n {
+		case 0:
+			return []tcclient.TaskGroupMember{member(taskA, "build", tcclient.StateRunning), member(taskB, "test", tcclient.StatePending)}
+		case 1:
+			return []tcclient.TaskGroupMember{member(taskA, "build", tcclient.StateCompleted), member(taskB, "test", tcclient.StateRunning)}
+		default:
+			return []tcclient.TaskGroupMember{member(taskA, "build", tcclient.StateCompleted), member(taskB, "test", last)}
+		}
+	}
+	return stub
+}
+
+func TestGroupCommand(t *testing.T) {
+	t.Parallel()
+	t.Run("plain lines until every task completed", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, groupStub(t, tcclient.StateCompleted).URL, nil)
+		require.NoError(t, h.exec(context.Background(), "group", taskB))
+		require.Equal(t, `Task group aGQjzPjDTCGGZHZdHO9Jkw: 0/2 resolved (unscheduled 0, pending 1, running 1, completed 0, failed 0, exception 0)
+Task group aGQjzPjDTCGGZHZdHO9Jkw: 1/2 resolved (unscheduled 0, pending 0, running 1, completed 1, failed 0, exception 0)
+Task group aGQjzPjDTCGGZHZdHO9Jkw: 2/2 resolved (unscheduled 0, pending 0, running 0, completed 2, failed 0, exception 0)
+`, h.stdout.String())
+	})
+	t.Run("terminal redraws and a failure exits 1", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, groupStub(t, tcclient.StateFailed).URL, nil)
+		h.env.TTY = true
+		h.vars["NO_COLOR"] = "1"
+		err := h.exec(context.Background(), "group", taskB)
+		require.Equal(t, ExitFailed, exitCode(err))
+		require.EqualError(t, err, "task group "+taskB+": 1 of 2 tasks did not complete (1 failed, 0 exception)")
+		out := h.stdout.String()
+		require.Equal(t, 2, strings.Count(out, "\x1b[8F"), "two redraws of the eight-line frame")
+		require.Contains(t, out, "\x1b[2K[####################--------------------]  50%\n")
+		require.True(t, strings.HasSuffix(out, "\x1b[2K  exception       0\n\x1b[Jfailed  "+taskB+"  test\n"), out)
+	})
+	t.Run("json prints the final summary only", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, groupStub(t, tcclient.StateException).URL, nil)
+		err := h.exec(context.Background(), "group", "--json", taskB)
+		require.Equal(t, ExitFailed, exitCode(err))
+		var s GroupSummary
+		require.NoError(t, json.Unmarshal([]byte(h.stdout.String()), &s))
+		require.Equal(t, GroupSummary{
+			TaskGroupID: taskB, Total: 2, Resolved: 2, Done: true, Success: false,
+			Counts: map[string]int{"unscheduled": 0, "pending": 0, "running": 0, "completed": 1, "failed": 0, "exception": 1},
+			Tasks: []GroupTask{
+				{TaskID: taskA, Name: "build", State: "completed"},
+				{TaskID: taskB, Name: "test", State: "exception"},
+			},
+		}, s)
+	})
+	t.Run("unknown group", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, newStubQueue(t).URL, nil)
+		err := h.exec(context.Background(), "group", taskA)
+		require.Equal(t, ExitFailed, exitCode(err))
+		require.EqualError(t, err, "listing task group "+taskA+": ResourceNotFound (HTTP 404): no such thing")
+	})
+}
