@@ -100,6 +100,7 @@ func runDev(ctx context.Context, cmd *cobra.Command, cfg server.Config, taskQueu
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "hopper dev is running (data in %s)\n\n", cfg.DataDir)
 	fmt.Fprintf(out, "  queue API:  %s/api/queue/v1\n", rootURL)
+	fmt.Fprintf(out, "  web UI:     %s/ui/\n", rootURL)
 	fmt.Fprintf(out, "  worker:     %s (capacity %d)\n\n", taskQueueID, capacity)
 	fmt.Fprintf(out, "export TASKCLUSTER_ROOT_URL=%s TASKCLUSTER_CLIENT_ID=%s TASKCLUSTER_ACCESS_TOKEN=%s\n\n",
 		rootURL, server.RootClientID, cfg.RootAccessToken)

@@ -164,6 +164,13 @@ func New(opts Options) (*Server, error) {
 		s.mux.Handle("GET /metrics", s.metrics.Handler())
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// A browser opening the root URL gets the web UI; API clients
+		// keep Taskcluster's JSON 404 for every unmatched path.
+		if r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+			strings.Contains(r.Header.Get("Accept"), "text/html") {
+			http.Redirect(w, r, "/ui/", http.StatusFound)
+			return
+		}
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not found"})
 	})
 	return s, nil

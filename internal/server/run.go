@@ -18,6 +18,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/superseder"
+	"github.com/hopper-ci/hopper/internal/ui"
 )
 
 // Config configures a queue server.
@@ -117,7 +118,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	handlers := map[string]http.Handler{}
+	handlers := map[string]http.Handler{ui.Prefix: ui.Handler()}
 	if m, ok := blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}
