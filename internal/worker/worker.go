@@ -145,17 +145,19 @@ func closed(ch <-chan struct{}) bool {
 // shutdown). It returns the process exit code to use.
 func (w *Worker) Run(ctx context.Context) (int, error) {
 	w.logger.Info("worker starting", "taskQueueId", w.cfg.TaskQueueID, "capacity", w.cfg.Capacity)
+	finished := make(chan struct{})
+	defer close(finished)
+	claimCtx, cancelClaims := context.WithCancel(context.Background())
+	defer cancelClaims()
 	go func() {
 		select {
 		case <-ctx.Done():
 			w.Shutdown(true)
 		case <-w.abort:
+		case <-finished:
+			return
 		}
-	}()
-	claimCtx, cancelClaims := context.WithCancel(context.Background())
-	defer cancelClaims()
-	go func() {
-		<-w.abort
+		// An immediate shutdown also interrupts a claimWork long-poll.
 		cancelClaims()
 	}()
 
