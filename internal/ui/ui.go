@@ -96,12 +96,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = "index.html"
 	}
-	// Clean rejects "..", "//" and friends by changing the name, which
-	// then finds no file.
-	if path.Clean("/"+name) != "/"+name {
-		http.NotFound(w, r)
-		return
-	}
+	// An exact lookup: "..", "//" or "static/…" name no file.
 	f, ok := h.files[name]
 	if !ok {
 		http.NotFound(w, r)
