@@ -1,0 +1,214 @@
+package authapi_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/authapi"
+	"github.com/hopper-ci/hopper/internal/hawk"
+	"github.com/hopper-ci/hopper/internal/server"
+	"github.com/hopper-ci/hopper/internal/store"
+	"github.com/hopper-ci/hopper/internal/store/sqlite"
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// rootToken is the root client's access token in these tests.
+const rootToken = "authapi-test-root-token-0123456789abcdef"
+
+// shiftedClock is the wall clock plus an offset the test moves. Requests
+// signed by tcclient use the wall clock, so they stay valid while the
+// offset is under Hawk's 15-minute skew; requests signed with signed()
+// follow the shifted time.
+type shiftedClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *shiftedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset).UTC()
+}
+
+func (c *shiftedClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
+
+// logBuffer collects the server's log output.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// bundle is one API server (queue plus auth routes) over a fresh SQLite
+// store with production security, served by httptest.
+type bundle struct {
+	url    string
+	clock  *shiftedClock
+	store  store.Store
+	sealer *auth.Sealer
+	logs   *logBuffer
+	// root calls the API as the static root client.
+	root *tcclient.Client
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, t.TempDir()+"/hopper.db")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	var key [32]byte
+	_, err = rand.Read(key[:])
+	require.NoError(t, err)
+	clock := &shiftedClock{}
+	logs := &logBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	sec, err := server.NewSecurity(ctx, db, rootToken, key, clock, log)
+	require.NoError(t, err)
+
+	var handler http.Handler
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	t.Cleanup(hs.Close)
+	srv, err := api.New(api.Options{
+		Config: api.Config{RootURL: hs.URL, Version: "test"},
+		Store:  db, Clock: clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer, Logger: log,
+		ExtraRoutes: authapi.Routes(authapi.Deps{
+			Store: db, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
+			Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log,
+		}),
+	})
+	require.NoError(t, err)
+	handler = srv.Handler()
+	return &bundle{
+		url: hs.URL, clock: clock, store: db, sealer: sec.Sealer, logs: logs,
+		root: clientFor(hs.URL, server.RootClientID, rootToken),
+	}
+}
+
+// clientFor returns a tcclient without retries (failures are the point of
+// many tests).
+func clientFor(rootURL, clientID, token string) *tcclient.Client {
+	c := &tcclient.Client{RootURL: rootURL, MaxRetries: -1}
+	if clientID != "" {
+		c.Credentials = &tcclient.Credentials{ClientID: clientID, AccessToken: token}
+	}
+	return c
+}
+
+// as returns a client of the bundle's server with the given credentials.
+func (b *bundle) as(clientID, token string) *tcclient.Client { return clientFor(b.url, clientID, token) }
+
+// anonymous returns a client without credentials.
+func (b *bundle) anonymous() *tcclient.Client { return clientFor(b.url, "", "") }
+
+// newClient has root create a client with scopes and returns it with its
+// token.
+func (b *bundle) newClient(t *testing.T, clientID string, scopes ...string) *tcclient.AuthClient {
+	t.Helper()
+	c, err := b.root.CreateClient(context.Background(), clientID, &tcclient.ClientRequest{
+		Expires: tcclient.NewTime(time.Now().Add(time.Hour)), Description: "test client " + clientID, Scopes: scopes,
+	})
+	require.NoError(t, err)
+	require.Len(t, c.AccessToken, 44)
+	return c
+}
+
+// reply is a raw HTTP answer.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// errorCode decodes the Taskcluster error code of a reply.
+func (r reply) errorCode(t *testing.T) string {
+	t.Helper()
+	var body struct {
+		Code string `json:"code"`
+	}
+	require.NoError(t, json.Unmarshal(r.body, &body), "%s", r.body)
+	return body.Code
+}
+
+// signed sends a request signed with creds at the bundle's (shifted) time;
+// nil creds send it unsigned. A non-nil body is sent as JSON.
+func (b *bundle) signed(t *testing.T, creds *hawk.Credentials, method, path string, body any) reply {
+	t.Helper()
+	var rdr io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		require.NoError(t, err)
+		rdr = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, b.url+path, rdr)
+	require.NoError(t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if creds != nil {
+		header, err := hawk.RequestHeader(*creds, method, req.URL.String(), b.clock.Now(), "", "", "")
+		require.NoError(t, err)
+		req.Header.Set("Authorization", header)
+	}
+	return do(t, req)
+}
+
+// get sends an unsigned GET to a full URL (signed URLs carry their bewit).
+func get(t *testing.T, rawURL string) reply {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, rawURL, nil)
+	require.NoError(t, err)
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) reply {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return reply{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+// requireAPIError asserts that err is an API error with the given status
+// and code, and that the first line of its message contains msg.
+func requireAPIError(t *testing.T, err error, status int, code, msg string) {
+	t.Helper()
+	var apiErr *tcclient.APIError
+	require.True(t, errors.As(err, &apiErr), "want an API error, got %v", err)
+	require.Equal(t, status, apiErr.StatusCode, "%v", err)
+	require.Equal(t, code, apiErr.Code, "%v", err)
+	first, _, _ := strings.Cut(apiErr.Message, "\n\n---")
+	require.Contains(t, first, msg)
+}
