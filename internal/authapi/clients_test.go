@@ -101,11 +101,14 @@ func TestClientNotFound(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	calls := map[string]func() error{
-		"client":     func() error { _, err := b.root.GetClient(ctx, "nobody"); return err },
-		"reset":      func() error { _, err := b.root.ResetAccessToken(ctx, "nobody"); return err },
-		"enable":     func() error { _, err := b.root.EnableClient(ctx, "nobody"); return err },
-		"disable":    func() error { _, err := b.root.DisableClient(ctx, "nobody"); return err },
-		"updateClient": func() error { _, err := b.root.UpdateClient(ctx, "nobody", &tcclient.ClientRequest{Expires: tcclient.NewTime(time.Now()), Description: "x"}); return err },
+		"client":  func() error { _, err := b.root.GetClient(ctx, "nobody"); return err },
+		"reset":   func() error { _, err := b.root.ResetAccessToken(ctx, "nobody"); return err },
+		"enable":  func() error { _, err := b.root.EnableClient(ctx, "nobody"); return err },
+		"disable": func() error { _, err := b.root.DisableClient(ctx, "nobody"); return err },
+		"updateClient": func() error {
+			_, err := b.root.UpdateClient(ctx, "nobody", &tcclient.ClientRequest{Expires: tcclient.NewTime(time.Now()), Description: "x"})
+			return err
+		},
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {

@@ -126,7 +126,9 @@ func clientFor(rootURL, clientID, token string) *tcclient.Client {
 }
 
 // as returns a client of the bundle's server with the given credentials.
-func (b *bundle) as(clientID, token string) *tcclient.Client { return clientFor(b.url, clientID, token) }
+func (b *bundle) as(clientID, token string) *tcclient.Client {
+	return clientFor(b.url, clientID, token)
+}
 
 // anonymous returns a client without credentials.
 func (b *bundle) anonymous() *tcclient.Client { return clientFor(b.url, "", "") }
