@@ -272,10 +272,14 @@ func (db *DB) RolesVersion(ctx context.Context) (int64, error) {
 // artifacts, task groups, task queues, workers (kept while quarantined) and
 // clients marked deleteOnExpiration whose expiry has passed.
 func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult, error) {
-	out := &ExpireDataResult{}
+	var out *ExpireDataResult
 	cutoff := ms(now)
+	// An artifact goes when it expires or when its task does; either way
+	// its stored data must be reported for deletion.
+	const expiredArtifacts = "expires < ? OR task_id IN (SELECT task_id FROM tasks WHERE expires < ?)"
 	err := db.tx(ctx, func(tx *txn) error {
-		rows, err := tx.query(ctx, "SELECT task_id, run_id, name, storage_type, details FROM artifacts WHERE expires < ?", cutoff)
+		out = &ExpireDataResult{} // afresh on every attempt
+		rows, err := tx.query(ctx, "SELECT task_id, run_id, name, storage_type, details FROM artifacts WHERE "+expiredArtifacts, cutoff, cutoff)
 		if err != nil {
 			return fmt.Errorf("finding expired artifacts: %w", err)
 		}
@@ -298,8 +302,7 @@ func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult,
 			query string
 			args  []any
 		}{
-			{&out.Artifacts, "DELETE FROM artifacts WHERE expires < ?", []any{cutoff}},
-			{nil, "DELETE FROM artifacts WHERE task_id IN (SELECT task_id FROM tasks WHERE expires < ?)", []any{cutoff}},
+			{&out.Artifacts, "DELETE FROM artifacts WHERE " + expiredArtifacts, []any{cutoff, cutoff}},
 			{nil, "DELETE FROM task_dependencies WHERE expires < ?", []any{cutoff}},
 			{&out.Tasks, "DELETE FROM tasks WHERE expires < ?", []any{cutoff}},
 			{&out.TaskGroups, "DELETE FROM task_groups WHERE expires < ?", []any{cutoff}},

@@ -25,6 +25,10 @@ type Dialect struct {
 	// LockSkip is appended to a SELECT to lock its rows, skipping rows that
 	// other transactions hold.
 	LockSkip string
+	// LockShare is appended to a SELECT to keep the rows it reads from
+	// changing until the transaction ends, while letting other readers
+	// share them ("" where the database serialises writers anyway).
+	LockShare string
 	// NextPendingSeq is an SQL expression giving the next pending-order
 	// sequence number.
 	NextPendingSeq string
@@ -114,7 +118,8 @@ func (db *DB) tx(ctx context.Context, fn func(tx *txn) error) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		err = db.tryTx(ctx, fn)
-		if err == nil || db.dialect.Retryable == nil || !db.dialect.Retryable(err) {
+		retry := errors.Is(err, errRetryTx) || (err != nil && db.dialect.Retryable != nil && db.dialect.Retryable(err))
+		if !retry {
 			return err
 		}
 		time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
@@ -148,6 +153,11 @@ func (db *DB) tryTx(ctx context.Context, fn func(tx *txn) error) error {
 	}
 	return nil
 }
+
+// errRetryTx is returned inside a transaction that lost a race it can
+// only resolve by starting over, such as inserting a row another
+// transaction committed meanwhile; tx then re-runs it.
+var errRetryTx = errors.New("concurrent change; retry the transaction")
 
 // txn is a transaction with the dialect's placeholder rewriting.
 type txn struct {

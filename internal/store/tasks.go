@@ -228,13 +228,23 @@ func (t *txn) insertTask(ctx context.Context, taskID string, def *queue.Task) er
 	if err != nil {
 		return fmt.Errorf("encoding task %s: %w", taskID, err)
 	}
-	_, err = t.exec(ctx, `INSERT INTO tasks (task_id, task_queue_id, scheduler_id, project_id, task_group_id, requires,
+	res, err := t.exec(ctx, `INSERT INTO tasks (task_id, task_queue_id, scheduler_id, project_id, task_group_id, requires,
 		priority, deadline, expires, definition, retries_left, runs, state, unresolved)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]', 'unscheduled', 1)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]', 'unscheduled', 1) ON CONFLICT (task_id) DO NOTHING`,
 		taskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
 		queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), string(defJSON), def.Retries)
 	if err != nil {
 		return fmt.Errorf("inserting task %s: %w", taskID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("inserting task %s: %w", taskID, err)
+	}
+	if n == 0 {
+		// A concurrent createTask of the same taskId committed after this
+		// transaction found no task: start over, so the repeat is answered
+		// by the idempotency comparison instead of a key violation.
+		return errRetryTx
 	}
 	return nil
 }
@@ -287,7 +297,11 @@ func (t *txn) checkDependencies(ctx context.Context, taskID string, def *queue.T
 		for i, id := range chunk {
 			args[i] = id
 		}
-		rows, err := t.query(ctx, "SELECT task_id, state, expires FROM tasks WHERE task_id IN ("+placeholders(len(chunk))+")", args...)
+		// The share lock keeps each dependency from resolving until this
+		// transaction commits: otherwise a dependency seen unresolved here
+		// could resolve concurrently without seeing the new, uncommitted
+		// edge, and the dependent would wait forever.
+		rows, err := t.query(ctx, "SELECT task_id, state, expires FROM tasks WHERE task_id IN ("+placeholders(len(chunk))+")"+t.db.dialect.LockShare, args...)
 		if err != nil {
 			return nil, fmt.Errorf("loading dependencies: %w", err)
 		}
@@ -452,6 +466,19 @@ func (t *txn) resolveDependents(ctx context.Context, task *queue.TaskState, now 
 		if _, err := t.exec(ctx, "UPDATE task_dependencies SET satisfied = 1 WHERE required_task_id = ? AND dependent_task_id = ?", task.TaskID, dependent); err != nil {
 			return fmt.Errorf("satisfying dependency %s of %s: %w", task.TaskID, dependent, err)
 		}
+		// Lock the dependent before counting its open edges. Two of its
+		// dependencies resolving at once then count one after the other,
+		// and the second sees the first's edge satisfied; without the lock
+		// each could see the other's edge still open (write skew) and
+		// neither would schedule the dependent.
+		var locked string
+		err := t.queryRow(ctx, "SELECT task_id FROM tasks WHERE task_id = ?"+t.db.dialect.LockRow, dependent).Scan(&locked)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("locking dependent %s: %w", dependent, err)
+		}
 		var left int
 		if err := t.queryRow(ctx, "SELECT COUNT(*) FROM task_dependencies WHERE dependent_task_id = ? AND satisfied = 0", dependent).Scan(&left); err != nil {
 			return fmt.Errorf("counting dependencies of %s: %w", dependent, err)
@@ -459,7 +486,7 @@ func (t *txn) resolveDependents(ctx context.Context, task *queue.TaskState, now 
 		if left > 0 {
 			continue
 		}
-		_, err := t.transition(ctx, dependent, now, func(d *queue.TaskState, tr *queue.Transition) error {
+		_, err = t.transition(ctx, dependent, now, func(d *queue.TaskState, tr *queue.Transition) error {
 			d.DependenciesSatisfied(now, tr)
 			return nil
 		}, res)

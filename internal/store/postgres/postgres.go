@@ -56,6 +56,7 @@ func dialect(channel string) store.Dialect {
 		Numbered:       true,
 		LockRow:        " FOR UPDATE",
 		LockSkip:       " FOR UPDATE SKIP LOCKED",
+		LockShare:      " FOR SHARE",
 		NextPendingSeq: "nextval('hopper_pending_seq')",
 		NotifyPending: func(ctx context.Context, tx *sql.Tx, taskQueueID string) error {
 			_, err := tx.ExecContext(ctx, "SELECT pg_notify($1, $2)", channel, taskQueueID)

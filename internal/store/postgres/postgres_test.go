@@ -18,29 +18,111 @@ import (
 
 var schemaCounter atomic.Int64
 
-// openTestDB opens a store in a fresh schema of HOPPER_TEST_POSTGRES, dropped
-// when the test ends.
-func openTestDB(t *testing.T) store.Store {
+// testURL returns HOPPER_TEST_POSTGRES or skips the test.
+func testURL(t testing.TB) string {
 	t.Helper()
 	url := os.Getenv("HOPPER_TEST_POSTGRES")
 	if url == "" {
 		t.Skip("HOPPER_TEST_POSTGRES not set: no PostgreSQL to test against")
 	}
+	return url
+}
+
+// newSchema names a fresh schema and drops it when the test ends (after
+// the stores opened on it are closed: cleanups run last-registered first).
+func newSchema(t testing.TB, url string) string {
+	t.Helper()
 	schema := fmt.Sprintf("hopper_test_%d_%d", time.Now().UnixNano()%1e9, schemaCounter.Add(1))
-	db, err := postgres.Open(context.Background(), url, postgres.Options{Schema: schema, MaxConns: 4})
-	require.NoError(t, err)
 	t.Cleanup(func() {
-		db.Close()
 		conn, err := pgx.Connect(context.Background(), url)
 		if err == nil {
-			_, _ = conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 			conn.Close(context.Background())
 		}
 	})
+	return schema
+}
+
+func openSchema(t testing.TB, url, schema string, maxConns int32) *store.DB {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), url, postgres.Options{Schema: schema, MaxConns: maxConns})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	return db
+}
+
+// openTestDB opens a store in a fresh schema of HOPPER_TEST_POSTGRES.
+func openTestDB(t *testing.T) store.Store {
+	t.Helper()
+	url := testURL(t)
+	return openSchema(t, url, newSchema(t, url), 4)
+}
+
+// openReplicas opens n stores on one fresh schema, like n hopper replicas
+// sharing a database.
+func openReplicas(t *testing.T, n int) []store.Store {
+	t.Helper()
+	url := testURL(t)
+	schema := newSchema(t, url)
+	out := make([]store.Store, n)
+	for i := range out {
+		out[i] = openSchema(t, url, schema, 6)
+	}
+	return out
 }
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, openTestDB)
+}
+
+func TestConcurrency(t *testing.T) {
+	t.Parallel()
+	storetest.RunConcurrency(t, openTestDB, storetest.ConcurrencyOptions{
+		Tasks:              2000,
+		Claimers:           32,
+		Replicas:           openReplicas,
+		CrossProcessWakeup: true,
+	})
+}
+
+// taskCopyColumns are the columns of the tasks table a bulk fill copies.
+const taskCopyColumns = `task_queue_id, scheduler_id, project_id, task_group_id, requires, priority, deadline, expires,
+	definition, retries_left, runs, state, unresolved, taken_until, claimed_at, pending_since`
+
+// bulkFiller copies a pending task n times in one INSERT … SELECT, each
+// copy taking the next pending sequence number, then refreshes the planner
+// statistics as autovacuum would.
+func bulkFiller(url, schema string) storetest.BulkFiller {
+	return func(tb testing.TB, seedID string, n int) {
+		tb.Helper()
+		ctx := context.Background()
+		cfg, err := pgx.ParseConfig(url)
+		require.NoError(tb, err)
+		cfg.RuntimeParams["search_path"] = schema
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		require.NoError(tb, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, `INSERT INTO tasks (task_id, `+taskCopyColumns+`, pending_seq)
+			SELECT t.task_id || '-' || g, `+taskCopyColumns+`, nextval('hopper_pending_seq')
+			FROM tasks t CROSS JOIN generate_series(1, $1::int) g WHERE t.task_id = $2 ORDER BY g`, n, seedID)
+		require.NoError(tb, err)
+		_, err = conn.Exec(ctx, "ANALYZE tasks")
+		require.NoError(tb, err)
+	}
+}
+
+func BenchmarkClaimWork(b *testing.B) {
+	url := testURL(b)
+	for _, pending := range []int{1000, 100_000} {
+		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
+			schema := newSchema(b, url)
+			storetest.BenchClaimWork(b, openSchema(b, url, schema, 4), pending, bulkFiller(url, schema))
+		})
+	}
+}
+
+func BenchmarkCreateClaimComplete(b *testing.B) {
+	url := testURL(b)
+	storetest.BenchCreateClaimComplete(b, openSchema(b, url, newSchema(b, url), 4))
 }

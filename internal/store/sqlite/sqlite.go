@@ -22,8 +22,10 @@ var migrationsFS embed.FS
 // Dialect is SQLite's flavour of SQL. SQLite serialises writers, and hopper
 // writes through a single connection, so no row locks are needed.
 var Dialect = store.Dialect{
-	Name:           "sqlite",
-	NextPendingSeq: "(SELECT COALESCE(MAX(pending_seq), 0) + 1 FROM tasks)",
+	Name: "sqlite",
+	// The WHERE lets SQLite answer MAX from the partial index on
+	// pending_seq instead of scanning every task.
+	NextPendingSeq: "(SELECT COALESCE(MAX(pending_seq), 0) + 1 FROM tasks WHERE pending_seq IS NOT NULL)",
 }
 
 // Migrations returns the embedded schema migrations.

@@ -2,6 +2,8 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -12,13 +14,74 @@ import (
 	"github.com/hopper-ci/hopper/internal/store/storetest"
 )
 
+// openFile opens a store on the database file, closed when the test ends.
+func openFile(t testing.TB, path string) *store.DB {
+	t.Helper()
+	db, err := sqlite.Open(context.Background(), path)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	return db
+}
+
+func openTestDB(t *testing.T) store.Store {
+	t.Helper()
+	return openFile(t, filepath.Join(t.TempDir(), "hopper.db"))
+}
+
+// openReplicas opens n stores on one file, as n processes sharing it would.
+func openReplicas(t *testing.T, n int) []store.Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hopper.db")
+	out := make([]store.Store, n)
+	for i := range out {
+		out[i] = openFile(t, path)
+	}
+	return out
+}
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) store.Store {
-		t.Helper()
-		db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hopper.db"))
-		require.NoError(t, err)
-		t.Cleanup(func() { db.Close() })
-		return db
+	storetest.Run(t, openTestDB)
+}
+
+func TestConcurrency(t *testing.T) {
+	t.Parallel()
+	storetest.RunConcurrency(t, openTestDB, storetest.ConcurrencyOptions{
+		Tasks:    2000,
+		Claimers: 32,
+		Replicas: openReplicas,
 	})
+}
+
+// taskCopyColumns are the columns of the tasks table a bulk fill copies.
+const taskCopyColumns = `task_queue_id, scheduler_id, project_id, task_group_id, requires, priority, deadline, expires,
+	definition, retries_left, runs, state, unresolved, taken_until, claimed_at`
+
+// bulkFiller copies a pending task n times in one INSERT … SELECT on a
+// second connection to the file, each copy queued behind the one before.
+func bulkFiller(path string) storetest.BulkFiller {
+	return func(tb testing.TB, seedID string, n int) {
+		tb.Helper()
+		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+		require.NoError(tb, err)
+		defer db.Close()
+		_, err = db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+			INSERT INTO tasks (task_id, `+taskCopyColumns+`, pending_seq, pending_since)
+			SELECT t.task_id || '-' || n.i, `+taskCopyColumns+`, t.pending_seq + n.i, t.pending_since
+			FROM tasks t, n WHERE t.task_id = ?`, n, seedID)
+		require.NoError(tb, err)
+	}
+}
+
+func BenchmarkClaimWork(b *testing.B) {
+	for _, pending := range []int{1000, 100_000} {
+		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "hopper.db")
+			storetest.BenchClaimWork(b, openFile(b, path), pending, bulkFiller(path))
+		})
+	}
+}
+
+func BenchmarkCreateClaimComplete(b *testing.B) {
+	storetest.BenchCreateClaimComplete(b, openFile(b, filepath.Join(b.TempDir(), "hopper.db")))
 }

@@ -1,0 +1,411 @@
+package storetest
+
+import (
+	"errors"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+func testArtifacts(t *testing.T, open Opener) {
+	e := setup(t, open)
+	e.bring("t", queue.StateRunning)
+	check := func(want *store.Artifact, seen **queue.TaskState, existing **store.Artifact) func(*queue.TaskState, *store.Artifact) (*store.Artifact, error) {
+		return func(ts *queue.TaskState, ex *store.Artifact) (*store.Artifact, error) {
+			*seen, *existing = ts, ex
+			return want, nil
+		}
+	}
+
+	_, err := e.s.CreateArtifact(e.ctx, store.CreateArtifactParams{TaskID: "unknown", RunID: 0, Name: "x", Now: Epoch,
+		Check: func(*queue.TaskState, *store.Artifact) (*store.Artifact, error) {
+			t.Fatal("Check called for an unknown task")
+			return nil, nil
+		}})
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	blob := &store.Artifact{TaskID: "t", RunID: 0, Name: "public/build.tar.gz", StorageType: "s3", ContentType: "application/gzip",
+		Details: []byte(`{"key":"t/0/public/build.tar.gz"}`), Expires: Epoch.Add(24 * time.Hour)}
+	var seen *queue.TaskState
+	var existing *store.Artifact
+	got, err := e.s.CreateArtifact(e.ctx, store.CreateArtifactParams{TaskID: "t", RunID: 0, Name: blob.Name, Now: Epoch, Check: check(blob, &seen, &existing)})
+	require.NoError(t, err)
+	require.Equal(t, blob, got)
+	require.Nil(t, existing)
+	require.Equal(t, e.get("t"), seen, "Check sees the current task")
+
+	stored, err := e.s.GetArtifact(e.ctx, "t", 0, blob.Name)
+	require.NoError(t, err)
+	require.Equal(t, blob, stored)
+	require.False(t, stored.Present)
+
+	require.NoError(t, e.s.MarkArtifactPresent(e.ctx, "t", 0, blob.Name))
+	stored, err = e.s.GetArtifact(e.ctx, "t", 0, blob.Name)
+	require.NoError(t, err)
+	require.True(t, stored.Present)
+	require.ErrorIs(t, e.s.MarkArtifactPresent(e.ctx, "t", 0, "nope"), store.ErrNotFound)
+	require.ErrorIs(t, e.s.MarkArtifactPresent(e.ctx, "t", 1, blob.Name), store.ErrNotFound)
+
+	// A second create sees the stored artifact; a refusal changes nothing.
+	refused := errors.New("refused")
+	_, err = e.s.CreateArtifact(e.ctx, store.CreateArtifactParams{TaskID: "t", RunID: 0, Name: blob.Name, Now: Epoch,
+		Check: func(ts *queue.TaskState, ex *store.Artifact) (*store.Artifact, error) {
+			existing = ex
+			return nil, refused
+		}})
+	require.ErrorIs(t, err, refused)
+	require.Equal(t, stored, existing)
+	after, err := e.s.GetArtifact(e.ctx, "t", 0, blob.Name)
+	require.NoError(t, err)
+	require.Equal(t, stored, after)
+
+	// Replacing overwrites every field.
+	ref := &store.Artifact{TaskID: "t", RunID: 0, Name: blob.Name, StorageType: "reference", ContentType: "text/html",
+		Details: []byte(`{"url":"https://example.com"}`), Expires: Epoch.Add(time.Hour), Present: true}
+	_, err = e.s.CreateArtifact(e.ctx, store.CreateArtifactParams{TaskID: "t", RunID: 0, Name: blob.Name, Now: Epoch, Check: check(ref, &seen, &existing)})
+	require.NoError(t, err)
+	after, err = e.s.GetArtifact(e.ctx, "t", 0, blob.Name)
+	require.NoError(t, err)
+	require.Equal(t, ref, after)
+
+	// Check sees the task as it is now: resolved.
+	e.mustApply("t", Epoch.Add(time.Minute), report(queue.StateCompleted, 0, Epoch.Add(time.Minute)))
+	e.artifact("t", 0, "public/late.log", Epoch.Add(time.Hour))
+	_, err = e.s.CreateArtifact(e.ctx, store.CreateArtifactParams{TaskID: "t", RunID: 0, Name: "x", Now: Epoch, Check: check(ref, &seen, &existing)})
+	require.NoError(t, err)
+	require.Equal(t, queue.StateCompleted, seen.State())
+
+	list, next, err := e.s.ListArtifacts(e.ctx, "t", 0, store.Page{})
+	require.NoError(t, err)
+	require.Empty(t, next)
+	require.Len(t, list, 3)
+	require.Equal(t, "public/build.tar.gz", list[0].Name)
+	list, _, err = e.s.ListArtifacts(e.ctx, "t", 1, store.Page{})
+	require.NoError(t, err)
+	require.Empty(t, list)
+
+	_, err = e.s.GetArtifact(e.ctx, "t", 0, "nope")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// newClient returns a client with millisecond times, as stored.
+func newClient(id string) *store.Client {
+	return &store.Client{
+		ClientID: id, Description: "client " + id, AccessToken: "sealed:" + id, Scopes: []string{"queue:*", "assume:x"},
+		Created: Epoch, LastModified: Epoch, LastDateUsed: Epoch, LastRotated: Epoch, Expires: Epoch.Add(24 * time.Hour),
+	}
+}
+
+func testClients(t *testing.T, open Opener) {
+	e := setup(t, open)
+	c := newClient("c1")
+	created, err := e.s.CreateClient(e.ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, c, created)
+	got, err := e.s.GetClient(e.ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, c, got)
+
+	// The id is taken: the existing client comes back with ErrExists.
+	dup := newClient("c1")
+	dup.Description = "another"
+	existing, err := e.s.CreateClient(e.ctx, dup)
+	require.ErrorIs(t, err, store.ErrExists)
+	require.Equal(t, c, existing)
+
+	// Update mutates the stored client; an error from fn changes nothing.
+	updated, err := e.s.UpdateClient(e.ctx, "c1", func(cl *store.Client) error {
+		require.Equal(t, c, cl)
+		cl.Description = "changed"
+		cl.Scopes = []string{}
+		cl.Disabled = true
+		cl.DeleteOnExpiration = true
+		cl.LastModified = Epoch.Add(time.Hour)
+		return nil
+	})
+	require.NoError(t, err)
+	got, err = e.s.GetClient(e.ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, updated, got)
+	require.Equal(t, "changed", got.Description)
+	require.Equal(t, []string{}, got.Scopes)
+	require.True(t, got.Disabled)
+	require.True(t, got.DeleteOnExpiration)
+
+	refused := errors.New("refused")
+	_, err = e.s.UpdateClient(e.ctx, "c1", func(cl *store.Client) error {
+		cl.Description = "not stored"
+		return refused
+	})
+	require.ErrorIs(t, err, refused)
+	got, err = e.s.GetClient(e.ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, updated, got)
+	_, err = e.s.UpdateClient(e.ctx, "nope", func(*store.Client) error { return nil })
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	_, err = e.s.CreateClient(e.ctx, newClient("c2"))
+	require.NoError(t, err)
+	all, _, err := e.s.ListClients(e.ctx, "", store.Page{})
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+
+	require.NoError(t, e.s.DeleteClient(e.ctx, "c1"))
+	_, err = e.s.GetClient(e.ctx, "c1")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.NoError(t, e.s.DeleteClient(e.ctx, "c1"), "deleting twice is fine")
+	all, _, err = e.s.ListClients(e.ctx, "", store.Page{})
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	require.Equal(t, "c2", all[0].ClientID)
+}
+
+func testRoles(t *testing.T, open Opener) {
+	e := setup(t, open)
+	version := func() int64 {
+		t.Helper()
+		v, err := e.s.RolesVersion(e.ctx)
+		require.NoError(t, err)
+		return v
+	}
+	v0 := version()
+	roles, err := e.s.ListRoles(e.ctx)
+	require.NoError(t, err)
+	require.Empty(t, roles)
+
+	r1 := &store.Role{RoleID: "repo:a/*", Scopes: []string{"queue:create-task:*"}, Description: "a", Created: Epoch, LastModified: Epoch}
+	got, err := e.s.PutRole(e.ctx, r1.RoleID, func(existing *store.Role) (*store.Role, error) {
+		require.Nil(t, existing)
+		return r1, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, r1, got)
+	v1 := version()
+	require.Greater(t, v1, v0)
+
+	// fn sees the stored role; updates keep the creation time.
+	r1b := &store.Role{RoleID: r1.RoleID, Scopes: []string{"queue:*"}, Description: "b", Created: Epoch, LastModified: Epoch.Add(time.Hour)}
+	_, err = e.s.PutRole(e.ctx, r1.RoleID, func(existing *store.Role) (*store.Role, error) {
+		require.Equal(t, r1, existing)
+		return r1b, nil
+	})
+	require.NoError(t, err)
+	v2 := version()
+	require.Greater(t, v2, v1)
+
+	// A refusal neither stores nor bumps the version.
+	refused := errors.New("cycle")
+	_, err = e.s.PutRole(e.ctx, "other", func(*store.Role) (*store.Role, error) { return nil, refused })
+	require.ErrorIs(t, err, refused)
+	require.Equal(t, v2, version())
+
+	r2 := &store.Role{RoleID: "client-id:x", Scopes: []string{}, Description: "", Created: Epoch, LastModified: Epoch}
+	_, err = e.s.PutRole(e.ctx, r2.RoleID, func(*store.Role) (*store.Role, error) { return r2, nil })
+	require.NoError(t, err)
+	roles, err = e.s.ListRoles(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []store.Role{*r2, *r1b}, roles)
+
+	v3 := version()
+	require.NoError(t, e.s.DeleteRole(e.ctx, r2.RoleID))
+	require.Greater(t, version(), v3)
+	roles, err = e.s.ListRoles(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []store.Role{*r1b}, roles)
+}
+
+func testExpireData(t *testing.T, open Opener) {
+	e := setup(t, open)
+	// "old" and its dependent "dep-old" expire at +2h; "new" lives 48h.
+	e.bring("old", queue.StateRunning, withExpires(Epoch.Add(2*time.Hour)))
+	e.bring("new", queue.StateRunning)
+	e.create("dep-old", Epoch, withDeps("new"), withExpires(Epoch.Add(2*time.Hour)))
+	e.artifact("old", 0, "a1", Epoch.Add(90*time.Minute))
+	e.artifact("old", 0, "a2", Epoch.Add(2*time.Hour))
+	// An artifact outliving its task (the API forbids it) still goes with
+	// the task, and its data with it.
+	e.artifact("old", 0, "a3", Epoch.Add(40*time.Hour))
+	e.artifact("new", 0, "b1", Epoch.Add(20*time.Hour))
+	e.artifact("new", 0, "b2", Epoch.Add(40*time.Hour))
+
+	for _, q := range []struct {
+		id      string
+		expires time.Duration
+	}{{"prov/oldq", time.Hour}, {"prov/newq", 5 * 24 * time.Hour}} {
+		_, err := e.s.TouchTaskQueue(e.ctx, store.TouchTaskQueueParams{TaskQueueID: q.id, Now: Epoch, Expires: Epoch.Add(q.expires)})
+		require.NoError(t, err)
+	}
+	wkey := func(id string) store.WorkerKey {
+		return store.WorkerKey{TaskQueueID: testQueue, WorkerGroup: "g", WorkerID: id}
+	}
+	for _, w := range []struct {
+		id      string
+		expires time.Duration
+	}{{"w-old", time.Hour}, {"w-quarantined", time.Hour}, {"w-new", 48 * time.Hour}} {
+		_, err := e.s.TouchWorker(e.ctx, store.TouchWorkerParams{Key: wkey(w.id), Now: Epoch, Expires: Epoch.Add(w.expires)})
+		require.NoError(t, err)
+	}
+	// Quarantine extends expiry to +24h only; the quarantine lasts to +72h.
+	_, err := e.s.QuarantineWorker(e.ctx, store.QuarantineWorkerParams{Key: wkey("w-quarantined"), Now: Epoch, QuarantineUntil: Epoch.Add(72 * time.Hour)})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		id       string
+		expires  time.Duration
+		deleteIt bool
+	}{{"c-del", time.Hour, true}, {"c-keep", time.Hour, false}, {"c-future", 40 * time.Hour, true}} {
+		cl := newClient(c.id)
+		cl.Expires, cl.DeleteOnExpiration = Epoch.Add(c.expires), c.deleteIt
+		_, err := e.s.CreateClient(e.ctx, cl)
+		require.NoError(t, err)
+	}
+
+	now := Epoch.Add(30 * time.Hour)
+	res, err := e.s.ExpireData(e.ctx, now)
+	require.NoError(t, err)
+	var blobs []string
+	for _, b := range res.Blobs {
+		blobs = append(blobs, b.TaskID+"/"+b.Name)
+		require.Equal(t, "reference", b.StorageType)
+		require.Equal(t, `{"url":"https://example.com/`+b.Name+`"}`, string(b.Details))
+		require.Equal(t, 0, b.RunID)
+	}
+	sort.Strings(blobs)
+	require.Equal(t, []string{"new/b1", "old/a1", "old/a2", "old/a3"}, blobs)
+	res.Blobs = nil
+	require.Equal(t, store.ExpireDataResult{Tasks: 2, TaskGroups: 2, Artifacts: 4, TaskQueues: 1, Workers: 1, Clients: 1}, *res)
+
+	for _, id := range []string{"old", "dep-old"} {
+		_, err := e.s.GetTask(e.ctx, id)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		_, err = e.s.GetTaskGroup(e.ctx, id)
+		require.ErrorIs(t, err, store.ErrNotFound)
+	}
+	e.get("new")
+	_, err = e.s.GetTaskGroup(e.ctx, "new")
+	require.NoError(t, err)
+	deps, _, err := e.s.ListDependents(e.ctx, "new", store.Page{})
+	require.NoError(t, err)
+	require.Empty(t, deps, "edges go with their dependent")
+	for _, a := range []struct {
+		task, name string
+		kept       bool
+	}{{"old", "a1", false}, {"old", "a2", false}, {"old", "a3", false}, {"new", "b1", false}, {"new", "b2", true}} {
+		_, err := e.s.GetArtifact(e.ctx, a.task, 0, a.name)
+		if a.kept {
+			require.NoError(t, err, a.name)
+		} else {
+			require.ErrorIs(t, err, store.ErrNotFound, a.name)
+		}
+	}
+	qs, _, err := e.s.ListTaskQueues(e.ctx, Epoch, store.TaskQueueFilter{}, store.Page{})
+	require.NoError(t, err)
+	require.Len(t, qs, 1)
+	require.Equal(t, "prov/newq", qs[0].TaskQueueID)
+	ws, _, err := e.s.ListWorkers(e.ctx, testQueue, Epoch, nil, store.Page{})
+	require.NoError(t, err)
+	require.Len(t, ws, 2)
+	require.Equal(t, []string{"w-new", "w-quarantined"}, []string{ws[0].WorkerID, ws[1].WorkerID})
+	cs, _, err := e.s.ListClients(e.ctx, "", store.Page{})
+	require.NoError(t, err)
+	require.Len(t, cs, 2)
+	require.Equal(t, []string{"c-future", "c-keep"}, []string{cs[0].ClientID, cs[1].ClientID})
+
+	// Nothing more at the same time; once the quarantine is over the
+	// worker goes too.
+	res, err = e.s.ExpireData(e.ctx, now)
+	require.NoError(t, err)
+	require.Equal(t, store.ExpireDataResult{}, *res)
+	res, err = e.s.ExpireData(e.ctx, Epoch.Add(73*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Workers, "w-new and, its quarantine over, w-quarantined")
+	require.Equal(t, 1, res.Tasks)
+	require.Len(t, res.Blobs, 1)
+	_, err = e.s.GetWorker(e.ctx, wkey("w-quarantined"), Epoch)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// signalWait bounds how long a wake-up may take to arrive; quietWait is how
+// long a channel must stay silent to count as not signalled.
+const (
+	signalWait = 5 * time.Second
+	quietWait  = 200 * time.Millisecond
+)
+
+func requireSignal(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(signalWait):
+		t.Fatalf("no pending signal after %s", what)
+	}
+}
+
+func requireNoSignal(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+		t.Fatalf("unexpected pending signal after %s", what)
+	case <-time.After(quietWait):
+	}
+}
+
+// drain consumes signals until the channel has been quiet for quietWait
+// (drivers may echo their own notifications back asynchronously).
+func drain(ch <-chan struct{}) {
+	for {
+		select {
+		case <-ch:
+		case <-time.After(quietWait):
+			return
+		}
+	}
+}
+
+func testSubscribePending(t *testing.T, open Opener) {
+	e := setup(t, open)
+	ch, unsubscribe := e.s.SubscribePending(testQueue)
+	other, unsubscribeOther := e.s.SubscribePending("prov/other")
+	defer unsubscribeOther()
+
+	e.create("t1", Epoch)
+	requireSignal(t, ch, "createTask")
+	drain(ch)
+
+	e.claimWork(testQueue, 1, Epoch)
+	requireNoSignal(t, ch, "claimWork")
+
+	e.mustApply("t1", Epoch, report(queue.ReasonWorkerShutdown, 0, Epoch))
+	requireSignal(t, ch, "a retry")
+	drain(ch)
+
+	e.bring("d", queue.StateRunning)
+	drain(ch)
+	e.create("x", Epoch, withDeps("d"))
+	requireNoSignal(t, ch, "creating an unscheduled task")
+	e.mustApply("d", Epoch, report(queue.StateCompleted, 0, Epoch))
+	requireSignal(t, ch, "a dependency resolving")
+	drain(ch)
+
+	e.mustApply("x", Epoch, cancel(Epoch))
+	e.mustApply("x", Epoch, rerun(Epoch))
+	requireSignal(t, ch, "rerunTask")
+	drain(ch)
+
+	select {
+	case <-other:
+		t.Fatal("another queue's subscriber was woken")
+	default:
+	}
+	e.create("o", Epoch, withQueue("prov/other"))
+	requireSignal(t, other, "createTask in the other queue")
+
+	unsubscribe()
+	unsubscribe() // safe twice
+	e.create("t2", Epoch)
+	requireNoSignal(t, ch, "unsubscribing")
+}
