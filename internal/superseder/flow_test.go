@@ -276,7 +276,7 @@ func TestSupersedeUnusableAnswers(t *testing.T) {
 		{name: "garbage", answer: body(`<html>not json</html>`), want: "not a JSON object"},
 		{name: "wrong shape", answer: body(`{"supersedes": {"a": 1}}`), want: "not an array"},
 		{name: "bad taskId", answer: func(_ *harness, t0, _ string) func(http.ResponseWriter, *http.Request) {
-			return body(`{"supersedes": ["` + t0 + `", "../../etc"]}`)(nil, "", "")
+			return body(`{"supersedes": ["`+t0+`", "../../etc"]}`)(nil, "", "")
 		}, want: "is not a taskId"},
 		{name: "duplicates", answer: func(_ *harness, t0, other string) func(http.ResponseWriter, *http.Request) {
 			return body(fmt.Sprintf(`{"supersedes": [%q, %q, %q]}`, t0, other, other))(nil, "", "")
