@@ -354,11 +354,26 @@ func (a *app) follow(ctx context.Context, taskID string, out io.Writer, logRequi
 				break
 			}
 			before := stream.written
-			if _, err := stream.live(ctx, 0); err != nil {
+			// A live log can hang open long after the run is resolved
+			// (a cancelled task keeps its worker busy until its next
+			// reclaim), so a watcher ends the stream once the queue says
+			// the run is over.
+			streamCtx, stopStream := context.WithCancel(ctx)
+			watched := make(chan struct{})
+			go func() {
+				defer close(watched)
+				a.watchRun(streamCtx, taskID, last.RunID, stopStream)
+			}()
+			_, err := stream.live(streamCtx, 0)
+			stopStream()
+			<-watched
+			if err != nil {
 				if ctx.Err() != nil {
 					return nil, interrupted()
 				}
-				notice(fmt.Sprintf("(live log unavailable: %v; the log is shown once the run ends)", err))
+				if !errors.Is(err, context.Canceled) {
+					notice(fmt.Sprintf("(live log unavailable: %v; the log is shown once the run ends)", err))
+				}
 			}
 			if stream.written > before {
 				// Re-check the status at once: the stream ended because
@@ -382,6 +397,26 @@ func (a *app) follow(ctx context.Context, taskID string, out io.Writer, logRequi
 		}
 		if err := sleepCtx(ctx, a.env.pollInterval()); err != nil {
 			return nil, interrupted()
+		}
+	}
+}
+
+// watchRun polls the task until run runID is resolved or superseded by a
+// newer run, then, after a short grace period for the live log's last
+// bytes, calls stop. It returns when ctx ends.
+func (a *app) watchRun(ctx context.Context, taskID string, runID int, stop context.CancelFunc) {
+	for sleepCtx(ctx, a.env.pollInterval()) == nil {
+		st, err := a.client.Status(ctx, taskID)
+		if err != nil {
+			// The main loop reports persistent failures; a watcher only
+			// ever shortens a stream.
+			continue
+		}
+		if len(st.Runs)-1 != runID || isResolved(st.Runs[runID].State) {
+			if sleepCtx(ctx, 2*a.env.pollInterval()) == nil {
+				stop()
+			}
+			return
 		}
 	}
 }

@@ -155,11 +155,13 @@ func TestRunFollowsRetries(t *testing.T) {
 				return err
 			}
 			waitFor(t, live0.sentFirst, "the CLI to read run 0's live log")
-			// The worker shuts down: the queue retries the task.
+			close(live0.release)
+			waitFor(t, live0.finished, "run 0's live log to end")
+			// The worker shuts down without uploading its log: the queue
+			// retries the task.
 			if _, err := c.ReportException(ctx, claim.Status.TaskID, 0, tcclient.ReasonWorkerShutdown); err != nil {
 				return err
 			}
-			close(live0.release)
 			claim, c = w.claim(ctx)
 			if claim == nil {
 				return errors.New("retry not claimed")
@@ -187,6 +189,41 @@ func TestRunFollowsRetries(t *testing.T) {
 	require.Contains(t, h.stderr.String(), "cannot show the rest of run 0's log")
 	require.Regexp(t, `Run 1 of task \S+: retry`, h.stderr.String())
 	require.Contains(t, h.stderr.String(), "completed (run 1")
+}
+
+func TestRunEndsWhenCancelledWhileStreaming(t *testing.T) {
+	t.Parallel()
+	fake, h := fakeSetup(t)
+	w := newWorker(t, fake)
+	// This live log never ends by itself: the worker has not noticed the
+	// cancellation yet.
+	live := newLiveLog(t, "working\n", "never sent\n")
+	defer close(live.release)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	workerErr := make(chan error, 1)
+	go func() {
+		workerErr <- func() error {
+			claim, c := w.claim(ctx)
+			if claim == nil {
+				return errors.New("nothing claimed")
+			}
+			if err := publishLive(ctx, c, claim, live.URL); err != nil {
+				return err
+			}
+			waitFor(t, live.sentFirst, "the CLI to read the live log")
+			fake.Cancel(claim.Status.TaskID)
+			return nil
+		}()
+	}()
+	start := time.Now()
+	err := h.exec(ctx, "run", "sleep", "600")
+	require.NoError(t, <-workerErr)
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.Equal(t, ExitException, exitCode(err), "error: %v", err)
+	require.ErrorContains(t, err, "resolved as exception: canceled (run 0)")
+	require.Equal(t, "working\n", h.stdout.String())
+	require.Contains(t, h.stderr.String(), "still a live-log reference", "no backing log exists for a cancelled run")
 }
 
 func TestRunInterrupted(t *testing.T) {
