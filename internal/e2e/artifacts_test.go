@@ -50,7 +50,7 @@ func blobBackends() []blobBackend {
 
 // start runs `hopper serve` on this backend, skipping the test for s3 when
 // no S3 service is configured.
-func (b blobBackend) start(t *testing.T, args ...string) *e2e.Server {
+func (b blobBackend) start(t testing.TB, args ...string) *e2e.Server {
 	t.Helper()
 	if b.name == "s3" && b.spec == "" {
 		t.Skip(`HOPPER_TEST_S3 not set: start MinIO with eval "$(.ci/minio.sh)" to run the S3 variant`)
@@ -126,7 +126,7 @@ type claimed struct {
 
 // claimTask creates a task on a fresh queue (def may adjust it) and claims
 // it.
-func claimTask(ctx context.Context, t *testing.T, srv *e2e.Server, def func(*tcclient.TaskDefinition)) *claimed {
+func claimTask(ctx context.Context, t testing.TB, srv *e2e.Server, def func(*tcclient.TaskDefinition)) *claimed {
 	t.Helper()
 	root := rootClient(srv)
 	root.MaxRetries = -1
@@ -151,7 +151,7 @@ func claimTask(ctx context.Context, t *testing.T, srv *e2e.Server, def func(*tcc
 }
 
 // upload creates an s3 artifact and PUTs body to its putUrl.
-func (c *claimed) upload(ctx context.Context, t *testing.T, name, contentType string, body []byte) *tcclient.CreateArtifactResponse {
+func (c *claimed) upload(ctx context.Context, t testing.TB, name, contentType string, body []byte) *tcclient.CreateArtifactResponse {
 	t.Helper()
 	res, err := c.worker.CreateArtifact(ctx, c.taskID, 0, name, &tcclient.CreateArtifactRequest{
 		StorageType: tcclient.StorageS3, Expires: tcclient.NewTime(time.Now().Add(time.Hour)), ContentType: contentType,
@@ -164,7 +164,7 @@ func (c *claimed) upload(ctx context.Context, t *testing.T, name, contentType st
 }
 
 // download fetches an artifact through getArtifact's URL.
-func (c *claimed) download(ctx context.Context, t *testing.T, name string) (*http.Response, []byte) {
+func (c *claimed) download(ctx context.Context, t testing.TB, name string) (*http.Response, []byte) {
 	t.Helper()
 	loc, err := c.root.GetArtifact(ctx, c.taskID, 0, name)
 	require.NoError(t, err, "getArtifact %q", name)
@@ -173,7 +173,7 @@ func (c *claimed) download(ctx context.Context, t *testing.T, name string) (*htt
 }
 
 // httpDo performs one plain HTTP request and reads the whole reply.
-func httpDo(ctx context.Context, t *testing.T, method, rawURL, contentType string, body []byte) (*http.Response, []byte) {
+func httpDo(ctx context.Context, t testing.TB, method, rawURL, contentType string, body []byte) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, method, rawURL, bytes.NewReader(body))
 	require.NoError(t, err)
