@@ -1,0 +1,295 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+func init() { extraCommands = append(extraCommands, clientCommand) }
+
+// authCLIEnvHelp tells where the client and role commands take their
+// credentials from, the way Taskcluster's own tools do.
+const authCLIEnvHelp = `The server and credentials come from TASKCLUSTER_ROOT_URL,
+TASKCLUSTER_CLIENT_ID, TASKCLUSTER_ACCESS_TOKEN and (for temporary
+credentials) TASKCLUSTER_CERTIFICATE.`
+
+// authCLIClient builds an API client from the TASKCLUSTER_* variables.
+func authCLIClient() (*tcclient.Client, error) {
+	rootURL := os.Getenv("TASKCLUSTER_ROOT_URL")
+	if rootURL == "" {
+		return nil, errors.New("TASKCLUSTER_ROOT_URL is not set (the hopper server's root URL, e.g. http://127.0.0.1:8080)")
+	}
+	c := &tcclient.Client{RootURL: rootURL}
+	clientID, token := os.Getenv("TASKCLUSTER_CLIENT_ID"), os.Getenv("TASKCLUSTER_ACCESS_TOKEN")
+	switch {
+	case clientID != "" && token != "":
+		c.Credentials = &tcclient.Credentials{ClientID: clientID, AccessToken: token, Certificate: os.Getenv("TASKCLUSTER_CERTIFICATE")}
+	case clientID != "" || token != "":
+		return nil, errors.New("set both TASKCLUSTER_CLIENT_ID and TASKCLUSTER_ACCESS_TOKEN, or neither")
+	}
+	return c, nil
+}
+
+// authCLIError turns an API failure into one line: what was being done,
+// the status and code, and the server's explanation with its layout (and
+// the request details Taskcluster appends) removed.
+func authCLIError(doing string, err error) error {
+	var apiErr *tcclient.APIError
+	if !errors.As(err, &apiErr) {
+		return fmt.Errorf("%s: %w", doing, err)
+	}
+	msg, _, _ := strings.Cut(apiErr.Message, "\n\n---")
+	// For scope failures the missing scopes are what matters; the full
+	// expression that follows is long.
+	msg, _, _ = strings.Cut(msg, "\n\nThis request requires the client")
+	msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "```", " ")), " ")
+	code := apiErr.Code
+	if code == "" {
+		code = "error"
+	}
+	return fmt.Errorf("%s: %d %s: %s", doing, apiErr.StatusCode, code, msg)
+}
+
+// parseClientExpiry reads --expires: an RFC 3339 date-time, or a duration from
+// now in Go syntax extended with days and years ("90d", "1y", "36h").
+func parseClientExpiry(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	unit := time.Duration(0)
+	switch {
+	case strings.HasSuffix(s, "d"):
+		unit = 24 * time.Hour
+	case strings.HasSuffix(s, "y"):
+		unit = 365 * 24 * time.Hour
+	}
+	if unit != 0 {
+		n, err := strconv.Atoi(strings.TrimSpace(s[:len(s)-1]))
+		if err != nil || n <= 0 {
+			return time.Time{}, fmt.Errorf("--expires %q: want a date-time, a duration or a number of days (d) or years (y)", s)
+		}
+		return now.Add(time.Duration(n) * unit), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return time.Time{}, fmt.Errorf("--expires %q: want a date-time, a duration or a number of days (d) or years (y)", s)
+	}
+	return now.Add(d), nil
+}
+
+// printAuthJSON prints v indented.
+func printAuthJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// printAuthClient prints a client for humans; a token (only present right
+// after create or reset) is printed with a reminder that it is shown once.
+func printAuthClient(w io.Writer, c *tcclient.AuthClient) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "clientId:\t%s\n", c.ClientID)
+	if c.AccessToken != "" {
+		fmt.Fprintf(tw, "accessToken:\t%s\t(shown only now: store it safely)\n", c.AccessToken)
+	}
+	state := "enabled"
+	if c.Disabled {
+		state = "disabled"
+	}
+	fmt.Fprintf(tw, "state:\t%s\n", state)
+	fmt.Fprintf(tw, "description:\t%s\n", flattenText(c.Description))
+	fmt.Fprintf(tw, "expires:\t%s\n", c.Expires)
+	fmt.Fprintf(tw, "created:\t%s\n", c.Created)
+	fmt.Fprintf(tw, "lastRotated:\t%s\n", c.LastRotated)
+	if c.DeleteOnExpiration {
+		fmt.Fprintf(tw, "deleteOnExpiration:\ttrue\n")
+	}
+	printScopeLines(tw, "scopes", c.Scopes)
+	printScopeLines(tw, "expandedScopes", c.ExpandedScopes)
+	return tw.Flush()
+}
+
+// printScopeLines prints one scope per line under a label.
+func printScopeLines(w io.Writer, label string, scopes []string) {
+	if len(scopes) == 0 {
+		fmt.Fprintf(w, "%s:\t(none)\n", label)
+		return
+	}
+	for i, s := range scopes {
+		if i == 0 {
+			fmt.Fprintf(w, "%s:\t%s\n", label, s)
+		} else {
+			fmt.Fprintf(w, "\t%s\n", s)
+		}
+	}
+}
+
+// flattenText flattens a (markdown) description for a table cell.
+func flattenText(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func clientCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "client",
+		Short: "Manage clients: create, list, show, delete, reset-token, disable, enable",
+		Long:  "Manage the clients stored by a hopper server (its Auth API).\n\n" + authCLIEnvHelp,
+		Args:  cobra.NoArgs,
+	}
+	var asJSON bool
+	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the API's JSON reply instead of text")
+
+	var (
+		scopes             []string
+		description        string
+		expires            string
+		deleteOnExpiration bool
+	)
+	create := &cobra.Command{
+		Use:   "create CLIENT_ID",
+		Short: "Create a client and print its access token (shown only once)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			exp, err := parseClientExpiry(expires, time.Now())
+			if err != nil {
+				return err
+			}
+			if scopes == nil {
+				scopes = []string{}
+			}
+			created, err := c.CreateClient(cmd.Context(), args[0], &tcclient.ClientRequest{
+				Expires: tcclient.NewTime(exp), Description: description, Scopes: scopes, DeleteOnExpiration: deleteOnExpiration,
+			})
+			if err != nil {
+				return authCLIError("creating client "+args[0], err)
+			}
+			if asJSON {
+				return printAuthJSON(cmd.OutOrStdout(), created)
+			}
+			return printAuthClient(cmd.OutOrStdout(), created)
+		},
+	}
+	create.Flags().StringArrayVar(&scopes, "scope", nil, "scope of the client (repeat for several)")
+	create.Flags().StringVar(&description, "description", "", "what the client is for and who owns it (required)")
+	create.Flags().StringVar(&expires, "expires", "1y", "expiry: RFC 3339 date-time or a duration from now (90d, 1y, 36h)")
+	create.Flags().BoolVar(&deleteOnExpiration, "delete-on-expiration", false, "let the server delete the client once it has expired")
+	_ = create.MarkFlagRequired("description")
+
+	var prefix string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List clients",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			clients, err := c.AllClients(cmd.Context(), prefix)
+			if err != nil {
+				return authCLIError("listing clients", err)
+			}
+			if clients == nil {
+				clients = []tcclient.AuthClient{}
+			}
+			if asJSON {
+				return printAuthJSON(cmd.OutOrStdout(), clients)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "CLIENT ID\tSTATE\tEXPIRES\tSCOPES\tDESCRIPTION")
+			for _, cl := range clients {
+				state := "enabled"
+				if cl.Disabled {
+					state = "disabled"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", cl.ClientID, state, cl.Expires, len(cl.Scopes), truncateCell(flattenText(cl.Description), 60))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().StringVar(&prefix, "prefix", "", "only clients whose id starts with this")
+
+	// One-argument commands that print the client they act on.
+	clientAction := func(use, short, doing string, call func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error)) *cobra.Command {
+		return &cobra.Command{
+			Use:   use + " CLIENT_ID",
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, err := authCLIClient()
+				if err != nil {
+					return err
+				}
+				cl, err := call(c, cmd, args[0])
+				if err != nil {
+					return authCLIError(doing+" "+args[0], err)
+				}
+				if asJSON {
+					return printAuthJSON(cmd.OutOrStdout(), cl)
+				}
+				return printAuthClient(cmd.OutOrStdout(), cl)
+			},
+		}
+	}
+	show := clientAction("show", "Show a client and its expanded scopes", "getting client",
+		func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error) {
+			return c.GetClient(cmd.Context(), id)
+		})
+	reset := clientAction("reset-token", "Give a client a new access token (the old one stops working) and print it", "resetting the access token of client",
+		func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error) {
+			return c.ResetAccessToken(cmd.Context(), id)
+		})
+	disable := clientAction("disable", "Disable a client: its credentials stop working until it is enabled", "disabling client",
+		func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error) {
+			return c.DisableClient(cmd.Context(), id)
+		})
+	enable := clientAction("enable", "Enable a disabled client", "enabling client",
+		func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error) {
+			return c.EnableClient(cmd.Context(), id)
+		})
+
+	del := &cobra.Command{
+		Use:   "delete CLIENT_ID",
+		Short: "Delete a client (succeeds if it does not exist)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			if err := c.DeleteClient(cmd.Context(), args[0]); err != nil {
+				return authCLIError("deleting client "+args[0], err)
+			}
+			if asJSON {
+				return printAuthJSON(cmd.OutOrStdout(), map[string]string{"clientId": args[0], "status": "deleted"})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted client %s\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, show, del, reset, disable, enable)
+	return cmd
+}
+
+// truncateCell shortens s to at most n runes, marking the cut.
+func truncateCell(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

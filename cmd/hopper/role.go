@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+func init() { extraCommands = append(extraCommands, roleCommand) }
+
+// printAuthRole prints a role for humans.
+func printAuthRole(w io.Writer, r *tcclient.Role) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "roleId:\t%s\n", r.RoleID)
+	fmt.Fprintf(tw, "description:\t%s\n", flattenText(r.Description))
+	fmt.Fprintf(tw, "created:\t%s\n", r.Created)
+	fmt.Fprintf(tw, "lastModified:\t%s\n", r.LastModified)
+	printScopeLines(tw, "scopes", r.Scopes)
+	printScopeLines(tw, "expandedScopes", r.ExpandedScopes)
+	return tw.Flush()
+}
+
+func roleCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "role",
+		Short: "Manage roles: create, list, show, delete",
+		Long: `Manage the roles stored by a hopper server. A client holding
+"assume:<roleId>" gets every scope of the role; a roleId ending in "*"
+matches a whole family, and "<..>" in its scopes receives the matched rest.
+
+` + authCLIEnvHelp,
+		Args: cobra.NoArgs,
+	}
+	var asJSON bool
+	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the API's JSON reply instead of text")
+
+	var (
+		scopes      []string
+		description string
+	)
+	create := &cobra.Command{
+		Use:   "create ROLE_ID",
+		Short: "Create a role",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			role, err := c.CreateRole(cmd.Context(), args[0], &tcclient.RoleRequest{Scopes: scopes, Description: description})
+			if err != nil {
+				return authCLIError("creating role "+args[0], err)
+			}
+			if asJSON {
+				return printAuthJSON(cmd.OutOrStdout(), role)
+			}
+			return printAuthRole(cmd.OutOrStdout(), role)
+		},
+	}
+	create.Flags().StringArrayVar(&scopes, "scope", nil, "scope the role grants (repeat for several)")
+	create.Flags().StringVar(&description, "description", "", "what the role is for (required)")
+	_ = create.MarkFlagRequired("description")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List roles",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			roles, err := c.ListRoles(cmd.Context())
+			if err != nil {
+				return authCLIError("listing roles", err)
+			}
+			if roles == nil {
+				roles = []tcclient.Role{}
+			}
+			if asJSON {
+				return printAuthJSON(cmd.OutOrStdout(), roles)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ROLE ID\tSCOPES\tDESCRIPTION")
+			for _, r := range roles {
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", r.RoleID, len(r.Scopes), truncateCell(flattenText(r.Description), 60))
+			}
+			return tw.Flush()
+		},
+	}
+
+	show := &cobra.Command{
+		Use:   "show ROLE_ID",
+		Short: "Show a role and what it expands to",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			role, err := c.GetRole(cmd.Context(), args[0])
+			if err != nil {
+				return authCLIError("getting role "+args[0], err)
+			}
+			if asJSON {
+				return printAuthJSON(cmd.OutOrStdout(), role)
+			}
+			return printAuthRole(cmd.OutOrStdout(), role)
+		},
+	}
+
+	del := &cobra.Command{
+		Use:   "delete ROLE_ID",
+		Short: "Delete a role (succeeds if it does not exist)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			if err := c.DeleteRole(cmd.Context(), args[0]); err != nil {
+				return authCLIError("deleting role "+args[0], err)
+			}
+			if asJSON {
+				return printAuthJSON(cmd.OutOrStdout(), map[string]string{"roleId": args[0], "status": "deleted"})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted role %s\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, show, del)
+	return cmd
+}
