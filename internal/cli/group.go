@@ -128,9 +128,17 @@ func RenderGroupLine(s GroupSummary) string {
 type frameWriter struct {
 	w     io.Writer
 	lines int
+	last  string
 }
 
+// draw replaces the previous frame with lines; an unchanged frame is not
+// redrawn, which spares slow terminals the flicker.
 func (f *frameWriter) draw(lines []string) {
+	frame := strings.Join(lines, "\n")
+	if f.lines > 0 && frame == f.last {
+		return
+	}
+	f.last = frame
 	var b strings.Builder
 	if f.lines > 0 {
 		// Back to the first line of the previous frame.

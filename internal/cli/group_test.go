@@ -82,6 +82,8 @@ func TestFrameWriterRedrawsInPlace(t *testing.T) {
 	f.draw([]string{"x"})
 	require.Equal(t, "\x1b[3F\x1b[2Kx\n\x1b[J", b.String())
 	b.Reset()
+	f.draw([]string{"x"})
+	require.Empty(t, b.String(), "an unchanged frame is not redrawn")
 	f.draw([]string{"y", "z"})
 	require.Equal(t, "\x1b[1F\x1b[2Ky\n\x1b[2Kz\n\x1b[J", b.String())
 }

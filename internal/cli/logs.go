@@ -127,7 +127,8 @@ type logStream struct {
 }
 
 // live copies what the run's live log serves. With idle > 0 it stops after
-// that long without new output (a snapshot of a running task's log);
+// that long without new output, or after snapshotLimit×idle in all (a
+// snapshot of a running task's log);
 // otherwise it runs until the stream ends. It reports whether the log was
 // reached; a 404 (the worker has not published it yet) is not an error.
 // Other failures mark the live log unavailable, leaving the backing log.
@@ -192,6 +193,9 @@ func (s *logStream) backing(ctx context.Context) error {
 	return lastErr
 }
 
+// snapshotLimit bounds a live-log snapshot to this many idle periods.
+const snapshotLimit = 10
+
 // copyURL downloads rawURL and writes the bytes past s.written to s.out.
 func (s *logStream) copyURL(ctx context.Context, rawURL string, idle time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -200,6 +204,10 @@ func (s *logStream) copyURL(ctx context.Context, rawURL string, idle time.Durati
 	if idle > 0 {
 		timer = time.AfterFunc(idle, cancel)
 		defer timer.Stop()
+		// A task that prints without pause never goes idle; the snapshot
+		// still ends, a little after the replay of the log so far.
+		hard := time.AfterFunc(snapshotLimit*idle, cancel)
+		defer hard.Stop()
 	}
 	body, err := s.a.open(ctx, rawURL)
 	if err != nil {

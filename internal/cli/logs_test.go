@@ -3,7 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,4 +197,37 @@ func TestLogFollowNeedsALog(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, tcclient.StateException, st.State)
 	require.Contains(t, h.stderr.String(), "(cannot show the log: ")
+}
+
+func TestLogSnapshotOfAChattyTaskEnds(t *testing.T) {
+	t.Parallel()
+	fake, h := fakeSetup(t)
+	h.env.LiveIdle = 50 * time.Millisecond
+	createTask(t, h, taskA, `{}`)
+	ctx := context.Background()
+	claim, c := newWorker(t, fake).claim(ctx)
+	require.NotNil(t, claim)
+	// Output every 10 ms, never idle, never ending.
+	chatty := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := 0; ; i++ {
+			if _, err := fmt.Fprintf(w, "line %d\n", i); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}))
+	defer chatty.Close()
+	require.NoError(t, publishLive(ctx, c, claim, chatty.URL))
+	start := time.Now()
+	require.NoError(t, h.exec(ctx, "log", taskA))
+	elapsed := time.Since(start)
+	require.GreaterOrEqual(t, elapsed, snapshotLimit*h.env.LiveIdle)
+	require.Less(t, elapsed, 5*time.Second)
+	require.True(t, strings.HasPrefix(h.stdout.String(), "line 0\nline 1\n"), h.stdout.String())
+	require.Contains(t, h.stderr.String(), "still running")
 }
