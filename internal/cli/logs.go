@@ -311,8 +311,12 @@ func (a *app) follow(ctx context.Context, taskID string, out io.Writer, logRequi
 		}
 	}
 	interrupted := func() error {
-		return &ExitError{Code: ExitInterrupted, Err: ctx.Err(), Msg: fmt.Sprintf(
-			"interrupted; task %s carries on without you (hopper task cancel %s stops it)", taskID, taskID)}
+		msg := "interrupted"
+		if !logRequired {
+			// `run` created the task: say that it outlives the command.
+			msg = fmt.Sprintf("interrupted; task %s carries on without you (hopper task cancel %s stops it)", taskID, taskID)
+		}
+		return &ExitError{Code: ExitInterrupted, Err: ctx.Err(), Msg: msg}
 	}
 	logProblem := func(err error) error {
 		if logRequired {
