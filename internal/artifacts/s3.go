@@ -2,6 +2,7 @@ package artifacts
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -306,7 +307,35 @@ func (b *S3) validity(exp time.Time) (time.Duration, error) {
 	return d, nil
 }
 
-func (b *S3) objectName(key string) string { return b.prefix + encodeObjectName(key) }
+// S3 limits: AWS caps object names at 1024 bytes, MinIO also caps each
+// "/"-separated segment at 255 bytes.
+const (
+	maxObjectNameBytes    = 1024
+	maxObjectSegmentBytes = 255
+)
+
+// objectName maps a key to its object name. Artifact names may be 1024
+// characters and escaping can triple them, so a name over the store's limits
+// is replaced by a digest of the key, which is just as unique and always
+// fits (the key itself is kept in the database, never read back from the
+// object name).
+func (b *S3) objectName(key string) string {
+	name := b.prefix + encodeObjectName(key)
+	if len(name) <= maxObjectNameBytes && !hasLongSegment(name) {
+		return name
+	}
+	sum := sha256.Sum256([]byte(key))
+	return b.prefix + "_long/" + hex.EncodeToString(sum[:])
+}
+
+func hasLongSegment(name string) bool {
+	for _, seg := range strings.Split(name, "/") {
+		if len(seg) > maxObjectSegmentBytes {
+			return true
+		}
+	}
+	return false
+}
 
 // encodeObjectName maps a key to an object name that every S3-compatible
 // store accepts and that reads like the key in ordinary cases
