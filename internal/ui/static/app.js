@@ -15,6 +15,8 @@
   const TASK_QUEUE_ID = /^[a-zA-Z0-9_-]{1,38}\/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$/;
   const STATES = ['unscheduled', 'pending', 'running', 'completed', 'failed', 'exception'];
   const RESOLVED = new Set(['completed', 'failed', 'exception']);
+  // The progress bar fills from the left with resolved tasks.
+  const BAR_ORDER = ['completed', 'failed', 'exception', 'running', 'pending', 'unscheduled'];
   const DEFAULT_LIVE_LOG = 'public/logs/live.log';
   const DEFAULT_BACKING_LOG = 'public/logs/live_backing.log';
 
@@ -37,6 +39,13 @@
         el.setAttribute(k, v === true ? '' : String(v));
       }
     }
+    append(el, children);
+    return el;
+  }
+
+  // fill replaces el's children, with the same conversions as h.
+  function fill(el, ...children) {
+    el.replaceChildren();
     append(el, children);
     return el;
   }
@@ -113,6 +122,7 @@
 
   function fmtDuration(ms) {
     if (!(ms >= 0)) return '';
+    if (ms < 1000) return Math.round(ms) + ' ms';
     const s = Math.round(ms / 1000);
     if (s < 60) return s + ' s';
     const m = Math.floor(s / 60);
@@ -242,7 +252,7 @@
 
   function setRefresh(text) { refreshState.textContent = text; }
 
-  function render(...nodes) { main.replaceChildren(...nodes.flat()); }
+  function render(...nodes) { fill(main, nodes); }
 
   function crumbs(...parts) {
     const out = [link('#/', 'Task queues')];
@@ -257,7 +267,10 @@
     const raw = location.hash.replace(/^#\/?/, '');
     const parts = raw.split('/');
     let arg = '';
-    try { arg = decodeURIComponent(parts[1] || ''); } catch (_) { arg = ''; }
+    // Queue ids and search queries may hold a slash even when a person
+    // typed the address without escaping it.
+    const rest = parts[0] === 'queue' || parts[0] === 'search' ? parts.slice(1).join('/') : parts[1] || '';
+    try { arg = decodeURIComponent(rest); } catch (_) { arg = rest; }
     document.getElementById('nav-queues').classList.toggle('active', parts[0] === '' || parts[0] === 'queue');
     window.scrollTo(0, 0);
     switch (parts[0]) {
@@ -271,6 +284,8 @@
       }
       case 'group':
         return groupView(current, arg);
+      case 'search':
+        return searchView(current, arg);
       default:
         document.title = 'Not found · hopper';
         render(crumbs(), h('h1', {}, 'Not found'), h('p', {}, 'This page does not exist.'));
@@ -290,19 +305,22 @@
       try {
         ({ items: queues } = await apiPages('/task-queues', 'taskQueues', { signal: view.signal, max: 5000 }));
       } catch (err) {
-        if (!view.stopped) body.replaceChildren(errorBox(err));
+        if (!view.stopped) fill(body, errorBox(err));
         return true;
       }
       const counts = await mapLimit(queues, 8, (q) =>
         api('/task-queues/' + encodeURIComponent(q.taskQueueId) + '/counts', { signal: view.signal }).catch((err) => ({ err })));
       if (view.stopped) return false;
+      const described = queues.some((q) => q.description);
       const rows = queues.map((q, i) => {
         const c = counts[i];
         const num = (n, cls) => c.err ? muted('?') : h('span', { class: 'count ' + (n > 0 ? cls : 'zero') }, String(n));
-        return [queueLink(q.taskQueueId), num(c.pendingTasks, 'pending'), num(c.claimedTasks, 'running'),
-          when(q.lastDateActive), h('span', { class: 'muted' }, q.stability || ''), q.description || ''];
+        const row = [queueLink(q.taskQueueId), num(c.pendingTasks, 'pending'), num(c.claimedTasks, 'running'),
+          when(q.lastDateActive), h('span', { class: 'muted' }, q.stability || '')];
+        return described ? row.concat(q.description || '') : row;
       });
-      body.replaceChildren(table(['Task queue', 'Pending', 'Claimed', 'Last active', 'Stability', 'Description'], rows,
+      const headers = ['Task queue', 'Pending', 'Claimed', 'Last active', 'Stability'];
+      fill(body, table(described ? headers.concat('Description') : headers, rows,
         'No task queues yet. Start a worker (hopper dev runs one) and its queue shows up here.'));
       return true;
     });
@@ -335,7 +353,7 @@
     render(crumbs(h('span', { class: 'mono' }, id)), h('h1', { class: 'mono' }, id), info, stats,
       section('Claimed tasks', claimed), section('Pending tasks', pending));
     api('/task-queues/' + q, { signal: view.signal }).then((tq) => {
-      info.replaceChildren(kv([['Description', tq.description || null], ['Stability', tq.stability],
+      fill(info, kv([['Description', tq.description || null], ['Stability', tq.stability],
         ['Last active', when(tq.lastDateActive)], ['Expires', when(tq.expires)]]));
     }, () => { /* no worker has polled yet: nothing to show */ });
     view.poll(QUEUE_REFRESH_MS, async () => {
@@ -346,14 +364,14 @@
       ]);
       if (view.stopped) return false;
       if (counts.status === 'fulfilled') {
-        stats.replaceChildren(stat('Pending', counts.value.pendingTasks, 'pending'), stat('Claimed', counts.value.claimedTasks, 'running'));
+        fill(stats, stat('Pending', counts.value.pendingTasks, 'pending'), stat('Claimed', counts.value.claimedTasks, 'running'));
       } else {
-        stats.replaceChildren(errorBox(counts.reason));
+        fill(stats, errorBox(counts.reason));
       }
-      pending.replaceChildren(listOrError(p, (r) => table(['Task', 'Name', 'Run', 'Priority', 'Queued'],
+      fill(pending, listOrError(p, (r) => table(['Task', 'Name', 'Run', 'Priority', 'Queued'],
         r.items.map((e) => [taskLink(e.taskId), taskName(e.task), String(e.runId), e.task.priority, when(e.inserted)]),
         'No pending tasks.'), 'queue:pending-list:' + id));
-      claimed.replaceChildren(listOrError(c, (r) => table(['Task', 'Name', 'Run', 'Worker', 'Claimed'],
+      fill(claimed, listOrError(c, (r) => table(['Task', 'Name', 'Run', 'Worker', 'Claimed'],
         r.items.map((e) => [taskLink(e.taskId), taskName(e.task), String(e.runId), h('span', { class: 'mono' }, e.workerGroup + '/' + e.workerId), when(e.claimed)]),
         'No claimed tasks.'), 'queue:claimed-list:' + id));
       return true;
@@ -411,39 +429,39 @@
       try {
         if (!task) {
           task = await api('/task/' + taskId, { signal: view.signal });
-          top.replaceChildren(crumbs(queueLink(task.taskQueueId || task.provisionerId + '/' + task.workerType),
+          fill(top, crumbs(queueLink(task.taskQueueId || task.provisionerId + '/' + task.workerType),
             h('span', {}, 'group ', groupLink(task.taskGroupId)), h('span', { class: 'mono' }, taskId)));
-          defn.replaceChildren(definition(task));
+          fill(defn, definition(task));
           log = new LogPanel(view, taskId, logNames(task));
-          logSlot.replaceChildren(log.el);
+          fill(logSlot, log.el);
         }
         status = (await api('/task/' + taskId + '/status', { signal: view.signal })).status;
       } catch (err) {
         if (view.stopped) return false;
         if (!task) {
-          head.replaceChildren(h('h1', { class: 'mono' }, taskId), errorBox(err));
+          fill(head, h('h1', { class: 'mono' }, taskId), errorBox(err));
           return !(err instanceof ApiError && err.status === 404);
         }
-        head.replaceChildren(h('h1', { class: 'mono' }, taskId), errorBox(err));
+        fill(head, h('h1', { class: 'mono' }, taskId), errorBox(err));
         return true;
       }
       const name = task.metadata && task.metadata.name;
       document.title = (name || taskId) + ' · hopper';
-      head.replaceChildren(h('div', { class: 'title-row' }, h('h1', {}, name || taskId), badge(status.state)),
+      fill(head, h('div', { class: 'title-row' }, h('h1', {}, name || taskId), badge(status.state)),
         h('p', { class: 'subtitle' }, h('span', { class: 'mono' }, taskId),
           task.metadata && task.metadata.description ? ' · ' + task.metadata.description : ''));
 
       const runId = chosenRun !== null && chosenRun < status.runs.length ? chosenRun : status.runs.length - 1;
-      runs.replaceChildren(runsTable(taskId, status, runId));
+      fill(runs, runsTable(taskId, status, runId));
       const [arts, depStates, dependentList] = await Promise.allSettled([
         runId >= 0 ? apiPages('/task/' + taskId + '/runs/' + runId + '/artifacts', 'artifacts', { signal: view.signal }) : Promise.resolve(null),
         dependencyStates(view, task),
         apiPages('/task/' + taskId + '/dependents', 'tasks', { signal: view.signal, max: 200 }),
       ]);
       if (view.stopped) return false;
-      artifacts.replaceChildren(artifactList(taskId, runId, status, arts));
-      deps.replaceChildren(dependencyList(task, depStates));
-      dependents.replaceChildren(dependentList.status === 'fulfilled'
+      fill(artifacts, artifactList(taskId, runId, status, arts));
+      fill(deps, dependencyList(task, depStates));
+      fill(dependents, dependentList.status === 'fulfilled'
         ? table(['Task', 'Name', 'State'], dependentList.value.items.map((t) => [taskLink(t.status.taskId), taskName(t.task), badge(t.status.state)]), 'No task depends on this one.')
         : errorBox(dependentList.reason));
       log.update(status, runId);
@@ -491,7 +509,7 @@
       badge(r.state),
       h('span', {}, r.reasonCreated || '', r.reasonResolved ? h('span', { class: 'muted' }, ' → ' + r.reasonResolved) : ''),
       r.workerId ? h('span', { class: 'mono' }, r.workerGroup + '/' + r.workerId) : muted('—'),
-      when(r.started || r.scheduled),
+      r.started ? when(r.started) : r.scheduled ? muted('queued ', when(r.scheduled)) : muted('—'),
       r.started ? between(r.started, r.resolved) : muted('—'),
     ]);
     return [kv([['Retries left', String(status.retriesLeft)]]),
@@ -576,7 +594,7 @@
       this.ctl = null;
     }
 
-    say(...c) { this.msg.replaceChildren(...c); }
+    say(...c) { fill(this.msg, c); }
 
     // update is called on every status refresh; it (re)starts reading
     // only when the run or its phase changed.
@@ -600,12 +618,12 @@
       this.abort();
       this.ctl = new AbortController();
       this.clear();
-      this.tools.replaceChildren();
+      fill(this.tools);
       start();
     }
 
     clear() {
-      this.pre.replaceChildren();
+      fill(this.pre);
       this.size = 0;
       this.carry = '';
     }
@@ -638,7 +656,7 @@
         return;
       }
       this.say(h('span', { class: 'live-dot' }), 'Streaming the live log of run ' + runId + '…');
-      this.tools.replaceChildren(h('a', { href: content.url, target: '_blank', rel: 'noopener noreferrer' }, 'open raw'));
+      fill(this.tools, h('a', { href: content.url, target: '_blank', rel: 'noopener noreferrer' }, 'open raw'));
       try {
         const res = await fetch(content.url, { signal: ctl.signal, cache: 'no-store', credentials: 'omit' });
         if (!res.ok || !res.body) throw new Error('HTTP ' + res.status);
@@ -655,7 +673,9 @@
         if (!this.stillCurrent(ctl)) return;
         // Browsers refuse cross-origin reads the log server does not
         // allow (CORS); the link still works as a plain page.
-        this.say('Could not stream the live log here (', errorText(err), '). Open it directly: ',
+        fill(this.tools);
+        this.say('This page could not read the live log (', errorText(err),
+          '; the log server may not allow cross-origin reads). Open it directly: ',
           h('a', { href: content.url, target: '_blank', rel: 'noopener noreferrer' }, 'live log of run ' + runId), '.');
       }
     }
@@ -706,7 +726,7 @@
         this.clear();
         this.write(text, true);
         this.say('Log of run ' + runId + ' (' + name + ', ' + fmtBytes(text.length) + ').');
-        this.tools.replaceChildren(h('a', { href: artifactURL(this.taskId, runId, name), rel: 'noopener' }, 'download'));
+        fill(this.tools, h('a', { href: artifactURL(this.taskId, runId, name), rel: 'noopener' }, 'download'));
       } catch (err) {
         if (!this.stillCurrent(ctl)) return;
         this.say('Could not read ' + name + ': ', errorText(err));
@@ -733,7 +753,7 @@
       if (this.size > MAX_LOG_CHARS) {
         const all = pre.textContent;
         const keep = all.slice(all.length - MAX_LOG_CHARS / 2);
-        pre.replaceChildren(document.createTextNode('[… earlier output omitted here; download the log for all of it …]\n' + keep));
+        fill(pre, document.createTextNode('[… earlier output omitted here; download the log for all of it …]\n' + keep));
         this.size = keep.length;
       }
       if (atBottom) pre.scrollTop = pre.scrollHeight;
@@ -784,20 +804,20 @@
         onclick: () => { filterState = filterState === s ? '' : s; draw(); },
       }, badge(s), ' ', String(counts[s])));
       const bar = h('div', { class: 'progress', role: 'img', 'aria-label': done + ' of ' + total + ' resolved' },
-        STATES.filter((s) => counts[s]).map((s) => h('div', {
+        BAR_ORDER.filter((s) => counts[s]).map((s) => h('div', {
           class: 'seg seg-' + s, style: null, title: s + ': ' + counts[s], 'data-w': String(counts[s] / total),
         })));
       // Widths are set through the CSSOM, which the CSP allows (inline
       // style attributes it would not).
       for (const seg of bar.children) seg.style.width = (Number(seg.dataset.w) * 100).toFixed(3) + '%';
-      summary.replaceChildren(h('section', { class: 'card' },
+      fill(summary, h('section', { class: 'card' },
         h('div', { class: 'progress-head' }, h('strong', {}, done + ' / ' + total + ' resolved'),
           total ? muted(' (' + Math.round((100 * done) / total) + '%)') : null),
         bar, h('div', { class: 'chips' }, chips)));
       const shown = tasks.filter((t) => (!filterState || t.status.state === filterState) &&
         (!filterText || t.status.taskId.toLowerCase().includes(filterText) ||
           String((t.task.metadata || {}).name || '').toLowerCase().includes(filterText)));
-      list.replaceChildren(table(['Name', 'State', 'Task', 'Runs', 'Started', 'Duration'], shown.map((t) => {
+      fill(list, table(['Name', 'State', 'Task', 'Runs', 'Started', 'Duration'], shown.map((t) => {
         const last = t.status.runs[t.status.runs.length - 1];
         return [h('a', { href: '#/task/' + t.status.taskId }, (t.task.metadata || {}).name || t.status.taskId), badge(t.status.state),
           h('span', { class: 'mono small' }, t.status.taskId), String(t.status.runs.length),
@@ -812,13 +832,13 @@
         res = await apiPages('/task-group/' + groupId + '/list', 'tasks', { signal: view.signal, max: MAX_GROUP_TASKS });
       } catch (err) {
         if (view.stopped) return false;
-        info.replaceChildren(errorBox(err));
+        fill(info, errorBox(err));
         return !(err instanceof ApiError && err.status === 404);
       }
       tasks = res.items.slice().sort((a, b) => String((a.task.metadata || {}).name || '').localeCompare(String((b.task.metadata || {}).name || '')) ||
         a.status.taskId.localeCompare(b.status.taskId));
       const g = res.page;
-      info.replaceChildren(kv([
+      fill(info, kv([
         ['Scheduler', h('span', { class: 'mono' }, g.schedulerId)],
         ['Sealed', g.sealed ? when(g.sealed) : 'no'],
         ['Expires', when(g.expires)],
@@ -833,46 +853,54 @@
 
   // ---------------------------------------------------------------- search
 
-  // search goes to whatever the input names: a task (preferred when the
-  // id is both, as for decision tasks), a task group, or a task queue.
-  async function search(raw) {
+  // searchView goes to whatever the query names: a task (preferred when
+  // the id is both, as for decision tasks), a task group, or a task queue.
+  // Its own route (#/search/<query>) makes lookups linkable; the page it
+  // lands on replaces the search in the history.
+  async function searchView(view, raw) {
     const input = raw.trim();
-    if (!input) return;
+    document.title = 'Search · hopper';
+    const go = (hash) => { if (!view.stopped) location.replace(hash); };
+    const fail = (msg) => render(crumbs(), h('h1', {}, 'Nothing found'), h('div', { class: 'error' }, msg));
     if (TASK_QUEUE_ID.test(input)) {
-      location.hash = '#/queue/' + encodeURIComponent(input);
+      go('#/queue/' + encodeURIComponent(input));
       return;
     }
     const m = SLUGID.test(input) ? [input] : input.match(SLUGID_ANYWHERE);
     if (!m) {
-      flashSearch('Not a taskId, taskGroupId or task queue id');
+      fail('"' + input + '" is not a taskId, a taskGroupId or a task queue id (provisionerId/workerType).');
       return;
     }
     const id = m[0];
+    render(h('p', { class: 'loading' }, 'Looking up ' + id + '…'));
+    const found = async (path) => {
+      try {
+        await api(path, { signal: view.signal });
+        return true;
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 404) return false;
+        throw err;
+      }
+    };
     try {
-      await api('/task/' + id + '/status');
-      location.hash = '#/task/' + id;
+      if (await found('/task/' + id + '/status')) { go('#/task/' + id); return; }
+      if (await found('/task-group/' + id + '/list?limit=1')) { go('#/group/' + id); return; }
+    } catch (err) {
+      if (!view.stopped) render(crumbs(), h('h1', {}, 'Search failed'), errorBox(err));
       return;
-    } catch (_) { /* not a task; maybe a group */ }
-    try {
-      await api('/task-group/' + id + '/list?limit=1');
-      location.hash = '#/group/' + id;
-    } catch (_) {
-      flashSearch('No task or task group ' + id);
     }
-  }
-
-  function flashSearch(msg) {
-    const input = document.getElementById('search-input');
-    input.setCustomValidity(msg);
-    input.reportValidity();
-    setTimeout(() => input.setCustomValidity(''), 2500);
+    if (!view.stopped) fail('No task or task group ' + id + ' exists (or it has expired).');
   }
 
   document.getElementById('search').addEventListener('submit', (e) => {
     e.preventDefault();
-    search(document.getElementById('search-input').value);
+    const input = document.getElementById('search-input');
+    const q = input.value.trim();
+    if (!q) return;
+    input.value = '';
+    input.blur();
+    location.hash = '#/search/' + encodeURIComponent(q);
   });
-  document.getElementById('search-input').addEventListener('input', (e) => e.target.setCustomValidity(''));
   window.addEventListener('hashchange', route);
   route();
 })();
