@@ -287,7 +287,10 @@ func (c *Client) attempt(ctx context.Context, method, rawURL string, body []byte
 		return nil, fmt.Errorf("reading reply of %s %s: %w", method, rawURL, err)
 	}
 	rep := &reply{status: resp.StatusCode, header: resp.Header, body: data}
-	if resp.StatusCode < 400 {
+	// Like the official clients, a redirect is a result only when it carries
+	// a JSON body (getArtifact's 303); any other redirect (say, a path
+	// cleaned by the server) is an error, not an empty success.
+	if resp.StatusCode < 300 || (resp.StatusCode < 400 && isJSONContent(resp.Header.Get("Content-Type"))) {
 		return rep, nil
 	}
 	apiErr := &APIError{StatusCode: resp.StatusCode, Method: method, URL: rawURL}
@@ -306,6 +309,11 @@ func (c *Client) attempt(ctx context.Context, method, rawURL string, body []byte
 		apiErr.Message = strings.TrimSpace(string(data))
 	}
 	return rep, apiErr
+}
+
+func isJSONContent(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
 }
 
 func (c *Client) httpClient() *http.Client {
