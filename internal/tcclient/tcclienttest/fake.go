@@ -527,7 +527,7 @@ func (s *Server) createTask(c *caller, taskID string, body []byte) (any, *apiErr
 		if !bytes.Equal(a, b) {
 			return nil, fail(409, "RequestConflict", "task %s exists with a different definition", taskID)
 		}
-		return tcclient.StatusResponse{Status: existing.status}, nil
+		return tcclient.StatusResponse{Status: existing.statusCopy()}, nil
 	}
 	now := tcclient.NewTime(time.Now())
 	t := &task{
@@ -544,7 +544,7 @@ func (s *Server) createTask(c *caller, taskID string, body []byte) (any, *apiErr
 	}
 	s.tasks[taskID] = t
 	s.pushPendingLocked(taskID)
-	return tcclient.StatusResponse{Status: t.status}, nil
+	return tcclient.StatusResponse{Status: t.statusCopy()}, nil
 }
 
 func (s *Server) pushPendingLocked(taskID string) {
@@ -576,7 +576,7 @@ func (s *Server) getStatus(c *caller, taskID string) (any, *apiError) {
 	if !ok {
 		return nil, fail(404, "ResourceNotFound", "task %s not found", taskID)
 	}
-	return tcclient.StatusResponse{Status: t.status}, nil
+	return tcclient.StatusResponse{Status: t.statusCopy()}, nil
 }
 
 // issueCredentialsLocked creates the temporary task credentials for a claim.
@@ -754,7 +754,7 @@ func (s *Server) resolve(c *caller, taskID string, runID int, state, reason stri
 	}
 	run := &t.status.Runs[runID]
 	if run.State == state && run.ReasonResolved == reason {
-		return tcclient.StatusResponse{Status: t.status}, nil
+		return tcclient.StatusResponse{Status: t.statusCopy()}, nil
 	}
 	if run.State != tcclient.StateRunning {
 		return nil, fail(409, "RequestConflict", "run %d of %s is %s/%s", runID, taskID, run.State, run.ReasonResolved)
@@ -771,7 +771,7 @@ func (s *Server) resolve(c *caller, taskID string, runID int, state, reason stri
 		t.status.State = tcclient.StatePending
 		s.pushPendingLocked(taskID)
 	}
-	return tcclient.StatusResponse{Status: t.status}, nil
+	return tcclient.StatusResponse{Status: t.statusCopy()}, nil
 }
 
 func (s *Server) cancelLocked(t *task) {
@@ -797,7 +797,7 @@ func (s *Server) cancelTask(c *caller, taskID string) (any, *apiError) {
 		return nil, e
 	}
 	s.cancelLocked(t)
-	return tcclient.StatusResponse{Status: t.status}, nil
+	return tcclient.StatusResponse{Status: t.statusCopy()}, nil
 }
 
 func (s *Server) rerunTask(c *caller, taskID string) (any, *apiError) {
@@ -812,14 +812,14 @@ func (s *Server) rerunTask(c *caller, taskID string) (any, *apiError) {
 	}
 	last := t.status.Runs[len(t.status.Runs)-1]
 	if last.State == tcclient.StatePending || last.State == tcclient.StateRunning {
-		return tcclient.StatusResponse{Status: t.status}, nil
+		return tcclient.StatusResponse{Status: t.statusCopy()}, nil
 	}
 	t.status.Runs = append(t.status.Runs, tcclient.Run{
 		RunID: len(t.status.Runs), State: tcclient.StatePending, ReasonCreated: "rerun", Scheduled: tcclient.NewTime(time.Now()),
 	})
 	t.status.State = tcclient.StatePending
 	s.pushPendingLocked(taskID)
-	return tcclient.StatusResponse{Status: t.status}, nil
+	return tcclient.StatusResponse{Status: t.statusCopy()}, nil
 }
 
 func (s *Server) createArtifact(r *http.Request, c *caller, taskID string, runID int, name string, body []byte) (any, *apiError) {
@@ -1011,4 +1011,12 @@ func (s *Server) listArtifacts(c *caller, taskID string, runID int) (any, *apiEr
 		})
 	}
 	return out, nil
+}
+
+// statusCopy returns the task's status with its own copy of the runs, so a
+// reply encoded after the lock is released cannot race a later change.
+func (t *task) statusCopy() tcclient.TaskStatus {
+	st := t.status
+	st.Runs = slices.Clone(st.Runs)
+	return st
 }
