@@ -798,7 +798,7 @@
       for (const t of tasks) counts[t.status.state] = (counts[t.status.state] || 0) + 1;
       const total = tasks.length;
       const done = counts.completed + counts.failed + counts.exception;
-      const chips = STATES.map((s) => h('button', {
+      const chips = BAR_ORDER.map((s) => h('button', {
         type: 'button', class: 'chip' + (filterState === s ? ' selected' : '') + (counts[s] ? '' : ' none'),
         'aria-pressed': filterState === s ? 'true' : 'false',
         onclick: () => { filterState = filterState === s ? '' : s; draw(); },
