@@ -58,17 +58,17 @@ func openTestDB(t *testing.T) store.Store {
 	return openSchema(t, url, newSchema(t, url), 4)
 }
 
-// openReplicas opens n stores on one fresh schema, like n hopper replicas
+// openFixture opens n stores on one fresh schema, like n hopper replicas
 // sharing a database.
-func openReplicas(t *testing.T, n int) []store.Store {
+func openFixture(t *testing.T, n int) storetest.Fixture {
 	t.Helper()
 	url := testURL(t)
 	schema := newSchema(t, url)
-	out := make([]store.Store, n)
-	for i := range out {
-		out[i] = openSchema(t, url, schema, 6)
+	fx := storetest.Fixture{Fill: bulkFiller(url, schema)}
+	for range n {
+		fx.Stores = append(fx.Stores, openSchema(t, url, schema, 6))
 	}
-	return out
+	return fx
 }
 
 func TestConformance(t *testing.T) {
@@ -78,10 +78,10 @@ func TestConformance(t *testing.T) {
 
 func TestConcurrency(t *testing.T) {
 	t.Parallel()
-	storetest.RunConcurrency(t, openTestDB, storetest.ConcurrencyOptions{
+	storetest.RunConcurrency(t, storetest.ConcurrencyOptions{
 		Tasks:              2000,
 		Claimers:           32,
-		Replicas:           openReplicas,
+		Open:               openFixture,
 		CrossProcessWakeup: true,
 	})
 }

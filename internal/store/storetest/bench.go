@@ -11,9 +11,10 @@ import (
 )
 
 // BulkFiller adds n pending copies of the pending task seedID to its task
-// queue, each queued behind the one before, by a fast path of the driver's
-// tests (a single INSERT … SELECT), so large queues can be set up in
-// seconds rather than through n createTask transactions.
+// queue, named seedID-1 … seedID-n and each queued behind the one before,
+// by a fast path of the driver's tests (a single INSERT … SELECT), so large
+// queues can be set up in seconds rather than through n createTask
+// transactions.
 type BulkFiller func(tb testing.TB, seedID string, n int)
 
 // BenchClaimWork measures claimWork of one task from a queue holding

@@ -14,20 +14,25 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
-// ReplicaOpener opens n stores over one fresh, empty database, as n hopper
-// processes sharing it would.
-type ReplicaOpener func(t *testing.T, n int) []store.Store
+// Fixture is one fresh, empty database as the concurrency tests use it.
+type Fixture struct {
+	// Stores are the replicas over the database: as many as asked for
+	// where the driver supports several processes sharing it, else one.
+	Stores []store.Store
+	// Fill, if set, populates large queues quickly; otherwise tasks are
+	// created one by one.
+	Fill BulkFiller
+}
 
 // ConcurrencyOptions sizes and shapes the concurrency tests for a driver.
 type ConcurrencyOptions struct {
 	// Tasks is how many pending tasks the claimers race for.
 	Tasks int
-	// Claimers is how many goroutines call ClaimWork at once.
+	// Claimers is how many goroutines call ClaimWork at once, spread over
+	// the replicas.
 	Claimers int
-	// Replicas, if set, gives every test two stores over one database and
-	// spreads the racing goroutines over both; otherwise one store from
-	// the Opener serves them all.
-	Replicas ReplicaOpener
+	// Open opens a fresh database as the given number of replicas.
+	Open func(t *testing.T, replicas int) Fixture
 	// CrossProcessWakeup says that SubscribePending on one replica hears
 	// runs made pending through another.
 	CrossProcessWakeup bool
@@ -35,25 +40,25 @@ type ConcurrencyOptions struct {
 
 // RunConcurrency runs the concurrency tests: racing claimers, racing
 // resolvers, racing reporters, racing creates and dependency resolution,
-// and (when the driver supports it) the cross-process wake-up.
-func RunConcurrency(t *testing.T, open Opener, opts ConcurrencyOptions) {
+// and (when the driver supports it) the cross-process wake-up. The racing
+// goroutines are spread over two replicas where the driver has them.
+func RunConcurrency(t *testing.T, opts ConcurrencyOptions) {
 	stores := func(t *testing.T) []store.Store {
 		t.Helper()
-		if opts.Replicas != nil {
-			return opts.Replicas(t, 2)
-		}
-		return []store.Store{open(t)}
+		return opts.Open(t, 2).Stores
 	}
-	t.Run("ClaimRace", func(t *testing.T) { t.Parallel(); testClaimRace(t, stores(t), opts) })
+	t.Run("ClaimRace", func(t *testing.T) { t.Parallel(); testClaimRace(t, opts.Open(t, 2), opts) })
 	t.Run("ExpiryRace", func(t *testing.T) { t.Parallel(); testExpiryRace(t, stores(t)) })
 	t.Run("ReportRace", func(t *testing.T) { t.Parallel(); testReportRace(t, stores(t)) })
 	t.Run("CreateRace", func(t *testing.T) { t.Parallel(); testCreateRace(t, stores(t)) })
 	t.Run("DependencyRace", func(t *testing.T) { t.Parallel(); testDependencyRace(t, stores(t)) })
 	if opts.CrossProcessWakeup {
-		if opts.Replicas == nil {
-			t.Fatal("CrossProcessWakeup needs Replicas")
-		}
-		t.Run("CrossProcessWakeup", func(t *testing.T) { t.Parallel(); testCrossProcessWakeup(t, opts.Replicas(t, 2)) })
+		t.Run("CrossProcessWakeup", func(t *testing.T) {
+			t.Parallel()
+			s := stores(t)
+			require.Len(t, s, 2, "CrossProcessWakeup needs two replicas")
+			testCrossProcessWakeup(t, s)
+		})
 	}
 }
 
@@ -117,13 +122,35 @@ func seqIDs(prefix string, n int) []string {
 // testClaimRace: many claimers over one queue, on every replica: every task
 // is claimed exactly once, by the worker the store records, and none is
 // left behind.
-func testClaimRace(t *testing.T, stores []store.Store, opts ConcurrencyOptions) {
+func testClaimRace(t *testing.T, fx Fixture, opts ConcurrencyOptions) {
 	ctx := context.Background()
-	taskIDs := seqIDs("claim", opts.Tasks)
+	stores := fx.Stores
 	priorities := []string{"lowest", "low", "high"}
-	createMany(t, stores, taskIDs, Epoch, func(i int) []func(*queue.Task) {
-		return []func(*queue.Task){withPriority(priorities[i%len(priorities)])}
-	})
+	var taskIDs []string
+	if fx.Fill != nil {
+		// One task per priority through createTask, the rest bulk copies.
+		began := time.Now()
+		for i, p := range priorities {
+			seed := "claim-" + p
+			_, err := stores[0].CreateTask(ctx, store.CreateTaskParams{TaskID: seed, Task: NewTask(testQueue, Epoch, withGroup("claim"), withPriority(p)), Now: Epoch})
+			require.NoError(t, err)
+			copies := opts.Tasks/len(priorities) - 1
+			if i == 0 {
+				copies += opts.Tasks % len(priorities)
+			}
+			fx.Fill(t, seed, copies)
+			taskIDs = append(taskIDs, seed)
+			for c := 1; c <= copies; c++ {
+				taskIDs = append(taskIDs, fmt.Sprintf("%s-%d", seed, c))
+			}
+		}
+		t.Logf("filled %d tasks in %s", len(taskIDs), time.Since(began))
+	} else {
+		taskIDs = seqIDs("claim", opts.Tasks)
+		createMany(t, stores, taskIDs, Epoch, func(i int) []func(*queue.Task) {
+			return []func(*queue.Task){withPriority(priorities[i%len(priorities)])}
+		})
+	}
 	pending, _, err := stores[0].TaskQueueCounts(ctx, testQueue, Epoch)
 	require.NoError(t, err)
 	require.Equal(t, opts.Tasks, pending)
@@ -216,7 +243,7 @@ type expiryCase struct {
 // expected runs.
 func testExpiryRace(t *testing.T, stores []store.Store) {
 	ctx := context.Background()
-	const perCase = 60
+	const perCase = 40
 	cases := []expiryCase{
 		{"retry", queue.StateRunning, []func(*queue.Task){withRetries(2)},
 			[]queue.Run{{State: queue.StateException, ReasonCreated: queue.ReasonScheduled, ReasonResolved: queue.ReasonClaimExpired}, {State: queue.StatePending, ReasonCreated: queue.ReasonRetry}},
@@ -345,8 +372,9 @@ func testExpiryRace(t *testing.T, stores []store.Store) {
 }
 
 // testReportRace: for each running task whose claim has run out, three
-// reporters and the claim-expiry sweeps of every replica race; exactly one
-// of them resolves the run and the others are refused with a conflict.
+// reporters, an expirer and the claim-expiry sweeps of every replica race;
+// exactly one of them resolves the run, the reporters that lose are refused
+// with a conflict, and the expiry that loses changes nothing.
 func testReportRace(t *testing.T, stores []store.Store) {
 	ctx := context.Background()
 	const n = 60
@@ -396,6 +424,24 @@ func testReportRace(t *testing.T, stores []store.Store) {
 				}
 			})
 		}
+	}
+	// The sweeps work through the tasks one by one, mostly behind the
+	// reporters; so each task also gets an expirer of its own, doing what
+	// the sweep does for one task, to race the reporters head-on.
+	takenUntil := Epoch.Add(claimTimeout)
+	for i, id := range taskIDs {
+		s := stores[i%len(stores)]
+		wg.Go(func() {
+			<-start
+			res, err := s.UpdateTask(ctx, store.UpdateTaskParams{TaskID: id, Now: now, Apply: func(ts *queue.TaskState, tr *queue.Transition) error {
+				ts.ExpireClaim(takenUntil, now, tr)
+				return nil
+			}})
+			errs.add(err)
+			if err == nil && len(res.Changes) > 0 {
+				win(id, queue.ReasonClaimExpired)
+			}
+		})
 	}
 	for _, s := range stores {
 		for range 2 {
