@@ -2,6 +2,7 @@ package authapi_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -243,4 +244,34 @@ func TestRoleIDParameter(t *testing.T) {
 	scopes, err := b.root.ExpandScopes(ctx, []string{"assume:repo:github.com/x/y:branch:main"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"assume:repo:github.com/x/y:branch:main", "secrets:get:main"}, scopes)
+}
+
+// TestConcurrentRolesCannotFormACycle creates the two halves of a cycle at
+// the same time: validation runs while the role set is locked, so at most
+// one of them can succeed.
+func TestConcurrentRolesCannotFormACycle(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	for i := range 5 {
+		x, y := fmt.Sprintf("x%d", i), fmt.Sprintf("y%d", i)
+		errs := make(chan error, 2)
+		for _, pair := range [][2]string{{x, y}, {y, x}} {
+			go func() {
+				_, err := b.root.CreateRole(ctx, pair[0], &tcclient.RoleRequest{Scopes: []string{"assume:" + pair[1]}, Description: "half"})
+				errs <- err
+			}()
+		}
+		var failed int
+		for range 2 {
+			if err := <-errs; err != nil {
+				requireAPIError(t, err, http.StatusBadRequest, "InputError", "dependency cycles")
+				failed++
+			}
+		}
+		require.Equal(t, 1, failed, "round %d", i)
+	}
+	// The stored set is still valid: expansion works for everyone.
+	_, err := b.root.ExpandScopes(ctx, []string{"assume:x0", "assume:y0"})
+	require.NoError(t, err)
 }
