@@ -42,9 +42,10 @@ func (e *supEnv) builtinURL(key string) string {
 	return e.srv.RootURL + "/api/superseder/v1/list/0/0/" + key
 }
 
-// createTasks creates n pending tasks opting in under key, created one
-// second apart (oldest first), each echoing its index after sleeping.
-func (e *supEnv) createTasks(n int, key, supersederURL string, sleep time.Duration) []string {
+// createTasks creates n tasks opting in under key, created one second
+// apart (oldest first), each echoing its index after sleeping. They are
+// pending at once unless they depend on deps.
+func (e *supEnv) createTasks(n int, key, supersederURL string, sleep time.Duration, deps ...string) []string {
 	e.t.Helper()
 	base := time.Now().Add(-time.Duration(n+1) * time.Second)
 	ids := make([]string, n)
@@ -58,7 +59,7 @@ func (e *supEnv) createTasks(n int, key, supersederURL string, sleep time.Durati
 		require.NoError(e.t, err)
 		created := base.Add(time.Duration(i) * time.Second)
 		_, err = e.q.CreateTask(context.Background(), ids[i], &tcclient.TaskDefinition{
-			TaskQueueID: supQueue, Routes: []string{superseder.RoutePrefix + key},
+			TaskQueueID: supQueue, Routes: []string{superseder.RoutePrefix + key}, Dependencies: deps,
 			Created: tcclient.NewTime(created), Deadline: tcclient.NewTime(created.Add(time.Hour)),
 			Payload:  payload,
 			Metadata: tcclient.TaskMetadata{Name: fmt.Sprintf("sup %s %d", key, i), Description: "superseding e2e", Owner: "e2e@example.com", Source: "https://example.com/e2e"},
@@ -66,6 +67,65 @@ func (e *supEnv) createTasks(n int, key, supersederURL string, sleep time.Durati
 		require.NoError(e.t, err)
 	}
 	return ids
+}
+
+const gateQueue = "e2e/gate"
+
+// gateTask creates a task on a queue no worker serves; tasks depending on
+// it become pending together when openGate completes it.
+func (e *supEnv) gateTask() string {
+	e.t.Helper()
+	id := tcclient.NewTaskID()
+	now := time.Now()
+	_, err := e.q.CreateTask(context.Background(), id, &tcclient.TaskDefinition{
+		TaskQueueID: gateQueue, Created: tcclient.NewTime(now), Deadline: tcclient.NewTime(now.Add(time.Hour)),
+		Payload:  json.RawMessage(`{}`),
+		Metadata: tcclient.TaskMetadata{Name: "gate", Description: "releases the tasks that depend on it", Owner: "e2e@example.com", Source: "https://example.com/e2e"},
+	})
+	require.NoError(e.t, err)
+	return id
+}
+
+func (e *supEnv) openGate(gate string) {
+	e.t.Helper()
+	ctx := context.Background()
+	resp, err := e.q.ClaimWork(ctx, gateQueue, &tcclient.ClaimWorkRequest{WorkerGroup: "gate", WorkerID: "keeper", Tasks: 1})
+	require.NoError(e.t, err)
+	require.Len(e.t, resp.Tasks, 1)
+	require.Equal(e.t, gate, resp.Tasks[0].Status.TaskID)
+	creds := resp.Tasks[0].Credentials
+	_, err = e.q.WithCredentials(&creds).ReportCompleted(ctx, gate, 0)
+	require.NoError(e.t, err)
+}
+
+// waitPolling waits until the queue has seen a claimWork call from every
+// named worker (the queue records a worker at the start of each call), so
+// each is inside a long-poll or about to start the next one.
+func (e *supEnv) waitPolling(workerIDs ...string) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var out struct {
+			Workers []struct {
+				WorkerID string `json:"workerId"`
+			} `json:"workers"`
+		}
+		err := e.q.Do(context.Background(), http.MethodGet, "/provisioners/e2e/worker-types/worker/workers", nil, nil, &out)
+		require.NoError(e.t, err)
+		seen := 0
+		for _, w := range out.Workers {
+			if slices.Contains(workerIDs, w.WorkerID) {
+				seen++
+			}
+		}
+		if seen == len(workerIDs) {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("workers %v did not all poll within 30s (seen %d)", workerIDs, seen)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitResolved polls until every task is resolved and returns the
@@ -236,9 +296,15 @@ func TestSupersedingRacingWorkers(t *testing.T) {
 	t.Parallel()
 	e := newSupEnv(t)
 	key := "race"
-	ids := e.createTasks(8, key, e.builtinURL(key), time.Second)
+	// The tasks wait for a gate task, so that all become pending in one
+	// step while both workers are already long-polling: each worker gets
+	// one of them from claimWork and both claim from overlapping lists.
+	gate := e.gateTask()
+	ids := e.createTasks(8, key, e.builtinURL(key), time.Second, gate)
 	e2e.StartWorker(t, e.srv, e2e.WorkerOptions{WorkerID: "racer-1"})
 	e2e.StartWorker(t, e.srv, e2e.WorkerOptions{WorkerID: "racer-2"})
+	e.waitPolling("racer-1", "racer-2")
+	e.openGate(gate)
 	st := e.waitResolved(ids, 120*time.Second)
 
 	byPrimary := map[string][]string{}
@@ -257,6 +323,7 @@ func TestSupersedingRacingWorkers(t *testing.T) {
 			t.Fatalf("task %s ended %s/%s", id, r.State, r.ReasonResolved)
 		}
 	}
+	t.Logf("primaries %v; superseded by each: %v", primaries, byPrimary)
 	require.NotEmpty(t, primaries)
 	require.LessOrEqual(t, len(primaries), 2, "each worker ran at most one primary per claim it got first")
 	listed := map[string]bool{}

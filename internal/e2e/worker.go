@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,7 +42,7 @@ type WorkerOptions struct {
 
 // StartWorker runs `hopper worker` against srv with the root client's
 // credentials, configured through a JSON file (valid YAML) in a fresh work
-// directory. It is stopped (drained) when the test ends.
+// directory. It is stopped when the test ends.
 func StartWorker(t testing.TB, srv *Server, opts WorkerOptions) *Worker {
 	t.Helper()
 	bin := Binary(t)
@@ -122,15 +123,17 @@ func (w *Worker) ExitCode() int {
 	}
 }
 
-// Stop drains the worker (SIGINT: running tasks finish), then kills it if
-// it has not exited within 30 s.
+// Stop shuts the worker down at once (SIGTERM: an open claimWork
+// long-poll ends, running tasks are aborted and resolved
+// exception/worker-shutdown), then kills it if it has not exited within
+// 30 s. Send os.Interrupt with Signal to drain instead.
 func (w *Worker) Stop() {
 	select {
 	case <-w.done:
 		return
 	default:
 	}
-	_ = w.cmd.Process.Signal(os.Interrupt)
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-w.done:
 	case <-time.After(30 * time.Second):
