@@ -1,9 +1,7 @@
 package tcclient
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -129,41 +127,8 @@ func (c *Client) AuthBaseURL() string {
 // doAuth calls the Auth API like Do calls the queue: same signing, retries
 // and error mapping, with path relative to AuthBaseURL.
 func (c *Client) doAuth(ctx context.Context, method, path string, query url.Values, in, out any) error {
-	rawURL := c.AuthBaseURL() + path
-	if len(query) > 0 {
-		rawURL += "?" + query.Encode()
-	}
-	var body []byte
-	if in != nil {
-		var err error
-		if body, err = json.Marshal(in); err != nil {
-			return fmt.Errorf("encoding request for %s %s: %w", method, path, err)
-		}
-	}
-	retries := c.MaxRetries
-	switch {
-	case retries == 0:
-		retries = DefaultMaxRetries
-	case retries < 0:
-		retries = 0
-	}
-	for attempt := 0; ; attempt++ {
-		rep, err := c.attempt(ctx, method, rawURL, body)
-		if err == nil {
-			if out != nil && len(bytes.TrimSpace(rep.body)) > 0 {
-				if err := json.Unmarshal(rep.body, out); err != nil {
-					return fmt.Errorf("decoding reply of %s %s: %w", method, path, err)
-				}
-			}
-			return nil
-		}
-		if !IsTransient(err) || StatusCode(err) == http.StatusTooManyRequests || attempt >= retries {
-			return err
-		}
-		if serr := sleepCtx(ctx, backoff(c.RetryDelay, attempt)); serr != nil {
-			return fmt.Errorf("%w (while retrying after: %v)", serr, err)
-		}
-	}
+	_, err := c.doAt(ctx, c.AuthBaseURL(), method, path, query, in, out)
+	return err
 }
 
 func clientPath(clientID string) string { return "/clients/" + EscapePathParam(clientID) }

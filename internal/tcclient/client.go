@@ -1,4 +1,4 @@
-// Package tcclient is a Go client for the Taskcluster Queue HTTP API as hopper
+// Package tcclient is a Go client for the Taskcluster Queue and Auth HTTP APIs as hopper
 // serves it (and as upstream Taskcluster serves it). It signs requests with
 // Hawk, carries temporary-credential certificates and authorizedScopes in the
 // Hawk ext, retries transient failures like the official clients do and maps
@@ -218,7 +218,13 @@ type reply struct {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) (*reply, error) {
-	rawURL := c.BaseURL() + path
+	return c.doAt(ctx, c.BaseURL(), method, path, query, in, out)
+}
+
+// doAt sends one API call to the service at base (with retries for network
+// errors and 5xx) and decodes its JSON reply into out.
+func (c *Client) doAt(ctx context.Context, base, method, path string, query url.Values, in, out any) (*reply, error) {
+	rawURL := base + path
 	if len(query) > 0 {
 		rawURL += "?" + query.Encode()
 	}
