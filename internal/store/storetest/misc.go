@@ -330,10 +330,13 @@ func testExpireData(t *testing.T, open Opener) {
 }
 
 // signalWait bounds how long a wake-up may take to arrive; quietWait is how
-// long a channel must stay silent to count as not signalled.
+// long a channel must stay silent to count as not signalled; drainWait is
+// how long drain waits for late echoes, generously, so that an echo of an
+// earlier notification is not mistaken for a new one on a loaded machine.
 const (
 	signalWait = 5 * time.Second
 	quietWait  = 200 * time.Millisecond
+	drainWait  = 500 * time.Millisecond
 )
 
 func requireSignal(t *testing.T, ch <-chan struct{}, what string) {
@@ -354,13 +357,13 @@ func requireNoSignal(t *testing.T, ch <-chan struct{}, what string) {
 	}
 }
 
-// drain consumes signals until the channel has been quiet for quietWait
+// drain consumes signals until the channel has been quiet for drainWait
 // (drivers may echo their own notifications back asynchronously).
 func drain(ch <-chan struct{}) {
 	for {
 		select {
 		case <-ch:
-		case <-time.After(quietWait):
+		case <-time.After(drainWait):
 			return
 		}
 	}
