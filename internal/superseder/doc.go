@@ -24,7 +24,7 @@
 //  4. claims every other entry with the worker's credentials, at most 8 at a
 //     time: reads the task and skips it unless it is in the worker's task
 //     queue and names the same supersederUrl, reads its status and claims
-//     its last run if that is pending (run 0 with
+//     its last run if that is pending (only if that is run 0 with
 //     superseding.runIdZeroOnly); every failure only skips the entry. Each
 //     claim gets its own reclaimer the moment it is held;
 //  5. makes the highest-indexed held entry the primary P and every other held

@@ -130,7 +130,11 @@ func (f *flow) run(ctx context.Context) (worker.SupersedeResult, error) {
 		return f.alone()
 	}
 	list = Normalize(list, f.cfg.Order)
-	f.info("Superseding: the superseder at %s lists %d tasks (%s order, normalised to ascending): %s", rawURL, len(list), f.cfg.Order, strings.Join(list, ", "))
+	received := ""
+	if f.cfg.Order == Descending {
+		received = " best first (superseding.order descending), reversed here"
+	}
+	f.info("Superseding: the superseder at %s lists %d tasks%s; each supersedes those before it: %s", rawURL, len(list), received, strings.Join(list, ", "))
 
 	held, notes := f.claimAll(ctx, list)
 	for _, n := range notes {
@@ -350,20 +354,24 @@ func (f *flow) claimOne(ctx context.Context, id string) (*worker.Claim, string) 
 	if u := payloadSupersederURL(def.Payload); u != f.req.SupersederURL {
 		return nil, fmt.Sprintf("%s skipped: its supersederUrl differs from this task's", id)
 	}
-	runID := 0
-	if !f.cfg.RunIDZeroOnly {
-		st, err := q.Status(ctx, id)
-		if err != nil {
-			return nil, fmt.Sprintf("%s skipped: reading its status failed: %v", id, err)
-		}
-		if len(st.Runs) == 0 {
-			return nil, fmt.Sprintf("%s skipped: it has no run (state %s)", id, st.State)
-		}
-		last := st.Runs[len(st.Runs)-1]
-		if last.State != tcclient.StatePending {
-			return nil, fmt.Sprintf("%s skipped: its run %d is %s, not pending", id, last.RunID, last.State)
-		}
-		runID = last.RunID
+	// Claim the last run, and only while it is pending (worker.md §5.3
+	// step 2). The status is read even with runIdZeroOnly: hopper's
+	// claimTask lets a worker re-claim a run it already holds, so claiming
+	// blindly could hand this worker a run another of its slots is running.
+	st, err := q.Status(ctx, id)
+	if err != nil {
+		return nil, fmt.Sprintf("%s skipped: reading its status failed: %v", id, err)
+	}
+	if len(st.Runs) == 0 {
+		return nil, fmt.Sprintf("%s skipped: it has no run (state %s)", id, st.State)
+	}
+	last := st.Runs[len(st.Runs)-1]
+	if last.State != tcclient.StatePending {
+		return nil, fmt.Sprintf("%s skipped: its run %d is %s, not pending", id, last.RunID, last.State)
+	}
+	runID := last.RunID
+	if f.cfg.RunIDZeroOnly && runID != 0 {
+		return nil, fmt.Sprintf("%s skipped: its pending run is run %d and superseding.runIdZeroOnly is set", id, runID)
 	}
 	tc, err := q.ClaimTask(ctx, id, runID, &tcclient.ClaimTaskRequest{WorkerGroup: cfg.WorkerGroup, WorkerID: cfg.WorkerID})
 	if err != nil {
