@@ -274,7 +274,11 @@ func TestSupersedingNewestRuns(t *testing.T) {
 				url = rev.URL + "/coalesce/build.linux"
 			}
 			ids := e.createTasks(6, key, url, time.Second)
-			e2e.StartWorker(t, e.srv, e2e.WorkerOptions{Config: map[string]any{"superseding": map[string]any{"order": tt.order}}})
+			wopts := e2e.WorkerOptions{} // ascending is the default
+			if tt.order == superseder.Descending {
+				wopts.Args = []string{"--superseding-order", "descending"}
+			}
+			e2e.StartWorker(t, e.srv, wopts)
 			st := e.waitResolved(ids, 90*time.Second)
 			newest := ids[5]
 			e.requireSuperseded(st, newest, ids[:5])
