@@ -377,6 +377,10 @@ func (f *flow) claimOne(ctx context.Context, id string) (*worker.Claim, string) 
 	if err != nil {
 		return nil, fmt.Sprintf("%s not claimed: %v", id, err)
 	}
+	if err := worker.ValidateClaim(tc); err != nil {
+		// E.g. the empty answer a quarantined worker may get.
+		return nil, fmt.Sprintf("%s not claimed: the queue's answer is not a usable claim: %v", id, err)
+	}
 	if tc.Status.TaskID != id || tc.RunID != runID {
 		return nil, fmt.Sprintf("%s not claimed: the queue answered a claim for %s run %d", id, tc.Status.TaskID, tc.RunID)
 	}

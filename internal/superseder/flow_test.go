@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -636,3 +637,28 @@ func TestSupersedeShutdownWhileClaiming(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestSupersedeEmptyClaimAnswer: a claimTask answered 200 with an empty
+// body (what a quarantined worker may get) holds nothing.
+func TestSupersedeEmptyClaimAnswer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	t0 := h.createTask(testQueue, h.url())
+	other := h.createTask(testQueue, h.url())
+	h.w.HTTPClient = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/task/"+other+"/runs/0/claim") {
+			return &http.Response{
+				StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+				Body: io.NopCloser(strings.NewReader("{}")), Request: r,
+			}, nil
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	initial := h.claimInitial()
+	h.answerList(t0, other)
+	res := h.supersede(initial, h.url())
+	require.Nil(t, res.Primary)
+	require.Nil(t, res.Secondaries)
+	require.Contains(t, strings.Join(res.LogLines, "\n"), other+" not claimed: the queue's answer is not a usable claim")
+	require.Equal(t, tcclient.StatePending, h.run0(other).State)
+}
