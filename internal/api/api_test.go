@@ -167,7 +167,7 @@ func TestBadInputIsRefusedWithoutWriting(t *testing.T) {
 
 		// URL parameters and query strings.
 		{name: "taskId not a slugid", method: http.MethodPut, path: fixed(queuePath("/task/not-a-slugid")), body: def(nil),
-			code: api.CodeInvalidRequestArguments, apiMethod: "createTask", params: fixed2(map[string]string{"taskId": "not-a-slugid"}), payload: payloadSent, contains: []string{"taskId"}},
+			code: api.CodeInvalidRequestArguments, apiMethod: "createTask", params: fixedParams(map[string]string{"taskId": "not-a-slugid"}), payload: payloadSent, contains: []string{"taskId"}},
 		{name: "unknown query parameter", method: http.MethodPut, path: func(id string) string { return createPath(id) + "?colour=blue" }, body: def(nil),
 			code: api.CodeInvalidRequestArguments, apiMethod: "createTask", params: createParams, payload: payloadSent, contains: []string{"colour"}},
 
@@ -216,18 +216,18 @@ func TestBadInputIsRefusedWithoutWriting(t *testing.T) {
 		{name: "claimWork bad workerGroup pattern", method: http.MethodPost, path: claimPath, body: claimBody(map[string]any{"workerGroup": "w g"}),
 			code: api.CodeInputValidationError, apiMethod: "claimWork", params: claimParams, payload: payloadSent, contains: []string{"/workerGroup"}, touchesQueue: tq},
 		{name: "claimWork upper-case workerType", method: http.MethodPost, path: fixed(queuePath("/claim-work/prov-bad%2FWT")), body: claimBody(nil),
-			code: api.CodeInvalidRequestArguments, apiMethod: "claimWork", params: fixed2(map[string]string{"taskQueueId": "prov-bad/WT"}), payload: payloadSent,
+			code: api.CodeInvalidRequestArguments, apiMethod: "claimWork", params: fixedParams(map[string]string{"taskQueueId": "prov-bad/WT"}), payload: payloadSent,
 			contains: []string{"taskQueueId"}},
 		{name: "claimWork raw slash with bad workerType", method: http.MethodPost, path: fixed(queuePath("/claim-work/prov-bad/W_T")), body: claimBody(nil),
-			code: api.CodeInvalidRequestArguments, apiMethod: "claimWork", params: fixed2(map[string]string{"taskQueueId": "prov-bad/W_T"}), payload: payloadSent,
+			code: api.CodeInvalidRequestArguments, apiMethod: "claimWork", params: fixedParams(map[string]string{"taskQueueId": "prov-bad/W_T"}), payload: payloadSent,
 			contains: []string{"taskQueueId"}},
 		{name: "claimWork taskQueueId without slash", method: http.MethodPost, path: fixed(queuePath("/claim-work/prov-bad")), body: claimBody(nil),
-			code: api.CodeInvalidRequestArguments, apiMethod: "claimWork", params: fixed2(map[string]string{"taskQueueId": "prov-bad"}), payload: payloadSent,
+			code: api.CodeInvalidRequestArguments, apiMethod: "claimWork", params: fixedParams(map[string]string{"taskQueueId": "prov-bad"}), payload: payloadSent,
 			contains: []string{"taskQueueId"}},
 
 		// Other methods.
 		{name: "pendingTasks bad taskQueueId", method: http.MethodGet, path: fixed(queuePath("/pending/prov-bad%2FBAD")),
-			code: api.CodeInvalidRequestArguments, apiMethod: "pendingTasks", params: fixed2(map[string]string{"taskQueueId": "prov-bad/BAD"}), payload: payloadEmpty, contains: []string{"taskQueueId"}},
+			code: api.CodeInvalidRequestArguments, apiMethod: "pendingTasks", params: fixedParams(map[string]string{"taskQueueId": "prov-bad/BAD"}), payload: payloadEmpty, contains: []string{"taskQueueId"}},
 		{name: "reportCompleted runId not a number", method: http.MethodPost, path: func(id string) string { return queuePath("/task/" + id + "/runs/x/completed") },
 			code: api.CodeInvalidRequestArguments, apiMethod: "reportCompleted", params: func(id string) map[string]string { return map[string]string{"taskId": id, "runId": "x"} },
 			payload: payloadEmpty, contains: []string{"runId"}},
@@ -243,7 +243,7 @@ func TestBadInputIsRefusedWithoutWriting(t *testing.T) {
 			code: api.CodeInvalidRequestArguments, apiMethod: "listTaskGroup", params: func(id string) map[string]string { return map[string]string{"taskGroupId": id} },
 			payload: payloadEmpty, contains: []string{"limit"}},
 		{name: "tasks with taskIds not a list", method: http.MethodPost, path: fixed(queuePath("/tasks")), body: func(id string) any { return map[string]any{"taskIds": id} },
-			code: api.CodeInputValidationError, apiMethod: "tasks", params: fixed2(map[string]string{}), payload: payloadSent, contains: []string{"/taskIds"}},
+			code: api.CodeInputValidationError, apiMethod: "tasks", params: fixedParams(map[string]string{}), payload: payloadSent, contains: []string{"/taskIds"}},
 	}
 	for _, c := range cases {
 		c := bad400(c)
@@ -277,8 +277,8 @@ func TestBadInputIsRefusedWithoutWriting(t *testing.T) {
 	}
 }
 
-// fixed2 returns a params function that ignores the taskId.
-func fixed2(p map[string]string) func(string) map[string]string {
+// fixedParams returns a params function that ignores the taskId.
+func fixedParams(p map[string]string) func(string) map[string]string {
 	return func(string) map[string]string { return p }
 }
 
