@@ -42,7 +42,10 @@
 //     secondary whose claim was lost meanwhile is dropped silently.
 //
 // Both artifacts are s3 artifacts of Content-Type application/json that
-// expire with their task.
+// expire with their task. exception/superseded is final (never retried), so
+// dependents of a superseded task that require all-completed never become
+// pending and eventually hit their deadline: only let tasks opt in whose
+// dependents accept all-resolved.
 //
 // # Built-in superseder
 //
