@@ -41,6 +41,9 @@ func runProcess(argv []string, dir string, env []string, out io.Writer, stop <-c
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// If the worker is killed outright (no chance to kill the group), the
+	// kernel kills the task's direct child too (Linux; see setDeathSignal).
+	setDeathSignal(cmd.SysProcAttr)
 	// A grandchild that escaped the group could hold the output pipe open
 	// forever; do not wait for it longer than this.
 	cmd.WaitDelay = 2 * time.Second

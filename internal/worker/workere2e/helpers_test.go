@@ -1,0 +1,179 @@
+package workere2e
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// workerOpts tune startWorkerWith beyond startWorker's fixed settings.
+type workerOpts struct {
+	// id is the workerId (workers sharing a queue need distinct ids).
+	id string
+	// tasks stops the worker after that many runs (0 = no limit).
+	tasks int
+	// config holds further top-level keys of the worker's config file.
+	config map[string]any
+}
+
+// startWorkerWith starts `hopper worker` for queue with the root client's
+// credentials, configured through a JSON file so that test-only settings
+// (the 200 ms claim interval) need no flags. The worker is killed when the
+// test ends if it is still running.
+func startWorkerWith(t *testing.T, queue string, o workerOpts) *worker {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := map[string]any{
+		"rootUrl":            shared.rootURL,
+		"credentials":        map[string]string{"clientId": rootClientID, "accessToken": shared.token},
+		"taskQueueId":        queue,
+		"workerGroup":        "e2e",
+		"workerId":           o.id,
+		"workDir":            filepath.Join(dir, "work"),
+		"claimInterval":      "200ms",
+		"numberOfTasksToRun": o.tasks,
+	}
+	for k, v := range o.config {
+		cfg[k] = v
+	}
+	raw, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	path := filepath.Join(dir, "worker.json")
+	require.NoError(t, os.WriteFile(path, raw, 0o600))
+	cmd := exec.Command(shared.bin, "worker", "--config", path, "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, cmd.Start())
+	w := &worker{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		w.err = cmd.Wait()
+		close(w.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-w.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-w.done
+		}
+	})
+	return w
+}
+
+// createTaskWith creates a task on queue with payload pl; edit may set
+// further fields of the definition (scopes, retries, task group).
+func createTaskWith(t *testing.T, queue string, pl any, edit func(*tcclient.TaskDefinition)) string {
+	t.Helper()
+	raw, err := json.Marshal(pl)
+	require.NoError(t, err)
+	now := time.Now()
+	def := &tcclient.TaskDefinition{
+		TaskQueueID: queue,
+		Created:     tcclient.NewTime(now),
+		Deadline:    tcclient.NewTime(now.Add(time.Hour)),
+		Payload:     raw,
+		Metadata:    tcclient.TaskMetadata{Name: "e2e", Description: "worker e2e", Owner: "e2e@example.com", Source: "https://example.com/e2e"},
+	}
+	if edit != nil {
+		edit(def)
+	}
+	id := tcclient.NewTaskID()
+	_, err = shared.admin.CreateTask(context.Background(), id, def)
+	require.NoError(t, err)
+	return id
+}
+
+// fetched is an artifact's body as stored, with the headers it was served
+// with.
+type fetched struct {
+	header http.Header
+	// body is the content after undoing any Content-Encoding: gzip.
+	body string
+}
+
+// fetchArtifact follows the queue's redirect for the artifact of run runID
+// (runID < 0: the latest run) and returns its body and headers.
+func fetchArtifact(t *testing.T, taskID string, runID int, name string) fetched {
+	t.Helper()
+	ctx := context.Background()
+	var (
+		red *tcclient.ArtifactRedirect
+		err error
+	)
+	if runID < 0 {
+		red, err = shared.admin.GetLatestArtifact(ctx, taskID, name)
+	} else {
+		red, err = shared.admin.GetArtifact(ctx, taskID, runID, name)
+	}
+	require.NoError(t, err)
+	// No transparent decompression: the test must see the Content-Encoding
+	// the artifact was stored with.
+	raw := &http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{DisableCompression: true, DisableKeepAlives: true}}
+	resp, err := raw.Get(red.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "fetching %s of %s", name, taskID)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if resp.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		require.NoError(t, err, "%s claims gzip encoding", name)
+		body, err = io.ReadAll(zr)
+		require.NoError(t, err)
+	}
+	return fetched{header: resp.Header, body: string(body)}
+}
+
+// backingLog returns the backing log of run runID (< 0: latest run),
+// checking that it is stored gzip-encoded plain text as worker.md §3 says.
+func backingLog(t *testing.T, taskID string, runID int) string {
+	t.Helper()
+	f := fetchArtifact(t, taskID, runID, "public/logs/live_backing.log")
+	require.Equal(t, "gzip", f.header.Get("Content-Encoding"), "the backing log is uploaded gzip-encoded")
+	require.True(t, strings.HasPrefix(f.header.Get("Content-Type"), "text/plain"), "content type %q", f.header.Get("Content-Type"))
+	return f.body
+}
+
+// artifactsByName lists every artifact of a run, keyed by name.
+func artifactsByName(t *testing.T, taskID string, runID int) map[string]tcclient.Artifact {
+	t.Helper()
+	list, err := shared.admin.AllArtifacts(context.Background(), taskID, runID)
+	require.NoError(t, err)
+	out := make(map[string]tcclient.Artifact, len(list))
+	for _, a := range list {
+		out[a.Name] = a
+	}
+	return out
+}
+
+// processGone reports whether pid no longer runs: it does not exist, or it
+// is a zombie waiting for a (possibly non-reaping) init to collect it.
+func processGone(pid string) bool {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	return err != nil || strings.Contains(string(data), ") Z ")
+}
+
+// readPID waits until file holds a pid written by a task and returns it.
+func readPID(t *testing.T, file string, timeout time.Duration) string {
+	t.Helper()
+	var pid string
+	require.Eventually(t, func() bool {
+		data, _ := os.ReadFile(file)
+		pid = strings.TrimSpace(string(data))
+		return pid != "" && strings.HasSuffix(string(data), "\n")
+	}, timeout, 50*time.Millisecond, "the task never wrote %s", file)
+	return pid
+}
