@@ -150,9 +150,11 @@ func (t *TaskState) resolveAsException(reason string, now time.Time, tr *Transit
 	return false
 }
 
-// Claim makes a pending run running for a worker (transition 5). A run that
-// the same worker already holds is claimed again idempotently, extending
-// takenUntil.
+// Claim makes a pending run running for a worker (transition 5). Only a
+// pending run can be claimed: claiming a running run is a conflict even for
+// the worker that holds it, so no worker can ever hold one run twice (a
+// superseding worker with spare capacity might otherwise claim through
+// claimTask a run it already got from claimWork, and run it twice).
 func (t *TaskState) Claim(runID int, workerGroup, workerID string, now, takenUntil time.Time, tr *Transition) error {
 	if t.deadlinePassed(now) {
 		return Conflictf("Task %s can't be claimed past its deadline of %s", t.TaskID, t.Task.Deadline)
@@ -176,11 +178,6 @@ func (t *TaskState) Claim(runID int, workerGroup, workerID string, now, takenUnt
 		ev := runEvent(EventTaskRunning, r)
 		ev.TakenUntil = &until
 		tr.emit(ev)
-		return nil
-	case r.State == StateRunning && r.WorkerGroup == workerGroup && r.WorkerID == workerID:
-		if r.TakenUntil == nil || until.After(r.TakenUntil.Time) {
-			r.TakenUntil = &until
-		}
 		return nil
 	}
 	return Conflictf("Run %d of task %s is %s and cannot be claimed", runID, t.TaskID, r.State)

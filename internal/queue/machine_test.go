@@ -643,13 +643,6 @@ func TestIdempotentRepeats(t *testing.T) {
 			act:   func(ts *queue.TaskState, tr *queue.Transition) error { return ts.Rerun(at(later), tr) },
 		},
 		{
-			name:  "claimTask by the same worker with an earlier takenUntil",
-			setup: []step{scheduleAt(0), claimAt(0, time.Hour)},
-			act: func(ts *queue.TaskState, tr *queue.Transition) error {
-				return ts.Claim(0, testGroup, testWorker, at(time.Hour), at(time.Hour+time.Minute), tr)
-			},
-		},
-		{
 			name:  "reclaimTask never moves takenUntil backwards",
 			setup: []step{scheduleAt(0), claimAt(0, time.Hour)},
 			act: func(ts *queue.TaskState, _ *queue.Transition) error {
@@ -671,17 +664,17 @@ func TestIdempotentRepeats(t *testing.T) {
 	}
 }
 
-// TestReclaimByClaimingAgain checks that the same worker re-claiming its run
-// extends takenUntil without another task-running event.
-func TestReclaimByClaimingAgain(t *testing.T) {
+// TestClaimingAHeldRunConflicts checks that a run already running cannot
+// be claimed again, not even by the worker holding it.
+func TestClaimingAHeldRunConflicts(t *testing.T) {
 	t.Parallel()
 	ts := build(t, 5, scheduleAt(0), claimAt(0, time.Minute))
+	before := ts.Clone()
 	var tr queue.Transition
-	require.NoError(t, ts.Claim(0, testGroup, testWorker, at(time.Hour), at(time.Hour+claimTimeout), &tr))
+	err := ts.Claim(0, testGroup, testWorker, at(time.Hour), at(time.Hour+claimTimeout), &tr)
+	requireKind(t, err, queue.KindConflict)
 	require.Empty(t, tr.Events)
-	want := claimed(pendingRun(0, queue.ReasonScheduled, 0), time.Minute)
-	want.TakenUntil = qtp(time.Hour + claimTimeout)
-	require.Equal(t, []queue.Run{want}, ts.Runs)
+	requireUnchanged(t, before, ts)
 }
 
 // TestConflicts checks refused calls: the error kind, and that nothing

@@ -355,9 +355,8 @@ func (f *flow) claimOne(ctx context.Context, id string) (*worker.Claim, string) 
 		return nil, fmt.Sprintf("%s skipped: its supersederUrl differs from this task's", id)
 	}
 	// Claim the last run, and only while it is pending (worker.md §5.3
-	// step 2). The status is read even with runIdZeroOnly: hopper's
-	// claimTask lets a worker re-claim a run it already holds, so claiming
-	// blindly could hand this worker a run another of its slots is running.
+	// step 2). The status is read even with runIdZeroOnly, so a run that
+	// is already running is skipped without a refused claim.
 	st, err := q.Status(ctx, id)
 	if err != nil {
 		return nil, fmt.Sprintf("%s skipped: reading its status failed: %v", id, err)
