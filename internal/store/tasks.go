@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -186,31 +187,26 @@ func (db *DB) CreateTask(ctx context.Context, p CreateTaskParams) (*Result, erro
 		if err != nil {
 			return err
 		}
-		if err := tx.insertTask(ctx, p.TaskID, p.Task); err != nil {
-			return err
-		}
 		unsatisfied := 0
-		for _, dep := range p.Task.Dependencies {
+		satisfied := make([]bool, len(p.Task.Dependencies))
+		for i, dep := range p.Task.Dependencies {
 			state, known := depStates[dep]
-			satisfied := known && queue.DependencySatisfied(p.Task.Requires, state)
-			if !satisfied {
+			satisfied[i] = known && queue.DependencySatisfied(p.Task.Requires, state)
+			if !satisfied[i] {
 				unsatisfied++
-			}
-			if _, err := tx.exec(ctx, `INSERT INTO task_dependencies (required_task_id, dependent_task_id, requires, satisfied, expires)
-				VALUES (?, ?, ?, ?, ?) ON CONFLICT (required_task_id, dependent_task_id) DO NOTHING`,
-				dep, p.TaskID, p.Task.Requires, boolInt(satisfied), p.Task.Expires.Millis()); err != nil {
-				return fmt.Errorf("recording dependency %s of %s: %w", dep, p.TaskID, err)
 			}
 		}
 		state := queue.NewTaskState(p.TaskID, *p.Task)
-		before := state.Clone()
 		var tr queue.Transition
 		defined := state.Status()
 		tr.Events = append(tr.Events, queue.Event{Kind: queue.EventTaskDefined, RunID: -1, Status: &defined})
 		if unsatisfied == 0 {
 			state.DependenciesSatisfied(p.Now, &tr)
 		}
-		if err := tx.saveTask(ctx, before, state); err != nil {
+		if err := tx.insertTask(ctx, state); err != nil {
+			return err
+		}
+		if err := tx.insertDependencies(ctx, p.TaskID, p.Task, satisfied); err != nil {
 			return err
 		}
 		res.Task = state
@@ -223,16 +219,30 @@ func (db *DB) CreateTask(ctx context.Context, p CreateTaskParams) (*Result, erro
 	return res, nil
 }
 
-func (t *txn) insertTask(ctx context.Context, taskID string, def *queue.Task) error {
+// insertTask writes a new task with its first state (unscheduled, or with
+// run 0 pending) in one statement.
+func (t *txn) insertTask(ctx context.Context, state *queue.TaskState) error {
+	taskID, def := state.TaskID, &state.Task
 	defJSON, err := json.Marshal(def)
 	if err != nil {
 		return fmt.Errorf("encoding task %s: %w", taskID, err)
 	}
+	runs, err := json.Marshal(state.Runs)
+	if err != nil {
+		return fmt.Errorf("encoding runs of %s: %w", taskID, err)
+	}
+	d := derive(state)
+	seqExpr := "NULL"
+	if d.pending {
+		seqExpr = t.db.dialect.NextPendingSeq
+		t.notifyPending(def.TaskQueueID)
+	}
 	res, err := t.exec(ctx, `INSERT INTO tasks (task_id, task_queue_id, scheduler_id, project_id, task_group_id, requires,
-		priority, deadline, expires, definition, retries_left, runs, state, unresolved)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]', 'unscheduled', 1) ON CONFLICT (task_id) DO NOTHING`,
+		priority, deadline, expires, definition, retries_left, runs, state, unresolved, pending_since, pending_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+seqExpr+`) ON CONFLICT (task_id) DO NOTHING`,
 		taskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
-		queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), string(defJSON), def.Retries)
+		queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), string(defJSON), state.RetriesLeft,
+		string(runs), d.state, d.unresolved, d.pendingSince)
 	if err != nil {
 		return fmt.Errorf("inserting task %s: %w", taskID, err)
 	}
@@ -249,33 +259,49 @@ func (t *txn) insertTask(ctx context.Context, taskID string, def *queue.Task) er
 	return nil
 }
 
+// insertDependencies records the task's dependency edges, many per
+// statement.
+func (t *txn) insertDependencies(ctx context.Context, taskID string, def *queue.Task, satisfied []bool) error {
+	const perStatement = 200 // 5 values each, well under SQLite's variable limit
+	deps := def.Dependencies
+	for start := 0; start < len(deps); start += perStatement {
+		end := min(start+perStatement, len(deps))
+		values := make([]string, 0, end-start)
+		args := make([]any, 0, 5*(end-start))
+		for i := start; i < end; i++ {
+			values = append(values, "(?, ?, ?, ?, ?)")
+			args = append(args, deps[i], taskID, def.Requires, boolInt(satisfied[i]), def.Expires.Millis())
+		}
+		if _, err := t.exec(ctx, `INSERT INTO task_dependencies (required_task_id, dependent_task_id, requires, satisfied, expires)
+			VALUES `+strings.Join(values, ", ")+` ON CONFLICT (required_task_id, dependent_task_id) DO NOTHING`, args...); err != nil {
+			return fmt.Errorf("recording dependencies of %s: %w", taskID, err)
+		}
+	}
+	return nil
+}
+
 // joinTaskGroup creates the task's group or checks and extends it.
 func (t *txn) joinTaskGroup(ctx context.Context, def *queue.Task, now time.Time) error {
 	groupExpires := def.Expires.Add(queue.TaskGroupExpiresExtension).UnixMilli()
-	if _, err := t.exec(ctx, `INSERT INTO task_groups (task_group_id, scheduler_id, expires) VALUES (?, ?, ?)
-		ON CONFLICT (task_group_id) DO NOTHING`, def.TaskGroupID, def.SchedulerID, groupExpires); err != nil {
-		return fmt.Errorf("creating task group %s: %w", def.TaskGroupID, err)
-	}
+	// One upsert creates the group or extends its expiry (rolled back with
+	// the transaction if the task is refused), locking the row against a
+	// concurrent seal, and reports what the group was created with.
 	var (
 		schedulerID string
-		expires     int64
 		sealed      sql.NullInt64
 	)
-	err := t.queryRow(ctx, "SELECT scheduler_id, expires, sealed FROM task_groups WHERE task_group_id = ?"+t.db.dialect.LockRow,
-		def.TaskGroupID).Scan(&schedulerID, &expires, &sealed)
+	err := t.queryRow(ctx, `INSERT INTO task_groups (task_group_id, scheduler_id, expires) VALUES (?, ?, ?)
+		ON CONFLICT (task_group_id) DO UPDATE SET
+		expires = CASE WHEN excluded.expires > task_groups.expires THEN excluded.expires ELSE task_groups.expires END
+		RETURNING scheduler_id, sealed`, def.TaskGroupID, def.SchedulerID, groupExpires).Scan(&schedulerID, &sealed)
 	if err != nil {
-		return fmt.Errorf("locking task group %s: %w", def.TaskGroupID, err)
+		return fmt.Errorf("joining task group %s: %w", def.TaskGroupID, err)
 	}
 	if schedulerID != def.SchedulerID {
 		return queue.Conflictf("Task group %s exists with schedulerId %q; this task has schedulerId %q", def.TaskGroupID, schedulerID, def.SchedulerID)
 	}
 	if sealed.Valid {
 		return queue.Conflictf("Task group %s is sealed; no more tasks can be added to it", def.TaskGroupID)
-	}
-	if groupExpires > expires {
-		if _, err := t.exec(ctx, "UPDATE task_groups SET expires = ? WHERE task_group_id = ?", groupExpires, def.TaskGroupID); err != nil {
-			return fmt.Errorf("extending task group %s: %w", def.TaskGroupID, err)
-		}
 	}
 	return nil
 }
