@@ -143,6 +143,14 @@ func TestRunSmall(t *testing.T) {
 	}
 }
 
+func TestPrefillRejectsBadTaskQueue(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "sqlite")
+	for _, tq := range []string{"/no-provisioner", "prov/Upper", "noslash", ""} {
+		require.ErrorContains(t, srv.Prefill(context.Background(), tq, 1), "not a valid taskQueueId", tq)
+	}
+}
+
 // TestBacklogOverHTTPDrains pre-fills over HTTP (the path used against a
 // remote deployment) and checks that the drain leaves the queue empty.
 func TestBacklogOverHTTPDrains(t *testing.T) {
@@ -223,6 +231,7 @@ func BenchmarkBacklog(b *testing.B) {
 	forEachStore(b, func(b *testing.B, srv *InProcess) {
 		for _, size := range []int{1000, 100000} {
 			opts := benchOptions(srv)
+			require.NoError(b, opts.defaults())
 			tq := opts.taskQueue(fmt.Sprintf("gobl%d", size))
 			queued := 0
 			b.Run(fmt.Sprintf("backlog=%d", size), func(b *testing.B) {
@@ -232,7 +241,6 @@ func BenchmarkBacklog(b *testing.B) {
 					require.NoError(b, srv.Prefill(ctx, tq, add))
 					queued += add
 				}
-				require.NoError(b, opts.defaults())
 				c := opts.client()
 				req := &tcclient.ClaimWorkRequest{WorkerGroup: "bench", WorkerID: "gobl", Tasks: 1}
 				samples := make([]time.Duration, 0, b.N)

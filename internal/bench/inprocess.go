@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,6 +61,9 @@ type InProcess struct {
 }
 
 var dbCounter atomic.Int64
+
+// taskQueuePattern is the API's taskQueueId pattern (queue-api.md §1.2).
+var taskQueuePattern = regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$`)
 
 // StartInProcess starts a server (internal/server.Run) and waits until it
 // listens. Close stops it and removes what it created.
@@ -169,6 +173,10 @@ func (p *InProcess) PrefillMethod() string {
 // authorization: the same transaction, so the same rows and pending order,
 // without HTTP, Hawk and JSON-schema costs. It implements PrefillFunc.
 func (p *InProcess) Prefill(ctx context.Context, taskQueueID string, n int) error {
+	// The store trusts its caller; check what the API would have.
+	if !taskQueuePattern.MatchString(taskQueueID) {
+		return fmt.Errorf("bench: %q is not a valid taskQueueId", taskQueueID)
+	}
 	var (
 		next     atomic.Int64
 		wg       sync.WaitGroup
