@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -95,6 +96,20 @@ func (r *taskRun) checkMounts() []string {
 	return bad
 }
 
+// targetPathError classifies a failure to create a path the payload names.
+// The task author chose the path, so a path that cannot exist (no
+// permission, a file where a directory must be, a read-only or virtual
+// file system) fails every rerun the same way: malformed-payload. Only a
+// failure of the worker's own disk (full, I/O error) is an internal error;
+// otherwise any task author could stop a worker by tripping its limit of
+// consecutive internal errors.
+func targetPathError(cause error, format string, args ...any) error {
+	if errors.Is(cause, syscall.ENOSPC) || errors.Is(cause, syscall.EIO) || errors.Is(cause, syscall.EDQUOT) {
+		return fmt.Errorf(format, args...)
+	}
+	return permanent(format, args...)
+}
+
 // applyMounts downloads and installs every mount.
 func (r *taskRun) applyMounts() *runErr {
 	for i, m := range r.pl.Mounts {
@@ -127,7 +142,7 @@ func (r *taskRun) applyMount(m payload.Mount) error {
 			return err
 		}
 		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return fmt.Errorf("creating parent of %s: %w", target, err)
+			return targetPathError(err, "creating parent of %s: %w", m.File, err)
 		}
 		if err := decompressFile(m.Format, src, target); err != nil {
 			return err
@@ -140,7 +155,7 @@ func (r *taskRun) applyMount(m payload.Mount) error {
 			return err
 		}
 		if err := os.MkdirAll(target, 0o755); err != nil {
-			return fmt.Errorf("creating %s: %w", target, err)
+			return targetPathError(err, "creating %s: %w", m.Directory, err)
 		}
 		if err := extractArchive(m.Format, src, target); err != nil {
 			return err
@@ -168,7 +183,7 @@ func (r *taskRun) applyMount(m payload.Mount) error {
 		}
 		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 			r.w.caches.release(mc.name, entry, false)
-			return fmt.Errorf("creating parent of %s: %w", target, err)
+			return targetPathError(err, "creating parent of %s: %w", m.File, err)
 		}
 		if err := os.Rename(entry, target); err != nil {
 			r.w.caches.release(mc.name, entry, false)

@@ -86,6 +86,8 @@ func TestBadPayloadsAreMalformed(t *testing.T) {
 			[]string{"payload.mounts[0].format: value must be one of"}},
 		{"file mount with an unsupported format", with(map[string]any{"mounts": []any{map[string]any{"file": "f", "content": raw, "format": "lz4"}}}),
 			[]string{`payload.mounts[0]: decompression format "lz4" is not supported by this worker`}},
+		{"file mount at a path that cannot exist", with(map[string]any{"mounts": []any{map[string]any{"file": "/proc/hopper-no-such/x", "content": raw}}}),
+			[]string{"payload.mounts[0]: creating parent of /proc/hopper-no-such/x"}},
 		{"cache without its scope", with(map[string]any{"mounts": []any{map[string]any{"directory": "c", "cacheName": "builds"}}}),
 			[]string{`payload.mounts[0]: writable cache "builds" requires scope generic-worker:cache:builds`}},
 		{"mount content from a non-dependency", with(map[string]any{"mounts": []any{map[string]any{"file": "f",
