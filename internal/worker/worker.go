@@ -317,7 +317,18 @@ func (w *Worker) runClaim(tc tcclient.TaskClaim) Outcome {
 	}
 	r := &taskRun{w: w, claim: claim, logger: logger}
 	if url := supersederURL(claim.Task.Payload); url != "" && w.SupersedeFunc != nil && w.cfg.SupersedingEnabled() {
-		res, err := w.SupersedeFunc(context.Background(), SupersedeRequest{Initial: claim, SupersederURL: url, Worker: w})
+		// An immediate shutdown during the superseding step cancels it, so
+		// held claims are released at once (worker.md §6.2 row 14c).
+		superCtx, cancelSuper := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-w.abort:
+				cancelSuper()
+			case <-superCtx.Done():
+			}
+		}()
+		res, err := w.SupersedeFunc(superCtx, SupersedeRequest{Initial: claim, SupersederURL: url, Worker: w})
+		cancelSuper()
 		if err != nil {
 			r.preLog = append(r.preLog, logLine{warn: true, text: fmt.Sprintf("superseding skipped: %v", err)})
 		} else {
