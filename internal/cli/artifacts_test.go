@@ -116,9 +116,9 @@ func TestArtifactGet(t *testing.T) {
 	require.ErrorContains(t, err, "ResourceNotFound (HTTP 404)")
 }
 
-// stubQueue serves canned pages of listLatestArtifacts and listTaskGroup,
+// cannedQueue serves canned pages of listLatestArtifacts and listTaskGroup,
 // which the fake queue does not implement, and counts calls per route.
-type stubQueue struct {
+type cannedQueue struct {
 	*httptest.Server
 	// groupPolls returns the members of the task group for the n-th poll
 	// (0-based); each poll is served as pages of one task.
@@ -128,8 +128,8 @@ type stubQueue struct {
 	polls int
 }
 
-func newStubQueue(t *testing.T) *stubQueue {
-	s := &stubQueue{}
+func newCannedQueue(t *testing.T) *cannedQueue {
+	s := &cannedQueue{}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		q := r.URL.Query()
@@ -170,8 +170,8 @@ func newStubQueue(t *testing.T) *stubQueue {
 
 func TestArtifactsOfTheLatestRunFollowPages(t *testing.T) {
 	t.Parallel()
-	stub := newStubQueue(t)
-	h := newHarness(t, stub.URL, nil)
+	canned := newCannedQueue(t)
+	h := newHarness(t, canned.URL, nil)
 	require.NoError(t, h.exec(context.Background(), "artifacts", taskA))
 	require.Equal(t, `NAME      STORAGE  CONTENT TYPE  EXPIRES
 public/a  s3       text/plain    2030-01-01T00:00:00.000Z

@@ -88,11 +88,11 @@ func TestFrameWriterRedrawsInPlace(t *testing.T) {
 	require.Equal(t, "\x1b[1F\x1b[2Ky\n\x1b[2Kz\n\x1b[J", b.String())
 }
 
-// groupStub serves a two-task group that finishes after three polls, the
+// groupCanned serves a two-task group that finishes after three polls, the
 // second task ending in last.
-func groupStub(t *testing.T, last string) *stubQueue {
-	stub := newStubQueue(t)
-	stub.groupPolls = func(n int) []tcclient.TaskGroupMember {
+func groupCanned(t *testing.T, last string) *cannedQueue {
+	canned := newCannedQueue(t)
+	canned.groupPolls = func(n int) []tcclient.TaskGroupMember {
 		switch n {
 		case 0:
 			return []tcclient.TaskGroupMember{member(taskA, "build", tcclient.StateRunning), member(taskB, "test", tcclient.StatePending)}
@@ -102,14 +102,14 @@ func groupStub(t *testing.T, last string) *stubQueue {
 			return []tcclient.TaskGroupMember{member(taskA, "build", tcclient.StateCompleted), member(taskB, "test", last)}
 		}
 	}
-	return stub
+	return canned
 }
 
 func TestGroupCommand(t *testing.T) {
 	t.Parallel()
 	t.Run("plain lines until every task completed", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, groupStub(t, tcclient.StateCompleted).URL, nil)
+		h := newHarness(t, groupCanned(t, tcclient.StateCompleted).URL, nil)
 		require.NoError(t, h.exec(context.Background(), "group", taskB))
 		require.Equal(t, `Task group aGQjzPjDTCGGZHZdHO9Jkw: 0/2 resolved (unscheduled 0, pending 1, running 1, completed 0, failed 0, exception 0)
 Task group aGQjzPjDTCGGZHZdHO9Jkw: 1/2 resolved (unscheduled 0, pending 0, running 1, completed 1, failed 0, exception 0)
@@ -118,7 +118,7 @@ Task group aGQjzPjDTCGGZHZdHO9Jkw: 2/2 resolved (unscheduled 0, pending 0, runni
 	})
 	t.Run("terminal redraws and a failure exits 1", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, groupStub(t, tcclient.StateFailed).URL, nil)
+		h := newHarness(t, groupCanned(t, tcclient.StateFailed).URL, nil)
 		h.env.TTY = true
 		h.vars["NO_COLOR"] = "1"
 		err := h.exec(context.Background(), "group", taskB)
@@ -131,7 +131,7 @@ Task group aGQjzPjDTCGGZHZdHO9Jkw: 2/2 resolved (unscheduled 0, pending 0, runni
 	})
 	t.Run("json prints the final summary only", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, groupStub(t, tcclient.StateException).URL, nil)
+		h := newHarness(t, groupCanned(t, tcclient.StateException).URL, nil)
 		err := h.exec(context.Background(), "group", "--json", taskB)
 		require.Equal(t, ExitFailed, exitCode(err))
 		var s GroupSummary
@@ -147,7 +147,7 @@ Task group aGQjzPjDTCGGZHZdHO9Jkw: 2/2 resolved (unscheduled 0, pending 0, runni
 	})
 	t.Run("unknown group", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, newStubQueue(t).URL, nil)
+		h := newHarness(t, newCannedQueue(t).URL, nil)
 		err := h.exec(context.Background(), "group", taskA)
 		require.Equal(t, ExitFailed, exitCode(err))
 		require.EqualError(t, err, "listing task group "+taskA+": ResourceNotFound (HTTP 404): no such thing")
