@@ -21,7 +21,7 @@ import (
 type EventPublisher struct {
 	out     events.Publisher
 	log     *slog.Logger
-	queue   chan []events.Message
+	queue   chan func() []events.Message
 	dropped atomic.Uint64
 	done    chan struct{}
 	once    sync.Once
@@ -29,14 +29,18 @@ type EventPublisher struct {
 
 // NewEventPublisher starts the publishing goroutine.
 func NewEventPublisher(out events.Publisher, log *slog.Logger) *EventPublisher {
-	p := &EventPublisher{out: out, log: log, queue: make(chan []events.Message, 4096), done: make(chan struct{})}
+	p := &EventPublisher{out: out, log: log, queue: make(chan func() []events.Message, 4096), done: make(chan struct{})}
 	go p.run()
 	return p
 }
 
 func (p *EventPublisher) run() {
 	defer close(p.done)
-	for msgs := range p.queue {
+	for build := range p.queue {
+		msgs := build()
+		if len(msgs) == 0 {
+			continue
+		}
 		if err := p.out.Publish(context.Background(), msgs...); err != nil {
 			p.log.Warn("publishing task events", "error", err, "messages", len(msgs))
 		}
@@ -49,22 +53,26 @@ func (p *EventPublisher) Close() {
 	<-p.done
 }
 
-// Dropped counts messages dropped because the backlog was full.
+// Dropped counts batches of messages dropped because the backlog was full.
 func (p *EventPublisher) Dropped() uint64 { return p.dropped.Load() }
 
-func (p *EventPublisher) enqueue(msgs []events.Message) {
-	if len(msgs) == 0 {
-		return
-	}
+// enqueue hands the publishing goroutine a function that builds the
+// messages, so encoding them stays off the request path. The changes it
+// closes over are never modified after commit.
+func (p *EventPublisher) enqueue(build func() []events.Message) {
 	select {
-	case p.queue <- msgs:
+	case p.queue <- build:
 	default:
-		p.dropped.Add(uint64(len(msgs)))
+		p.dropped.Add(1)
 	}
 }
 
 // PublishChanges implements Publisher.
 func (p *EventPublisher) PublishChanges(_ context.Context, changes []store.Change) {
+	p.enqueue(func() []events.Message { return p.changeMessages(changes) })
+}
+
+func (p *EventPublisher) changeMessages(changes []store.Change) []events.Message {
 	var msgs []events.Message
 	for _, ch := range changes {
 		for _, e := range ch.Events {
@@ -82,17 +90,19 @@ func (p *EventPublisher) PublishChanges(_ context.Context, changes []store.Chang
 			}
 		}
 	}
-	p.enqueue(msgs)
+	return msgs
 }
 
 // PublishGroupSealed implements GroupPublisher.
 func (p *EventPublisher) PublishGroupSealed(_ context.Context, g *store.TaskGroup) {
-	m, err := events.NewTaskGroupEvent(events.ExchangeTaskGroupSealed, groupMessage(g))
-	if err != nil {
-		p.log.Warn("building task-group-sealed event", "error", err)
-		return
-	}
-	p.enqueue([]events.Message{m})
+	p.enqueue(func() []events.Message {
+		m, err := events.NewTaskGroupEvent(events.ExchangeTaskGroupSealed, groupMessage(g))
+		if err != nil {
+			p.log.Warn("building task-group-sealed event", "error", err)
+			return nil
+		}
+		return []events.Message{m}
+	})
 }
 
 // PublishArtifactCreated announces an artifact (reference, link, error,
@@ -110,7 +120,7 @@ func (p *EventPublisher) PublishArtifactCreated(t *queue.TaskState, runID int, a
 		p.log.Warn("building artifact-created event", "error", err)
 		return
 	}
-	p.enqueue([]events.Message{m})
+	p.enqueue(func() []events.Message { return []events.Message{m} })
 }
 
 func groupMessage(g *store.TaskGroup) events.TaskGroupMessage {

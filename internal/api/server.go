@@ -442,8 +442,18 @@ func paramsAny(params map[string]string) map[string]any {
 	return out
 }
 
+// statusClientClosedRequest is recorded (in metrics) for calls whose
+// client went away before the answer was ready; nobody receives it.
+const statusClientClosedRequest = 499
+
 func (s *Server) fail(c *Call, err error) int {
 	apiErr := toAPIError(err)
+	if apiErr == nil && c.Context().Err() != nil {
+		// The client disconnected (say, a worker stopped during a
+		// long-poll): not a server fault, and there is no one to answer.
+		s.log.Debug("client went away", "method", c.Route.Name, "error", err)
+		return statusClientClosedRequest
+	}
 	if apiErr == nil {
 		incident := newIncidentID()
 		s.log.Error("internal error", "method", c.Route.Name, "incidentId", incident, "error", err)

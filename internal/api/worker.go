@@ -126,7 +126,7 @@ func (s *Server) claimWork(c *Call) (any, error) {
 		now := s.clock.Now()
 		res, err := s.store.ClaimWork(ctx, store.ClaimWorkParams{
 			TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID,
-			Count: in.Tasks, Now: now, TakenUntil: now.Add(s.cfg.ClaimTimeout),
+			Count: in.Tasks, Now: now, TakenUntil: now.Add(s.cfg.ClaimTimeout), RecordRecentTasks: true,
 		})
 		if err != nil {
 			return nil, err
@@ -134,17 +134,12 @@ func (s *Server) claimWork(c *Call) (any, error) {
 		if len(res.Claims) > 0 {
 			s.publish(ctx, res.Changes)
 			claims := make([]*claimResponse, 0, len(res.Claims))
-			recent := make([]store.RecentTask, 0, len(res.Claims))
 			for _, cl := range res.Claims {
 				cr, err := s.claimFor(cl.Task, cl.RunID, now, true)
 				if err != nil {
 					return nil, err
 				}
 				claims = append(claims, cr)
-				recent = append(recent, store.RecentTask{TaskID: cl.Task.TaskID, RunID: cl.RunID})
-			}
-			if err := s.store.AddRecentTasks(ctx, key, recent); err != nil {
-				s.log.Warn("recording recent tasks", "error", err)
 			}
 			return map[string]any{"tasks": claims}, nil
 		}

@@ -210,6 +210,7 @@ func (h *handlers) createRole(c *api.Call) (any, error) {
 		}
 		return role, nil
 	})
+	h.rolesChanged()
 	var same unchangedRole
 	switch {
 	case errors.As(err, &same):
@@ -300,6 +301,7 @@ func (h *handlers) updateRole(c *api.Call) (any, error) {
 		}
 		return role, nil
 	})
+	h.rolesChanged()
 	if err != nil {
 		return nil, err
 	}
@@ -347,9 +349,19 @@ func (h *handlers) deleteRole(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := h.Store.DeleteRole(c.Context(), id); err != nil {
+	err = h.Store.DeleteRole(c.Context(), id)
+	h.rolesChanged()
+	if err != nil {
 		return nil, fmt.Errorf("deleting role %s: %w", id, err)
 	}
 	h.Logger.Info("role deleted", "roleId", id)
 	return noContent(), nil
+}
+
+// rolesChanged tells a caching expander source that this process changed
+// the roles, so the very next request sees them.
+func (h *handlers) rolesChanged() {
+	if inv, ok := h.Roles.(interface{ Invalidate() }); ok {
+		inv.Invalidate()
+	}
 }

@@ -75,7 +75,7 @@ func NewSecurity(ctx context.Context, st store.Store, rootAccessToken string, ke
 		RootClientID:  {ClientID: RootClientID, AccessToken: rootAccessToken, Scopes: []string{"*"}, Expires: forever},
 		QueueClientID: {ClientID: QueueClientID, AccessToken: queueCreds.AccessToken, Scopes: []string{"*"}, Expires: forever},
 	}}
-	roles := &RoleCache{store: st}
+	roles := &RoleCache{store: st, clock: clock}
 	if err := seedAnonymousRole(ctx, st, clock.Now()); err != nil {
 		return nil, err
 	}
@@ -143,42 +143,61 @@ func (d *ClientDirectory) Client(ctx context.Context, clientID string) (auth.Cli
 	return auth.Client{ClientID: c.ClientID, AccessToken: token, Scopes: c.Scopes, Disabled: c.Disabled, Expires: c.Expires}, nil
 }
 
-// RoleCache keeps the role expander of the current role set, rebuilt when
-// the store's roles version changes (one cheap read per authentication, so
-// a role change on any replica applies to the next request everywhere).
+// RoleCache keeps the role expander of the current role set. It re-reads
+// the store's roles version at most once per roleRecheck, and rebuilds the
+// expander only when the version changed: a role change made through any
+// replica applies to every request within that interval, and authentication
+// costs no database round trip in between.
 type RoleCache struct {
 	store store.Store
+	clock queue.Clock
 
-	mu       sync.Mutex
-	version  int64
-	expander *auth.Expander
+	mu        sync.Mutex
+	version   int64
+	checkedAt time.Time
+	expander  *auth.Expander
 }
+
+// roleRecheck bounds how stale a replica's view of the roles may be.
+const roleRecheck = time.Second
 
 // Expander implements auth.ExpanderSource.
 func (r *RoleCache) Expander(ctx context.Context) (*auth.Expander, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	if r.expander != nil && now.Sub(r.checkedAt) < roleRecheck && !now.Before(r.checkedAt) {
+		return r.expander, nil
+	}
 	v, err := r.store.RolesVersion(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if r.expander == nil || r.version != v {
+		roles, err := r.store.ListRoles(ctx)
+		if err != nil {
+			return nil, err
+		}
+		set := make([]auth.Role, 0, len(roles))
+		for _, role := range roles {
+			set = append(set, auth.Role{RoleID: role.RoleID, Scopes: role.Scopes})
+		}
+		e, err := auth.NewExpander(set)
+		if err != nil {
+			return nil, fmt.Errorf("building role expansion: %w", err)
+		}
+		r.version, r.expander = v, e
+	}
+	r.checkedAt = now
+	return r.expander, nil
+}
+
+// Invalidate makes the next authentication re-read the roles (this process
+// changed them).
+func (r *RoleCache) Invalidate() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.expander != nil && r.version == v {
-		return r.expander, nil
-	}
-	roles, err := r.store.ListRoles(ctx)
-	if err != nil {
-		return nil, err
-	}
-	set := make([]auth.Role, 0, len(roles))
-	for _, role := range roles {
-		set = append(set, auth.Role{RoleID: role.RoleID, Scopes: role.Scopes})
-	}
-	e, err := auth.NewExpander(set)
-	if err != nil {
-		return nil, fmt.Errorf("building role expansion: %w", err)
-	}
-	r.version, r.expander = v, e
-	return e, nil
+	r.checkedAt = time.Time{}
+	r.mu.Unlock()
 }
 
 // TaskIssuer issues claim credentials signed by the queue's identity.

@@ -383,30 +383,34 @@ func (db *DB) AddRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentT
 	if len(tasks) == 0 {
 		return nil
 	}
-	return db.tx(ctx, func(tx *txn) error {
-		var recent string
-		err := tx.queryRow(ctx, "SELECT recent_tasks FROM workers WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?"+db.dialect.LockRow,
-			key.TaskQueueID, key.WorkerGroup, key.WorkerID).Scan(&recent)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil // only known workers keep a history
-		}
-		if err != nil {
-			return fmt.Errorf("loading recent tasks: %w", err)
-		}
-		var list []RecentTask
-		if err := json.Unmarshal([]byte(recent), &list); err != nil {
-			return fmt.Errorf("decoding recent tasks: %w", err)
-		}
-		list = append(list, tasks...)
-		if len(list) > maxRecentTasks {
-			list = list[len(list)-maxRecentTasks:]
-		}
-		b, err := json.Marshal(list)
-		if err != nil {
-			return err
-		}
-		_, err = tx.exec(ctx, "UPDATE workers SET recent_tasks = ? WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?",
-			string(b), key.TaskQueueID, key.WorkerGroup, key.WorkerID)
+	return db.tx(ctx, func(tx *txn) error { return tx.addRecentTasks(ctx, key, tasks) })
+}
+
+// addRecentTasks appends to a known worker's recent tasks (keeping the last
+// maxRecentTasks); unknown workers keep no history.
+func (t *txn) addRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentTask) error {
+	var recent string
+	err := t.queryRow(ctx, "SELECT recent_tasks FROM workers WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?"+t.db.dialect.LockRow,
+		key.TaskQueueID, key.WorkerGroup, key.WorkerID).Scan(&recent)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("loading recent tasks: %w", err)
+	}
+	var list []RecentTask
+	if err := json.Unmarshal([]byte(recent), &list); err != nil {
+		return fmt.Errorf("decoding recent tasks: %w", err)
+	}
+	list = append(list, tasks...)
+	if len(list) > maxRecentTasks {
+		list = list[len(list)-maxRecentTasks:]
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
 		return err
-	})
+	}
+	_, err = t.exec(ctx, "UPDATE workers SET recent_tasks = ? WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?",
+		string(b), key.TaskQueueID, key.WorkerGroup, key.WorkerID)
+	return err
 }

@@ -32,10 +32,13 @@ type Dialect struct {
 	// NextPendingSeq is an SQL expression giving the next pending-order
 	// sequence number.
 	NextPendingSeq string
-	// NotifyPending, if set, is run inside a transaction that made a run
-	// pending, so other processes sharing the database wake their waiting
-	// claimWork calls when it commits.
-	NotifyPending func(ctx context.Context, tx *sql.Tx, taskQueueID string) error
+	// AnnouncePending, if set, is called after a transaction that made a
+	// run pending has committed, so other processes sharing the database
+	// wake their waiting claimWork calls. It must not block.
+	AnnouncePending func(taskQueueID string)
+	// CacheStatements keeps prepared statements per query text (for
+	// drivers that do not cache them themselves).
+	CacheStatements bool
 	// Retryable reports whether a transaction failed only because of
 	// contention (serialization failure, deadlock) and may simply be re-run.
 	Retryable func(err error) bool
@@ -50,6 +53,7 @@ type DB struct {
 	onClose []func() error
 
 	rebound sync.Map // query text → dialect-specific text
+	stmts   sync.Map // preparedKey → *sql.Stmt
 }
 
 var _ Store = (*DB)(nil)
@@ -73,6 +77,10 @@ func (db *DB) Close() error {
 	for _, fn := range db.onClose {
 		errs = append(errs, fn())
 	}
+	db.stmts.Range(func(_, st any) bool {
+		_ = st.(*sql.Stmt).Close()
+		return true
+	})
 	errs = append(errs, db.write.Close())
 	if db.read != db.write {
 		errs = append(errs, db.read.Close())
@@ -137,19 +145,14 @@ func (db *DB) tryTx(ctx context.Context, fn func(tx *txn) error) error {
 		_ = sqlTx.Rollback()
 		return err
 	}
-	for q := range t.notify {
-		if db.dialect.NotifyPending != nil {
-			if err := db.dialect.NotifyPending(ctx, sqlTx, q); err != nil {
-				_ = sqlTx.Rollback()
-				return fmt.Errorf("notifying pending for %s: %w", q, err)
-			}
-		}
-	}
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("committing: %w", err)
 	}
 	for q := range t.notify {
 		db.hub.Notify(q)
+		if db.dialect.AnnouncePending != nil {
+			db.dialect.AnnouncePending(q)
+		}
 	}
 	return nil
 }
@@ -167,15 +170,54 @@ type txn struct {
 }
 
 func (t *txn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := t.db.prepared(ctx, t.db.write, query); st != nil {
+		return t.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
 	return t.ExecContext(ctx, t.db.q(query), args...)
 }
 
 func (t *txn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := t.db.prepared(ctx, t.db.write, query); st != nil {
+		return t.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
 	return t.QueryContext(ctx, t.db.q(query), args...)
 }
 
 func (t *txn) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := t.db.prepared(ctx, t.db.write, query); st != nil {
+		return t.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
 	return t.QueryRowContext(ctx, t.db.q(query), args...)
+}
+
+// preparedKey identifies a cached statement: the handle and the query.
+type preparedKey struct {
+	handle *sql.DB
+	query  string
+}
+
+// prepared returns a cached prepared statement for query on handle when the
+// dialect asks for statement caching (SQLite, whose driver would otherwise
+// parse every statement on every call), or nil to run the text directly.
+// Queries built with a variable number of placeholders are cached per
+// shape; there are few shapes.
+func (db *DB) prepared(ctx context.Context, handle *sql.DB, query string) *sql.Stmt {
+	if !db.dialect.CacheStatements {
+		return nil
+	}
+	key := preparedKey{handle, query}
+	if st, ok := db.stmts.Load(key); ok {
+		return st.(*sql.Stmt)
+	}
+	st, err := handle.PrepareContext(context.WithoutCancel(ctx), db.q(query))
+	if err != nil {
+		return nil // let the direct call report the error
+	}
+	if prev, loaded := db.stmts.LoadOrStore(key, st); loaded {
+		_ = st.Close()
+		return prev.(*sql.Stmt)
+	}
+	return st
 }
 
 func (t *txn) notifyPending(taskQueueID string) {
@@ -186,10 +228,16 @@ func (t *txn) notifyPending(taskQueueID string) {
 }
 
 func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := db.prepared(ctx, db.read, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
 	return db.read.QueryContext(ctx, db.q(query), args...)
 }
 
 func (db *DB) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := db.prepared(ctx, db.read, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
 	return db.read.QueryRowContext(ctx, db.q(query), args...)
 }
 

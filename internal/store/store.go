@@ -137,6 +137,9 @@ type ClaimWorkParams struct {
 	Count       int
 	Now         time.Time
 	TakenUntil  time.Time
+	// RecordRecentTasks appends the claimed runs to the worker's recent
+	// tasks in the same transaction.
+	RecordRecentTasks bool
 }
 
 // ClaimResult lists the runs a claimWork took.

@@ -574,6 +574,14 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 			res.Claims = append(res.Claims, Claimed{Task: task, RunID: last.RunID})
 			res.Changes = append(res.Changes, Change{Task: task, Events: withStatus(tr.Events, task)})
 		}
+		if p.RecordRecentTasks && len(res.Claims) > 0 {
+			recent := make([]RecentTask, len(res.Claims))
+			for i, cl := range res.Claims {
+				recent[i] = RecentTask{TaskID: cl.Task.TaskID, RunID: cl.RunID}
+			}
+			key := WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}
+			return tx.addRecentTasks(ctx, key, recent)
+		}
 		return nil
 	})
 	if err != nil {

@@ -50,7 +50,7 @@ func channelName(schema string) string {
 	return "hopper_pending_" + schema
 }
 
-func dialect(channel string) store.Dialect {
+func dialect(announce func(taskQueueID string)) store.Dialect {
 	return store.Dialect{
 		Name:           "postgres",
 		Numbered:       true,
@@ -58,10 +58,7 @@ func dialect(channel string) store.Dialect {
 		LockSkip:       " FOR UPDATE SKIP LOCKED",
 		LockShare:      " FOR SHARE",
 		NextPendingSeq: "nextval('hopper_pending_seq')",
-		NotifyPending: func(ctx context.Context, tx *sql.Tx, taskQueueID string) error {
-			_, err := tx.ExecContext(ctx, "SELECT pg_notify($1, $2)", channel, taskQueueID)
-			return err
-		},
+		AnnouncePending: announce,
 		Retryable: func(err error) bool {
 			var pgErr *pgconn.PgError
 			return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
@@ -109,7 +106,8 @@ func Open(ctx context.Context, url string, opts Options) (*store.DB, error) {
 		return nil, err
 	}
 	channel := channelName(opts.Schema)
-	db := store.New(dialect(channel), sqlDB, sqlDB, nil)
+	ann := newAnnouncer(pool, channel, opts.Logger)
+	db := store.New(dialect(ann.announce), sqlDB, sqlDB, nil)
 	l := &listener{cfg: cfg.ConnConfig.Copy(), channel: channel, hub: db.Hub(), log: opts.Logger}
 	lctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
@@ -121,6 +119,7 @@ func Open(ctx context.Context, url string, opts Options) (*store.DB, error) {
 		opts.Logger.Warn("PostgreSQL LISTEN not established yet; continuing with polling fallback")
 	}
 	db.OnClose(func() error {
+		ann.close()
 		cancel()
 		l.wg.Wait()
 		pool.Close()
@@ -139,7 +138,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(7270001)")
 		return err
 	}
-	if _, err := store.Migrate(ctx, db, dialect(""), ms, lock); err != nil {
+	if _, err := store.Migrate(ctx, db, dialect(nil), ms, lock); err != nil {
 		return fmt.Errorf("migrating: %w", err)
 	}
 	return nil
@@ -191,4 +190,69 @@ func (l *listener) listen(ctx context.Context, ready func()) error {
 		}
 		l.hub.Notify(n.Payload)
 	}
+}
+
+// announcer sends the NOTIFY that wakes other processes' claimWork calls,
+// after commit and coalesced: PostgreSQL serialises the commits of every
+// transaction that issued a NOTIFY, so notifying inside each createTask
+// would cap the whole queue at one commit at a time. Here a burst of tasks
+// made pending in one queue costs one NOTIFY. If the process dies between a
+// commit and its NOTIFY, other processes still find the task on their
+// claimWork backup poll (one second).
+type announcer struct {
+	pool    *pgxpool.Pool
+	channel string
+	log     *slog.Logger
+	queued  chan string
+	done    chan struct{}
+	once    sync.Once
+}
+
+func newAnnouncer(pool *pgxpool.Pool, channel string, log *slog.Logger) *announcer {
+	a := &announcer{pool: pool, channel: channel, log: log, queued: make(chan string, 1024), done: make(chan struct{})}
+	go a.run()
+	return a
+}
+
+// announce queues a wake-up for the task queue; it never blocks (a full
+// backlog already holds wake-ups enough).
+func (a *announcer) announce(taskQueueID string) {
+	select {
+	case a.queued <- taskQueueID:
+	default:
+	}
+}
+
+func (a *announcer) run() {
+	defer close(a.done)
+	for first := range a.queued {
+		batch := map[string]struct{}{first: {}}
+	drain:
+		for {
+			select {
+			case q, ok := <-a.queued:
+				if !ok {
+					break drain
+				}
+				batch[q] = struct{}{}
+			default:
+				break drain
+			}
+		}
+		queues := make([]string, 0, len(batch))
+		for q := range batch {
+			queues = append(queues, q)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := a.pool.Exec(ctx, "SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q", a.channel, queues)
+		cancel()
+		if err != nil {
+			a.log.Warn("announcing pending tasks to other hopper processes", "error", err)
+		}
+	}
+}
+
+func (a *announcer) close() {
+	a.once.Do(func() { close(a.queued) })
+	<-a.done
 }
