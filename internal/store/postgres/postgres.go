@@ -52,12 +52,12 @@ func channelName(schema string) string {
 
 func dialect(announce func(taskQueueID string)) store.Dialect {
 	return store.Dialect{
-		Name:           "postgres",
-		Numbered:       true,
-		LockRow:        " FOR UPDATE",
-		LockSkip:       " FOR UPDATE SKIP LOCKED",
-		LockShare:      " FOR SHARE",
-		NextPendingSeq: "nextval('hopper_pending_seq')",
+		Name:            "postgres",
+		Numbered:        true,
+		LockRow:         " FOR UPDATE",
+		LockSkip:        " FOR UPDATE SKIP LOCKED",
+		LockShare:       " FOR SHARE",
+		NextPendingSeq:  "nextval('hopper_pending_seq')",
 		AnnouncePending: announce,
 		Retryable: func(err error) bool {
 			var pgErr *pgconn.PgError
