@@ -99,20 +99,19 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("opening blob storage: %w", err)
 	}
 
-	var pubs events.Multi
-	bus := events.NewBus(events.BusOptions{})
-	defer bus.Close()
-	pubs = append(pubs, bus)
+	// Task events go to AMQP when a broker is configured; otherwise no
+	// message is even built (that work would be thrown away).
+	var publisher api.Publisher
 	if cfg.AMQP != "" {
 		amqp, err := events.NewAMQP(events.AMQPOptions{URL: cfg.AMQP, Logger: log})
 		if err != nil {
 			return fmt.Errorf("starting AMQP publisher: %w", err)
 		}
 		defer amqp.Close()
-		pubs = append(pubs, amqp)
+		ep := api.NewEventPublisher(amqp, log)
+		defer ep.Close()
+		publisher = ep
 	}
-	publisher := api.NewEventPublisher(pubs, log)
-	defer publisher.Close()
 
 	sec, err := NewSecurity(ctx, st, cfg.RootAccessToken, key, cfg.Clock, log)
 	if err != nil {

@@ -50,7 +50,7 @@ func (db *DB) ListTaskGroup(ctx context.Context, taskGroupID string, page Page) 
 	if err != nil {
 		return nil, "", fmt.Errorf("listing task group %s: %w", taskGroupID, err)
 	}
-	tasks, err := scanTasks(rows)
+	tasks, err := db.scanTasks(rows)
 	if err != nil {
 		return nil, "", fmt.Errorf("listing task group %s: %w", taskGroupID, err)
 	}

@@ -71,7 +71,7 @@ func (db *DB) ListPending(ctx context.Context, taskQueueID string, now time.Time
 		if err := rows.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs, &since); err != nil {
 			return nil, "", err
 		}
-		if err := decodeTask(t, def, runs); err != nil {
+		if err := db.decodeTask(t, def, runs); err != nil {
 			return nil, "", err
 		}
 		e.Inserted = fromMS(since)
@@ -118,7 +118,7 @@ func (db *DB) ListClaimed(ctx context.Context, taskQueueID string, now time.Time
 		if err := rows.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs, &claimed); err != nil {
 			return nil, "", err
 		}
-		if err := decodeTask(t, def, runs); err != nil {
+		if err := db.decodeTask(t, def, runs); err != nil {
 			return nil, "", err
 		}
 		r := t.LastRun()

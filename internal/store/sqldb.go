@@ -54,6 +54,7 @@ type DB struct {
 
 	rebound sync.Map // query text → dialect-specific text
 	stmts   sync.Map // preparedKey → *sql.Stmt
+	defs    definitionCache
 }
 
 var _ Store = (*DB)(nil)
@@ -65,7 +66,7 @@ func New(d Dialect, write, read *sql.DB, hub *Hub) *DB {
 	if hub == nil {
 		hub = NewHub()
 	}
-	return &DB{dialect: d, write: write, read: read, hub: hub}
+	return &DB{dialect: d, write: write, read: read, hub: hub, defs: definitionCache{max: 20000}}
 }
 
 // OnClose registers a function Close calls (drivers stop listeners there).

@@ -54,7 +54,7 @@ func (db *DB) PendingWithRoute(ctx context.Context, taskQueueID, route string, n
 		if err := rows.Scan(&e.Task.TaskID, &def, &e.Task.RetriesLeft, &runs, &since); err != nil {
 			return nil, fmt.Errorf("reading pending task with route %q: %w", route, err)
 		}
-		if err := decodeTask(e.Task, def, runs); err != nil {
+		if err := db.decodeTask(e.Task, def, runs); err != nil {
 			return nil, err
 		}
 		if !slices.Contains(e.Task.Task.Routes, route) {

@@ -16,7 +16,7 @@ const taskColumns = "task_id, definition, retries_left, runs"
 
 type rowScanner interface{ Scan(dest ...any) error }
 
-func scanTask(row rowScanner) (*queue.TaskState, error) {
+func (db *DB) scanTask(row rowScanner) (*queue.TaskState, error) {
 	var (
 		t         queue.TaskState
 		def, runs string
@@ -24,15 +24,25 @@ func scanTask(row rowScanner) (*queue.TaskState, error) {
 	if err := row.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs); err != nil {
 		return nil, err
 	}
-	if err := decodeTask(&t, def, runs); err != nil {
+	if err := db.decodeTask(&t, def, runs); err != nil {
 		return nil, err
 	}
 	return &t, nil
 }
 
-func decodeTask(t *queue.TaskState, def, runs string) error {
-	if err := json.Unmarshal([]byte(def), &t.Task); err != nil {
-		return fmt.Errorf("decoding definition of task %s: %w", t.TaskID, err)
+// decodeTask fills a task state from its stored JSON. Definitions never
+// change once created, so decoded ones are kept in a bounded cache: every
+// transition loads its task, and decoding the definition was a large share
+// of each call's CPU. A cached entry is used only while the stored text is
+// byte-for-byte the one it was decoded from.
+func (db *DB) decodeTask(t *queue.TaskState, def, runs string) error {
+	if cached, ok := db.defs.get(t.TaskID, def); ok {
+		t.Task = cached
+	} else {
+		if err := json.Unmarshal([]byte(def), &t.Task); err != nil {
+			return fmt.Errorf("decoding definition of task %s: %w", t.TaskID, err)
+		}
+		db.defs.put(t.TaskID, def, t.Task)
 	}
 	if err := json.Unmarshal([]byte(runs), &t.Runs); err != nil {
 		return fmt.Errorf("decoding runs of task %s: %w", t.TaskID, err)
@@ -40,11 +50,11 @@ func decodeTask(t *queue.TaskState, def, runs string) error {
 	return nil
 }
 
-func scanTasks(rows *sql.Rows) ([]*queue.TaskState, error) {
+func (db *DB) scanTasks(rows *sql.Rows) ([]*queue.TaskState, error) {
 	defer rows.Close()
 	var out []*queue.TaskState
 	for rows.Next() {
-		t, err := scanTask(rows)
+		t, err := db.scanTask(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -55,7 +65,7 @@ func scanTasks(rows *sql.Rows) ([]*queue.TaskState, error) {
 
 // GetTask implements Store.
 func (db *DB) GetTask(ctx context.Context, taskID string) (*queue.TaskState, error) {
-	t, err := scanTask(db.queryRow(ctx, "SELECT "+taskColumns+" FROM tasks WHERE task_id = ?", taskID))
+	t, err := db.scanTask(db.queryRow(ctx, "SELECT "+taskColumns+" FROM tasks WHERE task_id = ?", taskID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -78,7 +88,7 @@ func (db *DB) GetTasks(ctx context.Context, taskIDs []string) ([]*queue.TaskStat
 		if err != nil {
 			return nil, fmt.Errorf("loading tasks: %w", err)
 		}
-		ts, err := scanTasks(rows)
+		ts, err := db.scanTasks(rows)
 		if err != nil {
 			return nil, fmt.Errorf("loading tasks: %w", err)
 		}
@@ -88,7 +98,7 @@ func (db *DB) GetTasks(ctx context.Context, taskIDs []string) ([]*queue.TaskStat
 }
 
 func (t *txn) lockTask(ctx context.Context, taskID string) (*queue.TaskState, error) {
-	task, err := scanTask(t.queryRow(ctx, "SELECT "+taskColumns+" FROM tasks WHERE task_id = ?"+t.db.dialect.LockRow, taskID))
+	task, err := t.db.scanTask(t.queryRow(ctx, "SELECT "+taskColumns+" FROM tasks WHERE task_id = ?"+t.db.dialect.LockRow, taskID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -554,7 +564,7 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		if err != nil {
 			return fmt.Errorf("selecting pending tasks of %s: %w", p.TaskQueueID, err)
 		}
-		tasks, err := scanTasks(rows)
+		tasks, err := db.scanTasks(rows)
 		if err != nil {
 			return fmt.Errorf("selecting pending tasks of %s: %w", p.TaskQueueID, err)
 		}
@@ -603,7 +613,7 @@ func (db *DB) ListDependents(ctx context.Context, taskID string, page Page) ([]*
 	if err != nil {
 		return nil, "", fmt.Errorf("listing dependents of %s: %w", taskID, err)
 	}
-	tasks, err := scanTasks(rows)
+	tasks, err := db.scanTasks(rows)
 	if err != nil {
 		return nil, "", fmt.Errorf("listing dependents of %s: %w", taskID, err)
 	}
