@@ -127,7 +127,7 @@ func (db *DB) tx(ctx context.Context, fn func(tx *txn) error) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		err = db.tryTx(ctx, fn)
-		retry := errors.Is(err, errRetryTx) || (err != nil && db.dialect.Retryable != nil && db.dialect.Retryable(err))
+		retry := err != nil && db.dialect.Retryable != nil && db.dialect.Retryable(err)
 		if !retry {
 			return err
 		}
@@ -157,11 +157,6 @@ func (db *DB) tryTx(ctx context.Context, fn func(tx *txn) error) error {
 	}
 	return nil
 }
-
-// errRetryTx is returned inside a transaction that lost a race it can
-// only resolve by starting over, such as inserting a row another
-// transaction committed meanwhile; tx then re-runs it.
-var errRetryTx = errors.New("concurrent change; retry the transaction")
 
 // txn is a transaction with the dialect's placeholder rewriting.
 type txn struct {
