@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -15,8 +15,6 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
-
-func init() { extraCommands = append(extraCommands, clientCommand) }
 
 // authCLIEnvHelp tells where the client and role commands take their
 // credentials from, the way Taskcluster's own tools do.
@@ -139,7 +137,8 @@ func printScopeLines(w io.Writer, label string, scopes []string) {
 // flattenText flattens a (markdown) description for a table cell.
 func flattenText(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-func clientCommand() *cobra.Command {
+// NewClientCommand is `hopper client`: manage clients through the Auth API.
+func NewClientCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "client",
 		Short: "Manage clients: create, list, show, delete, reset-token, disable, enable",

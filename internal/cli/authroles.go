@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -9,8 +9,6 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
-
-func init() { extraCommands = append(extraCommands, roleCommand) }
 
 // printAuthRole prints a role for humans.
 func printAuthRole(w io.Writer, r *tcclient.Role) error {
@@ -24,7 +22,8 @@ func printAuthRole(w io.Writer, r *tcclient.Role) error {
 	return tw.Flush()
 }
 
-func roleCommand() *cobra.Command {
+// NewRoleCommand is `hopper role`: manage roles through the Auth API.
+func NewRoleCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "role",
 		Short: "Manage roles: create, list, show, delete",
