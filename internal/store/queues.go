@@ -41,9 +41,16 @@ func splitCursor(c string) (int64, string, error) {
 	return v, id, nil
 }
 
-// ListPending implements Store: pending runs ordered by the time they were
-// queued.
-func (db *DB) ListPending(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]PendingEntry, string, error) {
+// timedTask is a task listed with the time it is ordered by.
+type timedTask struct {
+	task *queue.TaskState
+	at   time.Time
+}
+
+// listByTime pages through the tasks of one queue that match where, ordered
+// by timeColumn then taskId (listPendingTasks and listClaimedTasks). The
+// continuation token is the last (time, taskId) returned.
+func (db *DB) listByTime(ctx context.Context, timeColumn, where string, args []any, page Page) ([]timedTask, string, error) {
 	c, err := decodeToken(page.ContinuationToken)
 	if err != nil {
 		return nil, "", err
@@ -53,30 +60,27 @@ func (db *DB) ListPending(ctx context.Context, taskQueueID string, now time.Time
 		return nil, "", err
 	}
 	limit := page.size()
-	rows, err := db.query(ctx, "SELECT "+taskColumns+`, pending_since FROM tasks
-		WHERE task_queue_id = ? AND pending_seq IS NOT NULL AND deadline > ?
-		AND (pending_since > ? OR (pending_since = ? AND task_id > ?))
-		ORDER BY pending_since, task_id LIMIT ?`, taskQueueID, ms(now), afterMS, afterMS, afterID, limit+1)
+	query := "SELECT " + taskColumns + ", " + timeColumn + " FROM tasks WHERE " + where +
+		" AND (" + timeColumn + " > ? OR (" + timeColumn + " = ? AND task_id > ?)) ORDER BY " + timeColumn + ", task_id LIMIT ?"
+	rows, err := db.query(ctx, query, append(args, afterMS, afterMS, afterID, limit+1)...)
 	if err != nil {
-		return nil, "", fmt.Errorf("listing pending tasks of %s: %w", taskQueueID, err)
+		return nil, "", err
 	}
 	defer rows.Close()
-	var out []PendingEntry
+	var out []timedTask
 	for rows.Next() {
-		var since int64
-		var def, runs string
-		var e PendingEntry
-		e.Task = &queue.TaskState{}
-		t := e.Task
-		if err := rows.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs, &since); err != nil {
+		var (
+			at        int64
+			def, runs string
+			t         queue.TaskState
+		)
+		if err := rows.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs, &at); err != nil {
 			return nil, "", err
 		}
-		if err := db.decodeTask(t, def, runs); err != nil {
+		if err := db.decodeTask(&t, def, runs); err != nil {
 			return nil, "", err
 		}
-		e.Inserted = fromMS(since)
-		e.RunID = len(t.Runs) - 1
-		out = append(out, e)
+		out = append(out, timedTask{task: &t, at: fromMS(at)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, "", err
@@ -85,54 +89,37 @@ func (db *DB) ListPending(ctx context.Context, taskQueueID string, now time.Time
 	if len(out) > limit {
 		out = out[:limit]
 		last := out[limit-1]
-		next = encodeToken(strconv.FormatInt(ms(last.Inserted), 10) + "|" + last.Task.TaskID)
+		next = encodeToken(strconv.FormatInt(ms(last.at), 10) + "|" + last.task.TaskID)
+	}
+	return out, next, nil
+}
+
+// ListPending implements Store: pending runs ordered by the time they were
+// queued.
+func (db *DB) ListPending(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]PendingEntry, string, error) {
+	tasks, next, err := db.listByTime(ctx, "pending_since",
+		"task_queue_id = ? AND pending_seq IS NOT NULL AND deadline > ?", []any{taskQueueID, ms(now)}, page)
+	if err != nil {
+		return nil, "", fmt.Errorf("listing pending tasks of %s: %w", taskQueueID, err)
+	}
+	out := make([]PendingEntry, len(tasks))
+	for i, tt := range tasks {
+		out[i] = PendingEntry{Task: tt.task, RunID: len(tt.task.Runs) - 1, Inserted: tt.at}
 	}
 	return out, next, nil
 }
 
 // ListClaimed implements Store: running runs ordered by claim time.
 func (db *DB) ListClaimed(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]ClaimedEntry, string, error) {
-	c, err := decodeToken(page.ContinuationToken)
-	if err != nil {
-		return nil, "", err
-	}
-	afterMS, afterID, err := splitCursor(c)
-	if err != nil {
-		return nil, "", err
-	}
-	limit := page.size()
-	rows, err := db.query(ctx, "SELECT "+taskColumns+`, claimed_at FROM tasks
-		WHERE task_queue_id = ? AND state = 'running' AND claimed_at IS NOT NULL
-		AND (claimed_at > ? OR (claimed_at = ? AND task_id > ?))
-		ORDER BY claimed_at, task_id LIMIT ?`, taskQueueID, afterMS, afterMS, afterID, limit+1)
+	tasks, next, err := db.listByTime(ctx, "claimed_at",
+		"task_queue_id = ? AND state = 'running' AND claimed_at IS NOT NULL", []any{taskQueueID}, page)
 	if err != nil {
 		return nil, "", fmt.Errorf("listing claimed tasks of %s: %w", taskQueueID, err)
 	}
-	defer rows.Close()
-	var out []ClaimedEntry
-	for rows.Next() {
-		var claimed int64
-		var def, runs string
-		e := ClaimedEntry{Task: &queue.TaskState{}}
-		t := e.Task
-		if err := rows.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs, &claimed); err != nil {
-			return nil, "", err
-		}
-		if err := db.decodeTask(t, def, runs); err != nil {
-			return nil, "", err
-		}
-		r := t.LastRun()
-		e.RunID, e.WorkerGroup, e.WorkerID, e.Claimed = r.RunID, r.WorkerGroup, r.WorkerID, fromMS(claimed)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		last := out[limit-1]
-		next = encodeToken(strconv.FormatInt(ms(last.Claimed), 10) + "|" + last.Task.TaskID)
+	out := make([]ClaimedEntry, len(tasks))
+	for i, tt := range tasks {
+		r := tt.task.LastRun()
+		out[i] = ClaimedEntry{Task: tt.task, RunID: r.RunID, WorkerGroup: r.WorkerGroup, WorkerID: r.WorkerID, Claimed: tt.at}
 	}
 	return out, next, nil
 }
