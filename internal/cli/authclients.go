@@ -261,25 +261,9 @@ func NewClientCommand() *cobra.Command {
 			return c.EnableClient(cmd.Context(), id)
 		})
 
-	del := &cobra.Command{
-		Use:   "delete CLIENT_ID",
-		Short: "Delete a client (succeeds if it does not exist)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := authCLIClient()
-			if err != nil {
-				return err
-			}
-			if err := c.DeleteClient(cmd.Context(), args[0]); err != nil {
-				return authCLIError("deleting client "+args[0], err)
-			}
-			if asJSON {
-				return printAuthJSON(cmd.OutOrStdout(), map[string]string{"clientId": args[0], "status": "deleted"})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "deleted client %s\n", args[0])
-			return nil
-		},
-	}
+	del := deleteCommand("client", "clientId", &asJSON, func(c *tcclient.Client, cmd *cobra.Command, id string) error {
+		return c.DeleteClient(cmd.Context(), id)
+	})
 	cmd.AddCommand(create, list, show, del, reset, disable, enable)
 	return cmd
 }
@@ -291,4 +275,28 @@ func truncateCell(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// deleteCommand is `<kind> delete ID`, shared by clients and roles: deleting
+// an absent entity succeeds, as in Taskcluster.
+func deleteCommand(kind, idKey string, asJSON *bool, del func(c *tcclient.Client, cmd *cobra.Command, id string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete " + strings.ToUpper(kind) + "_ID",
+		Short: "Delete a " + kind + " (succeeds if it does not exist)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			if err := del(c, cmd, args[0]); err != nil {
+				return authCLIError("deleting "+kind+" "+args[0], err)
+			}
+			if *asJSON {
+				return printAuthJSON(cmd.OutOrStdout(), map[string]string{idKey: args[0], "status": "deleted"})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s %s\n", kind, args[0])
+			return nil
+		},
+	}
 }

@@ -112,25 +112,9 @@ matches a whole family, and "<..>" in its scopes receives the matched rest.
 		},
 	}
 
-	del := &cobra.Command{
-		Use:   "delete ROLE_ID",
-		Short: "Delete a role (succeeds if it does not exist)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := authCLIClient()
-			if err != nil {
-				return err
-			}
-			if err := c.DeleteRole(cmd.Context(), args[0]); err != nil {
-				return authCLIError("deleting role "+args[0], err)
-			}
-			if asJSON {
-				return printAuthJSON(cmd.OutOrStdout(), map[string]string{"roleId": args[0], "status": "deleted"})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "deleted role %s\n", args[0])
-			return nil
-		},
-	}
+	del := deleteCommand("role", "roleId", &asJSON, func(c *tcclient.Client, cmd *cobra.Command, id string) error {
+		return c.DeleteRole(cmd.Context(), id)
+	})
 	cmd.AddCommand(create, list, show, del)
 	return cmd
 }
