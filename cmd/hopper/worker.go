@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -62,6 +63,12 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 			if cfg.RootURL == "" {
 				cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
 			}
+			if cfg.WorkerGroup == "" {
+				cfg.WorkerGroup = "local"
+			}
+			if cfg.WorkerID == "" {
+				cfg.WorkerID = hostWorkerID()
+			}
 			if cfg.Credentials.ClientID == "" {
 				cfg.Credentials.ClientID = os.Getenv("TASKCLUSTER_CLIENT_ID")
 				cfg.Credentials.AccessToken = os.Getenv("TASKCLUSTER_ACCESS_TOKEN")
@@ -79,8 +86,8 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 	f.StringVar(&flags.TaskQueueID, "task-queue-id", "", "task queue to serve, <provisionerId>/<workerType>")
 	f.StringVar(&flags.ProvisionerID, "provisioner-id", "", "provisioner id (with --worker-type, instead of --task-queue-id)")
 	f.StringVar(&flags.WorkerType, "worker-type", "", "worker type (with --provisioner-id)")
-	f.StringVar(&flags.WorkerGroup, "worker-group", "", "worker group (default: hostname-derived)")
-	f.StringVar(&flags.WorkerID, "worker-id", "", "worker id (default: hostname-derived)")
+	f.StringVar(&flags.WorkerGroup, "worker-group", "", "worker group (default: local)")
+	f.StringVar(&flags.WorkerID, "worker-id", "", "worker id (default: this host's name)")
 	f.IntVar(&flags.Capacity, "capacity", 0, "concurrent task runs (default 1)")
 	f.StringVar(&flags.WorkDir, "work-dir", "", "directory for task dirs, caches and downloads (default ./hopper-worker)")
 	f.StringVar(&flags.Superseding.Order, "superseding-order", "", "superseder list order: ascending (seed 001, default) or descending (docker-worker)")
@@ -131,4 +138,26 @@ func runWorker(cfg worker.Config, log *slog.Logger) error {
 		return &exitError{code: max(code, 1), err: err}
 	}
 	return nil
+}
+
+// hostWorkerID is the host name reduced to a valid workerId (letters,
+// digits, - and _, at most 38 characters).
+func hostWorkerID() string {
+	name, _ := os.Hostname()
+	var b strings.Builder
+	for _, r := range name {
+		if b.Len() == 38 {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		case r == '.':
+			b.WriteByte('-')
+		}
+	}
+	if b.Len() == 0 {
+		return "worker"
+	}
+	return b.String()
 }
