@@ -71,7 +71,7 @@ func NewSecurity(ctx context.Context, st store.Store, rootAccessToken string, ke
 	}
 	forever := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
 	queueCreds := auth.Credentials{ClientID: QueueClientID, AccessToken: queueAccessToken(key)}
-	clients := &ClientDirectory{store: st, sealer: sealer, static: map[string]auth.Client{
+	clients := &ClientDirectory{store: st, sealer: sealer, clock: clock, log: log, static: map[string]auth.Client{
 		RootClientID:  {ClientID: RootClientID, AccessToken: rootAccessToken, Scopes: []string{"*"}, Expires: forever},
 		QueueClientID: {ClientID: QueueClientID, AccessToken: queueCreds.AccessToken, Scopes: []string{"*"}, Expires: forever},
 	}}
@@ -116,7 +116,17 @@ type ClientDirectory struct {
 	store  store.Store
 	sealer *auth.Sealer
 	static map[string]auth.Client
+	clock  queue.Clock
+	log    *slog.Logger
+
+	// usedMarked remembers when this process last recorded a client's use
+	// (clientId → time.Time), so a busy client costs one write per period.
+	usedMarked sync.Map
 }
+
+// lastUsedGranularity is how stale a client's lastDateUsed may be; as in
+// Taskcluster, it is only rewritten every few hours, off the request path.
+const lastUsedGranularity = 6 * time.Hour
 
 // IsStatic reports whether clientID is a static (configured) client.
 func (d *ClientDirectory) IsStatic(clientID string) bool {
@@ -140,7 +150,32 @@ func (d *ClientDirectory) Client(ctx context.Context, clientID string) (auth.Cli
 	if err != nil {
 		return auth.Client{}, fmt.Errorf("opening the access token of %s (wrong HOPPER_SECRET_KEY?): %w", clientID, err)
 	}
+	d.markUsed(ctx, c)
 	return auth.Client{ClientID: c.ClientID, AccessToken: token, Scopes: c.Scopes, Disabled: c.Disabled, Expires: c.Expires}, nil
+}
+
+// markUsed records, in the background, that a stored client is in use, when
+// its lastDateUsed is older than lastUsedGranularity.
+func (d *ClientDirectory) markUsed(ctx context.Context, c *store.Client) {
+	now := d.clock.Now()
+	if now.Sub(c.LastDateUsed) < lastUsedGranularity {
+		return
+	}
+	if last, ok := d.usedMarked.Load(c.ClientID); ok && now.Sub(last.(time.Time)) < lastUsedGranularity {
+		return
+	}
+	d.usedMarked.Store(c.ClientID, now)
+	go func() {
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_, err := d.store.UpdateClient(bg, c.ClientID, func(cl *store.Client) error {
+			cl.LastDateUsed = now.UTC().Truncate(time.Millisecond)
+			return nil
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			d.log.Warn("recording that a client was used", "clientId", c.ClientID, "error", err)
+		}
+	}()
 }
 
 // RoleCache keeps the role expander of the current role set. It re-reads
