@@ -279,23 +279,20 @@ func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult,
 	const expiredArtifacts = "expires < ? OR task_id IN (SELECT task_id FROM tasks WHERE expires < ?)"
 	err := db.tx(ctx, func(tx *txn) error {
 		out = &ExpireDataResult{} // afresh on every attempt
-		rows, err := tx.query(ctx, "SELECT task_id, run_id, name, storage_type, details FROM artifacts WHERE "+expiredArtifacts, cutoff, cutoff)
+		err := tx.queryEach(ctx, "SELECT task_id, run_id, name, storage_type, details FROM artifacts WHERE "+expiredArtifacts, []any{cutoff, cutoff}, func(rows Rows) error {
+			for rows.Next() {
+				var a ExpiredArtifact
+				var details string
+				if err := rows.Scan(&a.TaskID, &a.RunID, &a.Name, &a.StorageType, &details); err != nil {
+					return err
+				}
+				a.Details = []byte(details)
+				out.Blobs = append(out.Blobs, a)
+			}
+			return nil
+		})
 		if err != nil {
 			return fmt.Errorf("finding expired artifacts: %w", err)
-		}
-		for rows.Next() {
-			var a ExpiredArtifact
-			var details string
-			if err := rows.Scan(&a.TaskID, &a.RunID, &a.Name, &a.StorageType, &details); err != nil {
-				rows.Close()
-				return err
-			}
-			a.Details = []byte(details)
-			out.Blobs = append(out.Blobs, a)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
 		}
 		steps := []struct {
 			count *int

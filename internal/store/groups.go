@@ -106,22 +106,19 @@ func (db *DB) CancelTaskGroup(ctx context.Context, taskGroupID string, now time.
 		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM tasks WHERE task_group_id = ?", taskGroupID).Scan(&out.GroupSize); err != nil {
 			return fmt.Errorf("counting task group %s: %w", taskGroupID, err)
 		}
-		rows, err := tx.query(ctx, "SELECT task_id FROM tasks WHERE task_group_id = ? AND unresolved = 1 AND deadline > ? ORDER BY task_id", taskGroupID, ms(now))
+		var ids []string
+		err = tx.queryEach(ctx, "SELECT task_id FROM tasks WHERE task_group_id = ? AND unresolved = 1 AND deadline > ? ORDER BY task_id", []any{taskGroupID, ms(now)}, func(rows Rows) error {
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			return nil
+		})
 		if err != nil {
 			return fmt.Errorf("listing task group %s: %w", taskGroupID, err)
-		}
-		var ids []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
 		}
 		res := &Result{}
 		for _, id := range ids {

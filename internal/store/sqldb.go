@@ -42,6 +42,10 @@ type Dialect struct {
 	// Retryable reports whether a transaction failed only because of
 	// contention (serialization failure, deadlock) and may simply be re-run.
 	Retryable func(err error) bool
+	// Begin, if set, starts transactions the driver's own way (PostgreSQL
+	// sends queued statements together); otherwise they go through the
+	// write handle's database/sql transactions.
+	Begin func(ctx context.Context) (Tx, error)
 }
 
 // DB is the SQL implementation of Store shared by both drivers.
@@ -137,16 +141,27 @@ func (db *DB) tx(ctx context.Context, fn func(tx *txn) error) error {
 }
 
 func (db *DB) tryTx(ctx context.Context, fn func(tx *txn) error) error {
-	sqlTx, err := db.write.BeginTx(ctx, nil)
+	var (
+		conn Tx
+		err  error
+	)
+	if db.dialect.Begin != nil {
+		conn, err = db.dialect.Begin(ctx)
+	} else {
+		conn, err = db.beginSQL(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("beginning transaction: %w", err)
 	}
-	t := &txn{Tx: sqlTx, db: db}
+	t := &txn{conn: conn, db: db}
 	if err := fn(t); err != nil {
-		_ = sqlTx.Rollback()
+		_ = conn.Rollback()
 		return err
 	}
-	if err := sqlTx.Commit(); err != nil {
+	// Statements still queued go with the COMMIT.
+	queued := t.queued
+	t.queued = nil
+	if err := conn.Commit(ctx, queued); err != nil {
 		return fmt.Errorf("committing: %w", err)
 	}
 	for q := range t.notify {
@@ -158,32 +173,214 @@ func (db *DB) tryTx(ctx context.Context, fn func(tx *txn) error) error {
 	return nil
 }
 
-// txn is a transaction with the dialect's placeholder rewriting.
+// Rows are the rows a statement returned, read inside a Statement's Rows
+// function.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// Statement is one statement of a transaction, with what to do with its
+// result. Statements are queued and sent to the database together where
+// the driver can (PostgreSQL pipelines them), so a transaction costs fewer
+// round trips; a statement's result is handed over once it has run, before
+// the next statement's.
+type Statement struct {
+	// Query is the statement text with the dialect's placeholders.
+	Query string
+	Args  []any
+	// What describes the statement in errors ("saving task X").
+	What string
+	// Rows, if set, reads the rows the statement returned.
+	Rows func(Rows) error
+	// Exec, if set (and Rows is not), receives how many rows the statement
+	// changed.
+	Exec func(rowsAffected int64) error
+}
+
+// Wrap adds the statement's description to an error it caused.
+func (s Statement) Wrap(err error) error {
+	if err == nil || s.What == "" {
+		return err
+	}
+	return fmt.Errorf("%s: %w", s.What, err)
+}
+
+// Tx is one transaction as a driver runs it. A driver may hold back
+// starting the transaction until the first statements are sent, and send
+// them with it.
+type Tx interface {
+	// Run executes stmts in order, stopping at the first error.
+	Run(ctx context.Context, stmts []Statement) error
+	// Commit executes stmts in order and then commits; on any error the
+	// transaction is rolled back. The transaction is over either way.
+	Commit(ctx context.Context, stmts []Statement) error
+	// Rollback abandons the transaction (a no-op once it is over).
+	Rollback() error
+}
+
+// sqlTx runs a transaction through database/sql, one statement at a time.
+type sqlTx struct {
+	tx *sql.Tx
+	db *DB
+}
+
+func (db *DB) beginSQL(ctx context.Context) (Tx, error) {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &sqlTx{tx: tx, db: db}, nil
+}
+
+// Run implements Tx.
+func (s *sqlTx) Run(ctx context.Context, stmts []Statement) error {
+	for _, st := range stmts {
+		if err := s.run(ctx, st); err != nil {
+			return st.Wrap(err)
+		}
+	}
+	return nil
+}
+
+func (s *sqlTx) run(ctx context.Context, st Statement) error {
+	prepared := s.db.prepared(ctx, s.db.write, st.Query)
+	if st.Rows != nil {
+		var (
+			rows *sql.Rows
+			err  error
+		)
+		if prepared != nil {
+			rows, err = s.tx.StmtContext(ctx, prepared).QueryContext(ctx, st.Args...)
+		} else {
+			rows, err = s.tx.QueryContext(ctx, st.Query, st.Args...)
+		}
+		if err != nil {
+			return err
+		}
+		err = st.Rows(rows)
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+		return err
+	}
+	var (
+		res sql.Result
+		err error
+	)
+	if prepared != nil {
+		res, err = s.tx.StmtContext(ctx, prepared).ExecContext(ctx, st.Args...)
+	} else {
+		res, err = s.tx.ExecContext(ctx, st.Query, st.Args...)
+	}
+	if err != nil || st.Exec == nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	return st.Exec(n)
+}
+
+// Commit implements Tx.
+func (s *sqlTx) Commit(ctx context.Context, stmts []Statement) error {
+	if err := s.Run(ctx, stmts); err != nil {
+		_ = s.tx.Rollback()
+		return err
+	}
+	return s.tx.Commit()
+}
+
+// Rollback implements Tx.
+func (s *sqlTx) Rollback() error {
+	err := s.tx.Rollback()
+	if errors.Is(err, sql.ErrTxDone) {
+		return nil
+	}
+	return err
+}
+
+// txn is a transaction with the dialect's placeholder rewriting and a queue
+// of statements not sent yet.
 type txn struct {
-	*sql.Tx
+	conn   Tx
 	db     *DB
 	notify map[string]struct{}
+	queued []Statement
 }
 
-func (t *txn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if st := t.db.prepared(ctx, t.db.write, query); st != nil {
-		return t.StmtContext(ctx, st).ExecContext(ctx, args...)
-	}
-	return t.ExecContext(ctx, t.db.q(query), args...)
+// send queues a statement; it runs with the next flush (or the commit).
+// Its error, if any, surfaces there.
+func (t *txn) send(st Statement) {
+	st.Query = t.db.q(st.Query)
+	t.queued = append(t.queued, st)
 }
 
-func (t *txn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if st := t.db.prepared(ctx, t.db.write, query); st != nil {
-		return t.StmtContext(ctx, st).QueryContext(ctx, args...)
+// flush runs the queued statements.
+func (t *txn) flush(ctx context.Context) error {
+	if len(t.queued) == 0 {
+		return nil
 	}
-	return t.QueryContext(ctx, t.db.q(query), args...)
+	stmts := t.queued
+	t.queued = nil
+	return t.conn.Run(ctx, stmts)
 }
 
-func (t *txn) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	if st := t.db.prepared(ctx, t.db.write, query); st != nil {
-		return t.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+// result is what exec reports, shaped like sql.Result.
+type result struct{ affected int64 }
+
+// RowsAffected returns how many rows the statement changed.
+func (r result) RowsAffected() (int64, error) { return r.affected, nil }
+
+// exec runs queued statements and then query.
+func (t *txn) exec(ctx context.Context, query string, args ...any) (result, error) {
+	var res result
+	t.send(Statement{Query: query, Args: args, Exec: func(n int64) error {
+		res.affected = n
+		return nil
+	}})
+	err := t.flush(ctx)
+	return res, err
+}
+
+// queryEach runs queued statements and then query, handing its rows to fn.
+func (t *txn) queryEach(ctx context.Context, query string, args []any, fn func(Rows) error) error {
+	t.send(Statement{Query: query, Args: args, Rows: fn})
+	return t.flush(ctx)
+}
+
+// txRow is one row a transaction's query is to read, like *sql.Row.
+type txRow struct {
+	t     *txn
+	ctx   context.Context
+	query string
+	args  []any
+}
+
+// Scan runs queued statements and the query and reads its first row into
+// dest; sql.ErrNoRows when there is none.
+func (r txRow) Scan(dest ...any) error {
+	return r.t.queryEach(r.ctx, r.query, r.args, func(rows Rows) error { return scanOne(rows, dest...) })
+}
+
+// scanOne reads the first row into dest; sql.ErrNoRows when there is none.
+func scanOne(rows Rows, dest ...any) error {
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
 	}
-	return t.QueryRowContext(ctx, t.db.q(query), args...)
+	return rows.Scan(dest...)
+}
+
+func (t *txn) queryRow(ctx context.Context, query string, args ...any) txRow {
+	return txRow{t: t, ctx: ctx, query: query, args: args}
 }
 
 // preparedKey identifies a cached statement: the handle and the query.

@@ -52,6 +52,15 @@ func (db *DB) decodeTask(t *queue.TaskState, def, runs string) error {
 
 func (db *DB) scanTasks(rows *sql.Rows) ([]*queue.TaskState, error) {
 	defer rows.Close()
+	out, err := db.readTasks(rows)
+	if err != nil {
+		return nil, err
+	}
+	return out, rows.Err()
+}
+
+// readTasks decodes every row of a task query.
+func (db *DB) readTasks(rows Rows) ([]*queue.TaskState, error) {
 	var out []*queue.TaskState
 	for rows.Next() {
 		t, err := db.scanTask(rows)
@@ -60,7 +69,7 @@ func (db *DB) scanTasks(rows *sql.Rows) ([]*queue.TaskState, error) {
 		}
 		out = append(out, t)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // GetTask implements Store.
@@ -147,8 +156,9 @@ func samePendingRun(before, after *queue.TaskState) bool {
 	return b != nil && a != nil && b.State == queue.StatePending && a.State == queue.StatePending && b.RunID == a.RunID
 }
 
-// saveTask writes a task's runs and derived columns after a transition.
-func (t *txn) saveTask(ctx context.Context, before, after *queue.TaskState) error {
+// saveTask queues the write of a task's runs and derived columns after a
+// transition.
+func (t *txn) saveTask(before, after *queue.TaskState) error {
 	runs, err := json.Marshal(after.Runs)
 	if err != nil {
 		return fmt.Errorf("encoding runs: %w", err)
@@ -162,19 +172,20 @@ func (t *txn) saveTask(ctx context.Context, before, after *queue.TaskState) erro
 		seqExpr = t.db.dialect.NextPendingSeq
 		t.notifyPending(after.Task.TaskQueueID)
 	}
-	_, err = t.exec(ctx, `UPDATE tasks SET retries_left = ?, runs = ?, state = ?, unresolved = ?,
-		taken_until = ?, claimed_at = ?, pending_since = ?, pending_seq = `+seqExpr+` WHERE task_id = ?`,
-		after.RetriesLeft, string(runs), d.state, d.unresolved, d.takenUntil, d.claimedAt, d.pendingSince, after.TaskID)
-	if err != nil {
-		return fmt.Errorf("saving task %s: %w", after.TaskID, err)
-	}
+	// Queued: it goes to the database with the transaction's next
+	// statements (or its COMMIT), and fails the transaction there if it
+	// fails.
+	t.send(Statement{Query: `UPDATE tasks SET retries_left = ?, runs = ?, state = ?, unresolved = ?,
+		taken_until = ?, claimed_at = ?, pending_since = ?, pending_seq = ` + seqExpr + ` WHERE task_id = ?`,
+		Args: []any{after.RetriesLeft, string(runs), d.state, d.unresolved, d.takenUntil, d.claimedAt, d.pendingSince, after.TaskID},
+		What: "saving task " + after.TaskID})
 	return nil
 }
 
-// saveClaimed writes tasks whose last run was just claimed (so none is
-// pending any more) with one UPDATE for the whole batch: a claimWork of 32
-// tasks costs one round trip, not 32.
-func (t *txn) saveClaimed(ctx context.Context, tasks []*queue.TaskState) error {
+// saveClaimed queues the write of tasks whose last run was just claimed (so
+// none is pending any more) as one UPDATE for the whole batch: a claimWork
+// of 32 tasks costs one statement, not 32.
+func (t *txn) saveClaimed(tasks []*queue.TaskState) error {
 	const perStatement = 64 // 7 values each
 	for start := 0; start < len(tasks); start += perStatement {
 		batch := tasks[start:min(start+perStatement, len(tasks))]
@@ -190,12 +201,10 @@ func (t *txn) saveClaimed(ctx context.Context, tasks []*queue.TaskState) error {
 			args = append(args, task.TaskID, task.RetriesLeft, string(runs), d.state, d.unresolved, d.takenUntil, d.claimedAt)
 		}
 		// VALUES columns are named column1… in both SQLite and PostgreSQL.
-		_, err := t.exec(ctx, `UPDATE tasks SET retries_left = v.column2, runs = v.column3, state = v.column4,
+		t.send(Statement{Query: `UPDATE tasks SET retries_left = v.column2, runs = v.column3, state = v.column4,
 			unresolved = v.column5, taken_until = v.column6, claimed_at = v.column7, pending_since = NULL, pending_seq = NULL
-			FROM (VALUES `+strings.Join(values, ", ")+`) AS v WHERE tasks.task_id = v.column1`, args...)
-		if err != nil {
-			return fmt.Errorf("saving %d claimed tasks: %w", len(batch), err)
-		}
+			FROM (VALUES ` + strings.Join(values, ", ") + `) AS v WHERE tasks.task_id = v.column1`,
+			Args: args, What: fmt.Sprintf("saving %d claimed tasks", len(batch))})
 	}
 	return nil
 }
@@ -224,47 +233,69 @@ func (db *DB) CreateTask(ctx context.Context, p CreateTaskParams) (*Result, erro
 			res.Task = existing
 			return nil
 		}
-		var refused *queue.Error
-		if err := tx.joinTaskGroup(ctx, p.Task, p.Now); err != nil {
-			if errors.As(err, &refused) {
-				return repeat(err)
-			}
-			return err
-		}
-		depStates, err := tx.checkDependencies(ctx, p.TaskID, p.Task)
-		if err != nil {
-			if errors.As(err, &refused) {
-				return repeat(err)
-			}
-			return err
-		}
-		unsatisfied := 0
-		satisfied := make([]bool, len(p.Task.Dependencies))
-		for i, dep := range p.Task.Dependencies {
-			state, known := depStates[dep]
-			satisfied[i] = known && queue.DependencySatisfied(p.Task.Requires, state)
-			if !satisfied[i] {
-				unsatisfied++
-			}
-		}
 		state := queue.NewTaskState(p.TaskID, *p.Task)
 		var tr queue.Transition
 		defined := state.Status()
 		tr.Events = append(tr.Events, queue.Event{Kind: queue.EventTaskDefined, RunID: -1, Status: &defined})
-		if unsatisfied == 0 {
-			state.DependenciesSatisfied(p.Now, &tr)
+		// The group upsert and the dependency look-up go in one round trip.
+		// A task without dependencies is inserted in the same one, before
+		// the group's answer is known: if the group refuses it, the
+		// transaction is rolled back, and an insert that succeeded shows
+		// that the taskId was free, so the refusal stands.
+		var groupRefusal error
+		tx.send(tx.joinTaskGroupStatement(p.Task, &groupRefusal))
+		var depStates map[string]string
+		var depRefusal error
+		if len(p.Task.Dependencies) > 0 {
+			depStates = map[string]string{}
+			tx.sendDependencyCheck(p.TaskID, p.Task, depStates, &depRefusal)
 		}
-		inserted, err := tx.insertTask(ctx, state)
-		if err != nil {
+		inserted, early := false, len(p.Task.Dependencies) == 0
+		if early {
+			state.DependenciesSatisfied(p.Now, &tr)
+			if err := tx.sendInsertTask(state, &inserted); err != nil {
+				return err
+			}
+		}
+		if err := tx.flush(ctx); err != nil {
 			return err
+		}
+		if groupRefusal != nil {
+			if inserted {
+				return groupRefusal
+			}
+			return repeat(groupRefusal)
+		}
+		var satisfied []bool
+		if !early {
+			if depRefusal != nil {
+				return repeat(depRefusal)
+			}
+			unsatisfied := 0
+			satisfied = make([]bool, len(p.Task.Dependencies))
+			for i, dep := range p.Task.Dependencies {
+				state, known := depStates[dep]
+				satisfied[i] = known && queue.DependencySatisfied(p.Task.Requires, state)
+				if !satisfied[i] {
+					unsatisfied++
+				}
+			}
+			if unsatisfied == 0 {
+				state.DependenciesSatisfied(p.Now, &tr)
+			}
+			if err := tx.sendInsertTask(state, &inserted); err != nil {
+				return err
+			}
+			if err := tx.flush(ctx); err != nil {
+				return err
+			}
 		}
 		if !inserted {
 			// Taken, by an earlier or a concurrent (now committed) create.
 			return repeat(queue.Conflictf("taskId %s already used by another task", p.TaskID))
 		}
-		if err := tx.insertDependencies(ctx, p.TaskID, p.Task, satisfied); err != nil {
-			return err
-		}
+		// The edges are written with the COMMIT.
+		tx.sendDependencies(p.TaskID, p.Task, satisfied)
 		res.Task = state
 		res.Changes = append(res.Changes, Change{Task: state, Events: withStatus(tr.Events, state)})
 		return nil
@@ -275,51 +306,47 @@ func (db *DB) CreateTask(ctx context.Context, p CreateTaskParams) (*Result, erro
 	return res, nil
 }
 
-// insertTask writes a new task with its first state (unscheduled, or with
-// run 0 pending) in one statement. It reports false, writing nothing, when
-// the taskId is already taken (under PostgreSQL, also by a create that
-// committed while this one ran: ON CONFLICT then sees the committed row).
-func (t *txn) insertTask(ctx context.Context, state *queue.TaskState) (bool, error) {
+// sendInsertTask queues the insert of a new task with its first state
+// (unscheduled, or with run 0 pending) as one statement. *inserted reports
+// whether it wrote the row: not when the taskId is already taken (under
+// PostgreSQL, also by a create that committed while this one ran: ON
+// CONFLICT then sees the committed row).
+func (t *txn) sendInsertTask(state *queue.TaskState, inserted *bool) error {
 	taskID, def := state.TaskID, &state.Task
 	defJSON, err := json.Marshal(def)
 	if err != nil {
-		return false, fmt.Errorf("encoding task %s: %w", taskID, err)
+		return fmt.Errorf("encoding task %s: %w", taskID, err)
 	}
 	runs, err := json.Marshal(state.Runs)
 	if err != nil {
-		return false, fmt.Errorf("encoding runs of %s: %w", taskID, err)
+		return fmt.Errorf("encoding runs of %s: %w", taskID, err)
 	}
 	d := derive(state)
 	seqExpr := "NULL"
 	if d.pending {
 		seqExpr = t.db.dialect.NextPendingSeq
 	}
-	res, err := t.exec(ctx, `INSERT INTO tasks (task_id, task_queue_id, scheduler_id, project_id, task_group_id, requires,
+	t.send(Statement{Query: `INSERT INTO tasks (task_id, task_queue_id, scheduler_id, project_id, task_group_id, requires,
 		priority, deadline, expires, definition, retries_left, runs, state, unresolved, pending_since, pending_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+seqExpr+`) ON CONFLICT (task_id) DO NOTHING`,
-		taskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
-		queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), string(defJSON), state.RetriesLeft,
-		string(runs), d.state, d.unresolved, d.pendingSince)
-	if err != nil {
-		return false, fmt.Errorf("inserting task %s: %w", taskID, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("inserting task %s: %w", taskID, err)
-	}
-	if n == 0 {
-		return false, nil // the taskId is taken
-	}
-	// Waiting claimWork calls learn of the new pending run once this commits.
-	if d.pending {
-		t.notifyPending(def.TaskQueueID)
-	}
-	return true, nil
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + seqExpr + `) ON CONFLICT (task_id) DO NOTHING`,
+		Args: []any{taskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
+			queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), string(defJSON), state.RetriesLeft,
+			string(runs), d.state, d.unresolved, d.pendingSince},
+		What: "inserting task " + taskID,
+		Exec: func(n int64) error {
+			*inserted = n > 0
+			// Waiting claimWork calls learn of the new pending run once
+			// this commits.
+			if n > 0 && d.pending {
+				t.notifyPending(def.TaskQueueID)
+			}
+			return nil
+		}})
+	return nil
 }
 
-// insertDependencies records the task's dependency edges, many per
-// statement.
-func (t *txn) insertDependencies(ctx context.Context, taskID string, def *queue.Task, satisfied []bool) error {
+// sendDependencies queues the task's dependency edges, many per statement.
+func (t *txn) sendDependencies(taskID string, def *queue.Task, satisfied []bool) {
 	const perStatement = 200 // 5 values each, well under SQLite's variable limit
 	deps := def.Dependencies
 	for start := 0; start < len(deps); start += perStatement {
@@ -330,44 +357,47 @@ func (t *txn) insertDependencies(ctx context.Context, taskID string, def *queue.
 			values = append(values, "(?, ?, ?, ?, ?)")
 			args = append(args, deps[i], taskID, def.Requires, boolInt(satisfied[i]), def.Expires.Millis())
 		}
-		if _, err := t.exec(ctx, `INSERT INTO task_dependencies (required_task_id, dependent_task_id, requires, satisfied, expires)
-			VALUES `+strings.Join(values, ", ")+` ON CONFLICT (required_task_id, dependent_task_id) DO NOTHING`, args...); err != nil {
-			return fmt.Errorf("recording dependencies of %s: %w", taskID, err)
-		}
+		t.send(Statement{Query: `INSERT INTO task_dependencies (required_task_id, dependent_task_id, requires, satisfied, expires)
+			VALUES ` + strings.Join(values, ", ") + ` ON CONFLICT (required_task_id, dependent_task_id) DO NOTHING`,
+			Args: args, What: "recording dependencies of " + taskID})
 	}
-	return nil
 }
 
-// joinTaskGroup creates the task's group or checks and extends it.
-func (t *txn) joinTaskGroup(ctx context.Context, def *queue.Task, now time.Time) error {
+// joinTaskGroupStatement creates the task's group or checks and extends it;
+// *refusal is set when the group does not take the task.
+func (t *txn) joinTaskGroupStatement(def *queue.Task, refusal *error) Statement {
 	groupExpires := def.Expires.Add(queue.TaskGroupExpiresExtension).UnixMilli()
 	// One upsert creates the group or extends its expiry (rolled back with
 	// the transaction if the task is refused), locking the row against a
 	// concurrent seal, and reports what the group was created with.
-	var (
-		schedulerID string
-		sealed      sql.NullInt64
-	)
-	err := t.queryRow(ctx, `INSERT INTO task_groups (task_group_id, scheduler_id, expires) VALUES (?, ?, ?)
+	return Statement{Query: `INSERT INTO task_groups (task_group_id, scheduler_id, expires) VALUES (?, ?, ?)
 		ON CONFLICT (task_group_id) DO UPDATE SET
 		expires = CASE WHEN excluded.expires > task_groups.expires THEN excluded.expires ELSE task_groups.expires END
-		RETURNING scheduler_id, sealed`, def.TaskGroupID, def.SchedulerID, groupExpires).Scan(&schedulerID, &sealed)
-	if err != nil {
-		return fmt.Errorf("joining task group %s: %w", def.TaskGroupID, err)
-	}
-	if schedulerID != def.SchedulerID {
-		return queue.Conflictf("Task group %s exists with schedulerId %q; this task has schedulerId %q", def.TaskGroupID, schedulerID, def.SchedulerID)
-	}
-	if sealed.Valid {
-		return queue.Conflictf("Task group %s is sealed; no more tasks can be added to it", def.TaskGroupID)
-	}
-	return nil
+		RETURNING scheduler_id, sealed`,
+		Args: []any{def.TaskGroupID, def.SchedulerID, groupExpires},
+		What: "joining task group " + def.TaskGroupID,
+		Rows: func(rows Rows) error {
+			var (
+				schedulerID string
+				sealed      sql.NullInt64
+			)
+			if err := scanOne(rows, &schedulerID, &sealed); err != nil {
+				return err
+			}
+			switch {
+			case schedulerID != def.SchedulerID:
+				*refusal = queue.Conflictf("Task group %s exists with schedulerId %q; this task has schedulerId %q", def.TaskGroupID, schedulerID, def.SchedulerID)
+			case sealed.Valid:
+				*refusal = queue.Conflictf("Task group %s is sealed; no more tasks can be added to it", def.TaskGroupID)
+			}
+			return nil
+		}}
 }
 
-// checkDependencies verifies that every dependency exists and outlives the
-// new task's deadline, and returns each dependency's current state.
-func (t *txn) checkDependencies(ctx context.Context, taskID string, def *queue.Task) (map[string]string, error) {
-	states := map[string]string{}
+// sendDependencyCheck queues the look-up of the task's dependencies: it
+// fills states with each one's current state, and sets *refusal unless
+// every dependency exists and outlives the new task's deadline.
+func (t *txn) sendDependencyCheck(taskID string, def *queue.Task, states map[string]string, refusal *error) {
 	expires := map[string]int64{}
 	var ids []string
 	for _, dep := range def.Dependencies {
@@ -385,47 +415,55 @@ func (t *txn) checkDependencies(ctx context.Context, taskID string, def *queue.T
 		// transaction commits: otherwise a dependency seen unresolved here
 		// could resolve concurrently without seeing the new, uncommitted
 		// edge, and the dependent would wait forever.
-		rows, err := t.query(ctx, "SELECT task_id, state, expires FROM tasks WHERE task_id IN ("+placeholders(len(chunk))+")"+t.db.dialect.LockShare, args...)
-		if err != nil {
-			return nil, fmt.Errorf("loading dependencies: %w", err)
+		t.send(Statement{Query: "SELECT task_id, state, expires FROM tasks WHERE task_id IN (" + placeholders(len(chunk)) + ")" + t.db.dialect.LockShare,
+			Args: args, What: "loading dependencies",
+			Rows: func(rows Rows) error {
+				for rows.Next() {
+					var id, state string
+					var exp int64
+					if err := rows.Scan(&id, &state, &exp); err != nil {
+						return err
+					}
+					states[id] = state
+					expires[id] = exp
+				}
+				return nil
+			}})
+	}
+	if len(ids) == 0 {
+		return // only itself: nothing to look up
+	}
+	// The verdict is reached by the last chunk's reader, once every chunk
+	// has been read.
+	last := &t.queued[len(t.queued)-1]
+	read := last.Rows
+	last.Rows = func(rows Rows) error {
+		if err := read(rows); err != nil {
+			return err
 		}
-		for rows.Next() {
-			var id, state string
-			var exp int64
-			if err := rows.Scan(&id, &state, &exp); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("loading dependencies: %w", err)
+		var missing, expiring []string
+		for _, id := range ids {
+			exp, ok := expires[id]
+			switch {
+			case !ok:
+				missing = append(missing, id)
+			case exp < def.Deadline.Millis():
+				expiring = append(expiring, id)
 			}
-			states[id] = state
-			expires[id] = exp
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("loading dependencies: %w", err)
+		if len(missing) > 0 || len(expiring) > 0 {
+			e := queue.InputErrorf("%s", dependencyMessage(missing, expiring))
+			e.Details = map[string]any{}
+			if len(missing) > 0 {
+				e.Details["missingTaskDependencies"] = missing
+			}
+			if len(expiring) > 0 {
+				e.Details["expiringTaskDependencies"] = expiring
+			}
+			*refusal = e
 		}
+		return nil
 	}
-	var missing, expiring []string
-	for _, id := range ids {
-		exp, ok := expires[id]
-		switch {
-		case !ok:
-			missing = append(missing, id)
-		case exp < def.Deadline.Millis():
-			expiring = append(expiring, id)
-		}
-	}
-	if len(missing) > 0 || len(expiring) > 0 {
-		e := queue.InputErrorf("%s", dependencyMessage(missing, expiring))
-		e.Details = map[string]any{}
-		if len(missing) > 0 {
-			e.Details["missingTaskDependencies"] = missing
-		}
-		if len(expiring) > 0 {
-			e.Details["expiringTaskDependencies"] = expiring
-		}
-		return nil, e
-	}
-	return states, nil
 }
 
 func dependencyMessage(missing, expiring []string) string {
@@ -483,18 +521,29 @@ func (t *txn) transition(ctx context.Context, taskID string, now time.Time,
 	if len(tr.Events) == 0 && runsEqual(before.Runs, task.Runs) && before.RetriesLeft == task.RetriesLeft {
 		return task, nil
 	}
-	if err := t.saveTask(ctx, before, task); err != nil {
+	if err := t.saveTask(before, task); err != nil {
 		return nil, err
 	}
 	change := Change{Task: task, Events: withStatus(tr.Events, task)}
 	idx := len(res.Changes)
 	res.Changes = append(res.Changes, change)
 	if queue.BecameResolved(before, task) {
-		if err := t.resolveDependents(ctx, task, now, res); err != nil {
+		// The dependents and the group are read with the save, in one round
+		// trip. Both reads start after this transaction locked the task,
+		// and a createTask adding an edge to it holds a share lock on it
+		// until it commits, so every edge to the task is visible to them.
+		// Scheduling dependents never resolves one, so reading the group
+		// before they are scheduled gives the same answer as after.
+		var (
+			ready []string
+			group *TaskGroup
+		)
+		t.send(t.dependentsStatement(task, &ready))
+		t.send(t.groupResolvedStatement(task.Task.TaskGroupID, &group))
+		if err := t.flush(ctx); err != nil {
 			return nil, err
 		}
-		group, err := t.groupResolved(ctx, task.Task.TaskGroupID)
-		if err != nil {
+		if err := t.resolveDependents(ctx, task, ready, now, res); err != nil {
 			return nil, err
 		}
 		res.Changes[idx].GroupResolved = group
@@ -523,54 +572,60 @@ func sameTimePtr(a, b *queue.Time) bool {
 	return a.Equal(b.Time)
 }
 
-// resolveDependents satisfies the edges that a newly resolved task
-// satisfies and schedules dependents left with no unsatisfied edge.
-func (t *txn) resolveDependents(ctx context.Context, task *queue.TaskState, now time.Time, res *Result) error {
+// dependentsStatement reads the dependents whose unsatisfied edge the newly
+// resolved task satisfies into ready.
+func (t *txn) dependentsStatement(task *queue.TaskState, ready *[]string) Statement {
 	state := task.State()
-	rows, err := t.query(ctx, "SELECT dependent_task_id, requires FROM task_dependencies WHERE required_task_id = ? AND satisfied = 0", task.TaskID)
-	if err != nil {
-		return fmt.Errorf("loading dependents of %s: %w", task.TaskID, err)
+	return Statement{
+		Query: "SELECT dependent_task_id, requires FROM task_dependencies WHERE required_task_id = ? AND satisfied = 0",
+		Args:  []any{task.TaskID},
+		What:  "loading dependents of " + task.TaskID,
+		Rows: func(rows Rows) error {
+			for rows.Next() {
+				var dependent, requires string
+				if err := rows.Scan(&dependent, &requires); err != nil {
+					return err
+				}
+				if dependent != task.TaskID && queue.DependencySatisfied(requires, state) {
+					*ready = append(*ready, dependent)
+				}
+			}
+			return nil
+		},
 	}
-	var ready []string
-	for rows.Next() {
-		var dependent, requires string
-		if err := rows.Scan(&dependent, &requires); err != nil {
-			rows.Close()
-			return fmt.Errorf("loading dependents of %s: %w", task.TaskID, err)
-		}
-		if dependent != task.TaskID && queue.DependencySatisfied(requires, state) {
-			ready = append(ready, dependent)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("loading dependents of %s: %w", task.TaskID, err)
-	}
+}
+
+// resolveDependents satisfies the edges to the ready dependents of a newly
+// resolved task and schedules those left with no unsatisfied edge.
+func (t *txn) resolveDependents(ctx context.Context, task *queue.TaskState, ready []string, now time.Time, res *Result) error {
 	for _, dependent := range ready {
-		if _, err := t.exec(ctx, "UPDATE task_dependencies SET satisfied = 1 WHERE required_task_id = ? AND dependent_task_id = ?", task.TaskID, dependent); err != nil {
-			return fmt.Errorf("satisfying dependency %s of %s: %w", task.TaskID, dependent, err)
-		}
+		t.send(Statement{Query: "UPDATE task_dependencies SET satisfied = 1 WHERE required_task_id = ? AND dependent_task_id = ?",
+			Args: []any{task.TaskID, dependent}, What: fmt.Sprintf("satisfying dependency %s of %s", task.TaskID, dependent)})
 		// Lock the dependent before counting its open edges. Two of its
 		// dependencies resolving at once then count one after the other,
 		// and the second sees the first's edge satisfied; without the lock
 		// each could see the other's edge still open (write skew) and
-		// neither would schedule the dependent.
-		var locked string
-		err := t.queryRow(ctx, "SELECT task_id FROM tasks WHERE task_id = ?"+t.db.dialect.LockRow, dependent).Scan(&locked)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("locking dependent %s: %w", dependent, err)
-		}
+		// neither would schedule the dependent. The count is sent with the
+		// lock but runs after it has been granted, so it sees every edge
+		// committed before.
+		found := false
+		t.send(Statement{Query: "SELECT task_id FROM tasks WHERE task_id = ?" + t.db.dialect.LockRow, Args: []any{dependent},
+			What: "locking dependent " + dependent,
+			Rows: func(rows Rows) error {
+				found = rows.Next()
+				return nil
+			}})
 		var left int
-		if err := t.queryRow(ctx, "SELECT COUNT(*) FROM task_dependencies WHERE dependent_task_id = ? AND satisfied = 0", dependent).Scan(&left); err != nil {
-			return fmt.Errorf("counting dependencies of %s: %w", dependent, err)
+		t.send(Statement{Query: "SELECT COUNT(*) FROM task_dependencies WHERE dependent_task_id = ? AND satisfied = 0", Args: []any{dependent},
+			What: "counting dependencies of " + dependent,
+			Rows: func(rows Rows) error { return scanOne(rows, &left) }})
+		if err := t.flush(ctx); err != nil {
+			return err
 		}
-		if left > 0 {
+		if !found || left > 0 {
 			continue
 		}
-		_, err = t.transition(ctx, dependent, now, func(d *queue.TaskState, tr *queue.Transition) error {
+		_, err := t.transition(ctx, dependent, now, func(d *queue.TaskState, tr *queue.Transition) error {
 			d.DependenciesSatisfied(now, tr)
 			return nil
 		}, res)
@@ -581,33 +636,39 @@ func (t *txn) resolveDependents(ctx context.Context, task *queue.TaskState, now 
 	return nil
 }
 
-// groupResolved returns the group when it has no unresolved member left.
-func (t *txn) groupResolved(ctx context.Context, taskGroupID string) (*TaskGroup, error) {
-	// One round trip: the group, and whether any member is unresolved.
-	var (
-		g          TaskGroup
-		expires    int64
-		sealed     sql.NullInt64
-		unresolved bool
-	)
-	err := t.queryRow(ctx, `SELECT task_group_id, scheduler_id, expires, sealed,
+// groupResolvedStatement sets *group to the task group when it has no
+// unresolved member left.
+func (t *txn) groupResolvedStatement(taskGroupID string, group **TaskGroup) Statement {
+	// One statement: the group, and whether any member is unresolved.
+	return Statement{
+		Query: `SELECT task_group_id, scheduler_id, expires, sealed,
 		EXISTS (SELECT 1 FROM tasks WHERE task_group_id = g.task_group_id AND unresolved = 1)
-		FROM task_groups g WHERE task_group_id = ?`, taskGroupID).Scan(&g.TaskGroupID, &g.SchedulerID, &expires, &sealed, &unresolved)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+		FROM task_groups g WHERE task_group_id = ?`,
+		Args: []any{taskGroupID},
+		What: "checking task group " + taskGroupID,
+		Rows: func(rows Rows) error {
+			var (
+				g          TaskGroup
+				expires    int64
+				sealed     sql.NullInt64
+				unresolved bool
+			)
+			err := scanOne(rows, &g.TaskGroupID, &g.SchedulerID, &expires, &sealed, &unresolved)
+			if errors.Is(err, sql.ErrNoRows) || (err == nil && unresolved) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			g.Expires = fromMS(expires)
+			if sealed.Valid {
+				s := fromMS(sealed.Int64)
+				g.Sealed = &s
+			}
+			*group = &g
+			return nil
+		},
 	}
-	if err != nil {
-		return nil, fmt.Errorf("checking task group %s: %w", taskGroupID, err)
-	}
-	if unresolved {
-		return nil, nil
-	}
-	g.Expires = fromMS(expires)
-	if sealed.Valid {
-		s := fromMS(sealed.Int64)
-		g.Sealed = &s
-	}
-	return &g, nil
 }
 
 // ClaimWork implements Store: it takes up to Count pending runs of the queue
@@ -617,14 +678,15 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 	var res *ClaimResult
 	err := db.tx(ctx, func(tx *txn) error {
 		res = &ClaimResult{}
-		rows, err := tx.query(ctx, "SELECT "+taskColumns+` FROM tasks
+		var tasks []*queue.TaskState
+		err := tx.queryEach(ctx, "SELECT "+taskColumns+` FROM tasks
 			WHERE task_queue_id = ? AND pending_seq IS NOT NULL AND deadline > ?
 			ORDER BY priority DESC, pending_seq LIMIT ?`+db.dialect.LockSkip,
-			p.TaskQueueID, ms(p.Now), p.Count)
-		if err != nil {
-			return fmt.Errorf("selecting pending tasks of %s: %w", p.TaskQueueID, err)
-		}
-		tasks, err := db.scanTasks(rows)
+			[]any{p.TaskQueueID, ms(p.Now), p.Count}, func(rows Rows) error {
+				var err error
+				tasks, err = db.readTasks(rows)
+				return err
+			})
 		if err != nil {
 			return fmt.Errorf("selecting pending tasks of %s: %w", p.TaskQueueID, err)
 		}
@@ -644,7 +706,7 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		for i, cl := range res.Claims {
 			claimed[i] = cl.Task
 		}
-		if err := tx.saveClaimed(ctx, claimed); err != nil {
+		if err := tx.saveClaimed(claimed); err != nil {
 			return err
 		}
 		if p.RecordRecentTasks && len(res.Claims) > 0 {

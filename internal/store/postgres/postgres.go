@@ -50,8 +50,15 @@ func channelName(schema string) string {
 	return "hopper_pending_" + schema
 }
 
-func dialect(announce func(taskQueueID string)) store.Dialect {
+// dialect describes PostgreSQL; with a pool, transactions send their
+// statements in batches through it.
+func dialect(announce func(taskQueueID string), pool *pgxpool.Pool) store.Dialect {
+	var begin func(ctx context.Context) (store.Tx, error)
+	if pool != nil {
+		begin = beginPipelined(pool)
+	}
 	return store.Dialect{
+		Begin:           begin,
 		Name:            "postgres",
 		Numbered:        true,
 		LockRow:         " FOR UPDATE",
@@ -107,7 +114,7 @@ func Open(ctx context.Context, url string, opts Options) (*store.DB, error) {
 	}
 	channel := channelName(opts.Schema)
 	ann := newAnnouncer(pool, channel, opts.Logger)
-	db := store.New(dialect(ann.announce), sqlDB, sqlDB, nil)
+	db := store.New(dialect(ann.announce, pool), sqlDB, sqlDB, nil)
 	l := &listener{cfg: cfg.ConnConfig.Copy(), channel: channel, hub: db.Hub(), log: opts.Logger}
 	lctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
@@ -138,7 +145,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(7270001)")
 		return err
 	}
-	if _, err := store.Migrate(ctx, db, dialect(nil), ms, lock); err != nil {
+	if _, err := store.Migrate(ctx, db, dialect(nil, nil), ms, lock); err != nil {
 		return fmt.Errorf("migrating: %w", err)
 	}
 	return nil
