@@ -52,7 +52,7 @@ type authBundle struct {
 	now     *time.Time
 }
 
-func setupAuth(t *testing.T) (*Authenticator, *authBundle) {
+func setupAuth(t testing.TB) (*Authenticator, *authBundle) {
 	t.Helper()
 	far := farFuture
 	clients := &fakeClients{clients: map[string]Client{
@@ -81,7 +81,7 @@ func setupAuth(t *testing.T) (*Authenticator, *authBundle) {
 
 const statusPath = "/api/queue/v1/task/fN1SbArXTPSVFNUvaOlinQ/status"
 
-func signedRequest(t *testing.T, c Credentials, ext, method, target string, body []byte, contentType string, withHash bool) Request {
+func signedRequest(t testing.TB, c Credentials, ext, method, target string, body []byte, contentType string, withHash bool) Request {
 	t.Helper()
 	hash := ""
 	if withHash {
@@ -92,7 +92,7 @@ func signedRequest(t *testing.T, c Credentials, ext, method, target string, body
 	return Request{Method: method, RequestURI: target, Host: "tc.example.com", Port: 443, Authorization: header, ContentType: contentType, Body: body}
 }
 
-func mustExt(t *testing.T, cert string, authorized []string) string {
+func mustExt(t testing.TB, cert string, authorized []string) string {
 	t.Helper()
 	ext, err := Ext(cert, authorized)
 	require.NoError(t, err)

@@ -67,3 +67,19 @@ func FuzzParseHeader(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParseHeader(b *testing.B) {
+	p := NewParser()
+	header, err := RequestHeader(Credentials{ID: "task-client/fN1SbArXTPSVFNUvaOlinQ/0/on/wg/w1/until/1700001200", Key: "k"},
+		"POST", "https://tc.example.com/api/queue/v1/task/fN1SbArXTPSVFNUvaOlinQ/runs/0/artifacts/public%2Flogs%2Flive.log",
+		time.UnixMilli(1700000000000), "Xa1b2C", "", strings.Repeat("eyJjZXJ0aWZpY2F0ZSI6eyJ2ZXJzaW9uIjoxfX0", 20))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.ParseHeader(header); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
