@@ -171,10 +171,9 @@ func validAttributeValue(s string) bool {
 	return true
 }
 
+// attributeChar reports whether c may appear in a header attribute value:
+// Hawk lists letters, digits and " _!#$%&'()*+,-./:;<=>?@[]^`{|}~", which
+// is every printable ASCII character except the quote and the backslash.
 func attributeChar(c byte) bool {
-	switch {
-	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		return true
-	}
-	return strings.IndexByte(" _!#$%&'()*+,-./:;<=>?@[]^`{|}~", c) >= 0
+	return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\'
 }

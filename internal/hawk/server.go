@@ -10,24 +10,21 @@ import (
 	"unicode/utf8"
 )
 
-// The expressions below are Hawk's, translated from JavaScript: JS "\s"
-// also matches \v and U+00A0 (the only non-ASCII JS spaces a Latin-1 decoded
-// header can contain), and JS "." stops at line terminators.
-const (
-	jsSpace = `[\t\n\v\f\r \x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{feff}]`
-	jsDot   = `[^\n\r\x{2028}\x{2029}]`
-)
+// jsDot is JavaScript's "." translated for Go: it stops at line
+// terminators. The bewit expressions below are Hawk's, translated from
+// JavaScript.
+const jsDot = `[^\n\r\x{2028}\x{2029}]`
 
-// regexps holds the compiled expressions; compiled per parser value rather
-// than at package level so the package keeps no global state.
+// regexps holds the compiled bewit expressions; compiled per parser value
+// rather than at package level so the package keeps no global state.
+// Headers, parsed on every authenticated request, are scanned by hand
+// instead (see ParseHeader).
 type regexps struct {
-	header, attribute, bewitPresent, bewit *regexp.Regexp
+	bewitPresent, bewit *regexp.Regexp
 }
 
 func compileRegexps() *regexps {
 	return &regexps{
-		header:       regexp.MustCompile(`^(\w+)(?:` + jsSpace + `+(` + jsDot + `*))?$`),
-		attribute:    regexp.MustCompile(`(\w+)="([^"\\]*)"` + jsSpace + `*(?:,` + jsSpace + `*|$)`),
 		bewitPresent: regexp.MustCompile(`^/` + jsDot + `*[?&]bewit=`),
 		bewit:        regexp.MustCompile(`^(/` + jsDot + `*)([?&])bewit=([^&$]*)(?:&(` + jsDot + `+))?$`),
 	}
@@ -65,6 +62,13 @@ type Request struct {
 // attributes from a fixed set without duplicates or empty values, and id,
 // ts, nonce and mac all present. Failures are *Error values carrying
 // Taskcluster's messages.
+//
+// Hawk parses with two JavaScript regular expressions over the header
+// decoded as Latin-1; this is a hand-written scanner with exactly their
+// accept/reject behaviour (the regexp form survives in the tests, which
+// compare the two). It works on the raw bytes: each byte is one Latin-1
+// character, every character either expression treats specially is
+// ASCII or U+00A0 (byte 0xA0), and the values it keeps must be ASCII.
 func (p *Parser) ParseHeader(header string) (Header, error) {
 	if header == "" {
 		return Header{}, fail(MsgUnauthorized)
@@ -72,49 +76,66 @@ func (p *Parser) ParseHeader(header string) (Header, error) {
 	if len(header) > MaxMatchLength {
 		return Header{}, fail(MsgHeaderTooLong)
 	}
-	// Node hands header values to Hawk as Latin-1 text; decoding the same
-	// way keeps the matching of non-ASCII bytes identical.
-	s := latin1(header)
-	parts := p.re.header.FindStringSubmatch(s)
-	if parts == nil {
+	// ^(\w+)(?:\s+(.*))?$ : a word, then the end, or white space and the
+	// attributes, which may not contain line terminators.
+	i := 0
+	for i < len(header) && isWordChar(header[i]) {
+		i++
+	}
+	if i == 0 {
 		return Header{}, fail(MsgInvalidHeaderSyntax)
 	}
-	if !strings.EqualFold(parts[1], "hawk") {
+	scheme, attrs := header[:i], ""
+	if i < len(header) {
+		if !isJSSpace(header[i]) {
+			return Header{}, fail(MsgInvalidHeaderSyntax)
+		}
+		for i < len(header) && isJSSpace(header[i]) {
+			i++
+		}
+		attrs = header[i:]
+		if strings.IndexByte(attrs, '\n') >= 0 || strings.IndexByte(attrs, '\r') >= 0 {
+			return Header{}, fail(MsgInvalidHeaderSyntax)
+		}
+	}
+	if !strings.EqualFold(scheme, "hawk") {
 		return Header{}, fail(MsgUnauthorized)
 	}
-	attrs := parts[2]
 	if attrs == "" {
 		return Header{}, fail(MsgInvalidHeaderSyntax)
 	}
 
 	var h Header
-	seen := map[string]bool{}
+	var seen uint8
 	errorMessage := ""
 	// Hawk's parser is a global regex replace: every match is consumed,
 	// failures leave a marker behind, and any leftover text means the
 	// header was malformed. The last failure's message wins.
 	leftover := false
 	last := 0
-	for _, m := range p.re.attribute.FindAllStringSubmatchIndex(attrs, -1) {
-		if m[0] > last {
+	for {
+		m, ok := nextAttribute(attrs, last)
+		if !ok {
+			break
+		}
+		if m.start > last {
 			leftover = true
 		}
-		last = m[1]
-		name, value := attrs[m[2]:m[3]], attrs[m[4]:m[5]]
-		field := h.field(name)
+		last = m.end
+		field, bit := h.field(m.name)
 		switch {
 		case field == nil:
-			errorMessage = "Unknown attribute: " + name
+			errorMessage = "Unknown attribute: " + m.name
 			leftover = true
-		case !validAttributeValue(value):
-			errorMessage = "Bad attribute value: " + name
+		case !validAttributeValue(m.value):
+			errorMessage = "Bad attribute value: " + m.name
 			leftover = true
-		case seen[name]:
-			errorMessage = "Duplicate attribute: " + name
+		case seen&bit != 0:
+			errorMessage = "Duplicate attribute: " + m.name
 			leftover = true
 		default:
-			seen[name] = true
-			*field = value
+			seen |= bit
+			*field = m.value
 		}
 	}
 	if last < len(attrs) {
@@ -132,26 +153,101 @@ func (p *Parser) ParseHeader(header string) (Header, error) {
 	return h, nil
 }
 
-func (h *Header) field(name string) *string {
+// attributeMatch is one match of Hawk's attribute expression
+// (\w+)="([^"\\]*)"\s*(?:,\s*|$) within the attribute text: s[start:end],
+// with its two groups.
+type attributeMatch struct {
+	start, end  int
+	name, value string
+}
+
+// nextAttribute finds the leftmost match of the attribute expression in s
+// at or after from, as a regular-expression search would. A match can only
+// start at from or at the first character of a word: if one started inside
+// a word, the word's previous character would start a match too.
+func nextAttribute(s string, from int) (attributeMatch, bool) {
+	for i := from; i < len(s); i++ {
+		if !isWordChar(s[i]) || i > from && isWordChar(s[i-1]) {
+			continue
+		}
+		if m, ok := attributeAt(s, i); ok {
+			return m, true
+		}
+	}
+	return attributeMatch{}, false
+}
+
+// attributeAt matches the attribute expression at exactly s[start:]. Each
+// part of the expression can only match greedily here (no shorter choice
+// lets the next part match), so a single forward pass decides.
+func attributeAt(s string, start int) (attributeMatch, bool) {
+	j := start
+	for j < len(s) && isWordChar(s[j]) {
+		j++
+	}
+	if j == start || j+1 >= len(s) || s[j] != '=' || s[j+1] != '"' {
+		return attributeMatch{}, false
+	}
+	valueStart := j + 2
+	k := strings.IndexByte(s[valueStart:], '"')
+	if k < 0 || strings.IndexByte(s[valueStart:valueStart+k], '\\') >= 0 {
+		return attributeMatch{}, false
+	}
+	valueEnd := valueStart + k
+	end := valueEnd + 1
+	for end < len(s) && isJSSpace(s[end]) {
+		end++
+	}
+	if end < len(s) {
+		if s[end] != ',' {
+			return attributeMatch{}, false
+		}
+		end++
+		for end < len(s) && isJSSpace(s[end]) {
+			end++
+		}
+	}
+	return attributeMatch{start: start, end: end, name: s[start:j], value: s[valueStart:valueEnd]}, true
+}
+
+// isWordChar reports whether c matches the regular-expression class \w.
+func isWordChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
+// isJSSpace reports whether byte c, read as a Latin-1 character, matches
+// JavaScript's \s: ASCII white space and U+00A0, the only non-ASCII
+// JavaScript space in Latin-1.
+func isJSSpace(c byte) bool {
+	switch c {
+	case '\t', '\n', '\v', '\f', '\r', ' ', 0xa0:
+		return true
+	}
+	return false
+}
+
+// field returns the Header field of a known attribute name and a bit
+// identifying it, or nil for an unknown name.
+func (h *Header) field(name string) (*string, uint8) {
 	switch name {
 	case "id":
-		return &h.ID
+		return &h.ID, 1 << 0
 	case "ts":
-		return &h.TS
+		return &h.TS, 1 << 1
 	case "nonce":
-		return &h.Nonce
+		return &h.Nonce, 1 << 2
 	case "hash":
-		return &h.Hash
+		return &h.Hash, 1 << 3
 	case "ext":
-		return &h.Ext
+		return &h.Ext, 1 << 4
 	case "mac":
-		return &h.MAC
+		return &h.MAC, 1 << 5
 	case "app":
-		return &h.App
+		return &h.App, 1 << 6
 	case "dlg":
-		return &h.Dlg
+		return &h.Dlg, 1 << 7
 	}
-	return nil
+	return nil, 0
 }
 
 // Artifacts returns the MAC inputs of the header for request r.
