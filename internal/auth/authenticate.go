@@ -168,6 +168,8 @@ type Authenticator struct {
 	roles   ExpanderSource
 	now     func() time.Time
 	parser  *hawk.Parser
+	// verified caches resolved credentials (see credentialCache).
+	verified *credentialCache
 }
 
 // NewAuthenticator returns an Authenticator.
@@ -176,7 +178,7 @@ func NewAuthenticator(opts AuthenticatorOptions) *Authenticator {
 	if now == nil {
 		now = time.Now
 	}
-	return &Authenticator{clients: opts.Clients, roles: opts.Roles, now: now, parser: hawk.NewParser()}
+	return &Authenticator{clients: opts.Clients, roles: opts.Roles, now: now, parser: hawk.NewParser(), verified: newCredentialCache()}
 }
 
 // Authenticate authenticates req. It returns a Result, an
@@ -213,6 +215,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, req Request) (*Result,
 		if err := h.Verify(creds.key, hreq, now); err != nil {
 			return nil, authFail(err.Error())
 		}
+		a.remember(h.ID, h.Ext, creds)
 		// Only a signed hash is checked; clients that send none (the JS
 		// and Go clients) are not required to.
 		if h.Hash != "" && !req.IgnorePayloadHash {
@@ -242,6 +245,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, req Request) (*Result,
 	if err := b.Verify(creds.key, now); err != nil {
 		return nil, authFail(err.Error())
 	}
+	a.remember(b.ID, b.Ext, creds)
 	return creds.result(SchemeBewit), nil
 }
 
@@ -272,6 +276,22 @@ type loadedCredentials struct {
 	key      string
 	scopes   []string
 	expires  time.Time
+
+	// cert is set when a certificate applied; certStart and certExpiry
+	// are then its bounds in milliseconds.
+	cert                  bool
+	certStart, certExpiry float64
+	// fresh is the cache entry of credentials resolved from scratch, to
+	// be remembered once the request's MAC verified.
+	fresh *cachedCredentials
+}
+
+// remember caches credentials that were resolved from scratch and have
+// just verified a request's MAC.
+func (a *Authenticator) remember(id, ext string, c *loadedCredentials) {
+	if c.fresh != nil {
+		a.verified.put(id, ext, c.fresh)
+	}
 }
 
 func (c *loadedCredentials) result(s Scheme) *Result {
@@ -281,24 +301,22 @@ func (c *loadedCredentials) result(s Scheme) *Result {
 // loadCredentials resolves the Hawk id and ext of a request into the key
 // to verify the MAC with and the resulting scopes (Taskcluster's
 // credentials function). Every check here precedes the MAC check.
+//
+// A resolution cached for the same id and ext is reused when the issuing
+// client and the roles are as they were (see credentialCache); it skips
+// only work whose outcome is then known, so the same failures come out in
+// the same order.
 func (a *Authenticator) loadCredentials(ctx context.Context, id, ext string, now time.Time, e *Expander) (*loadedCredentials, error) {
+	cached := a.verified.get(id, ext)
 	issuing := id
 	var extObj map[string]any
-	if ext != "" {
-		parsed, err := parseExt(ext)
-		if err != nil {
+	if cached != nil {
+		// Decoding the ext depends on nothing else, and it succeeded.
+		issuing = cached.issuing
+	} else {
+		var err error
+		if issuing, extObj, err = decodeExt(id, ext); err != nil {
 			return nil, err
-		}
-		extObj, _ = parsed.(map[string]any)
-		if cert, ok := extObj["certificate"].(map[string]any); ok && truthy(cert["issuer"]) {
-			issuer, ok := cert["issuer"].(string)
-			if !ok {
-				return nil, authFail("ext.certificate.issuer must be a string")
-			}
-			if issuer == id {
-				return nil, authFail("ext.certificate.issuer must differ from the supplied clientId")
-			}
-			issuing = issuer
 		}
 	}
 
@@ -312,6 +330,16 @@ func (a *Authenticator) loadCredentials(ctx context.Context, id, ext string, now
 		return nil, authFail("Client with clientId '" + issuing + "' is disabled")
 	case client.Expires.Before(now):
 		return nil, authFail("Client with clientId: '" + issuing + "' has expired")
+	}
+	if cached != nil {
+		if cached.validFor(client, e) {
+			return cached.credentials(id, client, now)
+		}
+		// The issuer's token or scopes, or the roles, changed: resolve
+		// afresh.
+		if _, extObj, err = decodeExt(id, ext); err != nil {
+			return nil, err
+		}
 	}
 	c := &loadedCredentials{
 		clientID: id,
@@ -327,7 +355,45 @@ func (a *Authenticator) loadCredentials(ctx context.Context, id, ext string, now
 	// The anonymous role is granted last, so a restriction can never take
 	// away what everyone has.
 	c.scopes = e.Expand(withAnonymous(c.scopes))
+	c.fresh = &cachedCredentials{
+		issuing:      issuing,
+		issuerToken:  client.AccessToken,
+		issuerScopes: slices.Clone(client.Scopes),
+		expander:     e,
+		key:          c.key,
+		scopes:       slices.Clone(c.scopes),
+		hasCert:      c.cert,
+		certStart:    c.certStart,
+		certExpiry:   c.certExpiry,
+		certExpires:  jsDate(c.certExpiry),
+	}
 	return c, nil
+}
+
+// decodeExt decodes the ext attribute of a request by id, if any, and
+// returns the clientId whose token signs (the certificate's issuer for
+// named temporary credentials, else id) with the decoded object (nil if
+// ext is absent or not an object).
+func decodeExt(id, ext string) (issuing string, extObj map[string]any, err error) {
+	if ext == "" {
+		return id, nil, nil
+	}
+	parsed, err := parseExt(ext)
+	if err != nil {
+		return "", nil, err
+	}
+	extObj, _ = parsed.(map[string]any)
+	if cert, ok := extObj["certificate"].(map[string]any); ok && truthy(cert["issuer"]) {
+		issuer, ok := cert["issuer"].(string)
+		if !ok {
+			return "", nil, authFail("ext.certificate.issuer must be a string")
+		}
+		if issuer == id {
+			return "", nil, authFail("ext.certificate.issuer must differ from the supplied clientId")
+		}
+		return issuer, extObj, nil
+	}
+	return id, extObj, nil
 }
 
 // withAnonymous returns a copy of scopes plus the anonymous role's scope
@@ -421,13 +487,8 @@ func (c *loadedCredentials) applyCertificate(name, issuing string, raw any, now 
 	if !ok {
 		return authFail("ext.certificate.scopes must be an array of valid scopes")
 	}
-	nowMs := float64(now.UnixMilli())
-	skew := float64(certificateSkew.Milliseconds())
-	if start > nowMs+skew {
-		return authFail("ext.certificate.start > now")
-	}
-	if expiry < nowMs-skew {
-		return authFail("ext.certificate.expiry < now")
+	if err := checkCertificateTimes(start, expiry, now); err != nil {
+		return err
 	}
 	if expiry-start > float64(MaxTemporaryCredentialsSpan.Milliseconds()) {
 		return authFail("ext.certificate cannot last longer than 31 days!")
@@ -470,6 +531,22 @@ func (c *loadedCredentials) applyCertificate(name, issuing string, raw any, now 
 		c.expires = certExpires
 	}
 	c.scopes = scopes
+	c.cert, c.certStart, c.certExpiry = true, start, expiry
+	return nil
+}
+
+// checkCertificateTimes checks a certificate's start and expiry
+// (milliseconds since the epoch) against now, with certificateSkew of
+// tolerance either way.
+func checkCertificateTimes(start, expiry float64, now time.Time) error {
+	nowMs := float64(now.UnixMilli())
+	skew := float64(certificateSkew.Milliseconds())
+	if start > nowMs+skew {
+		return authFail("ext.certificate.start > now")
+	}
+	if expiry < nowMs-skew {
+		return authFail("ext.certificate.expiry < now")
+	}
 	return nil
 }
 
