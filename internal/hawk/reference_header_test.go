@@ -191,3 +191,38 @@ func TestAttributeCharMatchesHawkList(t *testing.T) {
 		require.Equal(t, strings.IndexByte(listed, byte(c)) >= 0, attributeChar(byte(c)), "byte %#x", c)
 	}
 }
+
+// extEscapes are ext values exercising NormalizedString's escaping.
+var extEscapes = []string{
+	"", "plain", `a\b`, "a\nb", `\`, "\n", `\\n`, "\\\n\n\\", "x\r\ny", "é\\\n",
+	"eyJjZXJ0aWZpY2F0ZSI6eyJ2ZXJzaW9uIjoxfX0=",
+}
+
+// referenceNormalizedExt is how NormalizedString escaped ext before it
+// was hand-written: Hawk's two replacements, applied in one pass.
+func referenceNormalizedExt(ext string) string {
+	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(ext)
+}
+
+func checkNormalizedExt(t *testing.T, ext string) {
+	a := Artifacts{Method: "GET", Resource: "/", Host: "h", Port: 80, TS: "1", Nonce: "n", Ext: ext}
+	want := "hawk.1.header\n1\nn\nGET\n/\nh\n80\n\n" + referenceNormalizedExt(ext) + "\n"
+	require.Equal(t, want, NormalizedString(KindHeader, a))
+}
+
+func TestNormalizedStringEscapesExt(t *testing.T) {
+	t.Parallel()
+	for _, ext := range extEscapes {
+		t.Run(ext, func(t *testing.T) {
+			t.Parallel()
+			checkNormalizedExt(t, ext)
+		})
+	}
+}
+
+func FuzzNormalizedStringExt(f *testing.F) {
+	for _, ext := range extEscapes {
+		f.Add(ext)
+	}
+	f.Fuzz(checkNormalizedExt)
+}
