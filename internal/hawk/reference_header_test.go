@@ -226,3 +226,31 @@ func FuzzNormalizedStringExt(f *testing.F) {
 	}
 	f.Fuzz(checkNormalizedExt)
 }
+
+func TestPrintableASCII(t *testing.T) {
+	t.Parallel()
+	naive := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if s[i] < 0x20 || s[i] > 0x7e {
+				return false
+			}
+		}
+		return true
+	}
+	// Every byte value at every position of strings up to 17 bytes, in a
+	// background of each boundary character.
+	for _, fill := range []byte{0x20, 0x7e, 'a'} {
+		for n := 1; n <= 17; n++ {
+			for pos := range n {
+				for c := range 256 {
+					b := []byte(strings.Repeat(string(fill), n))
+					b[pos] = byte(c)
+					if got, want := printableASCII(string(b)), naive(string(b)); got != want {
+						t.Fatalf("printableASCII(%q) = %v, want %v", b, got, want)
+					}
+				}
+			}
+		}
+	}
+	require.True(t, printableASCII(""))
+}

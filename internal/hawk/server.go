@@ -127,7 +127,9 @@ func (p *Parser) ParseHeader(header string) (Header, error) {
 		case field == nil:
 			errorMessage = "Unknown attribute: " + m.name
 			leftover = true
-		case !validAttributeValue(m.value):
+		case m.value == "" || !printableASCII(m.value):
+			// The same test as validAttributeValue: a matched value
+			// holds no quote or backslash, so printable is enough.
 			errorMessage = "Bad attribute value: " + m.name
 			leftover = true
 		case seen&bit != 0:
@@ -208,6 +210,31 @@ func attributeAt(s string, start int) (attributeMatch, bool) {
 		}
 	}
 	return attributeMatch{start: start, end: end, name: s[start:j], value: s[valueStart:valueEnd]}, true
+}
+
+// printableASCII reports whether every byte of s is in 0x20–0x7E. It tests
+// eight bytes at a time: ext values run to kilobytes.
+func printableASCII(s string) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(s) >= 8 {
+		_ = s[7]
+		w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+			uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+		// Some byte < 0x20, or some byte > 0x7E (adding one sets its high
+		// bit, or it was already set). A borrow or carry only crosses
+		// into the next byte from a byte that is itself out of range, so
+		// neither test has false positives.
+		if (w-ones*0x20)&^w&highs != 0 || ((w+ones)|w)&highs != 0 {
+			return false
+		}
+		s = s[8:]
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // isWordChar reports whether c matches the regular-expression class \w.
