@@ -12,6 +12,13 @@ import (
 // over and over, as a worker's repeated calls with one claim's credentials
 // (or a client's permanent credentials) look to the server.
 func benchmarkAuthenticate(b *testing.B, req Request, wantClient string) {
+	benchmarkAuthenticateCache(b, req, wantClient, false)
+}
+
+// benchmarkAuthenticateCache is benchmarkAuthenticate, optionally
+// forgetting resolved credentials before every call (a credential's first
+// use, such as a claim's first call).
+func benchmarkAuthenticateCache(b *testing.B, req Request, wantClient string, forget bool) {
 	a, _ := setupAuth(b)
 	ctx := context.Background()
 	res, err := a.Authenticate(ctx, req)
@@ -20,6 +27,9 @@ func benchmarkAuthenticate(b *testing.B, req Request, wantClient string) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
+		if forget {
+			a.verified = newCredentialCache()
+		}
 		if _, err := a.Authenticate(ctx, req); err != nil {
 			b.Fatal(err)
 		}
@@ -31,16 +41,19 @@ func BenchmarkAuthenticate(b *testing.B) {
 	b.Run("permanent", func(b *testing.B) {
 		benchmarkAuthenticate(b, signedRequest(b, tester, "", "GET", statusPath, nil, "", false), "tester")
 	})
+	creds, err := TaskCredentials(TaskCredentialsOptions{
+		TaskID: "fN1SbArXTPSVFNUvaOlinQ", RunID: 0, WorkerGroup: "wg", WorkerID: "w1",
+		TakenUntil: testNow.Add(20 * time.Minute), Now: testNow,
+		TaskScopes: []string{"secrets:get:x/y", "queue:get-artifact:private/*"},
+		Issuer:     Credentials{ClientID: rootID, AccessToken: rootToken},
+	})
+	require.NoError(b, err)
+	temporary := signedRequest(b, creds, mustExt(b, creds.Certificate, nil), "POST", statusPath, nil, "", false)
 	b.Run("temporary", func(b *testing.B) {
-		creds, err := TaskCredentials(TaskCredentialsOptions{
-			TaskID: "fN1SbArXTPSVFNUvaOlinQ", RunID: 0, WorkerGroup: "wg", WorkerID: "w1",
-			TakenUntil: testNow.Add(20 * time.Minute), Now: testNow,
-			TaskScopes: []string{"secrets:get:x/y", "queue:get-artifact:private/*"},
-			Issuer:     Credentials{ClientID: rootID, AccessToken: rootToken},
-		})
-		require.NoError(b, err)
-		req := signedRequest(b, creds, mustExt(b, creds.Certificate, nil), "POST", statusPath, nil, "", false)
-		benchmarkAuthenticate(b, req, creds.ClientID)
+		benchmarkAuthenticate(b, temporary, creds.ClientID)
+	})
+	b.Run("temporary-first-use", func(b *testing.B) {
+		benchmarkAuthenticateCache(b, temporary, creds.ClientID, true)
 	})
 	b.Run("anonymous", func(b *testing.B) {
 		benchmarkAuthenticate(b, Request{Method: "GET", RequestURI: statusPath}, "")

@@ -278,3 +278,16 @@ func BenchmarkNewExpander(b *testing.B) {
 		}
 	}
 }
+
+func TestExpandWithStar(t *testing.T) {
+	t.Parallel()
+	roles := roleSet("a", []string{"b", "assume:c"}, "c", []string{"d*"}, "p*", []string{"x:<..>"})
+	e, err := NewExpander(roles)
+	require.NoError(t, err)
+	inputs := [][]string{{"*"}, {"assume:a", "*"}, {"z", "*", "*"}}
+	for _, input := range inputs {
+		require.Equal(t, []string{"*"}, e.Expand(input))
+		require.Equal(t, naiveExpand(roles, input), e.Expand(input))
+		require.Equal(t, []string{"*"}, (*Expander)(nil).Expand(input))
+	}
+}
