@@ -23,7 +23,7 @@ import (
 func TestServedByHopperServe(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
-		t.Skip("builds and runs the hopper binary")
+		t.Skip("-short: skips building and running the hopper binary")
 	}
 	srv := e2e.StartServer(t, e2e.ServerOptions{})
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -98,7 +98,7 @@ func TestServedByHopperServe(t *testing.T) {
 func TestPageRendersInBrowser(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
-		t.Skip("runs the hopper binary and a browser")
+		t.Skip("-short: skips running the hopper binary and a headless browser")
 	}
 	browser := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
