@@ -80,18 +80,24 @@ func RunLifecycle(ctx context.Context, opts Options) (LifecycleResult, error) {
 				if len(resp.Tasks) > 0 {
 					claimCalls.Add(1)
 				}
+				// The worker runs the tasks it claimed side by side, as one
+				// with that capacity does, and reports each as it ends.
+				var reports sync.WaitGroup
 				for _, claim := range resp.Tasks {
-					creds := claim.Credentials
-					if _, err := c.WithCredentials(&creds).ReportCompleted(ctx, claim.Status.TaskID, claim.RunID); err != nil {
-						if ctx.Err() == nil {
-							fail(err)
+					reports.Go(func() {
+						creds := claim.Credentials
+						if _, err := c.WithCredentials(&creds).ReportCompleted(ctx, claim.Status.TaskID, claim.RunID); err != nil {
+							if ctx.Err() == nil {
+								fail(err)
+							}
+							return
 						}
-						return
-					}
-					if completed.Add(1) == int64(opts.Tasks) {
-						doneOnce.Do(func() { close(allDone) })
-					}
+						if completed.Add(1) == int64(opts.Tasks) {
+							doneOnce.Do(func() { close(allDone) })
+						}
+					})
 				}
+				reports.Wait()
 			}
 		}()
 	}
