@@ -19,6 +19,7 @@ func init() { extraCommands = append(extraCommands, benchCommand) }
 func benchCommand() *cobra.Command {
 	var (
 		rootURL, db, only, backlogs, logLevel string
+		dbBatches                             int
 		asJSON, noDrain                       bool
 		opts                                  bench.Options
 	)
@@ -61,7 +62,7 @@ backlogs are then queued straight through the store.`,
 			case db != "" && cmd.Flags().Changed("root-url"):
 				return errors.New("give either --root-url or --db, not both")
 			case db != "":
-				srv, err := bench.StartInProcess(ctx, bench.InProcessOptions{DB: db, Logger: newLogger("warn")})
+				srv, err := bench.StartInProcess(ctx, bench.InProcessOptions{DB: db, Logger: newLogger("warn"), DBBatches: dbBatches})
 				if err != nil {
 					return err
 				}
@@ -97,6 +98,7 @@ backlogs are then queued straight through the store.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&rootURL, "root-url", env("TASKCLUSTER_ROOT_URL", ""), "deployment to measure (TASKCLUSTER_ROOT_URL)")
+	f.IntVar(&dbBatches, "db-batches", 0, "with --db on PostgreSQL: concurrent combined transactions (0: the default; -1: none)")
 	f.StringVar(&db, "db", "", "run an in-process server on this store instead: sqlite, sqlite:PATH or a postgres:// URL")
 	f.StringVar(&only, "only", "", "comma-separated benchmarks to run: lifecycle, wake, backlog (default all)")
 	f.IntVar(&opts.Tasks, "tasks", 2000, "life-cycle: tasks")

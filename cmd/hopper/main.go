@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -77,6 +78,16 @@ func envDuration(name string, def time.Duration) time.Duration {
 			return d
 		}
 		fmt.Fprintf(os.Stderr, "hopper: ignoring %s=%q: not a duration\n", name, v)
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if v, ok := os.LookupEnv(name); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+		fmt.Fprintf(os.Stderr, "hopper: ignoring %s=%q: not an integer\n", name, v)
 	}
 	return def
 }

@@ -17,6 +17,7 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	f.StringVar(&cfg.Listen, "listen", env("HOPPER_LISTEN", "127.0.0.1:8080"), "address to serve on (HOPPER_LISTEN)")
 	f.StringVar(&cfg.RootURL, "root-url", env("HOPPER_ROOT_URL", ""), "public root URL (default http://<listen>) (HOPPER_ROOT_URL)")
 	f.StringVar(&cfg.DB, "db", env("HOPPER_DB", ""), "store: sqlite:PATH or a postgres:// URL (default sqlite in --data-dir) (HOPPER_DB)")
+	f.IntVar(&cfg.Store.Batches, "db-batches", envInt("HOPPER_DB_BATCHES", 0), "PostgreSQL: concurrent transactions of combined task updates and creates (0: 1; -1: every call alone) (HOPPER_DB_BATCHES)")
 	f.StringVar(&cfg.DataDir, "data-dir", env("HOPPER_DATA_DIR", ".hopper"), "directory for the SQLite file, blobs and keys (HOPPER_DATA_DIR)")
 	f.DurationVar(&cfg.ClaimTimeout, "claim-timeout", envDuration("HOPPER_CLAIM_TIMEOUT", 20*time.Minute), "how long a claim lasts before it must be reclaimed (HOPPER_CLAIM_TIMEOUT)")
 	f.DurationVar(&cfg.DeadlineDelay, "deadline-delay", envDuration("HOPPER_DEADLINE_DELAY", 60*time.Second), "delay after a deadline before unresolved tasks are resolved (HOPPER_DEADLINE_DELAY)")
@@ -81,7 +82,7 @@ func migrateCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext()
 			defer cancel()
-			st, err := server.OpenStore(ctx, db, dataDir, newLogger(logLevel))
+			st, err := server.OpenStore(ctx, db, dataDir, newLogger(logLevel), server.StoreOptions{})
 			if err != nil {
 				return err
 			}

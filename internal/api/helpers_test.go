@@ -78,8 +78,8 @@ type subscribeSignal struct {
 	subscribed chan string
 }
 
-func (s *subscribeSignal) SubscribePending(taskQueueID string) (<-chan struct{}, func()) {
-	ch, cancel := s.Store.SubscribePending(taskQueueID)
+func (s *subscribeSignal) SubscribePending(taskQueueID string, capacity int) (<-chan struct{}, func()) {
+	ch, cancel := s.Store.SubscribePending(taskQueueID, capacity)
 	select {
 	case s.subscribed <- taskQueueID:
 	default:

@@ -116,7 +116,7 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	}
 	// Subscribe before the first attempt so a task made pending between the
 	// attempt and the wait is not missed.
-	wake, cancel := s.store.SubscribePending(taskQueueID)
+	wake, cancel := s.store.SubscribePending(taskQueueID, in.Tasks)
 	defer cancel()
 	// A slow backup poll covers notifications lost while a database
 	// listener reconnects.

@@ -38,6 +38,8 @@ type InProcessOptions struct {
 	// once (default 4 on SQLite, whose writes serialise anyway, 8 on
 	// PostgreSQL).
 	PrefillConcurrency int
+	// DBBatches tunes the store (see server.StoreOptions.Batches).
+	DBBatches int
 }
 
 // InProcess is a hopper queue server running inside this process on a free
@@ -118,6 +120,7 @@ func StartInProcess(ctx context.Context, opts InProcessOptions) (_ *InProcess, e
 	ready := make(chan string, 1)
 	go func() {
 		p.done <- server.Run(runCtx, server.Config{
+			Store:  server.StoreOptions{Batches: opts.DBBatches},
 			Listen: "127.0.0.1:0", DB: spec, DataDir: dataDir,
 			ClaimTimeout: 20 * time.Minute, DeadlineDelay: time.Minute,
 			RootAccessToken: token, Logger: opts.Logger, Version: "bench",
@@ -134,7 +137,7 @@ func StartInProcess(ctx context.Context, opts InProcessOptions) (_ *InProcess, e
 	}
 	// The server has migrated the database; a second handle on it lets
 	// Prefill skip HTTP.
-	p.store, err = server.OpenStore(ctx, spec, dataDir, opts.Logger)
+	p.store, err = server.OpenStore(ctx, spec, dataDir, opts.Logger, server.StoreOptions{Batches: opts.DBBatches})
 	if err != nil {
 		return nil, fmt.Errorf("opening the store for pre-filling: %w", err)
 	}

@@ -29,7 +29,9 @@ type Config struct {
 	RootURL string
 	// DB is the store spec (see OpenStore); DataDir holds the SQLite file,
 	// blobs and generated keys.
-	DB      string
+	DB string
+	// Store tunes the store (see StoreOptions).
+	Store   StoreOptions
 	DataDir string
 	// ClaimTimeout is takenUntil − now for claims; DeadlineDelay is how long
 	// after a deadline unresolved tasks are resolved.
@@ -82,7 +84,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.RootURL == "" {
 		cfg.RootURL = "http://" + ln.Addr().String()
 	}
-	st, err := OpenStore(ctx, cfg.DB, cfg.DataDir, log)
+	st, err := OpenStore(ctx, cfg.DB, cfg.DataDir, log, cfg.Store)
 	if err != nil {
 		return fmt.Errorf("opening store: %w", err)
 	}

@@ -15,10 +15,18 @@ import (
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
 )
 
+// StoreOptions tune the store beyond its --db spec.
+type StoreOptions struct {
+	// Batches is how many combined update (and create) transactions run
+	// at once on PostgreSQL; 0 is the driver's default, negative turns
+	// combining off. SQLite has one writer and always combines.
+	Batches int
+}
+
 // OpenStore opens the store a --db spec names: "sqlite:PATH", a
 // "postgres://" or "postgresql://" URL, or "" for hopper.db in dataDir.
 // Migrations are applied.
-func OpenStore(ctx context.Context, spec, dataDir string, log *slog.Logger) (store.Store, error) {
+func OpenStore(ctx context.Context, spec, dataDir string, log *slog.Logger, opts StoreOptions) (store.Store, error) {
 	switch {
 	case spec == "":
 		return sqlite.Open(ctx, filepath.Join(dataDir, "hopper.db"))
@@ -29,7 +37,7 @@ func OpenStore(ctx context.Context, spec, dataDir string, log *slog.Logger) (sto
 		}
 		return sqlite.Open(ctx, path)
 	case strings.HasPrefix(spec, "postgres://"), strings.HasPrefix(spec, "postgresql://"):
-		return postgres.Open(ctx, spec, postgres.Options{Logger: log})
+		return postgres.Open(ctx, spec, postgres.Options{Logger: log, Batches: opts.Batches})
 	}
 	scheme, _, _ := strings.Cut(spec, ":")
 	return nil, fmt.Errorf("unknown --db %q: want sqlite:PATH or a postgres:// URL", scheme)

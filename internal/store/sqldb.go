@@ -32,10 +32,13 @@ type Dialect struct {
 	// NextPendingSeq is an SQL expression giving the next pending-order
 	// sequence number.
 	NextPendingSeq string
+	// PendingSeqs gives the SQL expression numbering the ordinal-th (1, 2,
+	// …) row of a multi-row insert of pending runs, in row order.
+	PendingSeqs func(ordinal string) string
 	// AnnouncePending, if set, is called after a transaction that made a
 	// run pending has committed, so other processes sharing the database
 	// wake their waiting claimWork calls. It must not block.
-	AnnouncePending func(taskQueueID string)
+	AnnouncePending func(taskQueueID string, runs int)
 	// CacheStatements keeps prepared statements per query text (for
 	// drivers that do not cache them themselves).
 	CacheStatements bool
@@ -46,7 +49,14 @@ type Dialect struct {
 	// sends queued statements together); otherwise they go through the
 	// write handle's database/sql transactions.
 	Begin func(ctx context.Context) (Tx, error)
+	// Batches is how many transactions of combined UpdateTask calls (and as
+	// many of CreateTask calls) may run at once (0: every call runs alone). Calls arriving while that
+	// many are running wait and then share the next transaction.
+	Batches int
 }
+
+// maxBatch bounds the calls sharing one transaction.
+const maxBatch = 32
 
 // DB is the SQL implementation of Store shared by both drivers.
 type DB struct {
@@ -59,6 +69,8 @@ type DB struct {
 	rebound sync.Map // query text → dialect-specific text
 	stmts   sync.Map // preparedKey → *sql.Stmt
 	defs    definitionCache
+	updates *combiner[*updateCall]
+	creates *combiner[*createCall]
 }
 
 var _ Store = (*DB)(nil)
@@ -70,7 +82,12 @@ func New(d Dialect, write, read *sql.DB, hub *Hub) *DB {
 	if hub == nil {
 		hub = NewHub()
 	}
-	return &DB{dialect: d, write: write, read: read, hub: hub, defs: definitionCache{max: 20000}}
+	db := &DB{dialect: d, write: write, read: read, hub: hub, defs: definitionCache{max: 20000}}
+	if d.Batches > 0 {
+		db.updates = newCombiner(d.Batches, maxBatch, db.runUpdates)
+		db.creates = newCombiner(d.Batches, maxBatch, db.runCreates)
+	}
+	return db
 }
 
 // OnClose registers a function Close calls (drivers stop listeners there).
@@ -97,8 +114,8 @@ func (db *DB) Close() error {
 func (db *DB) Hub() *Hub { return db.hub }
 
 // SubscribePending implements Store.
-func (db *DB) SubscribePending(taskQueueID string) (<-chan struct{}, func()) {
-	return db.hub.Subscribe(taskQueueID)
+func (db *DB) SubscribePending(taskQueueID string, capacity int) (<-chan struct{}, func()) {
+	return db.hub.Subscribe(taskQueueID, capacity)
 }
 
 // q rewrites "?" placeholders for the dialect (cached).
@@ -164,10 +181,10 @@ func (db *DB) tryTx(ctx context.Context, fn func(tx *txn) error) error {
 	if err := conn.Commit(ctx, queued); err != nil {
 		return fmt.Errorf("committing: %w", err)
 	}
-	for q := range t.notify {
-		db.hub.Notify(q)
+	for q, n := range t.notify {
+		db.hub.Notify(q, n)
 		if db.dialect.AnnouncePending != nil {
-			db.dialect.AnnouncePending(q)
+			db.dialect.AnnouncePending(q, n)
 		}
 	}
 	return nil
@@ -310,7 +327,7 @@ func (s *sqlTx) Rollback() error {
 type txn struct {
 	conn   Tx
 	db     *DB
-	notify map[string]struct{}
+	notify map[string]int // task queue → runs made pending
 	queued []Statement
 }
 
@@ -415,9 +432,9 @@ func (db *DB) prepared(ctx context.Context, handle *sql.DB, query string) *sql.S
 
 func (t *txn) notifyPending(taskQueueID string) {
 	if t.notify == nil {
-		t.notify = map[string]struct{}{}
+		t.notify = map[string]int{}
 	}
-	t.notify[taskQueueID] = struct{}{}
+	t.notify[taskQueueID]++
 }
 
 func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {

@@ -78,11 +78,13 @@ type Store interface {
 	// expanded role sets cheaply.
 	RolesVersion(ctx context.Context) (int64, error)
 
-	// SubscribePending returns a channel that receives a value (coalesced)
-	// whenever a run becomes pending in the task queue, from this process or
-	// (where the driver supports it) from another process sharing the
-	// database. cancel releases the subscription.
-	SubscribePending(taskQueueID string) (ch <-chan struct{}, cancel func())
+	// SubscribePending registers a waiter for runs becoming pending in the
+	// task queue, from this process or (where the driver supports it) from
+	// another process sharing the database; the waiter claims up to
+	// capacity runs at once. ch receives a value when the waiter should
+	// try to claim: waiters are woken in turn, as many as the new runs
+	// need, not all at once (see Hub). cancel releases the subscription.
+	SubscribePending(taskQueueID string, capacity int) (ch <-chan struct{}, cancel func())
 
 	Close() error
 }

@@ -182,35 +182,41 @@ func (t *txn) saveTask(before, after *queue.TaskState) error {
 	return nil
 }
 
-// saveClaimed queues the write of tasks whose last run was just claimed (so
-// none is pending any more) as one UPDATE for the whole batch: a claimWork
-// of 32 tasks costs one statement, not 32.
-func (t *txn) saveClaimed(tasks []*queue.TaskState) error {
-	const perStatement = 64 // 7 values each
+// saveMany queues the write of tasks whose last run is not newly pending
+// (claimed, resolved, reclaimed, or the same pending run) as one UPDATE per
+// 64 tasks: a claimWork of 32 tasks, or a batch of reports, costs one
+// statement, not one per task.
+func (t *txn) saveMany(tasks []*queue.TaskState) error {
+	const perStatement = 64 // 9 values each
 	for start := 0; start < len(tasks); start += perStatement {
 		batch := tasks[start:min(start+perStatement, len(tasks))]
 		values := make([]string, 0, len(batch))
-		args := make([]any, 0, 7*len(batch))
+		args := make([]any, 0, 9*len(batch))
 		for _, task := range batch {
 			runs, err := json.Marshal(task.Runs)
 			if err != nil {
 				return fmt.Errorf("encoding runs of %s: %w", task.TaskID, err)
 			}
 			d := derive(task)
-			values = append(values, "(CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS BIGINT), CAST(? AS BIGINT))")
-			args = append(args, task.TaskID, task.RetriesLeft, string(runs), d.state, d.unresolved, d.takenUntil, d.claimedAt)
+			values = append(values, "(CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS INTEGER))")
+			// A task still pending keeps its place in the queue (callers
+			// save a new pending run with saveTask).
+			args = append(args, task.TaskID, task.RetriesLeft, string(runs), d.state, d.unresolved, d.takenUntil, d.claimedAt, d.pendingSince, boolInt(d.pending))
 		}
 		// VALUES columns are named column1… in both SQLite and PostgreSQL.
 		t.send(Statement{Query: `UPDATE tasks SET retries_left = v.column2, runs = v.column3, state = v.column4,
-			unresolved = v.column5, taken_until = v.column6, claimed_at = v.column7, pending_since = NULL, pending_seq = NULL
+			unresolved = v.column5, taken_until = v.column6, claimed_at = v.column7, pending_since = v.column8,
+			pending_seq = CASE WHEN v.column9 = 1 THEN tasks.pending_seq ELSE NULL END
 			FROM (VALUES ` + strings.Join(values, ", ") + `) AS v WHERE tasks.task_id = v.column1`,
-			Args: args, What: fmt.Sprintf("saving %d claimed tasks", len(batch))})
+			Args: args, What: fmt.Sprintf("saving %d tasks", len(batch))})
 	}
 	return nil
 }
 
-// CreateTask implements Store (queue-api.md §3.4 steps 8–11).
-func (db *DB) CreateTask(ctx context.Context, p CreateTaskParams) (*Result, error) {
+// createTaskAlone runs one createTask (queue-api.md §3.4 steps 8–11) in a
+// transaction of its own: the path for tasks with dependencies, and for
+// every create a batch could not settle (a repeat, a refusal).
+func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result, error) {
 	var res *Result
 	err := db.tx(ctx, func(tx *txn) error {
 		res = &Result{}
@@ -490,21 +496,6 @@ func withStatus(events []queue.Event, t *queue.TaskState) []queue.Event {
 	return events
 }
 
-// UpdateTask implements Store.
-func (db *DB) UpdateTask(ctx context.Context, p UpdateTaskParams) (*Result, error) {
-	var res *Result
-	err := db.tx(ctx, func(tx *txn) error {
-		res = &Result{}
-		task, err := tx.transition(ctx, p.TaskID, p.Now, p.Apply, res)
-		res.Task = task
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
 // transition locks a task, applies fn and saves it with its consequences,
 // appending the changes to res.
 func (t *txn) transition(ctx context.Context, taskID string, now time.Time,
@@ -706,7 +697,7 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		for i, cl := range res.Claims {
 			claimed[i] = cl.Task
 		}
-		if err := tx.saveClaimed(claimed); err != nil {
+		if err := tx.saveMany(claimed); err != nil {
 			return err
 		}
 		if p.RecordRecentTasks && len(res.Claims) > 0 {
@@ -721,6 +712,13 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(res.Claims) == p.Count {
+		// Runs may be left: the next waiter of this process looks (the hub
+		// wakes one waiter per run made pending, and this claim may have
+		// been woken for fewer runs than it took, or a wake-up may have
+		// been coalesced).
+		db.hub.Notify(p.TaskQueueID, 1)
 	}
 	return res, nil
 }

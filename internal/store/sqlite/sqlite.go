@@ -26,6 +26,14 @@ var Dialect = store.Dialect{
 	// The WHERE lets SQLite answer MAX from the partial index on
 	// pending_seq instead of scanning every task.
 	NextPendingSeq: "(SELECT COALESCE(MAX(pending_seq), 0) + 1 FROM tasks WHERE pending_seq IS NOT NULL)",
+	// The maximum may be read once for the whole statement, so each row
+	// adds its ordinal to it.
+	PendingSeqs: func(ordinal string) string {
+		return "(SELECT COALESCE(MAX(pending_seq), 0) FROM tasks WHERE pending_seq IS NOT NULL) + " + ordinal
+	},
+	// One writer connection: calls that queue behind it share its next
+	// transaction.
+	Batches: 1,
 }
 
 // Migrations returns the embedded schema migrations.

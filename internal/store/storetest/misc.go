@@ -371,15 +371,17 @@ func drain(ch <-chan struct{}) {
 
 func testSubscribePending(t *testing.T, open Opener) {
 	e := setup(t, open)
-	ch, unsubscribe := e.s.SubscribePending(testQueue)
-	other, unsubscribeOther := e.s.SubscribePending("prov/other")
+	ch, unsubscribe := e.s.SubscribePending(testQueue, 1)
+	other, unsubscribeOther := e.s.SubscribePending("prov/other", 1)
 	defer unsubscribeOther()
 
 	e.create("t1", Epoch)
 	requireSignal(t, ch, "createTask")
 	drain(ch)
 
-	e.claimWork(testQueue, 1, Epoch)
+	// Asking for more than there is: nothing can be left, so no waiter is
+	// woken to look (a claim that takes all it asked for wakes the next).
+	e.claimWork(testQueue, 2, Epoch)
 	requireNoSignal(t, ch, "claimWork")
 
 	e.mustApply("t1", Epoch, report(queue.ReasonWorkerShutdown, 0, Epoch))
