@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,7 +20,16 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+// gcPercent is the garbage collector's target unless GOGC is set: hopper's
+// live heap is small (tens of MiB) and its garbage is per-request, so
+// collecting four times less often costs little memory and, measured with
+// hopper bench, about a tenth of the server's CPU.
+const gcPercent = 400
+
 func main() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
 	root := &cobra.Command{
 		Use:           "hopper",
 		Short:         "A self-hosted task queue for CI and batch work, compatible with Taskcluster's Queue API",

@@ -53,27 +53,20 @@ func (s *Server) claimFor(t *queue.TaskState, runID int, now time.Time, withTask
 const touchInterval = time.Minute
 
 // touchWorker records the worker and its task queue as seen, at most once
-// per touchInterval per process, and returns the worker record (read fresh
-// otherwise, so a quarantine set through another replica applies at once).
-func (s *Server) touchWorker(ctx context.Context, key store.WorkerKey, now time.Time) (*store.Worker, error) {
+// per touchInterval per process. (Each claim reads the worker's quarantine
+// afresh, so one set through another replica applies at once.)
+func (s *Server) touchWorker(ctx context.Context, key store.WorkerKey, now time.Time) error {
 	if last, ok := s.touched.Load(key); ok && now.Sub(last.(time.Time)) < touchInterval {
-		w, err := s.store.GetWorker(ctx, key, now)
-		if err == nil {
-			return w, nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return nil, err
-		}
+		return nil
 	}
 	if _, err := s.store.TouchTaskQueue(ctx, store.TouchTaskQueueParams{TaskQueueID: key.TaskQueueID, Now: now, Expires: now.Add(taskQueueRecordLifetime)}); err != nil {
-		return nil, err
+		return err
 	}
-	w, err := s.store.TouchWorker(ctx, store.TouchWorkerParams{Key: key, Now: now, Expires: now.Add(workerRecordLifetime)})
-	if err != nil {
-		return nil, err
+	if _, err := s.store.TouchWorker(ctx, store.TouchWorkerParams{Key: key, Now: now, Expires: now.Add(workerRecordLifetime)}); err != nil {
+		return err
 	}
 	s.touched.Store(key, now)
-	return w, nil
+	return nil
 }
 
 type workerIdentity struct {
@@ -98,22 +91,12 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	}
 	ctx := c.Context()
 	key := store.WorkerKey{TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
-	w, err := s.touchWorker(ctx, key, c.Now)
-	if err != nil {
+	if err := s.touchWorker(ctx, key, c.Now); err != nil {
 		return nil, err
 	}
 	empty := map[string]any{"tasks": []any{}}
 	timer := time.NewTimer(s.cfg.LongPoll)
 	defer timer.Stop()
-	if w.QuarantineUntil.After(c.Now) {
-		// A quarantined worker waits out the long-poll and gets nothing.
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-		case <-s.draining:
-		}
-		return empty, nil
-	}
 	// Subscribe before the first attempt so a task made pending between the
 	// attempt and the wait is not missed.
 	wake, cancel := s.store.SubscribePending(taskQueueID, in.Tasks)
@@ -126,10 +109,19 @@ func (s *Server) claimWork(c *Call) (any, error) {
 		now := s.clock.Now()
 		res, err := s.store.ClaimWork(ctx, store.ClaimWorkParams{
 			TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID,
-			Count: in.Tasks, Now: now, TakenUntil: now.Add(s.cfg.ClaimTimeout), RecordRecentTasks: true,
+			Count: in.Tasks, Now: now, TakenUntil: now.Add(s.cfg.ClaimTimeout), RecordRecentTasks: true, CheckQuarantine: true,
 		})
 		if err != nil {
 			return nil, err
+		}
+		if !res.QuarantinedUntil.IsZero() {
+			// A quarantined worker waits out the long-poll and gets nothing.
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+			case <-s.draining:
+			}
+			return empty, nil
 		}
 		if len(res.Claims) > 0 {
 			s.publish(ctx, res.Changes)

@@ -376,17 +376,47 @@ func (db *DB) AddRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentT
 // addRecentTasks appends to a known worker's recent tasks (keeping the last
 // maxRecentTasks); unknown workers keep no history.
 func (t *txn) addRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentTask) error {
-	var recent string
-	err := t.queryRow(ctx, "SELECT recent_tasks FROM workers WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?"+t.db.dialect.LockRow,
-		key.TaskQueueID, key.WorkerGroup, key.WorkerID).Scan(&recent)
-	if errors.Is(err, sql.ErrNoRows) {
+	var worker workerClaimRecord
+	t.send(t.workerClaimRecordStatement(key, &worker))
+	if err := t.flush(ctx); err != nil {
+		return err
+	}
+	if !worker.found {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("loading recent tasks: %w", err)
+	return t.sendRecentTasks(key, worker.recentTasks, tasks)
+}
+
+// workerClaimRecord is what a claim reads of the worker's record.
+type workerClaimRecord struct {
+	found           bool
+	recentTasks     string
+	quarantineUntil int64
+}
+
+// workerClaimRecordStatement reads the worker's recent tasks and quarantine,
+// locking the record until the transaction ends.
+func (t *txn) workerClaimRecordStatement(key WorkerKey, into *workerClaimRecord) Statement {
+	return Statement{
+		Query: "SELECT recent_tasks, quarantine_until FROM workers WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?" + t.db.dialect.LockRow,
+		Args:  []any{key.TaskQueueID, key.WorkerGroup, key.WorkerID},
+		What:  "loading worker " + key.WorkerGroup + "/" + key.WorkerID,
+		Rows: func(rows Rows) error {
+			err := scanOne(rows, &into.recentTasks, &into.quarantineUntil)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			into.found = err == nil
+			return err
+		},
 	}
+}
+
+// sendRecentTasks queues the write of the worker's recent tasks: the list
+// read (recentJSON) with tasks appended, the last maxRecentTasks kept.
+func (t *txn) sendRecentTasks(key WorkerKey, recentJSON string, tasks []RecentTask) error {
 	var list []RecentTask
-	if err := json.Unmarshal([]byte(recent), &list); err != nil {
+	if err := json.Unmarshal([]byte(recentJSON), &list); err != nil {
 		return fmt.Errorf("decoding recent tasks: %w", err)
 	}
 	list = append(list, tasks...)
@@ -395,9 +425,10 @@ func (t *txn) addRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentT
 	}
 	b, err := json.Marshal(list)
 	if err != nil {
-		return err
+		return fmt.Errorf("encoding recent tasks: %w", err)
 	}
-	_, err = t.exec(ctx, "UPDATE workers SET recent_tasks = ? WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?",
-		string(b), key.TaskQueueID, key.WorkerGroup, key.WorkerID)
-	return err
+	t.send(Statement{Query: "UPDATE workers SET recent_tasks = ? WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?",
+		Args: []any{string(b), key.TaskQueueID, key.WorkerGroup, key.WorkerID},
+		What: "recording recent tasks of " + key.WorkerGroup + "/" + key.WorkerID})
+	return nil
 }

@@ -142,12 +142,18 @@ type ClaimWorkParams struct {
 	// RecordRecentTasks appends the claimed runs to the worker's recent
 	// tasks in the same transaction.
 	RecordRecentTasks bool
+	// CheckQuarantine claims nothing for a worker whose record says it is
+	// quarantined (read in the same round trip as the pending runs).
+	CheckQuarantine bool
 }
 
 // ClaimResult lists the runs a claimWork took.
 type ClaimResult struct {
 	Claims  []Claimed
 	Changes []Change
+	// QuarantinedUntil is set, and nothing claimed, when CheckQuarantine
+	// found the worker quarantined.
+	QuarantinedUntil time.Time
 }
 
 // Claimed is one claimed run.

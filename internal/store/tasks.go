@@ -664,22 +664,35 @@ func (t *txn) groupResolvedStatement(taskGroupID string, group **TaskGroup) Stat
 
 // ClaimWork implements Store: it takes up to Count pending runs of the queue
 // in priority then FIFO order in one statement, skipping rows other
-// transactions hold, and claims each.
+// transactions hold, and claims each. Two round trips: the pending runs and
+// the worker's record are read (and locked) together, and the claimed tasks
+// and the worker's recent tasks are written with the COMMIT.
 func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, error) {
 	var res *ClaimResult
 	err := db.tx(ctx, func(tx *txn) error {
 		res = &ClaimResult{}
 		var tasks []*queue.TaskState
-		err := tx.queryEach(ctx, "SELECT "+taskColumns+` FROM tasks
+		tx.send(Statement{Query: "SELECT " + taskColumns + ` FROM tasks
 			WHERE task_queue_id = ? AND pending_seq IS NOT NULL AND deadline > ?
-			ORDER BY priority DESC, pending_seq LIMIT ?`+db.dialect.LockSkip,
-			[]any{p.TaskQueueID, ms(p.Now), p.Count}, func(rows Rows) error {
+			ORDER BY priority DESC, pending_seq LIMIT ?` + db.dialect.LockSkip,
+			Args: []any{p.TaskQueueID, ms(p.Now), p.Count},
+			What: "selecting pending tasks of " + p.TaskQueueID,
+			Rows: func(rows Rows) error {
 				var err error
 				tasks, err = db.readTasks(rows)
 				return err
-			})
-		if err != nil {
-			return fmt.Errorf("selecting pending tasks of %s: %w", p.TaskQueueID, err)
+			}})
+		key := WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}
+		var worker workerClaimRecord
+		if p.RecordRecentTasks || p.CheckQuarantine {
+			tx.send(tx.workerClaimRecordStatement(key, &worker))
+		}
+		if err := tx.flush(ctx); err != nil {
+			return err
+		}
+		if p.CheckQuarantine && worker.found && worker.quarantineUntil > ms(p.Now) {
+			res.QuarantinedUntil = fromMS(worker.quarantineUntil)
+			return nil
 		}
 		for _, task := range tasks {
 			last := task.LastRun()
@@ -700,13 +713,12 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		if err := tx.saveMany(claimed); err != nil {
 			return err
 		}
-		if p.RecordRecentTasks && len(res.Claims) > 0 {
+		if p.RecordRecentTasks && worker.found && len(res.Claims) > 0 {
 			recent := make([]RecentTask, len(res.Claims))
 			for i, cl := range res.Claims {
 				recent[i] = RecentTask{TaskID: cl.Task.TaskID, RunID: cl.RunID}
 			}
-			key := WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}
-			return tx.addRecentTasks(ctx, key, recent)
+			return tx.sendRecentTasks(key, worker.recentTasks, recent)
 		}
 		return nil
 	})

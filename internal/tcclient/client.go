@@ -143,25 +143,33 @@ func EscapePathParam(s string) string {
 // authorizedScopes: standard base64 of a JSON object holding only the keys
 // that apply, or "" when neither applies.
 func HawkExt(creds *Credentials, authorizedScopes []string) (string, error) {
-	ext := map[string]any{}
-	if creds != nil && creds.Certificate != "" {
-		var cert json.RawMessage
-		if err := json.Unmarshal([]byte(creds.Certificate), &cert); err != nil {
-			return "", fmt.Errorf("certificate is not valid JSON: %w", err)
-		}
-		ext["certificate"] = cert
-	}
-	if authorizedScopes != nil {
-		ext["authorizedScopes"] = authorizedScopes
-	}
-	if len(ext) == 0 {
+	hasCert := creds != nil && creds.Certificate != ""
+	if !hasCert && authorizedScopes == nil {
 		return "", nil
 	}
-	raw, err := json.Marshal(ext)
-	if err != nil {
-		return "", fmt.Errorf("encoding hawk ext: %w", err)
+	// Written directly rather than through a map and json.Marshal: every
+	// request signed with temporary credentials builds one.
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	if authorizedScopes != nil {
+		scopes, err := json.Marshal(authorizedScopes)
+		if err != nil {
+			return "", fmt.Errorf("encoding hawk ext: %w", err)
+		}
+		buf.WriteString(`"authorizedScopes":`)
+		buf.Write(scopes)
 	}
-	return base64.StdEncoding.EncodeToString(raw), nil
+	if hasCert {
+		if authorizedScopes != nil {
+			buf.WriteByte(',')
+		}
+		buf.WriteString(`"certificate":`)
+		if err := json.Compact(&buf, []byte(creds.Certificate)); err != nil {
+			return "", fmt.Errorf("certificate is not valid JSON: %w", err)
+		}
+	}
+	buf.WriteByte('}')
+	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
 }
 
 // AuthorizationHeader returns a Hawk Authorization header value for a
