@@ -4,6 +4,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -398,12 +399,15 @@ func checkJSONBody(c *Call) *Error {
 	if mt, _, _ := strings.Cut(ct, ";"); strings.TrimSpace(strings.ToLower(mt)) != "application/json" {
 		return apiErrorf(CodeMalformedPayload, "Request body must be sent with Content-Type application/json (got %q)", ct)
 	}
-	var v any
-	if err := json.Unmarshal(c.Body, &v); err != nil {
+	if !json.Valid(c.Body) {
+		// Decoded only to say what is wrong: json.Valid allocates nothing
+		// on the common path.
+		var v any
+		err := json.Unmarshal(c.Body, &v)
 		return apiErrorf(CodeMalformedPayload, "Request body is not valid JSON: %v", err)
 	}
-	switch v.(type) {
-	case map[string]any, []any:
+	switch bytes.TrimLeft(c.Body, " \t\r\n")[0] {
+	case '{', '[':
 		return nil
 	}
 	return apiErrorf(CodeMalformedPayload, "Request body must be a JSON object")

@@ -39,7 +39,7 @@ func (s *Server) getTask(c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.Task, nil
+	return t.DefinitionBytes()
 }
 
 func (s *Server) getStatus(c *Call) (any, error) {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,13 +20,13 @@ const (
 )
 
 type claimResponse struct {
-	Status      queue.Status `json:"status"`
-	RunID       int          `json:"runId"`
-	WorkerGroup string       `json:"workerGroup"`
-	WorkerID    string       `json:"workerId"`
-	TakenUntil  queue.Time   `json:"takenUntil"`
-	Task        *queue.Task  `json:"task,omitempty"`
-	Credentials Credentials  `json:"credentials"`
+	Status      queue.Status    `json:"status"`
+	RunID       int             `json:"runId"`
+	WorkerGroup string          `json:"workerGroup"`
+	WorkerID    string          `json:"workerId"`
+	TakenUntil  queue.Time      `json:"takenUntil"`
+	Task        json.RawMessage `json:"task,omitempty"`
+	Credentials Credentials     `json:"credentials"`
 }
 
 // claimFor builds the reply for a held run, with fresh credentials.
@@ -41,8 +42,11 @@ func (s *Server) claimFor(t *queue.TaskState, runID int, now time.Time, withTask
 	out := &claimResponse{Status: t.Status(), RunID: runID, WorkerGroup: r.WorkerGroup, WorkerID: r.WorkerID,
 		TakenUntil: *r.TakenUntil, Credentials: creds}
 	if withTask {
-		def := t.Task
-		out.Task = &def
+		def, err := t.DefinitionBytes()
+		if err != nil {
+			return nil, fmt.Errorf("encoding the definition of %s: %w", t.TaskID, err)
+		}
+		out.Task = def
 	}
 	return out, nil
 }

@@ -70,23 +70,22 @@ func RunLifecycle(ctx context.Context, opts Options) (LifecycleResult, error) {
 			defer wg.Done()
 			req := &tcclient.ClaimWorkRequest{WorkerGroup: opts.WorkerGroup, WorkerID: fmt.Sprintf("lc-%d", w), Tasks: opts.ClaimBatch}
 			for ctx.Err() == nil {
-				resp, err := c.ClaimWork(ctx, tq, req)
+				claims, err := claimWorkThin(ctx, c, tq, req)
 				if err != nil {
 					if ctx.Err() == nil {
 						fail(err)
 					}
 					return
 				}
-				if len(resp.Tasks) > 0 {
+				if len(claims) > 0 {
 					claimCalls.Add(1)
 				}
 				// The worker runs the tasks it claimed side by side, as one
 				// with that capacity does, and reports each as it ends.
 				var reports sync.WaitGroup
-				for _, claim := range resp.Tasks {
+				for i := range claims {
 					reports.Go(func() {
-						creds := claim.Credentials
-						if _, err := c.WithCredentials(&creds).ReportCompleted(ctx, claim.Status.TaskID, claim.RunID); err != nil {
+						if err := reportCompletedThin(ctx, c, &claims[i]); err != nil {
 							if ctx.Err() == nil {
 								fail(err)
 							}
@@ -110,7 +109,7 @@ func RunLifecycle(ctx context.Context, opts Options) (LifecycleResult, error) {
 					break
 				}
 				id := tcclient.NewTaskID()
-				if _, err := c.CreateTask(ctx, id, taskDefinition(tq, time.Now(), time.Hour)); err != nil {
+				if err := createTaskThin(ctx, c, id, taskDefinition(tq, time.Now(), time.Hour)); err != nil {
 					if ctx.Err() == nil {
 						fail(err)
 					}

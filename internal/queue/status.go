@@ -1,5 +1,7 @@
 package queue
 
+import "encoding/json"
+
 // Task and run states.
 const (
 	StateUnscheduled = "unscheduled"
@@ -97,6 +99,19 @@ type TaskState struct {
 	Task        Task
 	RetriesLeft int
 	Runs        []Run
+	// DefinitionJSON, when set by the store, is Task as stored (the JSON
+	// encoding of Task, which never changes once created), so replies can
+	// carry it without encoding the definition again.
+	DefinitionJSON string
+}
+
+// DefinitionBytes returns the task's definition as JSON: the stored
+// encoding when known, else Task encoded.
+func (t *TaskState) DefinitionBytes() (json.RawMessage, error) {
+	if t.DefinitionJSON != "" {
+		return json.RawMessage(t.DefinitionJSON), nil
+	}
+	return json.Marshal(&t.Task)
 }
 
 // NewTaskState returns a freshly created task: no runs, full retry budget.

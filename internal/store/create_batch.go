@@ -59,10 +59,11 @@ func (db *DB) runCreates(calls []*createCall) {
 	// The batch outlives any one caller: the others' tasks ride on it.
 	ctx := context.WithoutCancel(calls[0].ctx)
 	var inserted map[string]bool
+	defs := map[string]string{} // taskId → the definition as stored
 	err := db.tryTx(ctx, func(tx *txn) error {
 		inserted = map[string]bool{}
 		refused := false
-		if err := tx.createBatch(batch, inserted, &refused); err != nil {
+		if err := tx.createBatch(batch, inserted, &refused, defs); err != nil {
 			return err
 		}
 		if err := tx.flush(ctx); err != nil {
@@ -80,6 +81,7 @@ func (db *DB) runCreates(calls []*createCall) {
 		switch {
 		case err == nil && inserted[c.p.TaskID]:
 			c.res, c.err = newTaskResult(c.p), nil
+			c.res.Task.DefinitionJSON = defs[c.p.TaskID]
 		default:
 			later = append(later, c)
 		}
@@ -105,7 +107,7 @@ func newTaskResult(p CreateTaskParams) *Result {
 // taken), and *refused is set if a group refuses its tasks (sealed, or
 // created with another schedulerId). The caller keeps the batch only if
 // every task went in.
-func (t *txn) createBatch(calls []*createCall, inserted map[string]bool, refused *bool) error {
+func (t *txn) createBatch(calls []*createCall, inserted map[string]bool, refused *bool, defs map[string]string) error {
 	// Rows go in key order, so two batches lock in one order.
 	sorted := slices.Clone(calls)
 	slices.SortFunc(sorted, func(a, b *createCall) int { return strings.Compare(a.p.TaskID, b.p.TaskID) })
@@ -169,6 +171,7 @@ func (t *txn) createBatch(calls []*createCall, inserted map[string]bool, refused
 		if err != nil {
 			return fmt.Errorf("encoding task %s: %w", c.p.TaskID, err)
 		}
+		defs[c.p.TaskID] = string(defJSON)
 		runs, err := json.Marshal(state.Runs)
 		if err != nil {
 			return fmt.Errorf("encoding runs of %s: %w", c.p.TaskID, err)

@@ -36,6 +36,7 @@ func (db *DB) scanTask(row rowScanner) (*queue.TaskState, error) {
 // of each call's CPU. A cached entry is used only while the stored text is
 // byte-for-byte the one it was decoded from.
 func (db *DB) decodeTask(t *queue.TaskState, def, runs string) error {
+	t.DefinitionJSON = def
 	if cached, ok := db.defs.get(t.TaskID, def); ok {
 		t.Task = cached
 	} else {
@@ -323,6 +324,7 @@ func (t *txn) sendInsertTask(state *queue.TaskState, inserted *bool) error {
 	if err != nil {
 		return fmt.Errorf("encoding task %s: %w", taskID, err)
 	}
+	state.DefinitionJSON = string(defJSON)
 	runs, err := json.Marshal(state.Runs)
 	if err != nil {
 		return fmt.Errorf("encoding runs of %s: %w", taskID, err)
