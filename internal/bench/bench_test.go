@@ -202,15 +202,21 @@ func benchOptions(srv *InProcess) Options {
 	return Options{RootURL: srv.RootURL, Credentials: srv.Credentials, Prefill: srv.Prefill, PrefillMethod: srv.PrefillMethod()}
 }
 
+// BenchmarkLifecycle runs the default shape (8 creators, 8 workers) and a
+// decision-task shape: Taskcluster's taskgraph creates a graph's tasks 50 at
+// a time, so 64 concurrent creators.
 func BenchmarkLifecycle(b *testing.B) {
 	forEachStore(b, func(b *testing.B, srv *InProcess) {
-		b.Run("c8w8", func(b *testing.B) {
-			opts := benchOptions(srv)
-			opts.Tasks = b.N
-			res, err := RunLifecycle(b.Context(), opts)
-			require.NoError(b, err)
-			b.ReportMetric(res.TasksPerSecond(), "tasks/s")
-		})
+		for _, shape := range []struct{ creators, workers int }{{8, 8}, {64, 8}} {
+			b.Run(fmt.Sprintf("c%dw%d", shape.creators, shape.workers), func(b *testing.B) {
+				opts := benchOptions(srv)
+				opts.Tasks = b.N
+				opts.Creators, opts.Workers = shape.creators, shape.workers
+				res, err := RunLifecycle(b.Context(), opts)
+				require.NoError(b, err)
+				b.ReportMetric(res.TasksPerSecond(), "tasks/s")
+			})
+		}
 	})
 }
 

@@ -172,9 +172,9 @@ func (t *txn) createBatch(calls []*createCall, inserted map[string]bool, refused
 			return fmt.Errorf("encoding task %s: %w", c.p.TaskID, err)
 		}
 		defs[c.p.TaskID] = string(defJSON)
-		runs, err := json.Marshal(state.Runs)
+		runs, err := t.db.encodeRuns(state)
 		if err != nil {
-			return fmt.Errorf("encoding runs of %s: %w", c.p.TaskID, err)
+			return err
 		}
 		d := derive(state)
 		// Every new task is pending; they take their places in the queue
@@ -182,7 +182,7 @@ func (t *txn) createBatch(calls []*createCall, inserted map[string]bool, refused
 		values = append(values, row+t.db.dialect.PendingSeqs(strconv.Itoa(i+1))+")")
 		args = append(args, c.p.TaskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
 			queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), string(defJSON), state.RetriesLeft,
-			string(runs), d.state, d.unresolved, d.pendingSince)
+			runs, d.state, d.unresolved, d.pendingSince)
 		queues[c.p.TaskID] = def.TaskQueueID
 	}
 	t.send(Statement{Query: `INSERT INTO tasks (task_id, task_queue_id, scheduler_id, project_id, task_group_id, requires,

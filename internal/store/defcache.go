@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -21,6 +22,10 @@ type definitionCache struct {
 type cachedDefinition struct {
 	raw  string
 	task queue.Task
+	// runsRaw and runs are the task's runs as last written by this
+	// process: the next transition usually reads exactly those back.
+	runsRaw string
+	runs    []queue.Run
 }
 
 func (c *definitionCache) get(taskID, raw string) (queue.Task, bool) {
@@ -48,5 +53,34 @@ func (c *definitionCache) put(taskID, raw string, task queue.Task) {
 			}
 		}
 	}
-	c.entries[taskID] = cachedDefinition{raw: raw, task: task}
+	e := c.entries[taskID]
+	e.raw, e.task = raw, task
+	c.entries[taskID] = e
+}
+
+// getRuns returns a copy of the runs cached for the task if raw is the
+// exact text they were encoded as.
+func (c *definitionCache) getRuns(taskID, raw string) ([]queue.Run, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[taskID]
+	if !ok || e.runs == nil || e.runsRaw != raw {
+		return nil, false
+	}
+	// A copy: transitions change the runs of the state they are given
+	// (Run holds no pointer the state machine writes through).
+	return slices.Clone(e.runs), true
+}
+
+// putRuns records the runs just encoded as raw for a task whose definition
+// is cached (a task not cached is not worth an entry).
+func (c *definitionCache) putRuns(taskID, raw string, runs []queue.Run) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[taskID]
+	if !ok {
+		return
+	}
+	e.runsRaw, e.runs = raw, slices.Clone(runs)
+	c.entries[taskID] = e
 }

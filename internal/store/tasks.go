@@ -45,6 +45,10 @@ func (db *DB) decodeTask(t *queue.TaskState, def, runs string) error {
 		}
 		db.defs.put(t.TaskID, def, t.Task)
 	}
+	if cached, ok := db.defs.getRuns(t.TaskID, runs); ok {
+		t.Runs = cached
+		return nil
+	}
 	if err := json.Unmarshal([]byte(runs), &t.Runs); err != nil {
 		return fmt.Errorf("decoding runs of task %s: %w", t.TaskID, err)
 	}
@@ -160,9 +164,9 @@ func samePendingRun(before, after *queue.TaskState) bool {
 // saveTask queues the write of a task's runs and derived columns after a
 // transition.
 func (t *txn) saveTask(before, after *queue.TaskState) error {
-	runs, err := json.Marshal(after.Runs)
+	runs, err := t.db.encodeRuns(after)
 	if err != nil {
-		return fmt.Errorf("encoding runs: %w", err)
+		return err
 	}
 	d := derive(after)
 	seqExpr := "NULL"
@@ -178,7 +182,7 @@ func (t *txn) saveTask(before, after *queue.TaskState) error {
 	// fails.
 	t.send(Statement{Query: `UPDATE tasks SET retries_left = ?, runs = ?, state = ?, unresolved = ?,
 		taken_until = ?, claimed_at = ?, pending_since = ?, pending_seq = ` + seqExpr + ` WHERE task_id = ?`,
-		Args: []any{after.RetriesLeft, string(runs), d.state, d.unresolved, d.takenUntil, d.claimedAt, d.pendingSince, after.TaskID},
+		Args: []any{after.RetriesLeft, runs, d.state, d.unresolved, d.takenUntil, d.claimedAt, d.pendingSince, after.TaskID},
 		What: "saving task " + after.TaskID})
 	return nil
 }
@@ -194,15 +198,15 @@ func (t *txn) saveMany(tasks []*queue.TaskState) error {
 		values := make([]string, 0, len(batch))
 		args := make([]any, 0, 9*len(batch))
 		for _, task := range batch {
-			runs, err := json.Marshal(task.Runs)
+			runs, err := t.db.encodeRuns(task)
 			if err != nil {
-				return fmt.Errorf("encoding runs of %s: %w", task.TaskID, err)
+				return err
 			}
 			d := derive(task)
 			values = append(values, "(CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS INTEGER))")
 			// A task still pending keeps its place in the queue (callers
 			// save a new pending run with saveTask).
-			args = append(args, task.TaskID, task.RetriesLeft, string(runs), d.state, d.unresolved, d.takenUntil, d.claimedAt, d.pendingSince, boolInt(d.pending))
+			args = append(args, task.TaskID, task.RetriesLeft, runs, d.state, d.unresolved, d.takenUntil, d.claimedAt, d.pendingSince, boolInt(d.pending))
 		}
 		// VALUES columns are named column1… in both SQLite and PostgreSQL.
 		t.send(Statement{Query: `UPDATE tasks SET retries_left = v.column2, runs = v.column3, state = v.column4,
@@ -325,9 +329,9 @@ func (t *txn) sendInsertTask(state *queue.TaskState, inserted *bool) error {
 		return fmt.Errorf("encoding task %s: %w", taskID, err)
 	}
 	state.DefinitionJSON = string(defJSON)
-	runs, err := json.Marshal(state.Runs)
+	runs, err := t.db.encodeRuns(state)
 	if err != nil {
-		return fmt.Errorf("encoding runs of %s: %w", taskID, err)
+		return err
 	}
 	d := derive(state)
 	seqExpr := "NULL"
@@ -339,7 +343,7 @@ func (t *txn) sendInsertTask(state *queue.TaskState, inserted *bool) error {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + seqExpr + `) ON CONFLICT (task_id) DO NOTHING`,
 		Args: []any{taskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
 			queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), string(defJSON), state.RetriesLeft,
-			string(runs), d.state, d.unresolved, d.pendingSince},
+			runs, d.state, d.unresolved, d.pendingSince},
 		What: "inserting task " + taskID,
 		Exec: func(n int64) error {
 			*inserted = n > 0
@@ -841,4 +845,17 @@ func (db *DB) ExpireDeadlines(ctx context.Context, cutoff, now time.Time, limit 
 		total.Changes = append(total.Changes, res.Changes...)
 	}
 	return total, nil
+}
+
+// encodeRuns encodes a task's runs for storage and remembers them, so the
+// next load of the task (usually its next transition) need not decode
+// them: a cached copy is used only while the stored text is exactly this.
+func (db *DB) encodeRuns(t *queue.TaskState) (string, error) {
+	b, err := json.Marshal(t.Runs)
+	if err != nil {
+		return "", fmt.Errorf("encoding runs of %s: %w", t.TaskID, err)
+	}
+	raw := string(b)
+	db.defs.putRuns(t.TaskID, raw, t.Runs)
+	return raw, nil
 }
