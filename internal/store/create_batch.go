@@ -62,10 +62,24 @@ func (db *DB) runCreates(calls []*createCall) {
 	defs := map[string]string{} // taskId → the definition as stored
 	err := db.tryTx(ctx, func(tx *txn) error {
 		inserted = map[string]bool{}
-		refused := false
-		if err := tx.createBatch(batch, inserted, &refused, defs); err != nil {
+		w, err := tx.db.buildCreateBatch(batch, defs)
+		if err != nil {
 			return err
 		}
+		if db.dialect.Assert != "" {
+			// One round trip with the COMMIT: the statement fails, and the
+			// transaction with it, unless every group took its tasks and
+			// every task went in.
+			tx.send(w.assertedStatement(db.dialect.Assert))
+			for id, q := range w.queues {
+				inserted[id] = true
+				tx.notifyPending(q)
+			}
+			return nil
+		}
+		refused := false
+		tx.send(w.groupsStatement(&refused))
+		tx.send(w.tasksStatement(tx, inserted))
 		if err := tx.flush(ctx); err != nil {
 			return err
 		}
@@ -102,13 +116,26 @@ func newTaskResult(p CreateTaskParams) *Result {
 	return &Result{Task: state, Changes: []Change{{Task: state, Events: withStatus(tr.Events, state)}}}
 }
 
-// createBatch queues the upsert of the batch's task groups and the insert
-// of its tasks; inserted receives the taskIds written (not those already
-// taken), and *refused is set if a group refuses its tasks (sealed, or
-// created with another schedulerId). The caller keeps the batch only if
-// every task went in.
-func (t *txn) createBatch(calls []*createCall, inserted map[string]bool, refused *bool, defs map[string]string) error {
-	// Rows go in key order, so two batches lock in one order.
+// createWrites are the two statements that write a batch of creates: the
+// upsert of its task groups and the insert of its tasks.
+type createWrites struct {
+	groupsQuery string
+	groupsArgs  []any
+	groups      int
+	tasksQuery  string
+	tasksArgs   []any
+	queues      map[string]string // taskId → task queue, for the wake-ups
+}
+
+// buildCreateBatch prepares the writes of a batch; defs receives each
+// task's definition as stored.
+//
+// A group that takes its tasks is created or extended, and locked against a
+// concurrent seal until the commit; one that refuses them (sealed, or
+// created with another schedulerId) is left alone and missing from the
+// upsert's rows. A taskId already taken is missing from the insert's rows.
+// Rows go in key order, so two batches lock in one order.
+func (db *DB) buildCreateBatch(calls []*createCall, defs map[string]string) (*createWrites, error) {
 	sorted := slices.Clone(calls)
 	slices.SortFunc(sorted, func(a, b *createCall) int { return strings.Compare(a.p.TaskID, b.p.TaskID) })
 
@@ -131,65 +158,67 @@ func (t *txn) createBatch(calls []*createCall, inserted map[string]bool, refused
 		groupIDs = append(groupIDs, id)
 	}
 	slices.Sort(groupIDs)
-	groupArgs := make([]any, 0, 3*len(groupIDs))
+	w := &createWrites{groups: len(groupIDs), queues: map[string]string{}}
 	for _, id := range groupIDs {
-		groupArgs = append(groupArgs, id, groups[id].schedulerID, groups[id].expires)
+		w.groupsArgs = append(w.groupsArgs, id, groups[id].schedulerID, groups[id].expires)
 	}
-	// A group that takes its tasks is created or extended, and locked
-	// against a concurrent seal until the commit; one that refuses them is
-	// left alone and missing from the rows returned.
-	t.send(Statement{Query: `INSERT INTO task_groups (task_group_id, scheduler_id, expires) VALUES ` +
+	w.groupsQuery = `INSERT INTO task_groups (task_group_id, scheduler_id, expires) VALUES ` +
 		strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", len(groupIDs)), ", ") + `
 		ON CONFLICT (task_group_id) DO UPDATE SET
 		expires = CASE WHEN excluded.expires > task_groups.expires THEN excluded.expires ELSE task_groups.expires END
 		WHERE task_groups.scheduler_id = excluded.scheduler_id AND task_groups.sealed IS NULL
-		RETURNING task_group_id`,
-		Args: groupArgs, What: fmt.Sprintf("joining %d task groups", len(groupIDs)),
-		Rows: func(rows Rows) error {
-			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
-					return err
-				}
-				delete(groups, id)
-			}
-			if len(groups) > 0 {
-				*refused = true
-			}
-			return nil
-		}})
+		RETURNING task_group_id`
 
 	const columns = 15
 	row := "(" + strings.Repeat("?, ", columns)
 	values := make([]string, 0, len(sorted))
-	args := make([]any, 0, columns*len(sorted))
-	queues := map[string]string{} // taskId → task queue, for the wake-ups
+	w.tasksArgs = make([]any, 0, columns*len(sorted))
 	for i, c := range sorted {
 		state := newTaskResult(c.p).Task
 		def := &state.Task
 		defJSON, err := json.Marshal(def)
 		if err != nil {
-			return fmt.Errorf("encoding task %s: %w", c.p.TaskID, err)
+			return nil, fmt.Errorf("encoding task %s: %w", c.p.TaskID, err)
 		}
 		defs[c.p.TaskID] = string(defJSON)
-		runs, err := t.db.encodeRuns(state)
+		runs, err := db.encodeRuns(state)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		d := derive(state)
 		// Every new task is pending; they take their places in the queue
 		// in row order.
-		values = append(values, row+t.db.dialect.PendingSeqs(strconv.Itoa(i+1))+")")
-		args = append(args, c.p.TaskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
+		values = append(values, row+db.dialect.PendingSeqs(strconv.Itoa(i+1))+")")
+		w.tasksArgs = append(w.tasksArgs, c.p.TaskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
 			queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), string(defJSON), state.RetriesLeft,
 			runs, d.state, d.unresolved, d.pendingSince)
-		queues[c.p.TaskID] = def.TaskQueueID
+		w.queues[c.p.TaskID] = def.TaskQueueID
 	}
-	t.send(Statement{Query: `INSERT INTO tasks (task_id, task_queue_id, scheduler_id, project_id, task_group_id, requires,
+	w.tasksQuery = `INSERT INTO tasks (task_id, task_queue_id, scheduler_id, project_id, task_group_id, requires,
 		priority, deadline, expires, definition, retries_left, runs, state, unresolved, pending_since, pending_seq)
 		VALUES ` + strings.Join(values, ", ") + `
-		ON CONFLICT (task_id) DO NOTHING RETURNING task_id`,
-		Args: args, What: fmt.Sprintf("inserting %d tasks", len(sorted)),
+		ON CONFLICT (task_id) DO NOTHING RETURNING task_id`
+	return w, nil
+}
+
+// groupsStatement runs the groups' upsert, setting *refused if a group
+// refused its tasks.
+func (w *createWrites) groupsStatement(refused *bool) Statement {
+	return Statement{Query: w.groupsQuery, Args: w.groupsArgs, What: fmt.Sprintf("joining %d task groups", w.groups),
+		Rows: func(rows Rows) error {
+			n := 0
+			for rows.Next() {
+				n++
+			}
+			*refused = n < w.groups
+			return nil
+		}}
+}
+
+// tasksStatement runs the tasks' insert; inserted receives the taskIds
+// written, whose queues are told of their new pending runs at the commit.
+func (w *createWrites) tasksStatement(t *txn, inserted map[string]bool) Statement {
+	return Statement{Query: w.tasksQuery, Args: w.tasksArgs, What: fmt.Sprintf("inserting %d tasks", len(w.queues)),
 		Rows: func(rows Rows) error {
 			for rows.Next() {
 				var id string
@@ -197,11 +226,21 @@ func (t *txn) createBatch(calls []*createCall, inserted map[string]bool, refused
 					return err
 				}
 				inserted[id] = true
-				// Waiting claimWork calls learn of the new pending run
-				// once this commits.
-				t.notifyPending(queues[id])
+				t.notifyPending(w.queues[id])
 			}
 			return nil
-		}})
-	return nil
+		}}
+}
+
+// assertedStatement runs both writes as one statement that fails (through
+// the dialect's assert function) unless every group took its tasks and
+// every task went in.
+func (w *createWrites) assertedStatement(assert string) Statement {
+	args := append(append(slices.Clip(w.groupsArgs), w.tasksArgs...), w.groups, len(w.queues))
+	return Statement{
+		Query: "WITH g AS (" + w.groupsQuery + "), t AS (" + w.tasksQuery + ")\n" +
+			"SELECT " + assert + "((SELECT COUNT(*) FROM g) = ? AND (SELECT COUNT(*) FROM t) = ?, 'batch of creates incomplete')",
+		Args: args,
+		What: fmt.Sprintf("creating %d tasks", len(w.queues)),
+	}
 }

@@ -32,6 +32,12 @@ type Dialect struct {
 	// NextPendingSeq is an SQL expression giving the next pending-order
 	// sequence number.
 	NextPendingSeq string
+	// Assert, if set, names an SQL function (ok boolean, message text) that
+	// raises an error when ok is false, failing the transaction; with it a
+	// batch of creates checks its own outcome and goes with its COMMIT in
+	// one round trip. The database must also run data-modifying WITH
+	// clauses.
+	Assert string
 	// PendingSeqs gives the SQL expression numbering the ordinal-th (1, 2,
 	// …) row of a multi-row insert of pending runs, in row order.
 	PendingSeqs func(ordinal string) string

@@ -72,6 +72,7 @@ func dialect(announce func(taskQueueID string, runs int), pool *pgxpool.Pool, ba
 		LockSkip:       " FOR UPDATE SKIP LOCKED",
 		LockShare:      " FOR SHARE",
 		NextPendingSeq: "nextval('hopper_pending_seq')",
+		Assert:         "hopper_assert", // migration 003
 		// nextval is evaluated row by row, in the statement's row order.
 		PendingSeqs:     func(string) string { return "nextval('hopper_pending_seq')" },
 		AnnouncePending: announce,
