@@ -52,6 +52,8 @@ func RunConcurrency(t *testing.T, opts ConcurrencyOptions) {
 	t.Run("ReportRace", func(t *testing.T) { t.Parallel(); testReportRace(t, stores(t)) })
 	t.Run("CreateRace", func(t *testing.T) { t.Parallel(); testCreateRace(t, stores(t)) })
 	t.Run("DependencyRace", func(t *testing.T) { t.Parallel(); testDependencyRace(t, stores(t)) })
+	t.Run("CombinedUpdates", func(t *testing.T) { t.Parallel(); testCombinedUpdates(t, stores(t)) })
+	t.Run("CombinedCreates", func(t *testing.T) { t.Parallel(); testCombinedCreates(t, stores(t)) })
 	if opts.CrossProcessWakeup {
 		t.Run("CrossProcessWakeup", func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,249 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// testCombinedUpdates: a burst of transitions on one replica (which the
+// store may run in shared transactions) keeps every call's outcome its
+// own. In one task group, 48 running tasks are reported at once: some
+// completed, some failed, some with a run that does not exist (refused,
+// task untouched), some twice (one wins, one conflicts); each of the
+// completed ones releases a dependent. Every dependent is scheduled once,
+// and the group's resolution is reported once, by the last resolution.
+func testCombinedUpdates(t *testing.T, stores []store.Store) {
+	ctx := context.Background()
+	s := stores[0]
+	const n = 48
+	ids := seqIDs("comb-", n)
+	deps := seqIDs("dep-", n)
+	for _, id := range ids {
+		_, err := s.CreateTask(ctx, store.CreateTaskParams{TaskID: id, Task: NewTask(testQueue, Epoch, withGroup("cg")), Now: Epoch})
+		require.NoError(t, err)
+	}
+	for i, id := range deps {
+		_, err := s.CreateTask(ctx, store.CreateTaskParams{TaskID: id, Now: Epoch,
+			Task: NewTask("prov/deps", Epoch, withGroup("dg"), withDeps(ids[i]))})
+		require.NoError(t, err)
+	}
+	for left := n; left > 0; {
+		res, err := s.ClaimWork(ctx, store.ClaimWorkParams{TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: workerID,
+			Count: 32, Now: Epoch, TakenUntil: Epoch.Add(claimTimeout)})
+		require.NoError(t, err)
+		require.NotEmpty(t, res.Claims)
+		left -= len(res.Claims)
+	}
+
+	now := Epoch.Add(time.Minute)
+	type call struct {
+		id    string
+		apply func(*queue.TaskState, *queue.Transition) error
+		kind  string
+	}
+	var calls []call
+	for i, id := range ids {
+		switch i % 4 {
+		case 0, 1:
+			calls = append(calls, call{id, report(queue.StateCompleted, 0, now), queue.StateCompleted})
+		case 2:
+			calls = append(calls, call{id, report(queue.StateFailed, 0, now), queue.StateFailed})
+			calls = append(calls, call{id, report(queue.StateCompleted, 0, now), queue.StateCompleted})
+		case 3:
+			calls = append(calls, call{id, report(queue.StateCompleted, 7, now), "refused"})
+		}
+	}
+	var (
+		mu            sync.Mutex
+		winners       = map[string][]string{}
+		groupResolved []string
+		scheduled     = map[string]int{}
+		errs          errorList
+		wg            sync.WaitGroup
+	)
+	start := make(chan struct{})
+	for _, c := range calls {
+		wg.Go(func() {
+			<-start
+			res, err := s.UpdateTask(ctx, store.UpdateTaskParams{TaskID: c.id, Now: now, Apply: c.apply})
+			var qe *queue.Error
+			switch {
+			case c.kind == "refused":
+				if !errors.As(err, &qe) || qe.Kind != queue.KindNotFound {
+					errs.add(fmt.Errorf("run 7 of %s: want not found, got %v", c.id, err))
+				}
+				return
+			case errors.As(err, &qe) && qe.Kind == queue.KindConflict:
+				return
+			case err != nil:
+				errs.add(fmt.Errorf("%s on %s: %w", c.kind, c.id, err))
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			winners[c.id] = append(winners[c.id], c.kind)
+			for i, ch := range res.Changes {
+				if i > 0 {
+					scheduled[ch.Task.TaskID]++
+				}
+				if ch.GroupResolved != nil {
+					groupResolved = append(groupResolved, ch.Task.TaskID)
+				}
+			}
+			if res.Task == nil || res.Task.TaskID != c.id || res.Changes[0].Task.TaskID != c.id {
+				errs.add(fmt.Errorf("%s on %s: the result is about another task", c.kind, c.id))
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	errs.require(t)
+
+	tasks, err := s.GetTasks(ctx, append(append([]string{}, ids...), deps...))
+	require.NoError(t, err)
+	byID := map[string]*queue.TaskState{}
+	for _, ts := range tasks {
+		byID[ts.TaskID] = ts
+	}
+	for i, id := range ids {
+		ts, dep := byID[id], byID[deps[i]]
+		if i%4 == 3 {
+			require.Equal(t, queue.StateRunning, ts.State(), "a refused report leaves %s running", id)
+			require.Empty(t, winners[id])
+			require.Equal(t, queue.StateUnscheduled, dep.State())
+			continue
+		}
+		require.Len(t, winners[id], 1, "reports that won on %s: %v", id, winners[id])
+		require.Equal(t, winners[id][0], ts.State())
+		if ts.State() == queue.StateCompleted {
+			require.Equal(t, queue.StatePending, dep.State(), "%s completed: its dependent is scheduled", id)
+			require.Equal(t, 1, scheduled[deps[i]], "%s scheduled once", deps[i])
+		} else {
+			require.Equal(t, queue.StateUnscheduled, dep.State())
+			require.Zero(t, scheduled[deps[i]])
+		}
+	}
+	// A quarter of the group is still running: the group is not resolved.
+	require.Empty(t, groupResolved)
+	// The rest resolve at once: exactly one of them reports the group.
+	for i := 3; i < n; i += 4 {
+		wg.Go(func() {
+			res, err := s.UpdateTask(ctx, store.UpdateTaskParams{TaskID: ids[i], Now: now, Apply: report(queue.StateFailed, 0, now)})
+			errs.add(err)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, ch := range res.Changes {
+				if ch.GroupResolved != nil {
+					groupResolved = append(groupResolved, ch.Task.TaskID)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	errs.require(t)
+	require.Len(t, groupResolved, 1, "the group's resolution is reported once: %v", groupResolved)
+}
+
+// testCombinedCreates: a burst of creates on one replica (which the store
+// may write in shared transactions) answers each call on its own merits:
+// new tasks are created, identical repeats succeed, a reused taskId with
+// another definition conflicts, and a task for a sealed group or a group
+// of another schedulerId is refused and leaves nothing behind. The new
+// tasks are claimable in the order their creates were answered.
+func testCombinedCreates(t *testing.T, stores []store.Store) {
+	ctx := context.Background()
+	s := stores[0]
+	_, err := s.CreateTask(ctx, store.CreateTaskParams{TaskID: "taken", Task: NewTask(testQueue, Epoch, withGroup("open")), Now: Epoch})
+	require.NoError(t, err)
+	_, err = s.CreateTask(ctx, store.CreateTaskParams{TaskID: "sealer", Task: NewTask(testQueue, Epoch, withGroup("sealed")), Now: Epoch})
+	require.NoError(t, err)
+	_, err = s.SealTaskGroup(ctx, "sealed", Epoch)
+	require.NoError(t, err)
+	_, err = s.CreateTask(ctx, store.CreateTaskParams{TaskID: "other-sched", Now: Epoch,
+		Task: NewTask(testQueue, Epoch, withGroup("theirs"), func(d *queue.Task) { d.SchedulerID = "them" })})
+	require.NoError(t, err)
+
+	type outcome struct {
+		id       string
+		def      *queue.Task
+		conflict bool // refused with a conflict, else created (or repeated)
+		racing   bool // one of two different creates of one id: either may win
+	}
+	var outcomes []outcome
+	for i := range 40 {
+		outcomes = append(outcomes, outcome{id: fmt.Sprintf("new-%02d", i), def: NewTask(testQueue, Epoch, withGroup(fmt.Sprintf("ng-%d", i%5)))})
+	}
+	outcomes = append(outcomes,
+		outcome{id: "taken", def: NewTask(testQueue, Epoch, withGroup("open"))}, // an identical repeat
+		outcome{id: "taken", def: NewTask(testQueue, Epoch, withGroup("open"), withPriority("high")), conflict: true},
+		outcome{id: "in-sealed", def: NewTask(testQueue, Epoch, withGroup("sealed")), conflict: true},
+		outcome{id: "wrong-sched", def: NewTask(testQueue, Epoch, withGroup("theirs")), conflict: true},
+		outcome{id: "twice", def: NewTask(testQueue, Epoch, withGroup("fresh-1")), racing: true},
+		outcome{id: "twice", def: NewTask(testQueue, Epoch, withGroup("fresh-2")), racing: true},
+	)
+	var (
+		errs      errorList
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		twiceWins int
+	)
+	start := make(chan struct{})
+	for _, o := range outcomes {
+		wg.Go(func() {
+			<-start
+			res, err := s.CreateTask(ctx, store.CreateTaskParams{TaskID: o.id, Task: o.def, Now: Epoch})
+			var qe *queue.Error
+			conflict := errors.As(err, &qe) && qe.Kind == queue.KindConflict
+			switch {
+			case o.racing && (err == nil || conflict):
+				if err == nil {
+					mu.Lock()
+					twiceWins++
+					mu.Unlock()
+				}
+			case !o.conflict && err == nil:
+				if res.Task == nil || res.Task.TaskID != o.id {
+					errs.add(fmt.Errorf("create %s: no status in the reply", o.id))
+				}
+			case o.conflict && conflict:
+			default:
+				errs.add(fmt.Errorf("create %s (conflict expected: %v): got %v", o.id, o.conflict, err))
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	errs.require(t)
+	require.Equal(t, 1, twiceWins, "one of two different creates of one taskId wins")
+
+	groups := 0
+	for _, g := range []string{"fresh-1", "fresh-2"} {
+		_, err := s.GetTaskGroup(ctx, g)
+		if err == nil {
+			groups++
+			continue
+		}
+		require.ErrorIs(t, err, store.ErrNotFound)
+	}
+	require.Equal(t, 1, groups, "only the winning create's group exists")
+	_, err = s.GetTask(ctx, "in-sealed")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = s.GetTask(ctx, "wrong-sched")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	pending, _, err := s.TaskQueueCounts(ctx, testQueue, Epoch)
+	require.NoError(t, err)
+	require.Equal(t, 3+40+1, pending, "taken, sealer, other-sched, the new tasks and twice")
+}
