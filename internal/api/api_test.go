@@ -404,7 +404,7 @@ func (h *harness) awaitSubscribed(t *testing.T, tq string) {
 
 // TestClaimWorkWakesOnCreate: a claimWork waiting on an empty queue returns
 // the task created during its wait promptly, woken by the store's pending
-// notification rather than by its one-second backup poll or the long-poll
+// notification rather than by its five-second backup poll or the long-poll
 // timeout.
 func TestClaimWorkWakesOnCreate(t *testing.T) {
 	t.Parallel()
@@ -432,8 +432,8 @@ func TestClaimWorkWakesOnCreate(t *testing.T) {
 		}
 	}
 	t.Logf("wake latencies (createTask reply → claimWork reply): %v", latencies)
-	// The best of three stays far below the 1 s backup poll even on a busy
-	// machine; it would be ~950 ms if only the backup poll woke the call.
+	// The best of three stays far below the 5 s backup poll even on a busy
+	// machine; it would be seconds if only the backup poll woke the call.
 	best := latencies[0]
 	for _, l := range latencies[1:] {
 		best = min(best, l)

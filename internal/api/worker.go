@@ -73,6 +73,10 @@ func (s *Server) touchWorker(ctx context.Context, key store.WorkerKey, now time.
 	return nil
 }
 
+// backupPoll is how often a waiting claimWork looks for work it was not
+// woken for.
+const backupPoll = 5 * time.Second
+
 type workerIdentity struct {
 	WorkerGroup string `json:"workerGroup"`
 	WorkerID    string `json:"workerId"`
@@ -105,9 +109,12 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	// attempt and the wait is not missed.
 	wake, cancel := s.store.SubscribePending(taskQueueID, in.Tasks)
 	defer cancel()
-	// A slow backup poll covers notifications lost while a database
-	// listener reconnects.
-	backup := time.NewTicker(time.Second)
+	// A slow backup poll covers the rare wake-up that is lost (a process
+	// that died between its commit and its announcement, a woken call that
+	// failed before claiming); a listener that reconnects wakes every
+	// waiter itself. Each poll is a claim transaction, so an idle fleet of
+	// N workers costs N/backupPoll of them a second.
+	backup := time.NewTicker(backupPoll)
 	defer backup.Stop()
 	for {
 		now := s.clock.Now()

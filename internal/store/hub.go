@@ -76,6 +76,21 @@ func (h *Hub) Notify(taskQueueID string, n int) {
 	h.wakeLocked(taskQueueID, n)
 }
 
+// NotifyAll wakes every waiter of every task queue: for when wake-ups may
+// have been missed (a database listener that reconnected).
+func (h *Hub) NotifyAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, q := range h.queues {
+		for _, w := range q.list {
+			select {
+			case w.ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
 func (h *Hub) wakeLocked(taskQueueID string, n int) {
 	q := h.queues[taskQueueID]
 	if q == nil || n <= 0 {

@@ -92,3 +92,20 @@ func TestHubPassesOnUnusedWakeUps(t *testing.T) {
 		t.Fatal("b is still subscribed")
 	}
 }
+
+// TestHubNotifyAll wakes every waiter of every queue, once.
+func TestHubNotifyAll(t *testing.T) {
+	h := NewHub()
+	a, cancelA := h.Subscribe("q", 1)
+	defer cancelA()
+	b, cancelB := h.Subscribe("r", 5)
+	defer cancelB()
+	h.NotifyAll()
+	h.NotifyAll()
+	if !woken(a) || !woken(b) {
+		t.Fatal("every waiter must be woken")
+	}
+	if woken(a) || woken(b) {
+		t.Fatal("a waiter holds at most one wake-up")
+	}
+}

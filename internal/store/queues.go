@@ -377,14 +377,14 @@ func (db *DB) AddRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentT
 // maxRecentTasks); unknown workers keep no history.
 func (t *txn) addRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentTask) error {
 	var worker workerClaimRecord
-	t.send(t.workerClaimRecordStatement(key, &worker))
+	t.send(t.workerClaimRecordStatement(key, &worker, true))
 	if err := t.flush(ctx); err != nil {
 		return err
 	}
 	if !worker.found {
 		return nil
 	}
-	return t.sendRecentTasks(key, worker.recentTasks, tasks)
+	return t.sendRecentTasks(key, worker.recentTasks, tasks, nil)
 }
 
 // workerClaimRecord is what a claim reads of the worker's record.
@@ -395,10 +395,14 @@ type workerClaimRecord struct {
 }
 
 // workerClaimRecordStatement reads the worker's recent tasks and quarantine,
-// locking the record until the transaction ends.
-func (t *txn) workerClaimRecordStatement(key WorkerKey, into *workerClaimRecord) Statement {
+// locking the record until the transaction ends if lock is set.
+func (t *txn) workerClaimRecordStatement(key WorkerKey, into *workerClaimRecord, lock bool) Statement {
+	query := "SELECT recent_tasks, quarantine_until FROM workers WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?"
+	if lock {
+		query += t.db.dialect.LockRow
+	}
 	return Statement{
-		Query: "SELECT recent_tasks, quarantine_until FROM workers WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?" + t.db.dialect.LockRow,
+		Query: query,
 		Args:  []any{key.TaskQueueID, key.WorkerGroup, key.WorkerID},
 		What:  "loading worker " + key.WorkerGroup + "/" + key.WorkerID,
 		Rows: func(rows Rows) error {
@@ -413,8 +417,10 @@ func (t *txn) workerClaimRecordStatement(key WorkerKey, into *workerClaimRecord)
 }
 
 // sendRecentTasks queues the write of the worker's recent tasks: the list
-// read (recentJSON) with tasks appended, the last maxRecentTasks kept.
-func (t *txn) sendRecentTasks(key WorkerKey, recentJSON string, tasks []RecentTask) error {
+// read (recentJSON) with tasks appended, the last maxRecentTasks kept. With
+// written set, the write is conditional on the list being still the one
+// read (for a read that took no lock), and *written reports whether it was.
+func (t *txn) sendRecentTasks(key WorkerKey, recentJSON string, tasks []RecentTask, written *bool) error {
 	var list []RecentTask
 	if err := json.Unmarshal([]byte(recentJSON), &list); err != nil {
 		return fmt.Errorf("decoding recent tasks: %w", err)
@@ -427,8 +433,17 @@ func (t *txn) sendRecentTasks(key WorkerKey, recentJSON string, tasks []RecentTa
 	if err != nil {
 		return fmt.Errorf("encoding recent tasks: %w", err)
 	}
-	t.send(Statement{Query: "UPDATE workers SET recent_tasks = ? WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?",
+	st := Statement{Query: "UPDATE workers SET recent_tasks = ? WHERE task_queue_id = ? AND worker_group = ? AND worker_id = ?",
 		Args: []any{string(b), key.TaskQueueID, key.WorkerGroup, key.WorkerID},
-		What: "recording recent tasks of " + key.WorkerGroup + "/" + key.WorkerID})
+		What: "recording recent tasks of " + key.WorkerGroup + "/" + key.WorkerID}
+	if written != nil {
+		st.Query += " AND recent_tasks = ?"
+		st.Args = append(st.Args, recentJSON)
+		st.Exec = func(n int64) error {
+			*written = n > 0
+			return nil
+		}
+	}
+	t.send(st)
 	return nil
 }

@@ -671,10 +671,20 @@ func (t *txn) groupResolvedStatement(taskGroupID string, group **TaskGroup) Stat
 // ClaimWork implements Store: it takes up to Count pending runs of the queue
 // in priority then FIFO order in one statement, skipping rows other
 // transactions hold, and claims each. Two round trips: the pending runs and
-// the worker's record are read (and locked) together, and the claimed tasks
-// and the worker's recent tasks are written with the COMMIT.
+// the worker's record are read together, and the claimed tasks and the
+// worker's recent tasks are written with the COMMIT.
+//
+// The worker's record is read without a lock, so a claim that finds
+// nothing (most of those an idle fleet makes) writes nothing at all; its
+// recent tasks are then written only if they are still what was read. When
+// a concurrent claim by the same worker changed them meanwhile, they are
+// appended again under a lock after the commit.
 func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, error) {
-	var res *ClaimResult
+	var (
+		res      *ClaimResult
+		recent   []RecentTask
+		recorded bool
+	)
 	err := db.tx(ctx, func(tx *txn) error {
 		res = &ClaimResult{}
 		var tasks []*queue.TaskState
@@ -691,7 +701,7 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		key := WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}
 		var worker workerClaimRecord
 		if p.RecordRecentTasks || p.CheckQuarantine {
-			tx.send(tx.workerClaimRecordStatement(key, &worker))
+			tx.send(tx.workerClaimRecordStatement(key, &worker, false))
 		}
 		if err := tx.flush(ctx); err != nil {
 			return err
@@ -719,17 +729,23 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		if err := tx.saveMany(claimed); err != nil {
 			return err
 		}
+		recent = nil
 		if p.RecordRecentTasks && worker.found && len(res.Claims) > 0 {
-			recent := make([]RecentTask, len(res.Claims))
-			for i, cl := range res.Claims {
-				recent[i] = RecentTask{TaskID: cl.Task.TaskID, RunID: cl.RunID}
+			for _, cl := range res.Claims {
+				recent = append(recent, RecentTask{TaskID: cl.Task.TaskID, RunID: cl.RunID})
 			}
-			return tx.sendRecentTasks(key, worker.recentTasks, recent)
+			return tx.sendRecentTasks(key, worker.recentTasks, recent, &recorded)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	if recent != nil && !recorded {
+		key := WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}
+		// Best effort: the claims stand whatever happens to the worker's
+		// bookkeeping.
+		_ = db.AddRecentTasks(ctx, key, recent)
 	}
 	if len(res.Claims) == p.Count {
 		// Runs may be left: the next waiter of this process looks (the hub

@@ -214,6 +214,9 @@ func (l *listener) listen(ctx context.Context, ready func()) error {
 		return fmt.Errorf("listening: %w", err)
 	}
 	ready()
+	// Announcements made while no listener was connected are lost: every
+	// waiter looks for itself once.
+	l.hub.NotifyAll()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -233,7 +236,7 @@ func (l *listener) listen(ctx context.Context, ready func()) error {
 // would cap the whole queue at one commit at a time. Here a burst of tasks
 // made pending in one queue costs one NOTIFY. If the process dies between a
 // commit and its NOTIFY, other processes still find the task on their
-// claimWork backup poll (one second).
+// claimWork backup poll (five seconds).
 type announcer struct {
 	pool    *pgxpool.Pool
 	channel string

@@ -247,3 +247,54 @@ func testCombinedCreates(t *testing.T, stores []store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, 3+40+1, pending, "taken, sealer, other-sched, the new tasks and twice")
 }
+
+// testClaimsOfOneWorker: one worker's claims racing each other each land
+// in its recent tasks (they are written without holding the worker's
+// record while the claims look for work).
+func testClaimsOfOneWorker(t *testing.T, stores []store.Store) {
+	ctx := context.Background()
+	const n = 16
+	q := "prov/one-worker"
+	for i := range n {
+		id := fmt.Sprintf("ow-%02d", i)
+		_, err := stores[0].CreateTask(ctx, store.CreateTaskParams{TaskID: id, Task: NewTask(q, Epoch, withGroup(id)), Now: Epoch})
+		require.NoError(t, err)
+	}
+	key := store.WorkerKey{TaskQueueID: q, WorkerGroup: workerGroup, WorkerID: "same"}
+	_, err := stores[0].TouchWorker(ctx, store.TouchWorkerParams{Key: key, Now: Epoch, Expires: Epoch.Add(time.Hour)})
+	require.NoError(t, err)
+	var (
+		errs    errorList
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		claimed []string
+	)
+	start := make(chan struct{})
+	for i := range n {
+		s := stores[i%len(stores)]
+		wg.Go(func() {
+			<-start
+			res, err := s.ClaimWork(ctx, store.ClaimWorkParams{TaskQueueID: q, WorkerGroup: workerGroup, WorkerID: "same",
+				Count: 1, Now: Epoch, TakenUntil: Epoch.Add(claimTimeout), RecordRecentTasks: true, CheckQuarantine: true})
+			errs.add(err)
+			if err == nil {
+				mu.Lock()
+				for _, c := range res.Claims {
+					claimed = append(claimed, c.Task.TaskID)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	errs.require(t)
+	require.NotEmpty(t, claimed)
+	w, err := stores[0].GetWorker(ctx, key, Epoch)
+	require.NoError(t, err)
+	var recorded []string
+	for _, r := range w.RecentTasks {
+		recorded = append(recorded, r.TaskID)
+	}
+	require.ElementsMatch(t, claimed, recorded, "every claim is in the worker's recent tasks")
+}
