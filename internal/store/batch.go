@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -96,7 +98,8 @@ func (db *DB) runUpdates(calls []*updateCall) {
 
 // updateBatch applies each call's transition to its task and queues the
 // saves and their consequences; the caller commits, then calls finish to
-// complete the calls' results with what was read at the commit.
+// complete the calls' results with what was read at the commit (and, for a
+// group left with few unresolved members, after it; see groupRecheckLimit).
 //
 // The common case takes two round trips: the tasks are locked and their
 // dependents read together, and when no dependent becomes ready the saves
@@ -191,8 +194,8 @@ func (t *txn) updateBatch(ctx context.Context, calls []*updateCall) (finish func
 	if len(resolved) == 0 {
 		return func() {}, nil
 	}
-	groups := map[string]*TaskGroup{}
-	t.send(t.batchGroupsResolvedStatement(groupIDs, groups))
+	checks := map[string]groupCheck{}
+	t.send(t.batchGroupsResolvedStatement(groupIDs, checks))
 	for _, s := range resolved {
 		var ready []string
 		state := s.after.State()
@@ -206,6 +209,18 @@ func (t *txn) updateBatch(ctx context.Context, calls []*updateCall) (finish func
 		}
 	}
 	return func() {
+		groups := map[string]*TaskGroup{}
+		var recheck []string
+		for id, c := range checks {
+			switch {
+			case c.unresolved == 0:
+				groups[id] = c.group
+			case c.unresolved <= groupRecheckLimit:
+				recheck = append(recheck, id)
+			}
+		}
+		slices.Sort(recheck)
+		maps.Copy(groups, t.db.recheckGroups(ctx, recheck))
 		for _, s := range resolved {
 			if g := groups[s.after.Task.TaskGroupID]; g != nil {
 				// Reported once, with the first of the group's resolutions.
@@ -240,28 +255,80 @@ func (t *txn) dependentsOfStatement(taskIDs []any, edges *[]dependencyEdge) Stat
 	}
 }
 
-// batchGroupsResolvedStatement puts into groups each of the task groups
-// that has no unresolved member left.
-func (t *txn) batchGroupsResolvedStatement(groupIDs []string, groups map[string]*TaskGroup) Statement {
-	args := make([]any, len(groupIDs))
-	for i, id := range groupIDs {
-		args[i] = id
+// groupCheck is what a transaction saw of a task group one of its tasks
+// resolved: the group, and how many of its members were unresolved (up to
+// groupRecheckLimit+1).
+type groupCheck struct {
+	group      *TaskGroup
+	unresolved int
+}
+
+// groupRecheckLimit bounds the unresolved members a group may have left for
+// a resolution to look at the group again after its commit. Two
+// transactions resolving a group's last two tasks at once (on two replicas)
+// each see the other's task unresolved, so neither would report the group;
+// looked at again after the commit, at least one sees both resolved. A
+// group with more members left than this is far from done. (Both may then
+// report it: a rare duplicate, never a miss.)
+const groupRecheckLimit = 8
+
+// batchGroupsResolvedStatement reads, for each task group, how many
+// unresolved members it has (counting stops past groupRecheckLimit).
+func (t *txn) batchGroupsResolvedStatement(groupIDs []string, checks map[string]groupCheck) Statement {
+	args := make([]any, 0, len(groupIDs)+1)
+	args = append(args, groupRecheckLimit+1)
+	for _, id := range groupIDs {
+		args = append(args, id)
 	}
 	return Statement{
-		Query: `SELECT task_group_id, scheduler_id, expires, sealed FROM task_groups g
-		WHERE task_group_id IN (` + placeholders(len(args)) + `)
-		AND NOT EXISTS (SELECT 1 FROM tasks WHERE task_group_id = g.task_group_id AND unresolved = 1)`,
+		Query: `SELECT task_group_id, scheduler_id, expires, sealed,
+		(SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE task_group_id = g.task_group_id AND unresolved = 1 LIMIT ?) AS u)
+		FROM task_groups g WHERE task_group_id IN (` + placeholders(len(groupIDs)) + `)`,
 		Args: args,
-		What: fmt.Sprintf("checking %d task groups", len(args)),
+		What: fmt.Sprintf("checking %d task groups", len(groupIDs)),
 		Rows: func(rows Rows) error {
 			for rows.Next() {
-				g, err := scanGroup(rows)
-				if err != nil {
+				var (
+					g          TaskGroup
+					expires    int64
+					sealed     sql.NullInt64
+					unresolved int
+				)
+				if err := rows.Scan(&g.TaskGroupID, &g.SchedulerID, &expires, &sealed, &unresolved); err != nil {
 					return err
 				}
-				groups[g.TaskGroupID] = g
+				g.Expires = fromMS(expires)
+				if sealed.Valid {
+					s := fromMS(sealed.Int64)
+					g.Sealed = &s
+				}
+				checks[g.TaskGroupID] = groupCheck{group: &g, unresolved: unresolved}
 			}
 			return nil
 		},
 	}
+}
+
+// recheckGroups looks again, after the commit, at the groups a batch left
+// with few unresolved members, and returns those now resolved. It is best
+// effort: the answer only decides whether an event is sent.
+func (db *DB) recheckGroups(ctx context.Context, groupIDs []string) map[string]*TaskGroup {
+	if len(groupIDs) == 0 {
+		return nil
+	}
+	checks := map[string]groupCheck{}
+	err := db.tx(ctx, func(tx *txn) error {
+		tx.send(tx.batchGroupsResolvedStatement(groupIDs, checks))
+		return tx.flush(ctx)
+	})
+	if err != nil {
+		return nil
+	}
+	out := map[string]*TaskGroup{}
+	for id, c := range checks {
+		if c.unresolved == 0 {
+			out[id] = c.group
+		}
+	}
+	return out
 }

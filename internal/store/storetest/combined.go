@@ -298,3 +298,65 @@ func testClaimsOfOneWorker(t *testing.T, stores []store.Store) {
 	}
 	require.ElementsMatch(t, claimed, recorded, "every claim is in the worker's recent tasks")
 }
+
+// testGroupResolvedRace: the last two tasks of a group resolved at the
+// same moment, on two replicas, never leave the group's resolution
+// unreported (each sees the other's task unresolved in its transaction).
+func testGroupResolvedRace(t *testing.T, stores []store.Store) {
+	ctx := context.Background()
+	const groups = 200
+	q := "prov/group-race"
+	var ids [groups][2]string
+	for g := range groups {
+		for k := range 2 {
+			ids[g][k] = fmt.Sprintf("gr-%02d-%d", g, k)
+			_, err := stores[0].CreateTask(ctx, store.CreateTaskParams{TaskID: ids[g][k], Now: Epoch,
+				Task: NewTask(q, Epoch, withGroup(fmt.Sprintf("race-%02d", g)))})
+			require.NoError(t, err)
+		}
+	}
+	for left := 2 * groups; left > 0; {
+		res, err := stores[0].ClaimWork(ctx, store.ClaimWorkParams{TaskQueueID: q, WorkerGroup: workerGroup, WorkerID: workerID,
+			Count: 32, Now: Epoch, TakenUntil: Epoch.Add(claimTimeout)})
+		require.NoError(t, err)
+		require.NotEmpty(t, res.Claims)
+		left -= len(res.Claims)
+	}
+	now := Epoch.Add(time.Minute)
+	var (
+		errs     errorList
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		reported = map[string]int{}
+	)
+	start := make(chan struct{})
+	for g := range groups {
+		for k := range 2 {
+			s := stores[k%len(stores)]
+			wg.Go(func() {
+				<-start
+				res, err := s.UpdateTask(ctx, store.UpdateTaskParams{TaskID: ids[g][k], Now: now, Apply: report(queue.StateCompleted, 0, now)})
+				errs.add(err)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for _, ch := range res.Changes {
+					if ch.GroupResolved != nil {
+						reported[ch.GroupResolved.TaskGroupID]++
+					}
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	errs.require(t)
+	for g := range groups {
+		id := fmt.Sprintf("race-%02d", g)
+		n := reported[id]
+		require.GreaterOrEqual(t, n, 1, "group %s resolved without being reported", id)
+		require.LessOrEqual(t, n, len(stores), "group %s reported %d times", id, n)
+	}
+}

@@ -55,6 +55,7 @@ func RunConcurrency(t *testing.T, opts ConcurrencyOptions) {
 	t.Run("CombinedUpdates", func(t *testing.T) { t.Parallel(); testCombinedUpdates(t, stores(t)) })
 	t.Run("CombinedCreates", func(t *testing.T) { t.Parallel(); testCombinedCreates(t, stores(t)) })
 	t.Run("ClaimsOfOneWorker", func(t *testing.T) { t.Parallel(); testClaimsOfOneWorker(t, stores(t)) })
+	t.Run("GroupResolvedRace", func(t *testing.T) { t.Parallel(); testGroupResolvedRace(t, stores(t)) })
 	if opts.CrossProcessWakeup {
 		t.Run("CrossProcessWakeup", func(t *testing.T) {
 			t.Parallel()
