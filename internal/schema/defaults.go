@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/big"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -19,49 +20,97 @@ import (
 // $ref, and for oneOf/anyOf the first alternative that validates once filled
 // supplies its defaults (ajv ignores defaults inside those keywords, which
 // would leave e.g. a link artifact's contentType unset).
-func fill(sch *jsonschema.Schema, value any, depth int) any {
+//
+// tr, if not nil, records what changed, so that a body whose only changes
+// are defaults added to its top-level object can be patched rather than
+// encoded again; root says value is that top-level object.
+func fill(sch *jsonschema.Schema, value any, depth int, tr *fillTracker, root bool) any {
 	if sch == nil || depth > maxFillDepth {
 		return value
 	}
 	if sch.Ref != nil {
-		value = fill(sch.Ref, value, depth+1)
+		value = fill(sch.Ref, value, depth+1, tr, root)
 	}
 	for _, sub := range sch.AllOf {
-		value = fill(sub, value, depth+1)
+		value = fill(sub, value, depth+1, tr, root)
 	}
 
 	switch v := value.(type) {
 	case map[string]any:
-		fillObject(sch, v, depth)
+		fillObject(sch, v, depth, tr, root)
 	case []any:
-		fillArray(sch, v, depth)
+		fillArray(sch, v, depth, tr)
 	case json.Number:
 		if onlyInteger(sch) {
 			value = canonicalInteger(v)
+			if value != v {
+				tr.changedBelow()
+			}
 		}
 	}
 
 	if alt, ok := fillAlternative(sch.OneOf, value, depth); ok {
 		value = alt
+		tr.changedBelow()
 	} else if alt, ok := fillAlternative(sch.AnyOf, value, depth); ok {
 		value = alt
+		tr.changedBelow()
 	}
 	return value
 }
 
+// fillTracker records what fill changed in a body.
+type fillTracker struct {
+	// deep is set when anything but a member added to the top-level
+	// object changed.
+	deep bool
+	// added names the members added to the top-level object.
+	added []string
+}
+
+func (tr *fillTracker) changedBelow() {
+	if tr != nil {
+		tr.deep = true
+	}
+}
+
+// propertyNames caches each compiled schema's property names in order:
+// sorting them on every object of every request was most of fill's cost.
+var propertyNames sync.Map // *jsonschema.Schema → []string
+
+// propertyOrder returns the schema's property names, sorted.
+func propertyOrder(sch *jsonschema.Schema) []string {
+	if names, ok := propertyNames.Load(sch); ok {
+		return names.([]string)
+	}
+	names := sortedKeys(sch.Properties)
+	propertyNames.Store(sch, names)
+	return names
+}
+
 // fillObject applies property defaults to obj and recurses into its members.
-func fillObject(sch *jsonschema.Schema, obj map[string]any, depth int) {
-	for _, name := range sortedKeys(sch.Properties) {
+func fillObject(sch *jsonschema.Schema, obj map[string]any, depth int, tr *fillTracker, root bool) {
+	for _, name := range propertyOrder(sch) {
 		propSchema := sch.Properties[name]
 		member, present := obj[name]
-		if !present {
-			def, ok := defaultOf(propSchema, depth)
-			if !ok {
-				continue
-			}
-			member = deepCopy(def)
+		if present {
+			obj[name] = fill(propSchema, member, depth+1, tr, false)
+			continue
 		}
-		obj[name] = fill(propSchema, member, depth+1)
+		def, ok := defaultOf(propSchema, depth)
+		if !ok {
+			continue
+		}
+		// A default is filled in turn (it may have defaults of its own);
+		// what it becomes depends on the schema alone.
+		obj[name] = fill(propSchema, deepCopy(def), depth+1, nil, false)
+		switch {
+		case tr == nil:
+		case root:
+			tr.added = append(tr.added, name)
+		default:
+			tr.deep = true
+		}
 	}
 	additional, _ := sch.AdditionalProperties.(*jsonschema.Schema)
 	if additional == nil && len(sch.PatternProperties) == 0 {
@@ -74,30 +123,30 @@ func fillObject(sch *jsonschema.Schema, obj map[string]any, depth int) {
 		matched := false
 		for re, patternSchema := range sch.PatternProperties {
 			if re.MatchString(name) {
-				member = fill(patternSchema, member, depth+1)
+				member = fill(patternSchema, member, depth+1, tr, false)
 				matched = true
 			}
 		}
 		if !matched && additional != nil {
-			member = fill(additional, member, depth+1)
+			member = fill(additional, member, depth+1, tr, false)
 		}
 		obj[name] = member
 	}
 }
 
 // fillArray recurses into the items of arr.
-func fillArray(sch *jsonschema.Schema, arr []any, depth int) {
+func fillArray(sch *jsonschema.Schema, arr []any, depth int, tr *fillTracker) {
 	switch items := sch.Items.(type) {
 	case *jsonschema.Schema:
 		for i := range arr {
-			arr[i] = fill(items, arr[i], depth+1)
+			arr[i] = fill(items, arr[i], depth+1, tr, false)
 		}
 	case []*jsonschema.Schema:
 		for i := range arr {
 			if i < len(items) {
-				arr[i] = fill(items[i], arr[i], depth+1)
+				arr[i] = fill(items[i], arr[i], depth+1, tr, false)
 			} else if extra, ok := sch.AdditionalItems.(*jsonschema.Schema); ok {
-				arr[i] = fill(extra, arr[i], depth+1)
+				arr[i] = fill(extra, arr[i], depth+1, tr, false)
 			}
 		}
 	}
@@ -108,7 +157,7 @@ func fillArray(sch *jsonschema.Schema, arr []any, depth int) {
 // does, value is left alone so that validation reports the original body.
 func fillAlternative(alternatives []*jsonschema.Schema, value any, depth int) (any, bool) {
 	for _, alt := range alternatives {
-		candidate := fill(alt, deepCopy(value), depth+1)
+		candidate := fill(alt, deepCopy(value), depth+1, nil, false)
 		if alt.Validate(candidate) == nil {
 			return candidate, true
 		}

@@ -8,18 +8,20 @@ import (
 )
 
 // A claimWork body without "tasks" comes back with the schema default filled
-// in, ready to be unmarshalled into the handler's request struct.
+// in, ready to be unmarshalled into the handler's request struct. A body
+// whose only gaps are top-level defaults is kept as sent, the defaults
+// appended.
 func ExampleRegistry_Validate() {
 	registry, err := schema.New()
 	if err != nil {
 		panic(err)
 	}
-	body, err := registry.Validate("claim-work-request", []byte(`{"workerGroup": "us-east-1", "workerId": "i-0abc"}`))
+	body, err := registry.Validate("claim-work-request", []byte(`{"workerGroup":"us-east-1","workerId":"i-0abc"}`))
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(string(body))
-	// Output: {"tasks":1,"workerGroup":"us-east-1","workerId":"i-0abc"}
+	// Output: {"workerGroup":"us-east-1","workerId":"i-0abc","tasks":1}
 }
 
 // A body that does not match is reported problem by problem, each naming

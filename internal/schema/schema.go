@@ -27,6 +27,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -60,6 +61,14 @@ const (
 // safe for concurrent use.
 type Registry struct {
 	schemas map[string]*jsonschema.Schema
+	// members caches, per schema and property, the encoded member
+	// ("name":value) its default adds to a body's top-level object.
+	members sync.Map // memberKey → []byte
+}
+
+type memberKey struct {
+	schema *jsonschema.Schema
+	name   string
 }
 
 // UnknownSchemaError reports a Validate call naming a schema the registry
@@ -225,13 +234,22 @@ func (r *Registry) Validate(name string, raw []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s body: %w", name, err)
 	}
-	value = fill(sch, value, 0)
+	var tr fillTracker
+	value = fill(sch, value, 0, &tr, true)
 	if err := sch.Validate(value); err != nil {
 		var verr *jsonschema.ValidationError
 		if !errors.As(err, &verr) {
 			return nil, fmt.Errorf("validating %s body: %w", name, err)
 		}
 		return nil, &ValidationError{Schema: name, Problems: problems(verr)}
+	}
+	if !tr.deep {
+		// The common case: at most some defaults were added to the
+		// top-level object. Appending them to the body as sent is much
+		// cheaper than encoding the whole decoded value again.
+		if out, ok := r.addMembers(sch, raw, value, tr.added); ok {
+			return out, nil
+		}
 	}
 	out, err := encodeBody(value)
 	if err != nil {
@@ -255,6 +273,45 @@ func decodeBody(raw []byte) (any, error) {
 		return nil, errors.New("parsing JSON: unexpected data after the top-level value")
 	}
 	return value, nil
+}
+
+// addMembers returns the JSON object raw with the named members of value
+// appended, or false if raw is not an object written with braces.
+func (r *Registry) addMembers(sch *jsonschema.Schema, raw []byte, value any, names []string) ([]byte, bool) {
+	body := bytes.TrimSpace(raw)
+	if len(body) < 2 || body[0] != '{' || body[len(body)-1] != '}' {
+		return nil, false
+	}
+	if len(names) == 0 {
+		return body, true
+	}
+	obj, ok := value.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]byte, 0, len(body)+24*len(names))
+	out = append(out, body[:len(body)-1]...)
+	empty := len(bytes.TrimSpace(body[1:len(body)-1])) == 0
+	for i, name := range names {
+		key := memberKey{sch, name}
+		member, cached := r.members.Load(key)
+		if !cached {
+			k, err := encodeBody(name)
+			if err != nil {
+				return nil, false
+			}
+			v, err := encodeBody(obj[name])
+			if err != nil {
+				return nil, false
+			}
+			member, _ = r.members.LoadOrStore(key, append(append(k, ':'), v...))
+		}
+		if i > 0 || !empty {
+			out = append(out, ',')
+		}
+		out = append(out, member.([]byte)...)
+	}
+	return append(out, '}'), true
 }
 
 // encodeBody serialises a validated value compactly. HTML escaping is turned

@@ -549,7 +549,20 @@ func TestCreateTaskDefaults(t *testing.T) {
 			`"payload":{"big":123456789012345678901234567890,"f":1.50,"e":1E+2,"html":"<a href=\"x\">&</a>"}`, 1)
 		out, err := r.Validate("create-task-request", []byte(body))
 		require.NoError(t, err)
-		require.Contains(t, string(out), `"payload":{"big":123456789012345678901234567890,"e":1E+2,"f":1.50,"html":"<a href=\"x\">&</a>"}`)
+		// Byte for byte as sent: only defaults are appended to the body.
+		require.Contains(t, string(out), `"payload":{"big":123456789012345678901234567890,"f":1.50,"e":1E+2,"html":"<a href=\"x\">&</a>"}`)
+	})
+
+	t.Run("ReEncodedWhenANestedValueChanges", func(t *testing.T) {
+		t.Parallel()
+		// A nested default (or a canonicalised integer) changes the body
+		// below its top level: it is encoded again, opaque values intact.
+		body := strings.Replace(taskBody(nil), `"payload":{"command":["true"]}`,
+			`"retries":3.0,"payload":{"f":1.50,"html":"<a>"}`, 1)
+		out, err := r.Validate("create-task-request", []byte(body))
+		require.NoError(t, err)
+		require.Contains(t, string(out), `"retries":3,`)
+		require.Contains(t, string(out), `"payload":{"f":1.50,"html":"<a>"}`)
 	})
 
 }
