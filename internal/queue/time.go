@@ -25,11 +25,51 @@ func FromMillis(ms int64) Time { return Time{time.UnixMilli(ms).UTC()} }
 func (t Time) Millis() int64 { return t.UnixMilli() }
 
 // String renders the canonical form.
-func (t Time) String() string { return t.UTC().Format(TimeLayout) }
+func (t Time) String() string { return string(appendCanonical(make([]byte, 0, len(TimeLayout)), t.Time)) }
+
+// appendCanonical appends t in TimeLayout. Every stored run and every reply
+// carries several timestamps, so the common years are written digit by
+// digit rather than through the general layout interpreter.
+func appendCanonical(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, TimeLayout)
+	}
+	hour, minute, second := t.Clock()
+	ms := t.Nanosecond() / int(time.Millisecond)
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, minute, 2)
+	b = append(b, ':')
+	b = appendDigits(b, second, 2)
+	b = append(b, '.')
+	b = appendDigits(b, ms, 3)
+	return append(b, 'Z')
+}
+
+// appendDigits appends n, zero-padded to width digits.
+func appendDigits(b []byte, n, width int) []byte {
+	var digits [4]byte
+	for i := width - 1; i >= 0; i-- {
+		digits[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return append(b, digits[:width]...)
+}
 
 // MarshalJSON renders the canonical form.
 func (t Time) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + t.String() + `"`), nil
+	b := make([]byte, 0, len(TimeLayout)+2)
+	b = append(b, '"')
+	b = appendCanonical(b, t.Time)
+	return append(b, '"'), nil
 }
 
 // UnmarshalJSON accepts any RFC 3339 date-time and truncates it to

@@ -117,3 +117,23 @@ func TestSystemClock(t *testing.T) {
 	var clock queue.Clock = queue.SystemClock{}
 	require.Greater(t, clock.Now().Year(), 2000, "the wall clock, not a zero time")
 }
+
+// TestCanonicalFormMatchesLayout: the digit-by-digit form is queue.TimeLayout's,
+// across the years it handles and beyond them.
+func TestCanonicalFormMatchesLayout(t *testing.T) {
+	t.Parallel()
+	for _, tm := range []time.Time{
+		time.Date(2026, 11, 21, 23, 5, 9, 7_000_000, time.UTC),
+		time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC),
+		time.Date(5, 2, 3, 4, 5, 6, 120_000_000, time.FixedZone("x", 3600)),
+		time.Date(12345, 6, 7, 8, 9, 10, 0, time.UTC),
+		time.Date(-3, 6, 7, 8, 9, 10, 0, time.UTC),
+	} {
+		want := tm.UTC().Format(queue.TimeLayout)
+		require.Equal(t, want, queue.Time{Time: tm}.String(), "%v", tm)
+		got, err := queue.Time{Time: tm}.MarshalJSON()
+		require.NoError(t, err)
+		require.Equal(t, `"`+want+`"`, string(got))
+	}
+}
