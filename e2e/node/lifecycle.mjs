@@ -58,6 +58,7 @@ let claim = await claimOne(a);
 assert.equal(claim.runId, 0);
 assert.equal(claim.status.state, 'running');
 assert.equal(claim.task.taskQueueId, tq);
+assert.deepEqual(claim.task, def, 'the claim carries the definition queue.task returns');
 assert.match(claim.credentials.clientId, new RegExp(`^task-client/${a}/0/on/e2e-group/e2e-worker/until/`));
 const cert = JSON.parse(claim.credentials.certificate);
 assert.ok(cert.scopes.includes(`queue:resolve-task:${a}/0`));
