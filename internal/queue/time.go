@@ -25,7 +25,9 @@ func FromMillis(ms int64) Time { return Time{time.UnixMilli(ms).UTC()} }
 func (t Time) Millis() int64 { return t.UnixMilli() }
 
 // String renders the canonical form.
-func (t Time) String() string { return string(appendCanonical(make([]byte, 0, len(TimeLayout)), t.Time)) }
+func (t Time) String() string {
+	return string(appendCanonical(make([]byte, 0, len(TimeLayout)), t.Time))
+}
 
 // appendCanonical appends t in TimeLayout. Every stored run and every reply
 // carries several timestamps, so the common years are written digit by

@@ -21,46 +21,52 @@ import (
 // supplies its defaults (ajv ignores defaults inside those keywords, which
 // would leave e.g. a link artifact's contentType unset).
 //
-// tr, if not nil, records what changed, so that a body whose only changes
+// A tracking filler records what changed, so that a body whose only changes
 // are defaults added to its top-level object can be patched rather than
 // encoded again; root says value is that top-level object.
-func fill(sch *jsonschema.Schema, value any, depth int, tr *fillTracker, root bool) any {
+func (f *filler) fill(sch *jsonschema.Schema, value any, depth int, root bool) any {
 	if sch == nil || depth > maxFillDepth {
 		return value
 	}
 	if sch.Ref != nil {
-		value = fill(sch.Ref, value, depth+1, tr, root)
+		value = f.fill(sch.Ref, value, depth+1, root)
 	}
 	for _, sub := range sch.AllOf {
-		value = fill(sub, value, depth+1, tr, root)
+		value = f.fill(sub, value, depth+1, root)
 	}
 
 	switch v := value.(type) {
 	case map[string]any:
-		fillObject(sch, v, depth, tr, root)
+		f.fillObject(sch, v, depth, root)
 	case []any:
-		fillArray(sch, v, depth, tr)
+		f.fillArray(sch, v, depth)
 	case json.Number:
 		if onlyInteger(sch) {
 			value = canonicalInteger(v)
 			if value != v {
-				tr.changedBelow()
+				f.changedBelow()
 			}
 		}
 	}
 
-	if alt, ok := fillAlternative(sch.OneOf, value, depth); ok {
+	if alt, ok := f.fillAlternative(sch.OneOf, value, depth); ok {
 		value = alt
-		tr.changedBelow()
-	} else if alt, ok := fillAlternative(sch.AnyOf, value, depth); ok {
+		f.changedBelow()
+	} else if alt, ok := f.fillAlternative(sch.AnyOf, value, depth); ok {
 		value = alt
-		tr.changedBelow()
+		f.changedBelow()
 	}
 	return value
 }
 
-// fillTracker records what fill changed in a body.
-type fillTracker struct {
+// filler fills defaults into one body (see fill) and records what changed.
+type filler struct {
+	// order is the registry's cache of each compiled schema's property
+	// names, sorted: sorting them on every object of every request was
+	// most of fill's cost.
+	order *sync.Map // *jsonschema.Schema → []string
+	// track says changes are recorded (not while filling copies).
+	track bool
 	// deep is set when anything but a member added to the top-level
 	// object changed.
 	deep bool
@@ -68,33 +74,32 @@ type fillTracker struct {
 	added []string
 }
 
-func (tr *fillTracker) changedBelow() {
-	if tr != nil {
-		tr.deep = true
+// untracked returns a filler for copies, whose changes are not the body's.
+func (f *filler) untracked() *filler { return &filler{order: f.order} }
+
+func (f *filler) changedBelow() {
+	if f.track {
+		f.deep = true
 	}
 }
 
-// propertyNames caches each compiled schema's property names in order:
-// sorting them on every object of every request was most of fill's cost.
-var propertyNames sync.Map // *jsonschema.Schema → []string
-
 // propertyOrder returns the schema's property names, sorted.
-func propertyOrder(sch *jsonschema.Schema) []string {
-	if names, ok := propertyNames.Load(sch); ok {
+func (f *filler) propertyOrder(sch *jsonschema.Schema) []string {
+	if names, ok := f.order.Load(sch); ok {
 		return names.([]string)
 	}
 	names := sortedKeys(sch.Properties)
-	propertyNames.Store(sch, names)
+	f.order.Store(sch, names)
 	return names
 }
 
 // fillObject applies property defaults to obj and recurses into its members.
-func fillObject(sch *jsonschema.Schema, obj map[string]any, depth int, tr *fillTracker, root bool) {
-	for _, name := range propertyOrder(sch) {
+func (f *filler) fillObject(sch *jsonschema.Schema, obj map[string]any, depth int, root bool) {
+	for _, name := range f.propertyOrder(sch) {
 		propSchema := sch.Properties[name]
 		member, present := obj[name]
 		if present {
-			obj[name] = fill(propSchema, member, depth+1, tr, false)
+			obj[name] = f.fill(propSchema, member, depth+1, false)
 			continue
 		}
 		def, ok := defaultOf(propSchema, depth)
@@ -103,13 +108,13 @@ func fillObject(sch *jsonschema.Schema, obj map[string]any, depth int, tr *fillT
 		}
 		// A default is filled in turn (it may have defaults of its own);
 		// what it becomes depends on the schema alone.
-		obj[name] = fill(propSchema, deepCopy(def), depth+1, nil, false)
+		obj[name] = f.untracked().fill(propSchema, deepCopy(def), depth+1, false)
 		switch {
-		case tr == nil:
+		case !f.track:
 		case root:
-			tr.added = append(tr.added, name)
+			f.added = append(f.added, name)
 		default:
-			tr.deep = true
+			f.deep = true
 		}
 	}
 	additional, _ := sch.AdditionalProperties.(*jsonschema.Schema)
@@ -123,30 +128,30 @@ func fillObject(sch *jsonschema.Schema, obj map[string]any, depth int, tr *fillT
 		matched := false
 		for re, patternSchema := range sch.PatternProperties {
 			if re.MatchString(name) {
-				member = fill(patternSchema, member, depth+1, tr, false)
+				member = f.fill(patternSchema, member, depth+1, false)
 				matched = true
 			}
 		}
 		if !matched && additional != nil {
-			member = fill(additional, member, depth+1, tr, false)
+			member = f.fill(additional, member, depth+1, false)
 		}
 		obj[name] = member
 	}
 }
 
 // fillArray recurses into the items of arr.
-func fillArray(sch *jsonschema.Schema, arr []any, depth int, tr *fillTracker) {
+func (f *filler) fillArray(sch *jsonschema.Schema, arr []any, depth int) {
 	switch items := sch.Items.(type) {
 	case *jsonschema.Schema:
 		for i := range arr {
-			arr[i] = fill(items, arr[i], depth+1, tr, false)
+			arr[i] = f.fill(items, arr[i], depth+1, false)
 		}
 	case []*jsonschema.Schema:
 		for i := range arr {
 			if i < len(items) {
-				arr[i] = fill(items[i], arr[i], depth+1, tr, false)
+				arr[i] = f.fill(items[i], arr[i], depth+1, false)
 			} else if extra, ok := sch.AdditionalItems.(*jsonschema.Schema); ok {
-				arr[i] = fill(extra, arr[i], depth+1, tr, false)
+				arr[i] = f.fill(extra, arr[i], depth+1, false)
 			}
 		}
 	}
@@ -155,9 +160,9 @@ func fillArray(sch *jsonschema.Schema, arr []any, depth int, tr *fillTracker) {
 // fillAlternative fills a copy of value with each alternative in turn and
 // returns the first copy that validates against its alternative. When none
 // does, value is left alone so that validation reports the original body.
-func fillAlternative(alternatives []*jsonschema.Schema, value any, depth int) (any, bool) {
+func (f *filler) fillAlternative(alternatives []*jsonschema.Schema, value any, depth int) (any, bool) {
 	for _, alt := range alternatives {
-		candidate := fill(alt, deepCopy(value), depth+1, nil, false)
+		candidate := f.untracked().fill(alt, deepCopy(value), depth+1, false)
 		if alt.Validate(candidate) == nil {
 			return candidate, true
 		}

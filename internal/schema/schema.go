@@ -64,6 +64,8 @@ type Registry struct {
 	// members caches, per schema and property, the encoded member
 	// ("name":value) its default adds to a body's top-level object.
 	members sync.Map // memberKey → []byte
+	// order caches each schema's property names, sorted (see filler).
+	order sync.Map
 }
 
 type memberKey struct {
@@ -234,8 +236,8 @@ func (r *Registry) Validate(name string, raw []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s body: %w", name, err)
 	}
-	var tr fillTracker
-	value = fill(sch, value, 0, &tr, true)
+	f := &filler{order: &r.order, track: true}
+	value = f.fill(sch, value, 0, true)
 	if err := sch.Validate(value); err != nil {
 		var verr *jsonschema.ValidationError
 		if !errors.As(err, &verr) {
@@ -243,11 +245,11 @@ func (r *Registry) Validate(name string, raw []byte) ([]byte, error) {
 		}
 		return nil, &ValidationError{Schema: name, Problems: problems(verr)}
 	}
-	if !tr.deep {
+	if !f.deep {
 		// The common case: at most some defaults were added to the
 		// top-level object. Appending them to the body as sent is much
 		// cheaper than encoding the whole decoded value again.
-		if out, ok := r.addMembers(sch, raw, value, tr.added); ok {
+		if out, ok := r.addMembers(sch, raw, value, f.added); ok {
 			return out, nil
 		}
 	}
