@@ -715,6 +715,11 @@ func TestMetrics(t *testing.T) {
 		`hopper_claimed_tasks{task_queue_id="prov-m/wt-m"} 0`,
 		`hopper_claims_total{task_queue_id="prov-m/wt-m"} 1`,
 		`hopper_resolutions_total{reason="completed",state="completed"} 1`,
+		// One call at a time: each ran in a transaction of its own.
+		`hopper_store_transactions_total{kind="create"} 2`,
+		`hopper_store_combined_calls_total{kind="create"} 2`,
+		`hopper_store_transactions_total{kind="update"} 1`,
+		`hopper_store_combined_calls_total{kind="update"} 1`,
 	} {
 		require.Contains(t, text, line+"\n")
 	}

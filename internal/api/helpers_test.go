@@ -119,7 +119,9 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 	clock := &harnessClock{now: harnessEpoch}
 	var metrics *api.Metrics
 	if opts.Metrics {
-		metrics = api.NewMetrics(spy, clock)
+		// The metrics read the store itself (its combining counters are
+		// not part of store.Store).
+		metrics = api.NewMetrics(db, clock)
 	}
 	srv, err := api.New(api.Options{
 		Config: api.Config{RootURL: "http://hopper.test", LongPoll: opts.LongPoll, ClaimTimeout: opts.ClaimTimeout,

@@ -42,6 +42,25 @@ func NewMetrics(st store.Store, clock queue.Clock) *Metrics {
 			Name: "hopper_resolutions_total", Help: "Runs resolved, by state and reason.",
 		}, []string{"state", "reason"}),
 	}
+	if c, ok := st.(interface{ CombinedStats() store.CombinedStats }); ok {
+		stat := func(pick func(store.CombinedStats) uint64) func() float64 {
+			return func() float64 { return float64(pick(c.CombinedStats())) }
+		}
+		m.registry.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hopper_store_transactions_total",
+				Help: "Transactions that ran combined task updates (kind=update) or creates (kind=create).", ConstLabels: prometheus.Labels{"kind": "update"}},
+				stat(func(s store.CombinedStats) uint64 { return s.UpdateBatches })),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hopper_store_combined_calls_total",
+				Help: "Task updates (kind=update) or creates (kind=create) run in combined transactions; divided by hopper_store_transactions_total, the mean per transaction.", ConstLabels: prometheus.Labels{"kind": "update"}},
+				stat(func(s store.CombinedStats) uint64 { return s.UpdateCalls })),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hopper_store_transactions_total",
+				Help: "Transactions that ran combined task updates (kind=update) or creates (kind=create).", ConstLabels: prometheus.Labels{"kind": "create"}},
+				stat(func(s store.CombinedStats) uint64 { return s.CreateBatches })),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hopper_store_combined_calls_total",
+				Help: "Task updates (kind=update) or creates (kind=create) run in combined transactions; divided by hopper_store_transactions_total, the mean per transaction.", ConstLabels: prometheus.Labels{"kind": "create"}},
+				stat(func(s store.CombinedStats) uint64 { return s.CreateCalls })),
+		)
+	}
 	m.registry.MustRegister(m.requests, m.latency, m.claims, m.resolutions,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
 		&queueCollector{store: st, clock: clock,

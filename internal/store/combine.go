@@ -1,6 +1,9 @@
 package store
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // combiner merges concurrent calls into shared batches (group commit): a
 // call that finds fewer than `limit` batches running starts one with every
@@ -21,6 +24,9 @@ type combiner[C any] struct {
 	mu      sync.Mutex
 	running int
 	waiting []*combined[C]
+
+	// batches and calls count what ran, for metrics.
+	batches, calls atomic.Uint64
 }
 
 type combined[C any] struct {
@@ -86,5 +92,7 @@ func (c *combiner[C]) execute(batch []*combined[C]) {
 	for i, w := range batch {
 		calls[i] = w.call
 	}
+	c.batches.Add(1)
+	c.calls.Add(uint64(len(calls)))
 	c.run(calls)
 }

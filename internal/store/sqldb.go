@@ -61,6 +61,27 @@ type Dialect struct {
 	Batches int
 }
 
+// CombinedStats counts the transactions combined calls ran in (see
+// Dialect.Batches): Calls/Batches is the mean number of calls per
+// transaction.
+type CombinedStats struct {
+	UpdateBatches, UpdateCalls uint64
+	CreateBatches, CreateCalls uint64
+}
+
+// CombinedStats reports how UpdateTask and CreateTask calls were combined
+// so far (zero when the dialect runs every call alone).
+func (db *DB) CombinedStats() CombinedStats {
+	var s CombinedStats
+	if db.updates != nil {
+		s.UpdateBatches, s.UpdateCalls = db.updates.batches.Load(), db.updates.calls.Load()
+	}
+	if db.creates != nil {
+		s.CreateBatches, s.CreateCalls = db.creates.batches.Load(), db.creates.calls.Load()
+	}
+	return s
+}
+
 // maxBatch bounds the calls sharing one transaction.
 const maxBatch = 32
 
