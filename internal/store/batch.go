@@ -72,8 +72,8 @@ func (db *DB) runUpdates(calls []*updateCall) {
 	if len(batch) == 1 {
 		later = append(batch, later...)
 	} else {
-		// The batch outlives any one caller: the others' changes ride on it.
-		ctx := context.WithoutCancel(calls[0].ctx)
+		ctx, cancel := batchContext(calls[0].ctx)
+		defer cancel()
 		var finish func()
 		err := db.tryTx(ctx, func(tx *txn) error {
 			var err error

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // combiner merges concurrent calls into shared batches (group commit): a
@@ -60,6 +62,16 @@ func (c *combiner[C]) do(call C) {
 		<-w.done
 	case <-w.done:
 	}
+}
+
+// batchTimeout bounds a combined transaction: it no longer ends when one
+// caller gives up, so it needs a limit of its own.
+const batchTimeout = 30 * time.Second
+
+// batchContext is the context a batch runs in: it outlives any one caller
+// (the others' work rides on it), within batchTimeout.
+func batchContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 }
 
 // takeLocked removes the next batch from the waiting calls, oldest first.

@@ -56,8 +56,8 @@ func (db *DB) runCreates(calls []*createCall) {
 		schedulers[def.TaskGroupID] = def.SchedulerID
 		batch = append(batch, c)
 	}
-	// The batch outlives any one caller: the others' tasks ride on it.
-	ctx := context.WithoutCancel(calls[0].ctx)
+	ctx, cancel := batchContext(calls[0].ctx)
+	defer cancel()
 	var inserted map[string]bool
 	defs := map[string]string{} // taskId → the definition as stored
 	err := db.tryTx(ctx, func(tx *txn) error {
