@@ -26,8 +26,9 @@ type Dialect struct {
 	// other transactions hold.
 	LockSkip string
 	// LockShare is appended to a SELECT to keep the rows it reads from
-	// changing until the transaction ends, while letting other readers
-	// share them ("" where the database serialises writers anyway).
+	// being transitioned (every transition locks its task with LockRow
+	// first) until the transaction ends, while letting readers and claims
+	// through ("" where the database serialises writers anyway).
 	LockShare string
 	// NextPendingSeq is an SQL expression giving the next pending-order
 	// sequence number.

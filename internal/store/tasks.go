@@ -423,7 +423,8 @@ func (t *txn) sendDependencyCheck(taskID string, def *queue.Task, states map[str
 		for i, id := range chunk {
 			args[i] = id
 		}
-		// The share lock keeps each dependency from resolving until this
+		// The share lock keeps each dependency from resolving (every
+		// transition locks its task for update first) until this
 		// transaction commits: otherwise a dependency seen unresolved here
 		// could resolve concurrently without seeing the new, uncommitted
 		// edge, and the dependent would wait forever.

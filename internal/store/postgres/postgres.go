@@ -65,12 +65,17 @@ func dialect(announce func(taskQueueID string, runs int), pool *pgxpool.Pool, ba
 		begin = beginPipelined(pool)
 	}
 	return store.Dialect{
-		Begin:          begin,
-		Name:           "postgres",
-		Numbered:       true,
-		LockRow:        " FOR UPDATE",
-		LockSkip:       " FOR UPDATE SKIP LOCKED",
-		LockShare:      " FOR SHARE",
+		Begin:    begin,
+		Name:     "postgres",
+		Numbered: true,
+		LockRow:  " FOR UPDATE",
+		// A claim's lock and a dependency check's lock do not conflict:
+		// a claim never resolves a task, and a pending task whose new
+		// dependent is being created is still claimable at once (a claim
+		// skipping it would find no wake-up coming for it). Both conflict
+		// with the FOR UPDATE of every transition.
+		LockSkip:       " FOR NO KEY UPDATE SKIP LOCKED",
+		LockShare:      " FOR KEY SHARE",
 		NextPendingSeq: "nextval('hopper_pending_seq')",
 		Assert:         "hopper_assert", // migration 003
 		// nextval is evaluated row by row, in the statement's row order.
