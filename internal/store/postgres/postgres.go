@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -151,6 +152,7 @@ func Open(ctx context.Context, url string, opts Options) (*store.DB, error) {
 	select {
 	case <-ready:
 	case <-time.After(5 * time.Second):
+		l.gaveUp.Store(true)
 		opts.Logger.Warn("PostgreSQL LISTEN not established yet; continuing with polling fallback")
 	}
 	db.OnClose(func() error {
@@ -188,6 +190,9 @@ type listener struct {
 	log     *slog.Logger
 	wg      sync.WaitGroup
 	origin  string // this process's announcements, to skip
+
+	connected bool        // a connection was made before (run's goroutine only)
+	gaveUp    atomic.Bool // Open stopped waiting for the first connection
 }
 
 func (l *listener) run(ctx context.Context, ready chan struct{}) {
@@ -218,10 +223,16 @@ func (l *listener) listen(ctx context.Context, ready func()) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
+	// Announcements made while no listener was connected are lost, so
+	// after a reconnection (or a first connection Open stopped waiting
+	// for) every waiter looks for itself once. A first connection made
+	// before Open returned has no waiter to tell.
+	missed := l.connected || l.gaveUp.Load()
+	l.connected = true
 	ready()
-	// Announcements made while no listener was connected are lost: every
-	// waiter looks for itself once.
-	l.hub.NotifyAll()
+	if missed {
+		l.hub.NotifyAll()
+	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

@@ -126,3 +126,33 @@ func BenchmarkCreateClaimComplete(b *testing.B) {
 	url := testURL(b)
 	storetest.BenchCreateClaimComplete(b, openSchema(b, url, newSchema(b, url), 4))
 }
+
+// TestListenerReconnectWakesWaiters: announcements sent while the LISTEN
+// connection is down are lost, so once it is back every waiter is woken to
+// look for itself.
+func TestListenerReconnectWakesWaiters(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	schema := newSchema(t, url)
+	db := openSchema(t, url, schema, 4)
+	ch, cancel := db.SubscribePending("prov/reconnect", 1)
+	defer cancel()
+	select {
+	case <-ch:
+		t.Fatal("woken before anything happened")
+	case <-time.After(200 * time.Millisecond):
+	}
+	conn, err := pgx.Connect(context.Background(), url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var killed int
+	err = conn.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE query LIKE 'LISTEN %' AND query LIKE '%' || $1 || '%'`, schema).Scan(&killed)
+	require.NoError(t, err)
+	require.Equal(t, 1, killed, "the store's LISTEN connection")
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not woken after the listener reconnected")
+	}
+}
