@@ -22,6 +22,9 @@ type LifecycleResult struct {
 	// ClaimCalls counts the claimWork calls that returned at least one task
 	// (Tasks / ClaimCalls is the mean batch the workers got).
 	ClaimCalls int64
+	// Machine is the whole machine's CPU over the run (server, client and
+	// database alike when they share it).
+	Machine MachineCPU
 }
 
 // TasksPerSecond is the full life-cycle throughput.
@@ -63,6 +66,7 @@ func RunLifecycle(ctx context.Context, opts Options) (LifecycleResult, error) {
 	)
 	fail := func(err error) { cancel(err) }
 
+	ticks, ticksOK := readCPUTicks()
 	start := time.Now()
 	for w := range opts.Workers {
 		wg.Add(1)
@@ -128,6 +132,7 @@ func RunLifecycle(ctx context.Context, opts Options) (LifecycleResult, error) {
 	case <-ctx.Done():
 	}
 	res.Elapsed = time.Since(start)
+	res.Machine = machineSince(ticks, ticksOK)
 	// Workers still long-polling an empty queue are released by the
 	// cancellation.
 	cause := context.Cause(ctx)

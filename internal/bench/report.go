@@ -12,9 +12,9 @@ func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "benchmark\tsetting\tresult\tdetail\n")
 	if l := r.Lifecycle; l != nil {
-		fmt.Fprintf(tw, "life-cycle\t%d tasks, %d creators, %d workers, batch %d\t%.0f tasks/s\t%s total; creates done after %s (%.0f/s); %.1f tasks per non-empty claimWork\n",
+		fmt.Fprintf(tw, "life-cycle\t%d tasks, %d creators, %d workers, batch %d\t%.0f tasks/s\t%s total; creates done after %s (%.0f/s); %.1f tasks per non-empty claimWork%s\n",
 			l.Tasks, l.Creators, l.Workers, l.ClaimBatch, l.TasksPerSecond(), ms(l.Elapsed), ms(l.CreateElapsed), l.CreatesPerSecond(),
-			float64(l.Tasks)/float64(max(l.ClaimCalls, 1)))
+			float64(l.Tasks)/float64(max(l.ClaimCalls, 1)), l.Machine.describe(l.Tasks, l.Elapsed))
 	}
 	if k := r.Wake; k != nil {
 		fmt.Fprintf(tw, "wake\t%d samples\tp50 %s  p99 %s\tfrom the createTask reply (min %s, p90 %s, max %s); from its request p50 %s p99 %s\n",
