@@ -43,23 +43,24 @@ func NewMetrics(st store.Store, clock queue.Clock) *Metrics {
 		}, []string{"state", "reason"}),
 	}
 	if c, ok := st.(interface{ CombinedStats() store.CombinedStats }); ok {
-		stat := func(pick func(store.CombinedStats) uint64) func() float64 {
-			return func() float64 { return float64(pick(c.CombinedStats())) }
+		// Their ratio is the mean number of calls sharing a transaction,
+		// for tuning --db-batches.
+		kinds := []struct {
+			kind           string
+			batches, calls func(store.CombinedStats) uint64
+		}{
+			{"update", func(s store.CombinedStats) uint64 { return s.UpdateBatches }, func(s store.CombinedStats) uint64 { return s.UpdateCalls }},
+			{"create", func(s store.CombinedStats) uint64 { return s.CreateBatches }, func(s store.CombinedStats) uint64 { return s.CreateCalls }},
 		}
-		m.registry.MustRegister(
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hopper_store_transactions_total",
-				Help: "Transactions that ran combined task updates (kind=update) or creates (kind=create).", ConstLabels: prometheus.Labels{"kind": "update"}},
-				stat(func(s store.CombinedStats) uint64 { return s.UpdateBatches })),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hopper_store_combined_calls_total",
-				Help: "Task updates (kind=update) or creates (kind=create) run in combined transactions; divided by hopper_store_transactions_total, the mean per transaction.", ConstLabels: prometheus.Labels{"kind": "update"}},
-				stat(func(s store.CombinedStats) uint64 { return s.UpdateCalls })),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hopper_store_transactions_total",
-				Help: "Transactions that ran combined task updates (kind=update) or creates (kind=create).", ConstLabels: prometheus.Labels{"kind": "create"}},
-				stat(func(s store.CombinedStats) uint64 { return s.CreateBatches })),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hopper_store_combined_calls_total",
-				Help: "Task updates (kind=update) or creates (kind=create) run in combined transactions; divided by hopper_store_transactions_total, the mean per transaction.", ConstLabels: prometheus.Labels{"kind": "create"}},
-				stat(func(s store.CombinedStats) uint64 { return s.CreateCalls })),
-		)
+		for _, k := range kinds {
+			counter := func(name, help string, pick func(store.CombinedStats) uint64) prometheus.CounterFunc {
+				return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{"kind": k.kind}},
+					func() float64 { return float64(pick(c.CombinedStats())) })
+			}
+			m.registry.MustRegister(
+				counter("hopper_store_transactions_total", "Transactions that ran combined task updates (kind=update) or creates (kind=create).", k.batches),
+				counter("hopper_store_combined_calls_total", "Task updates or creates run in combined transactions.", k.calls))
+		}
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.claims, m.resolutions,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),

@@ -144,11 +144,7 @@ func testCombinedUpdates(t *testing.T, stores []store.Store) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			for _, ch := range res.Changes {
-				if ch.GroupResolved != nil {
-					groupResolved = append(groupResolved, ch.Task.TaskID)
-				}
-			}
+			groupResolved = append(groupResolved, resolvedGroups(res)...)
 		})
 	}
 	wg.Wait()
@@ -342,10 +338,8 @@ func testGroupResolvedRace(t *testing.T, stores []store.Store) {
 				}
 				mu.Lock()
 				defer mu.Unlock()
-				for _, ch := range res.Changes {
-					if ch.GroupResolved != nil {
-						reported[ch.GroupResolved.TaskGroupID]++
-					}
+				for _, g := range resolvedGroups(res) {
+					reported[g]++
 				}
 			})
 		}
@@ -359,4 +353,15 @@ func testGroupResolvedRace(t *testing.T, stores []store.Store) {
 		require.GreaterOrEqual(t, n, 1, "group %s resolved without being reported", id)
 		require.LessOrEqual(t, n, len(stores), "group %s reported %d times", id, n)
 	}
+}
+
+// resolvedGroups lists the task groups a result reports resolved.
+func resolvedGroups(res *store.Result) []string {
+	var out []string
+	for _, ch := range res.Changes {
+		if ch.GroupResolved != nil {
+			out = append(out, ch.GroupResolved.TaskGroupID)
+		}
+	}
+	return out
 }
