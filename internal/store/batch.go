@@ -197,14 +197,7 @@ func (t *txn) updateBatch(ctx context.Context, calls []*updateCall) (finish func
 	checks := map[string]groupCheck{}
 	t.send(t.batchGroupsResolvedStatement(groupIDs, checks))
 	for _, s := range resolved {
-		var ready []string
-		state := s.after.State()
-		for _, e := range edges {
-			if e.required == s.after.TaskID && e.dependent != e.required && queue.DependencySatisfied(e.requires, state) {
-				ready = append(ready, e.dependent)
-			}
-		}
-		if err := t.resolveDependents(ctx, s.after, ready, s.call.p.Now, s.call.res); err != nil {
+		if err := t.resolveDependents(ctx, s.after, readyDependents(edges, s.after), s.call.p.Now, s.call.res); err != nil {
 			return nil, err
 		}
 	}
@@ -234,6 +227,19 @@ func (t *txn) updateBatch(ctx context.Context, calls []*updateCall) (finish func
 // dependencyEdge is an unsatisfied edge from a dependent to the task it
 // requires.
 type dependencyEdge struct{ required, dependent, requires string }
+
+// readyDependents returns the dependents whose unsatisfied edge to the
+// newly resolved task its state now satisfies.
+func readyDependents(edges []dependencyEdge, task *queue.TaskState) []string {
+	var ready []string
+	state := task.State()
+	for _, e := range edges {
+		if e.required == task.TaskID && e.dependent != e.required && queue.DependencySatisfied(e.requires, state) {
+			ready = append(ready, e.dependent)
+		}
+	}
+	return ready
+}
 
 // dependentsOfStatement reads the unsatisfied edges to the given tasks.
 func (t *txn) dependentsOfStatement(taskIDs []any, edges *[]dependencyEdge) Statement {

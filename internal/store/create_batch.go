@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -169,33 +168,21 @@ func (db *DB) buildCreateBatch(calls []*createCall, defs map[string]string) (*cr
 		WHERE task_groups.scheduler_id = excluded.scheduler_id AND task_groups.sealed IS NULL
 		RETURNING task_group_id`
 
-	const columns = 15
-	row := "(" + strings.Repeat("?, ", columns)
 	values := make([]string, 0, len(sorted))
-	w.tasksArgs = make([]any, 0, columns*len(sorted))
 	for i, c := range sorted {
 		state := newTaskResult(c.p).Task
-		def := &state.Task
-		defJSON, err := json.Marshal(def)
-		if err != nil {
-			return nil, fmt.Errorf("encoding task %s: %w", c.p.TaskID, err)
-		}
-		defs[c.p.TaskID] = string(defJSON)
-		runs, err := db.encodeRuns(state)
+		args, err := db.insertTaskArgs(state)
 		if err != nil {
 			return nil, err
 		}
-		d := derive(state)
+		defs[c.p.TaskID] = state.DefinitionJSON
 		// Every new task is pending; they take their places in the queue
 		// in row order.
-		values = append(values, row+db.dialect.PendingSeqs(strconv.Itoa(i+1))+")")
-		w.tasksArgs = append(w.tasksArgs, c.p.TaskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
-			queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), string(defJSON), state.RetriesLeft,
-			runs, d.state, d.unresolved, d.pendingSince)
-		w.queues[c.p.TaskID] = def.TaskQueueID
+		values = append(values, "("+strings.Repeat("?, ", len(args))+db.dialect.PendingSeqs(strconv.Itoa(i+1))+")")
+		w.tasksArgs = append(w.tasksArgs, args...)
+		w.queues[c.p.TaskID] = state.Task.TaskQueueID
 	}
-	w.tasksQuery = `INSERT INTO tasks (task_id, task_queue_id, scheduler_id, project_id, task_group_id, requires,
-		priority, deadline, expires, definition, retries_left, runs, state, unresolved, pending_since, pending_seq)
+	w.tasksQuery = `INSERT INTO tasks (` + insertTaskColumns + `)
 		VALUES ` + strings.Join(values, ", ") + `
 		ON CONFLICT (task_id) DO NOTHING RETURNING task_id`
 	return w, nil

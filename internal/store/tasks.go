@@ -323,13 +323,8 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 // PostgreSQL, also by a create that committed while this one ran: ON
 // CONFLICT then sees the committed row).
 func (t *txn) sendInsertTask(state *queue.TaskState, inserted *bool) error {
-	taskID, def := state.TaskID, &state.Task
-	defJSON, err := json.Marshal(def)
-	if err != nil {
-		return fmt.Errorf("encoding task %s: %w", taskID, err)
-	}
-	state.DefinitionJSON = string(defJSON)
-	runs, err := t.db.encodeRuns(state)
+	def := &state.Task
+	args, err := t.db.insertTaskArgs(state)
 	if err != nil {
 		return err
 	}
@@ -338,13 +333,10 @@ func (t *txn) sendInsertTask(state *queue.TaskState, inserted *bool) error {
 	if d.pending {
 		seqExpr = t.db.dialect.NextPendingSeq
 	}
-	t.send(Statement{Query: `INSERT INTO tasks (task_id, task_queue_id, scheduler_id, project_id, task_group_id, requires,
-		priority, deadline, expires, definition, retries_left, runs, state, unresolved, pending_since, pending_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + seqExpr + `) ON CONFLICT (task_id) DO NOTHING`,
-		Args: []any{taskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
-			queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), string(defJSON), state.RetriesLeft,
-			runs, d.state, d.unresolved, d.pendingSince},
-		What: "inserting task " + taskID,
+	t.send(Statement{Query: `INSERT INTO tasks (` + insertTaskColumns + `)
+		VALUES (` + strings.Repeat("?, ", len(args)) + seqExpr + `) ON CONFLICT (task_id) DO NOTHING`,
+		Args: args,
+		What: "inserting task " + state.TaskID,
 		Exec: func(n int64) error {
 			*inserted = n > 0
 			// Waiting claimWork calls learn of the new pending run once
@@ -355,6 +347,31 @@ func (t *txn) sendInsertTask(state *queue.TaskState, inserted *bool) error {
 			return nil
 		}})
 	return nil
+}
+
+// insertTaskColumns are the columns a new task's row is inserted with;
+// insertTaskArgs gives the values of all but the last, pending_seq, which
+// is an SQL expression.
+const insertTaskColumns = `task_id, task_queue_id, scheduler_id, project_id, task_group_id, requires,
+	priority, deadline, expires, definition, retries_left, runs, state, unresolved, pending_since, pending_seq`
+
+// insertTaskArgs encodes a new task for insertTaskColumns, recording the
+// definition as stored in state.DefinitionJSON.
+func (db *DB) insertTaskArgs(state *queue.TaskState) ([]any, error) {
+	def := &state.Task
+	defJSON, err := json.Marshal(def)
+	if err != nil {
+		return nil, fmt.Errorf("encoding task %s: %w", state.TaskID, err)
+	}
+	state.DefinitionJSON = string(defJSON)
+	runs, err := db.encodeRuns(state)
+	if err != nil {
+		return nil, err
+	}
+	d := derive(state)
+	return []any{state.TaskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
+		queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), state.DefinitionJSON, state.RetriesLeft,
+		runs, d.state, d.unresolved, d.pendingSince}, nil
 }
 
 // sendDependencies queues the task's dependency edges, many per statement.
@@ -532,19 +549,19 @@ func (t *txn) transition(ctx context.Context, taskID string, now time.Time,
 		// until it commits, so every edge to the task is visible to them.
 		// Scheduling dependents never resolves one, so reading the group
 		// before they are scheduled gives the same answer as after.
-		var (
-			ready []string
-			group *TaskGroup
-		)
-		t.send(t.dependentsStatement(task, &ready))
-		t.send(t.groupResolvedStatement(task.Task.TaskGroupID, &group))
+		var edges []dependencyEdge
+		checks := map[string]groupCheck{}
+		t.send(t.dependentsOfStatement([]any{task.TaskID}, &edges))
+		t.send(t.batchGroupsResolvedStatement([]string{task.Task.TaskGroupID}, checks))
 		if err := t.flush(ctx); err != nil {
 			return nil, err
 		}
-		if err := t.resolveDependents(ctx, task, ready, now, res); err != nil {
+		if err := t.resolveDependents(ctx, task, readyDependents(edges, task), now, res); err != nil {
 			return nil, err
 		}
-		res.Changes[idx].GroupResolved = group
+		if c, ok := checks[task.Task.TaskGroupID]; ok && c.unresolved == 0 {
+			res.Changes[idx].GroupResolved = c.group
+		}
 	}
 	return task, nil
 }
@@ -568,29 +585,6 @@ func sameTimePtr(a, b *queue.Time) bool {
 		return a == b
 	}
 	return a.Equal(b.Time)
-}
-
-// dependentsStatement reads the dependents whose unsatisfied edge the newly
-// resolved task satisfies into ready.
-func (t *txn) dependentsStatement(task *queue.TaskState, ready *[]string) Statement {
-	state := task.State()
-	return Statement{
-		Query: "SELECT dependent_task_id, requires FROM task_dependencies WHERE required_task_id = ? AND satisfied = 0",
-		Args:  []any{task.TaskID},
-		What:  "loading dependents of " + task.TaskID,
-		Rows: func(rows Rows) error {
-			for rows.Next() {
-				var dependent, requires string
-				if err := rows.Scan(&dependent, &requires); err != nil {
-					return err
-				}
-				if dependent != task.TaskID && queue.DependencySatisfied(requires, state) {
-					*ready = append(*ready, dependent)
-				}
-			}
-			return nil
-		},
-	}
 }
 
 // resolveDependents satisfies the edges to the ready dependents of a newly
@@ -634,41 +628,6 @@ func (t *txn) resolveDependents(ctx context.Context, task *queue.TaskState, read
 	return nil
 }
 
-// groupResolvedStatement sets *group to the task group when it has no
-// unresolved member left.
-func (t *txn) groupResolvedStatement(taskGroupID string, group **TaskGroup) Statement {
-	// One statement: the group, and whether any member is unresolved.
-	return Statement{
-		Query: `SELECT task_group_id, scheduler_id, expires, sealed,
-		EXISTS (SELECT 1 FROM tasks WHERE task_group_id = g.task_group_id AND unresolved = 1)
-		FROM task_groups g WHERE task_group_id = ?`,
-		Args: []any{taskGroupID},
-		What: "checking task group " + taskGroupID,
-		Rows: func(rows Rows) error {
-			var (
-				g          TaskGroup
-				expires    int64
-				sealed     sql.NullInt64
-				unresolved bool
-			)
-			err := scanOne(rows, &g.TaskGroupID, &g.SchedulerID, &expires, &sealed, &unresolved)
-			if errors.Is(err, sql.ErrNoRows) || (err == nil && unresolved) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			g.Expires = fromMS(expires)
-			if sealed.Valid {
-				s := fromMS(sealed.Int64)
-				g.Sealed = &s
-			}
-			*group = &g
-			return nil
-		},
-	}
-}
-
 // ClaimWork implements Store: it takes up to Count pending runs of the queue
 // in priority then FIFO order in one statement, skipping rows other
 // transactions hold, and claims each. Two round trips: the pending runs and
@@ -685,6 +644,7 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		res      *ClaimResult
 		recent   []RecentTask
 		recorded bool
+		key      = WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}
 	)
 	err := db.tx(ctx, func(tx *txn) error {
 		res = &ClaimResult{}
@@ -699,7 +659,6 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 				tasks, err = db.readTasks(rows)
 				return err
 			}})
-		key := WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}
 		var worker workerClaimRecord
 		if p.RecordRecentTasks || p.CheckQuarantine {
 			tx.send(tx.workerClaimRecordStatement(key, &worker, false))
@@ -743,7 +702,6 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		return nil, err
 	}
 	if recent != nil && !recorded {
-		key := WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}
 		// Best effort: the claims stand whatever happens to the worker's
 		// bookkeeping.
 		_ = db.AddRecentTasks(ctx, key, recent)
