@@ -14,8 +14,6 @@ import (
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
-func init() { extraCommands = append(extraCommands, benchCommand) }
-
 func benchCommand() *cobra.Command {
 	var (
 		rootURL, db, only, backlogs, logLevel string

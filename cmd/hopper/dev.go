@@ -7,8 +7,6 @@ import (
 	"github.com/hopper-ci/hopper/internal/server"
 )
 
-func init() { extraCommands = append(extraCommands, devCommand) }
-
 func devCommand() *cobra.Command {
 	var (
 		cfg         server.Config

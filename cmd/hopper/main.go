@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hopper-ci/hopper/internal/cli"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -37,10 +39,7 @@ func main() {
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.AddCommand(serveCommand(), migrateCommand())
-	for _, add := range extraCommands {
-		root.AddCommand(add())
-	}
+	root.AddCommand(subcommands()...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "hopper:", err)
 		var coded interface{ ExitCode() int }
@@ -51,8 +50,20 @@ func main() {
 	}
 }
 
-// extraCommands are registered by the other files of this package.
-var extraCommands []func() *cobra.Command
+// subcommands lists every `hopper` subcommand, in the order `hopper help`
+// shows them. Each is built by its own file of this package.
+func subcommands() []*cobra.Command {
+	return []*cobra.Command{
+		devCommand(),
+		serveCommand(),
+		migrateCommand(),
+		workerCommand(),
+		taskCommand(),
+		cli.NewClientCommand(),
+		cli.NewRoleCommand(),
+		benchCommand(),
+	}
+}
 
 func asExitCode(err error, target *interface{ ExitCode() int }) bool {
 	for err != nil {

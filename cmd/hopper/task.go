@@ -6,8 +6,6 @@ import (
 	"github.com/hopper-ci/hopper/internal/cli"
 )
 
-func init() { extraCommands = append(extraCommands, taskCommand) }
-
 // taskCommand is `hopper task`, the queue's command-line client; its
 // logic and flags live in internal/cli so they are tested there.
 func taskCommand() *cobra.Command { return cli.NewTaskCommand(cli.StdEnv()) }

@@ -15,8 +15,6 @@ import (
 	"github.com/hopper-ci/hopper/internal/worker"
 )
 
-func init() { extraCommands = append(extraCommands, workerCommand) }
-
 // exitError carries a process exit code out of a command.
 type exitError struct {
 	code int
