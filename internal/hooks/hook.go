@@ -44,7 +44,6 @@ func inputError(format string, args ...any) *Error {
 var (
 	GroupIDPattern = regexp.MustCompile(`^[a-zA-Z0-9-_]{1,1000}$`)
 	HookIDPattern  = regexp.MustCompile(`^[a-zA-Z0-9-_/]{1,1000}$`)
-	slugIDPattern  = regexp.MustCompile(`^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$`)
 )
 
 // Binding is one Pulse binding of a hook.
@@ -220,6 +219,3 @@ func (s *Schedule) Next(after time.Time) (time.Time, bool) {
 func (s *Schedule) NextAfterFire(now time.Time) (time.Time, bool) {
 	return s.Next(now)
 }
-
-// ValidSlugID reports whether s is a slugid.
-func ValidSlugID(s string) bool { return slugIDPattern.MatchString(s) }

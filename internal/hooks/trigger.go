@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/hopper-ci/hopper/internal/schema"
+	"github.com/hopper-ci/hopper/internal/slugid"
 )
 
 // What fired a hook: the JSON-e context's firedBy and the last fire's.
@@ -48,7 +49,7 @@ func CheckTriggerPayload(def *Definition, payload []byte) (string, error) {
 		return "", nil
 	}
 	id, ok := in.TaskID.(string)
-	if !ok || !ValidSlugID(id) {
+	if !ok || !slugid.Valid(id) {
 		return "", inputError("Invalid taskId format: %v", in.TaskID)
 	}
 	return id, nil

@@ -322,45 +322,35 @@ func (t *txn) addLastFire(ctx context.Context, f *LastFire) error {
 
 // ListLastFires implements HookStore.
 func (db *DB) ListLastFires(ctx context.Context, hookGroupID, hookID string, page Page) ([]LastFire, string, error) {
-	cursor, err := decodeToken(page.ContinuationToken)
-	if err != nil {
-		return nil, "", err
+	type numbered struct {
+		LastFire
+		id int64
 	}
-	before := int64(1<<63 - 1)
-	if cursor != "" {
-		if before, err = strconv.ParseInt(cursor, 10, 64); err != nil {
-			return nil, "", ErrBadContinuationToken
+	rows, next, err := listPage(ctx, db, page, func(cursor string) (string, []any, error) {
+		before := int64(1<<63 - 1)
+		if cursor != "" {
+			var err error
+			if before, err = strconv.ParseInt(cursor, 10, 64); err != nil {
+				return "", nil, ErrBadContinuationToken
+			}
 		}
-	}
-	limit := page.size()
-	rows, err := db.query(ctx, `SELECT id, hook_group_id, hook_id, fired_by, task_id, task_create_time, result, error FROM hook_last_fires
-		WHERE hook_group_id = ? AND hook_id = ? AND id < ? ORDER BY id DESC LIMIT ?`, hookGroupID, hookID, before, limit+1)
+		return `SELECT id, hook_group_id, hook_id, fired_by, task_id, task_create_time, result, error FROM hook_last_fires
+			WHERE hook_group_id = ? AND hook_id = ? AND id < ? ORDER BY id DESC LIMIT ?`, []any{hookGroupID, hookID, before}, nil
+	}, func(row rowScanner) (numbered, error) {
+		var (
+			f  numbered
+			at int64
+		)
+		err := row.Scan(&f.id, &f.HookGroupID, &f.HookID, &f.FiredBy, &f.TaskID, &at, &f.Result, &f.Error)
+		f.TaskCreateTime = fromMS(at)
+		return f, err
+	}, func(f numbered) string { return strconv.FormatInt(f.id, 10) })
 	if err != nil {
 		return nil, "", fmt.Errorf("listing fires of hook %s/%s: %w", hookGroupID, hookID, err)
 	}
-	defer rows.Close()
-	var (
-		out []LastFire
-		ids []int64
-	)
-	for rows.Next() {
-		var (
-			f      LastFire
-			id, at int64
-		)
-		if err := rows.Scan(&id, &f.HookGroupID, &f.HookID, &f.FiredBy, &f.TaskID, &at, &f.Result, &f.Error); err != nil {
-			return nil, "", err
-		}
-		f.TaskCreateTime = fromMS(at)
-		out, ids = append(out, f), append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = encodeToken(strconv.FormatInt(ids[limit-1], 10))
+	out := make([]LastFire, len(rows))
+	for i, r := range rows {
+		out[i] = r.LastFire
 	}
 	return out, next, nil
 }
