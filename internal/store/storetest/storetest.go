@@ -138,6 +138,10 @@ func Run(t *testing.T, open Opener) {
 		{"Roles", testRoles},
 		{"ExpireData", testExpireData},
 		{"SubscribePending", testSubscribePending},
+		{"IndexCompletedTasks", testIndexCompletedTasks},
+		{"IndexConcurrentCompletions", testIndexConcurrentCompletions},
+		{"IndexInsertListExpire", testIndexInsertListExpire},
+		{"Secrets", testSecrets},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
