@@ -282,4 +282,3 @@ func expireIndexSteps(cutoff int64, entries, namespaces *int) []expireStep {
 		{namespaces, "DELETE FROM index_namespaces WHERE expires < ?", []any{cutoff}},
 	}
 }
-
