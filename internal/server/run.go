@@ -58,6 +58,9 @@ type Config struct {
 	Version string
 	Logger  *slog.Logger
 	Clock   queue.Clock
+	// Pprof, if set, is the address of an extra listener serving Go's
+	// profiling endpoints (pprof.go).
+	Pprof string
 	// Ready, if set, receives the server's root URL once it is listening.
 	Ready func(rootURL string)
 }
@@ -139,6 +142,13 @@ func Run(ctx context.Context, cfg Config) error {
 	resolver.Start(ctx)
 	defer resolver.Stop()
 
+	if cfg.Pprof != "" {
+		stop, err := startPprof(cfg.Pprof, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()

@@ -201,66 +201,42 @@ func (db *DB) FindIndexedTasks(ctx context.Context, paths []string, now time.Tim
 
 // ListIndexedTasks implements IndexStore.
 func (db *DB) ListIndexedTasks(ctx context.Context, namespace string, now time.Time, page Page) ([]index.Entry, string, error) {
-	after, err := decodeToken(page.ContinuationToken)
-	if err != nil {
-		return nil, "", err
-	}
-	limit := page.size()
-	rows, err := db.query(ctx, "SELECT "+indexEntryColumns+" FROM index_tasks WHERE namespace = ? AND name > ? AND expires > ? ORDER BY name LIMIT ?",
-		namespace, after, ms(now), limit+1)
+	out, next, err := listPage(ctx, db, page,
+		func(cursor string) (string, []any, error) {
+			return "SELECT " + indexEntryColumns + " FROM index_tasks WHERE namespace = ? AND name > ? AND expires > ? ORDER BY name LIMIT ?",
+				[]any{namespace, cursor, ms(now)}, nil
+		},
+		func(row rowScanner) (index.Entry, error) {
+			e, err := scanIndexEntry(row)
+			if err != nil {
+				return index.Entry{}, err
+			}
+			return *e, nil
+		},
+		func(e index.Entry) string { return e.Name })
 	if err != nil {
 		return nil, "", fmt.Errorf("listing the entries of namespace %q: %w", namespace, err)
-	}
-	defer rows.Close()
-	var out []index.Entry
-	for rows.Next() {
-		e, err := scanIndexEntry(rows)
-		if err != nil {
-			return nil, "", fmt.Errorf("reading an entry of namespace %q: %w", namespace, err)
-		}
-		out = append(out, *e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("listing the entries of namespace %q: %w", namespace, err)
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = encodeToken(out[limit-1].Name)
 	}
 	return out, next, nil
 }
 
 // ListIndexNamespaces implements IndexStore.
 func (db *DB) ListIndexNamespaces(ctx context.Context, parent string, now time.Time, page Page) ([]index.Namespace, string, error) {
-	after, err := decodeToken(page.ContinuationToken)
-	if err != nil {
-		return nil, "", err
-	}
-	limit := page.size()
-	rows, err := db.query(ctx, "SELECT parent, name, expires FROM index_namespaces WHERE parent = ? AND name > ? AND expires > ? ORDER BY name LIMIT ?",
-		parent, after, ms(now), limit+1)
+	out, next, err := listPage(ctx, db, page,
+		func(cursor string) (string, []any, error) {
+			return "SELECT parent, name, expires FROM index_namespaces WHERE parent = ? AND name > ? AND expires > ? ORDER BY name LIMIT ?",
+				[]any{parent, cursor, ms(now)}, nil
+		},
+		func(row rowScanner) (index.Namespace, error) {
+			var n index.Namespace
+			var expires int64
+			err := row.Scan(&n.Parent, &n.Name, &expires)
+			n.Expires = fromMS(expires)
+			return n, err
+		},
+		func(n index.Namespace) string { return n.Name })
 	if err != nil {
 		return nil, "", fmt.Errorf("listing the namespaces under %q: %w", parent, err)
-	}
-	defer rows.Close()
-	var out []index.Namespace
-	for rows.Next() {
-		var n index.Namespace
-		var expires int64
-		if err := rows.Scan(&n.Parent, &n.Name, &expires); err != nil {
-			return nil, "", fmt.Errorf("reading a namespace under %q: %w", parent, err)
-		}
-		n.Expires = fromMS(expires)
-		out = append(out, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("listing the namespaces under %q: %w", parent, err)
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = encodeToken(out[limit-1].Name)
 	}
 	return out, next, nil
 }

@@ -59,31 +59,18 @@ func (db *DB) GetSecret(ctx context.Context, name string) (*secrets.Secret, erro
 
 // ListSecrets implements SecretStore.
 func (db *DB) ListSecrets(ctx context.Context, now time.Time, page Page) ([]string, string, error) {
-	after, err := decodeToken(page.ContinuationToken)
-	if err != nil {
-		return nil, "", err
-	}
-	limit := page.size()
-	rows, err := db.query(ctx, "SELECT name FROM secrets WHERE name > ? AND expires >= ? ORDER BY name LIMIT ?", after, ms(now), limit+1)
+	out, next, err := listPage(ctx, db, page,
+		func(cursor string) (string, []any, error) {
+			return "SELECT name FROM secrets WHERE name > ? AND expires >= ? ORDER BY name LIMIT ?", []any{cursor, ms(now)}, nil
+		},
+		func(row rowScanner) (string, error) {
+			var name string
+			err := row.Scan(&name)
+			return name, err
+		},
+		func(name string) string { return name })
 	if err != nil {
 		return nil, "", fmt.Errorf("listing secrets: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, "", fmt.Errorf("reading a secret's name: %w", err)
-		}
-		out = append(out, name)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("listing secrets: %w", err)
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = encodeToken(out[limit-1])
 	}
 	return out, next, nil
 }
