@@ -309,6 +309,9 @@ type Response struct {
 	Header  http.Header
 	Body    any // JSON-encoded; nil means an empty body
 	RawBody []byte
+	// Streamed says the handler has written the reply itself (a
+	// server-sent event stream) with Status; nothing more is written.
+	Streamed bool
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *Route, names []string) {
@@ -375,6 +378,9 @@ func (s *Server) handle(c *Call) int {
 	}
 	switch v := out.(type) {
 	case *Response:
+		if v.Streamed {
+			return v.Status
+		}
 		for k, vals := range v.Header {
 			for _, val := range vals {
 				h.Add(k, val)

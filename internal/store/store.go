@@ -90,6 +90,9 @@ type Store interface {
 	IndexStore
 	SecretStore
 
+	// Hooks (hooks.go).
+	HookStore
+
 	Close() error
 }
 
