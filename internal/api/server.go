@@ -210,6 +210,9 @@ type Route struct {
 	Query []string
 	// Handle serves the call.
 	Handle func(c *Call) (any, error)
+	// CleanPayloadFunc, if set, rewrites the request body an error reply
+	// echoes (requestInfo.payload), to keep secrets out of it.
+	CleanPayloadFunc func(payload []byte) []byte
 }
 
 // paramPatterns validate URL parameters (queue-api.md §1.2).
@@ -306,6 +309,9 @@ type Response struct {
 	Header  http.Header
 	Body    any // JSON-encoded; nil means an empty body
 	RawBody []byte
+	// Streamed says the handler has written the reply itself (a
+	// server-sent event stream) with Status; nothing more is written.
+	Streamed bool
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *Route, names []string) {
@@ -372,6 +378,9 @@ func (s *Server) handle(c *Call) int {
 	}
 	switch v := out.(type) {
 	case *Response:
+		if v.Streamed {
+			return v.Status
+		}
 		for k, vals := range v.Header {
 			for _, val := range vals {
 				h.Add(k, val)
@@ -475,6 +484,9 @@ func (s *Server) fail(c *Call, err error) int {
 	payload := json.RawMessage(validUTF8(c.Body))
 	if c.Input != nil {
 		payload = c.Input
+	}
+	if c.Route.CleanPayloadFunc != nil {
+		payload = c.Route.CleanPayloadFunc(payload)
 	}
 	writeJSON(c.W, apiErr.Status(), errorResponse(apiErr, c.Route.Name, c.Params, payload, c.Now))
 	return apiErr.Status()
