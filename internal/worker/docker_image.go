@@ -52,6 +52,9 @@ func (t *dockerTask) ensureRegistryImage(name string) *runErr {
 		t.image = found.ID
 		t.r.log.Infof("Using local image %s (%s)", name, found.ID)
 		return nil
+	} else if pullIsPermanent(err) {
+		e := malformed("payload.image: image %s cannot be pulled: %v", name, err)
+		return &e
 	} else if !dockerapi.IsNotFound(err) {
 		e := internalError("Inspecting image %s: %v", name, err)
 		return &e
