@@ -26,7 +26,8 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	f.DurationVar(&cfg.ExpireEvery, "expire-interval", envDuration("HOPPER_EXPIRE_INTERVAL", 10*time.Minute), "how often expired data (tasks, artifacts and their blobs) is deleted (HOPPER_EXPIRE_INTERVAL)")
 	// Only tests need a different cadence; keep it out of --help.
 	_ = f.MarkHidden("expire-interval")
-	f.StringVar(logLevel, "log-level", env("HOPPER_LOG_LEVEL", "info"), "debug, info, warn or error (HOPPER_LOG_LEVEL)")
+	f.StringVar(logLevel, "log-level", env("HOPPER_LOG_LEVEL", "info"), "debug, info, warn or error; debug adds one line per API request (HOPPER_LOG_LEVEL)")
+	f.StringVar(&cfg.Pprof, "pprof", env("HOPPER_PPROF", ""), "serve Go's profiling endpoints (/debug/pprof/) on this extra address, e.g. 127.0.0.1:6060; off by default (HOPPER_PPROF)")
 }
 
 func serveCommand() *cobra.Command {

@@ -11,11 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hopper-ci/hopper/internal/superseder"
 	"github.com/hopper-ci/hopper/internal/worker"
+	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
 
-// exitError carries a process exit code out of a command.
+// exitError carries a process exit code out of a command. Without err it
+// is an outcome already logged (a drain), and main prints nothing for it.
 type exitError struct {
 	code int
 	err  error
@@ -23,7 +24,7 @@ type exitError struct {
 
 func (e *exitError) Error() string {
 	if e.err == nil {
-		return fmt.Sprintf("exit status %d", e.code)
+		return ""
 	}
 	return e.err.Error()
 }
@@ -128,7 +129,7 @@ func runWorker(cfg worker.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	w.SupersedeFunc = superseder.NewSupersedeFunc(superseder.WorkerOptions{Logger: log})
+	w.SupersedeFunc = superseding.NewSupersedeFunc(superseding.WorkerOptions{Logger: log})
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sigs)
@@ -139,7 +140,18 @@ func runWorker(cfg worker.Config, log *slog.Logger) error {
 		}
 	}()
 	code, err := w.Run(context.Background())
-	if err != nil || code != 0 {
+	switch {
+	case err == nil && code == worker.ExitDrained:
+		log.Info("worker drained: running tasks finished", "exitCode", code)
+		return &exitError{code: code}
+	case err == nil && code == worker.ExitShutdown:
+		log.Info("worker shut down: running tasks were aborted", "exitCode", code)
+		return &exitError{code: code}
+	}
+	if err == nil && code != 0 {
+		err = fmt.Errorf("worker stopped with exit status %d", code)
+	}
+	if err != nil {
 		return &exitError{code: max(code, 1), err: err}
 	}
 	return nil

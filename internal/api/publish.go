@@ -36,7 +36,13 @@ func NewEventPublisher(out events.Publisher, log *slog.Logger) *EventPublisher {
 
 func (p *EventPublisher) run() {
 	defer close(p.done)
+	wanted, gated := p.out.(interface{ Wanted() bool })
 	for build := range p.queue {
+		// A publisher that only feeds live views (no broker) says when
+		// nobody watches; the messages are not even built then.
+		if gated && !wanted.Wanted() {
+			continue
+		}
 		msgs := build()
 		if len(msgs) == 0 {
 			continue

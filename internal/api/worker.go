@@ -193,6 +193,12 @@ func (s *Server) claimTask(c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !madeChanges(res) {
+		// The worker repeated a claim it holds (its first answer was
+		// lost): the same run again, with fresh credentials, and nothing
+		// recorded twice.
+		return s.claimFor(res.Task, runID, c.Now, true)
+	}
 	s.publish(ctx, res.Changes)
 	if _, err := s.store.TouchTaskQueue(ctx, store.TouchTaskQueueParams{TaskQueueID: t.Task.TaskQueueID, Now: c.Now, Expires: c.Now.Add(claimTaskQueueRecordExtra)}); err != nil {
 		s.log.Warn("recording task queue", "error", err)
@@ -201,6 +207,16 @@ func (s *Server) claimTask(c *Call) (any, error) {
 		s.log.Warn("recording recent tasks", "error", err)
 	}
 	return s.claimFor(res.Task, runID, c.Now, true)
+}
+
+// madeChanges reports whether an update emitted any event.
+func madeChanges(res *store.Result) bool {
+	for _, ch := range res.Changes {
+		if len(ch.Events) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // runCall serves the methods addressed to one run: 404 for an unknown task

@@ -68,6 +68,7 @@ func TestNewRegistersEveryRequestSchema(t *testing.T) {
 		"claim-task-request",
 		"claim-work-request",
 		"create-client-request",
+		"create-hook-request",
 		"create-role-request",
 		"create-task-request",
 		"declare-provisioner-request",
@@ -81,6 +82,7 @@ func TestNewRegistersEveryRequestSchema(t *testing.T) {
 		"task-exception-request",
 		"task-ids-request",
 		"test-authenticate-request",
+		"trigger-hook-request",
 		"update-client-request",
 	}, r.Names())
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/events"
+	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/superseder"
@@ -56,6 +57,9 @@ type Config struct {
 	Version string
 	Logger  *slog.Logger
 	Clock   queue.Clock
+	// Pprof, if set, is the address of an extra listener serving Go's
+	// profiling endpoints (pprof.go).
+	Pprof string
 	// Ready, if set, receives the server's root URL once it is listening.
 	Ready func(rootURL string)
 }
@@ -101,19 +105,29 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("opening blob storage: %w", err)
 	}
 
-	// Task events go to AMQP when a broker is configured; otherwise no
-	// message is even built (that work would be thrown away).
-	var publisher api.Publisher
+	// Task events feed the web UI's live stream and, when a broker is
+	// configured, AMQP. Without a broker, messages are built only while a
+	// stream (here or, through the relay, on another replica) is open.
+	hub := live.NewHub()
+	var out events.Publisher = hub
 	if cfg.AMQP != "" {
 		amqp, err := events.NewAMQP(events.AMQPOptions{URL: cfg.AMQP, Logger: log})
 		if err != nil {
 			return fmt.Errorf("starting AMQP publisher: %w", err)
 		}
 		defer amqp.Close()
-		ep := api.NewEventPublisher(amqp, log)
-		defer ep.Close()
-		publisher = ep
+		out = events.Multi{amqp, hub}
 	}
+	if storeKind(cfg.DB) == "postgres" {
+		relay, err := live.StartRelay(hub, live.RelayOptions{URL: cfg.DB, Logger: log})
+		if err != nil {
+			return err
+		}
+		defer relay.Close()
+	}
+	ep := api.NewEventPublisher(out, log)
+	defer ep.Close()
+	var publisher api.Publisher = ep
 
 	sec, err := NewSecurity(ctx, st, cfg.RootAccessToken, key, cfg.Clock, log)
 	if err != nil {
@@ -127,7 +141,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
 		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
-		Artifacts: blobs, ExtraRoutes: append(extraRoutes(sec, st, log), superseder.Routes(superseder.ServerOptions{Store: st})...), Handlers: handlers,
+		Artifacts: blobs, ExtraRoutes: append(append(extraRoutes(sec, st, log), superseder.Routes(superseder.ServerOptions{Store: st})...), live.Routes(hub)...), Handlers: handlers,
 	})
 	if err != nil {
 		return fmt.Errorf("building API: %w", err)
@@ -137,6 +151,13 @@ func Run(ctx context.Context, cfg Config) error {
 	resolver.Start(ctx)
 	defer resolver.Stop()
 
+	if cfg.Pprof != "" {
+		stop, err := startPprof(cfg.Pprof, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
@@ -151,6 +172,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log.Info("shutting down: draining requests")
 	srv.Drain()
+	// Open event streams would hold Shutdown for its whole timeout.
+	_ = hub.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := httpSrv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {

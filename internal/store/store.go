@@ -86,6 +86,9 @@ type Store interface {
 	// need, not all at once (see Hub). cancel releases the subscription.
 	SubscribePending(taskQueueID string, capacity int) (ch <-chan struct{}, cancel func())
 
+	// Hooks (hooks.go).
+	HookStore
+
 	Close() error
 }
 

@@ -64,6 +64,11 @@ type Worker struct {
 	internalErrors int
 	tooManyErrors  bool
 	claimed        int
+
+	// heldRuns holds "taskId/runId" of every claim being held, so a run
+	// answered twice (claimWork, then a superseding claimTask that the
+	// queue answers as a repeat) is never run twice.
+	heldRuns sync.Map
 }
 
 // New validates cfg and prepares the working directories.
