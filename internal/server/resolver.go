@@ -92,8 +92,9 @@ func (r *Resolver) expireData(ctx context.Context) {
 			r.Log.Warn("deleting expired artifact data", "taskId", b.TaskID, "runId", b.RunID, "name", b.Name, "error", err)
 		}
 	}
-	if res.Tasks+res.Artifacts+res.TaskGroups+res.TaskQueues+res.Workers+res.Clients > 0 {
+	if res.Tasks+res.Artifacts+res.TaskGroups+res.TaskQueues+res.Workers+res.Clients+res.IndexedTasks+res.IndexNamespaces+res.Secrets > 0 {
 		r.Log.Info("expired data", "tasks", res.Tasks, "artifacts", res.Artifacts, "taskGroups", res.TaskGroups,
-			"taskQueues", res.TaskQueues, "workers", res.Workers, "clients", res.Clients)
+			"taskQueues", res.TaskQueues, "workers", res.Workers, "clients", res.Clients,
+			"indexedTasks", res.IndexedTasks, "indexNamespaces", res.IndexNamespaces, "secrets", res.Secrets)
 	}
 }
