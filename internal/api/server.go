@@ -210,6 +210,9 @@ type Route struct {
 	Query []string
 	// Handle serves the call.
 	Handle func(c *Call) (any, error)
+	// CleanPayloadFunc, if set, rewrites the request body an error reply
+	// echoes (requestInfo.payload), to keep secrets out of it.
+	CleanPayloadFunc func(payload []byte) []byte
 }
 
 // paramPatterns validate URL parameters (queue-api.md §1.2).
@@ -481,6 +484,9 @@ func (s *Server) fail(c *Call, err error) int {
 	payload := json.RawMessage(validUTF8(c.Body))
 	if c.Input != nil {
 		payload = c.Input
+	}
+	if c.Route.CleanPayloadFunc != nil {
+		payload = c.Route.CleanPayloadFunc(payload)
 	}
 	writeJSON(c.W, apiErr.Status(), errorResponse(apiErr, c.Route.Name, c.Params, payload, c.Now))
 	return apiErr.Status()

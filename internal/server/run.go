@@ -15,8 +15,11 @@ import (
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/events"
+	"github.com/hopper-ci/hopper/internal/indexapi"
 	"github.com/hopper-ci/hopper/internal/live"
+	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/secretsapi"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/superseder"
 	"github.com/hopper-ci/hopper/internal/ui"
@@ -141,15 +144,20 @@ func Run(ctx context.Context, cfg Config) error {
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
 		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
-		Artifacts: blobs, ExtraRoutes: append(append(extraRoutes(sec, st, log), superseder.Routes(superseder.ServerOptions{Store: st})...), live.Routes(hub)...), Handlers: handlers,
+		Artifacts: blobs, ExtraRoutes: append(append(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st})...), live.Routes(hub)...), Handlers: handlers,
 	})
 	if err != nil {
 		return fmt.Errorf("building API: %w", err)
 	}
-	resolver := &Resolver{API: srv, Store: st, Blobs: blobs, Clock: cfg.Clock, Log: log,
-		DeadlineDelay: cfg.DeadlineDelay, ExpireEvery: cfg.ExpireEvery}
-	resolver.Start(ctx)
-	defer resolver.Stop()
+	// The background duties publish what they change through the API
+	// server, so their events and metrics are those of API calls.
+	duties := maintenance.NewMaintainer(
+		&maintenance.ClaimExpirer{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log},
+		&maintenance.DeadlineResolver{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log, Delay: cfg.DeadlineDelay},
+		&maintenance.DataExpirer{Store: st, Blobs: blobs, Clock: cfg.Clock, Logger: log, Interval: cfg.ExpireEvery},
+	)
+	duties.Start(ctx)
+	defer duties.Stop()
 
 	if cfg.Pprof != "" {
 		stop, err := startPprof(cfg.Pprof, log)
@@ -190,11 +198,14 @@ func storeKind(spec string) string {
 }
 
 // extraRoutes are the routes served beside the Queue API.
-func extraRoutes(sec *Security, st store.Store, log *slog.Logger) []api.Route {
+func extraRoutes(sec *Security, st store.Store, log *slog.Logger, version string) []api.Route {
 	var routes []api.Route
 	routes = append(routes, authapi.Routes(authapi.Deps{
 		Store: st, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
 		Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log,
 	})...)
+	routes = append(routes, indexapi.Routes(indexapi.Deps{Store: st, Version: version})...)
+	routes = append(routes, secretsapi.Routes(secretsapi.Deps{Store: st, Sealer: sec.Sealer, Caller: sec.Authorizer.Caller,
+		Logger: log, Version: version})...)
 	return routes
 }

@@ -140,6 +140,32 @@ type Config struct {
 	WorkerTypeMetadata map[string]any `yaml:"workerTypeMetadata" json:"workerTypeMetadata,omitempty"`
 	// Superseding holds the superseding settings.
 	Superseding SupersedingConfig `yaml:"superseding" json:"superseding"`
+	// Engine is how tasks run: "process" (default; generic-worker native
+	// payloads as host processes) or "docker" (docker-worker payloads in
+	// containers).
+	Engine string `yaml:"engine" json:"engine,omitempty"`
+	// Docker holds the docker engine's settings.
+	Docker DockerConfig `yaml:"docker" json:"docker"`
+}
+
+// DockerConfig holds the settings of the docker engine.
+type DockerConfig struct {
+	// Host is the daemon's socket (default unix:///var/run/docker.sock).
+	Host string `yaml:"host" json:"host,omitempty"`
+	// Network is the containers' network mode: "bridge" (default, as
+	// docker-worker), "host" or "none".
+	Network string `yaml:"network" json:"network,omitempty"`
+	// AllowPrivileged lets tasks with the scope
+	// docker-worker:capability:privileged run privileged containers.
+	AllowPrivileged bool `yaml:"allowPrivileged" json:"allowPrivileged,omitempty"`
+	// AllowedDevices lists the capabilities.devices tasks may ask for
+	// (with the scope docker-worker:capability:device:<name>): kvm,
+	// hostSharedMemory, loopbackVideo, loopbackAudio.
+	AllowedDevices []string `yaml:"allowedDevices" json:"allowedDevices,omitempty"`
+	// MemoryMiB limits each container's memory (zero: no limit).
+	MemoryMiB int64 `yaml:"memoryMiB" json:"memoryMiB,omitempty"`
+	// CPUs limits each container's CPU time, in cores (zero: no limit).
+	CPUs float64 `yaml:"cpus" json:"cpus,omitempty"`
 }
 
 // LoadConfigFile reads a YAML or JSON configuration file (JSON is valid
@@ -260,6 +286,26 @@ func (c Config) Normalize() (Config, error) {
 	}
 	if c.Superseding.Timeout.Duration <= 0 {
 		c.Superseding.Timeout.Duration = 5 * time.Second
+	}
+	if c.Engine == "" {
+		c.Engine = EngineProcess
+	}
+	if c.Engine != EngineProcess && c.Engine != EngineDocker {
+		problems = append(problems, fmt.Sprintf("engine %q must be %s or %s", c.Engine, EngineProcess, EngineDocker))
+	}
+	if c.Docker.Network == "" {
+		c.Docker.Network = "bridge"
+	}
+	if c.Docker.Network != "bridge" && c.Docker.Network != "host" && c.Docker.Network != "none" {
+		problems = append(problems, fmt.Sprintf("docker.network %q must be bridge, host or none", c.Docker.Network))
+	}
+	for _, d := range c.Docker.AllowedDevices {
+		if _, ok := dockerDevices[d]; !ok {
+			problems = append(problems, fmt.Sprintf("docker.allowedDevices: unknown device %q", d))
+		}
+	}
+	if c.Docker.MemoryMiB < 0 || c.Docker.CPUs < 0 {
+		problems = append(problems, "docker.memoryMiB and docker.cpus must not be negative")
 	}
 	if c.Superseding.MaxTasks == 0 {
 		c.Superseding.MaxTasks = 32
