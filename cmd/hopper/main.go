@@ -58,6 +58,7 @@ func subcommands() []*cobra.Command {
 		serveCommand(),
 		migrateCommand(),
 		workerCommand(),
+		sandboxInitCommand(),
 		taskCommand(),
 		cli.NewClientCommand(),
 		cli.NewRoleCommand(),

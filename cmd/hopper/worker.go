@@ -13,6 +13,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/superseder"
 	"github.com/hopper-ci/hopper/internal/worker"
+	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
 
 // exitError carries a process exit code out of a command.
@@ -88,6 +89,7 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 	f.StringVar(&flags.WorkerID, "worker-id", "", "worker id (default: this host's name)")
 	f.IntVar(&flags.Capacity, "capacity", 0, "concurrent task runs (default 1)")
 	f.StringVar(&flags.WorkDir, "work-dir", "", "directory for task dirs, caches and downloads (default ./hopper-worker)")
+	f.StringVar(&flags.Isolation, "isolation", "", "task sandbox: strict (refuse to start without every protection), auto (default: use what the machine offers) or none")
 	f.StringVar(&flags.Superseding.Order, "superseding-order", "", "superseder list order: ascending (seed 001, default) or descending (docker-worker)")
 	f.StringVar(&logLevel, "log-level", env("HOPPER_LOG_LEVEL", "info"), "debug, info, warn or error")
 	return cmd
@@ -111,12 +113,15 @@ func overlayWorkerFlags(cmd *cobra.Command, cfg *worker.Config, flags worker.Con
 	set("worker-id", func() { cfg.WorkerID = flags.WorkerID })
 	set("capacity", func() { cfg.Capacity = flags.Capacity })
 	set("work-dir", func() { cfg.WorkDir = flags.WorkDir })
+	set("isolation", func() { cfg.Isolation = flags.Isolation })
 	set("superseding-order", func() { cfg.Superseding.Order = flags.Superseding.Order })
 }
 
 // runWorker runs a worker until it exits, mapping SIGTERM to an immediate
 // shutdown and SIGINT to a drain.
 func runWorker(cfg worker.Config, log *slog.Logger) error {
+	// This binary is the sandbox init too (sandboxInitCommand).
+	cfg.SandboxInit = sandbox.SelfInit()
 	w, err := worker.New(cfg, log)
 	if err != nil {
 		return err

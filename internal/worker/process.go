@@ -1,13 +1,12 @@
 package worker
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
 
 // commandResult is how one command ended.
@@ -17,7 +16,7 @@ type commandResult struct {
 	startErr error
 	// exitCode is the process exit status, or -1 when killed by a signal.
 	exitCode int
-	// aborted is set when the worker killed the process group, with why.
+	// aborted is set when the worker killed the command, with why.
 	aborted     bool
 	abortReason string
 	wall        time.Duration
@@ -29,60 +28,33 @@ type stopSignal struct {
 	reason string
 }
 
-// runProcess runs argv in dir with env, output to out, in its own process
-// group. It returns when the process exits or, if a value arrives on stop,
-// after SIGKILLing the whole group. Leftover processes of the group (e.g.
-// backgrounded grandchildren) are always killed when the command ends, so
-// nothing a command started outlives it.
-func runProcess(argv []string, dir string, env []string, out io.Writer, stop <-chan stopSignal) commandResult {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = env
-	cmd.Stdout = out
-	cmd.Stderr = out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// If the worker is killed outright (no chance to kill the group), the
-	// kernel kills the task's direct child too (Linux; see setDeathSignal).
-	setDeathSignal(cmd.SysProcAttr)
-	// A grandchild that escaped the group could hold the output pipe open
-	// forever; do not wait for it longer than this.
-	cmd.WaitDelay = 2 * time.Second
+// runProcess runs argv in dir with env, output to out, in the task's
+// sandbox. It returns when the command exits or, if a value arrives on
+// stop, after killing it and everything it started. Whatever the command
+// left running is killed when it ends (the sandbox's namespace, or its
+// process group with isolation none), so nothing a command started
+// outlives it.
+func runProcess(box *sandbox.Task, argv []string, dir string, env []string, out io.Writer, stop <-chan stopSignal) commandResult {
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	p, err := box.Start(sandbox.Command{Argv: argv, Dir: dir, Env: env, Output: out})
+	if err != nil {
 		return commandResult{startErr: err}
 	}
-	pgid := cmd.Process.Pid
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	res := commandResult{started: true}
-	var waitErr error
+	var res commandResult
 	select {
-	case waitErr = <-done:
+	case <-p.Done():
 	case sig := <-stop:
 		res.aborted, res.abortReason = true, sig.reason
-		killGroup(pgid)
-		waitErr = <-done
+		p.Kill()
 	}
-	killGroup(pgid)
+	r := p.Wait()
+	if !r.Started {
+		return commandResult{startErr: r.StartErr}
+	}
+	res.started = true
+	res.exitCode, res.user, res.sys = r.ExitCode, r.User, r.System
 	res.wall = time.Since(start)
-	if ps := cmd.ProcessState; ps != nil {
-		res.user, res.sys = ps.UserTime(), ps.SystemTime()
-		res.exitCode = ps.ExitCode()
-	} else {
-		res.exitCode = -1
-	}
-	var exitErr *exec.ExitError
-	if waitErr != nil && !errors.As(waitErr, &exitErr) && !errors.Is(waitErr, exec.ErrWaitDelay) && res.exitCode == 0 {
-		res.exitCode = -1
-	}
 	return res
-}
-
-// killGroup sends SIGKILL to every process in the group.
-func killGroup(pgid int) {
-	if pgid > 1 {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	}
 }
 
 // shellQuote renders argv so that a user can paste it into a shell.

@@ -12,10 +12,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
+	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 	"github.com/hopper-ci/hopper/internal/worker/tasklog"
 	"github.com/hopper-ci/hopper/internal/worker/tcproxy"
 )
@@ -72,6 +74,15 @@ type taskRun struct {
 	purge    bool
 	started  time.Time
 	finished bool
+
+	// slot is the capacity slot (it picks the task user); box is the
+	// task's sandbox while commands may run; usage is what it used.
+	slot       int
+	box        *sandbox.Task
+	usage      sandbox.Usage
+	usageKnown bool
+	watchStop  chan struct{}
+	watchOnce  sync.Once
 }
 
 func (r *taskRun) record(e runErr) {
@@ -119,6 +130,9 @@ func (r *taskRun) execute() (out Outcome) {
 	}()
 	r.ctx, r.workCtx, r.started = ctx, workCtx, time.Now()
 	r.logger.Info("task claimed")
+	r.watchStop = make(chan struct{})
+	defer r.stopWatching()
+	go r.watchCancellation(r.watchStop)
 
 	if err := r.createDirs(); err != nil {
 		// Setup failures before the run starts are reported at once, with
@@ -136,8 +150,12 @@ func (r *taskRun) execute() (out Outcome) {
 	r.writeHeader()
 	r.prepare()
 	if len(r.errs) == 0 && !r.lost() {
+		r.openSandbox()
+	}
+	if len(r.errs) == 0 && !r.lost() {
 		r.runCommands()
 	}
+	r.closeSandbox()
 	if r.lost() {
 		return r.cancelled()
 	}
@@ -153,6 +171,7 @@ func (r *taskRun) execute() (out Outcome) {
 func (r *taskRun) conclude(o Outcome) Outcome {
 	// From here on a panic must not cause a second resolution.
 	r.finished = true
+	r.stopWatching()
 	if r.secondaries != nil {
 		r.secondaries.Finish(context.Background(), r.claim, o)
 	}
@@ -259,6 +278,7 @@ func (r *taskRun) writeHeader() {
 	r.log.Infof("Task ID: %s", r.claim.TaskID)
 	r.log.Infof("Run ID: %d", r.claim.RunID)
 	r.log.Infof("=== Task Starting ===")
+	r.sandboxHeader()
 	for _, l := range r.preLog {
 		if l.warn {
 			r.log.Warnf("%s", l.text)
@@ -271,6 +291,7 @@ func (r *taskRun) writeHeader() {
 func (r *taskRun) writeFooter() {
 	r.log.Infof("=== Task Finished ===")
 	r.log.Infof("Task Duration: %s", time.Since(r.started).Round(time.Millisecond))
+	r.sandboxFooter()
 	if len(r.errs) > 0 {
 		first := r.errs[0]
 		switch {
@@ -513,6 +534,11 @@ func (r *taskRun) taskEnv() []string {
 	if r.proxy != nil {
 		set("TASKCLUSTER_PROXY_URL", r.proxy.URL())
 	}
+	if u := r.box.User(); u != nil {
+		set("HOME", u.Home)
+		set("USER", u.Name)
+		set("LOGNAME", u.Name)
+	}
 	out := make([]string, 0, len(order))
 	for _, k := range order {
 		out = append(out, k+"="+env[k])
@@ -547,7 +573,7 @@ func (r *taskRun) runCommands() {
 			case <-watchDone:
 			}
 		}()
-		res := runProcess(argv, r.dir, env, r.log, stop)
+		res := runProcess(r.box, argv, r.dir, env, r.log, stop)
 		close(watchDone)
 		if !res.started {
 			r.log.Errorf("Could not start command %d: %v", i, res.startErr)
@@ -621,8 +647,7 @@ func (r *taskRun) uploadPhase() {
 	}
 	if r.backing {
 		if err := r.uploadBackingLog(ctx); err != nil {
-			r.logger.Error("uploading backing log", "error", err)
-			r.errs = append(r.errs, uploadErr(err))
+			r.backingLogLost(err)
 		} else if r.pl != nil && r.pl.Features.LiveLog && boolOr(r.w.cfg.EnableLiveLog, true) {
 			lctx, lcancel := context.WithTimeout(ctx, time.Minute)
 			_, err := r.claim.Queue().CreateArtifact(lctx, r.claim.TaskID, r.claim.RunID, r.logs.Live, &tcclient.CreateArtifactRequest{
@@ -641,6 +666,7 @@ func (r *taskRun) uploadPhase() {
 
 // cleanup stops features, returns caches and removes the task directory.
 func (r *taskRun) cleanup() {
+	r.closeSandbox()
 	if r.live != nil {
 		_ = r.live.Close(time.Second)
 	}

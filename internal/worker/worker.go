@@ -11,11 +11,13 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
+	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
 
 // Exit codes of Run (generic-worker compatible).
@@ -36,6 +38,7 @@ type Worker struct {
 	logger    *slog.Logger
 	validator *payload.Validator
 	caches    *cachePool
+	sandbox   *sandbox.Manager
 
 	// SupersedeFunc, when set before Run, is called for every claimed task
 	// whose payload has a supersederUrl (if superseding is enabled).
@@ -59,6 +62,7 @@ type Worker struct {
 	abortOnce      sync.Once
 	runs           sync.WaitGroup
 	running        int
+	slotsBusy      []bool
 	runDone        chan struct{}
 	internalErrors int
 	tooManyErrors  bool
@@ -89,7 +93,7 @@ func New(cfg Config, logger *slog.Logger) (*Worker, error) {
 	}
 	return &Worker{
 		cfg: cfg, logger: logger.With("workerGroup", cfg.WorkerGroup, "workerId", cfg.WorkerID),
-		validator: v, caches: pool,
+		validator: v, caches: pool, slotsBusy: make([]bool, cfg.Capacity),
 		reclaimRetryDelay: time.Second, queueRetryDelay: 100 * time.Millisecond,
 		creds: *cfg.workerCredentials(),
 		drain: make(chan struct{}), abort: make(chan struct{}), runDone: make(chan struct{}, 1),
@@ -145,6 +149,15 @@ func closed(ch <-chan struct{}) bool {
 // shutdown). It returns the process exit code to use.
 func (w *Worker) Run(ctx context.Context) (int, error) {
 	w.logger.Info("worker starting", "taskQueueId", w.cfg.TaskQueueID, "capacity", w.cfg.Capacity)
+	// The sandbox is set up here rather than in New: it empties the
+	// cgroups a crashed predecessor left, and in strict mode a machine
+	// that lacks a protection stops the worker before it claims anything.
+	box, err := newSandbox(w.cfg, w.logger)
+	if err != nil {
+		return 1, err
+	}
+	w.sandbox = box
+	defer box.Close()
 	finished := make(chan struct{})
 	defer close(finished)
 	claimCtx, cancelClaims := context.WithCancel(context.Background())
@@ -275,12 +288,15 @@ func (w *Worker) startRun(tc tcclient.TaskClaim) {
 	w.mu.Lock()
 	w.running++
 	w.claimed++
+	slot := slices.Index(w.slotsBusy, false)
+	w.slotsBusy[slot] = true
 	w.mu.Unlock()
 	w.runs.Add(1)
 	go func() {
 		defer w.runs.Done()
-		outcome := w.runClaim(tc)
+		outcome := w.runClaim(tc, slot)
 		w.mu.Lock()
+		w.slotsBusy[slot] = false
 		w.running--
 		if outcome.State == tcclient.StateException && outcome.Reason == tcclient.ReasonInternalError {
 			w.internalErrors++
@@ -300,7 +316,7 @@ func (w *Worker) startRun(tc tcclient.TaskClaim) {
 
 // runClaim handles one claim from start to finish and returns the outcome
 // of the task that ran (the primary).
-func (w *Worker) runClaim(tc tcclient.TaskClaim) Outcome {
+func (w *Worker) runClaim(tc tcclient.TaskClaim, slot int) Outcome {
 	logger := w.logger.With("taskId", tc.Status.TaskID, "runId", tc.RunID)
 	claim, err := w.HoldClaim(tc)
 	if err != nil {
@@ -315,7 +331,7 @@ func (w *Worker) runClaim(tc tcclient.TaskClaim) Outcome {
 		}
 		return Outcome{State: tcclient.StateException, Reason: tcclient.ReasonInternalError}
 	}
-	r := &taskRun{w: w, claim: claim, logger: logger}
+	r := &taskRun{w: w, claim: claim, logger: logger, slot: slot}
 	if url := supersederURL(claim.Task.Payload); url != "" && w.SupersedeFunc != nil && w.cfg.SupersedingEnabled() {
 		// An immediate shutdown during the superseding step cancels it, so
 		// held claims are released at once (worker.md §6.2 row 14c).

@@ -13,7 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/tcclient/tcclienttest"
+	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
 
 const testQueue = "test-prov/test-wt"
@@ -30,6 +31,10 @@ const testQueue = "test-prov/test-wt"
 // HOPPER_WORKER_TEST_HELPER set it performs that helper action instead of
 // running tests, so tests need no curl or other tools.
 func TestMain(m *testing.M) {
+	if sandbox.IsInitInvocation() {
+		// The worker's sandbox re-executes this binary as its init.
+		os.Exit(sandbox.InitMain())
+	}
 	switch os.Getenv("HOPPER_WORKER_TEST_HELPER") {
 	case "":
 		os.Exit(m.Run())
@@ -74,6 +79,7 @@ func setup(t *testing.T, opts setupOpts) *bundle {
 		WorkerID:      "tw",
 		WorkDir:       t.TempDir(),
 		ClaimInterval: Duration{50 * time.Millisecond},
+		SandboxInit:   sandbox.SelfInit(),
 	}
 	if opts.mutate != nil {
 		opts.mutate(&cfg)
@@ -385,39 +391,44 @@ func TestResolutions(t *testing.T) {
 	}
 }
 
-// processGone reports whether pid no longer exists (zombies count as gone:
-// they have been killed, merely not reaped by whatever adopted them).
-func processGone(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
+// beating reports whether each heartbeat file exists and still grows
+// over a few hundred milliseconds. Task processes write heartbeats rather
+// than their PIDs because PIDs inside the sandbox's PID namespace mean
+// nothing outside it.
+func beating(files ...string) []bool {
+	size := func(f string) int64 {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return -1
+		}
+		return fi.Size()
 	}
-	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	return len(fields) > 0 && fields[0] == "Z"
+	before := make([]int64, len(files))
+	for i, f := range files {
+		before[i] = size(f)
+	}
+	time.Sleep(300 * time.Millisecond)
+	out := make([]bool, len(files))
+	for i, f := range files {
+		out[i] = before[i] >= 0 && size(f) > before[i]
+	}
+	return out
 }
 
-func readPids(t *testing.T, path string) []int {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(data)) {
-		pid, err := strconv.Atoi(f)
-		require.NoError(t, err)
-		pids = append(pids, pid)
-	}
-	return pids
+// heartbeatScript starts a background loop appending to $HB/<name>.
+func heartbeatScript(name string) string {
+	return `while :; do echo beat >> "$HB/` + name + `"; sleep 0.05; done`
 }
 
 func TestReclaimConflictKillsProcessGroup(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{claimTimeout: 2 * time.Second})
-	pidFile := filepath.Join(t.TempDir(), "pids")
+	hb := t.TempDir()
+	require.NoError(t, os.Chmod(hb, 0o777))
 	id := b.createTask(t, map[string]any{
-		"command": [][]string{sh(`sleep 300 & echo $! >> "$PIDS"; sleep 301 & echo $! >> "$PIDS"; echo $$ >> "$PIDS"; wait`)},
-		"env":     map[string]string{"PIDS": pidFile}, "maxRunTime": 600,
+		"command": [][]string{sh(`(` + heartbeatScript("a") + `) & (` + heartbeatScript("b") + `) &
+setsid sh -c '` + heartbeatScript("daemon") + `' & wait`)},
+		"env": map[string]string{"HB": hb}, "maxRunTime": 600,
 	}, taskOpts{})
 	b.cfg.NumberOfTasksToRun = 1
 	w := b.newWorker(t)
@@ -426,11 +437,8 @@ func TestReclaimConflictKillsProcessGroup(t *testing.T) {
 		code, _ := w.Run(context.Background())
 		done <- code
 	}()
-	require.Eventually(t, func() bool { return len(readPids(t, pidFile)) == 3 }, 10*time.Second, 20*time.Millisecond)
-	pids := readPids(t, pidFile)
-	for _, p := range pids {
-		require.False(t, processGone(p))
-	}
+	files := []string{filepath.Join(hb, "a"), filepath.Join(hb, "b"), filepath.Join(hb, "daemon")}
+	require.Eventually(t, func() bool { return !slices.Contains(beating(files...), false) }, 10*time.Second, 20*time.Millisecond)
 	cancelledAt := time.Now()
 	b.fake.Cancel(id)
 	select {
@@ -439,11 +447,9 @@ func TestReclaimConflictKillsProcessGroup(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("worker did not abandon the cancelled task")
 	}
-	// The next reclaim (≤ 1 s after the cancel with 2-s claims) saw 409.
+	// The status poll (every second) or the next reclaim saw the cancel.
 	require.Less(t, time.Since(cancelledAt), 6*time.Second)
-	for _, p := range pids {
-		require.Eventually(t, func() bool { return processGone(p) }, 3*time.Second, 20*time.Millisecond, "pid %d survived", p)
-	}
+	require.Equal(t, []bool{false, false, false}, beating(files...), "task processes survived the cancel")
 	// No uploads and no report after the cancellation.
 	for _, r := range b.fake.Requests() {
 		require.NotContains(t, r.Path, "/completed")
@@ -722,4 +728,29 @@ func TestCapacityRunsTasksConcurrently(t *testing.T) {
 		}
 	}
 	require.LessOrEqual(t, claimCalls, 3)
+}
+
+// TestBackingLogUploadFailureResolvesResourceUnavailable: when the store
+// keeps refusing the backing log, the live log must not be left pointing at
+// a live-log server that is gone: it becomes an error artifact saying why,
+// and the run resolves exception/resource-unavailable although the command
+// succeeded.
+func TestBackingLogUploadFailureResolvesResourceUnavailable(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	faults := make([]int, 50)
+	for i := range faults {
+		faults[i] = http.StatusServiceUnavailable
+	}
+	b.fake.InjectFault("putBlob", faults...)
+	id := b.createTask(t, map[string]any{"command": [][]string{sh("echo fine")}, "maxRunTime": 30}, taskOpts{})
+	require.Equal(t, ExitOK, b.runN(t, 1))
+	st := b.status(t, id)
+	require.Equal(t, tcclient.StateException, st.State)
+	require.Equal(t, tcclient.ReasonResourceUnavailable, st.Runs[0].ReasonResolved)
+	live := b.fake.Artifacts(id, 0)["public/logs/live.log"]
+	require.NotNil(t, live)
+	require.Equal(t, tcclient.StorageError, live.StorageType)
+	require.Equal(t, tcclient.ArtifactFileMissing, live.Reason)
+	require.Contains(t, live.Message, "The task log could not be uploaded")
 }
