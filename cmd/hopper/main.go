@@ -32,22 +32,49 @@ func main() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
 	}
-	root := &cobra.Command{
-		Use:           "hopper",
-		Short:         "A self-hosted task queue for CI and batch work, compatible with Taskcluster's Queue API",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Version:       version,
-	}
-	root.AddCommand(subcommands()...)
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "hopper:", err)
+	if err := rootCommand().Execute(); err != nil {
+		// Errors that carry only an exit code (a drained worker's 71) are
+		// outcomes the command already reported, not failures to print.
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(os.Stderr, "hopper:", msg)
+		}
 		var coded interface{ ExitCode() int }
 		if ok := asExitCode(err, &coded); ok {
 			os.Exit(coded.ExitCode())
 		}
 		os.Exit(1)
 	}
+}
+
+// rootCommand is `hopper`. Usage mistakes at any level (an unknown
+// command, a bad flag) exit 64 (EX_USAGE), as `hopper task --help` says.
+func rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "hopper",
+		Short:         "A self-hosted task queue for CI and batch work, compatible with Taskcluster's Queue API",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+		// Arbitrary arguments reach RunE, which refuses them with exit
+		// 64; cobra's own "unknown command" error would exit 1.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q (see hopper --help)", args[0])
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg = fmt.Sprintf("unknown command %q; did you mean %q? (see hopper --help)", args[0], s[0])
+			}
+			return &cli.ExitError{Code: cli.ExitUsage, Msg: msg}
+		},
+	}
+	root.SuggestionsMinimumDistance = 2
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("%v (see %s --help)", err, c.CommandPath()), Err: err}
+	})
+	root.AddCommand(subcommands()...)
+	return root
 }
 
 // subcommands lists every `hopper` subcommand, in the order `hopper help`

@@ -22,16 +22,29 @@ import (
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/schema"
+	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// Defaults of Config's settings.
+const (
+	// DefaultClaimTimeout is how long a claim lasts (takenUntil − now),
+	// Taskcluster's 20 minutes.
+	DefaultClaimTimeout = 20 * time.Minute
+	// DefaultLongPoll is how long claimWork waits for work, Taskcluster's
+	// 20 seconds.
+	DefaultLongPoll = 20 * time.Second
 )
 
 // Config holds the queue's tunables.
 type Config struct {
 	// RootURL is the deployment's root URL, without a trailing slash.
 	RootURL string
-	// ClaimTimeout is how long a claim lasts (takenUntil − now).
+	// ClaimTimeout is how long a claim lasts (takenUntil − now; default
+	// DefaultClaimTimeout).
 	ClaimTimeout time.Duration
-	// LongPoll bounds how long claimWork waits for work.
+	// LongPoll bounds how long claimWork waits for work (default
+	// DefaultLongPoll).
 	LongPoll time.Duration
 	// MaxDependencies is the deployment's dependency limit (≤ 10000).
 	MaxDependencies int
@@ -80,6 +93,8 @@ type Server struct {
 	started time.Time
 	extra   []Route
 	blobs   artifacts.Backend
+	// tails are the routes ending in "{name...}" (cleanpath.go).
+	tails []tailRoute
 
 	// touched remembers when this process last wrote a worker's
 	// bookkeeping records (store.WorkerKey → time.Time).
@@ -117,10 +132,10 @@ func New(opts Options) (*Server, error) {
 	cfg := opts.Config
 	cfg.RootURL = strings.TrimRight(cfg.RootURL, "/")
 	if cfg.ClaimTimeout <= 0 {
-		cfg.ClaimTimeout = 20 * time.Minute
+		cfg.ClaimTimeout = DefaultClaimTimeout
 	}
 	if cfg.LongPoll <= 0 {
-		cfg.LongPoll = 20 * time.Second
+		cfg.LongPoll = DefaultLongPoll
 	}
 	if cfg.MaxDependencies <= 0 || cfg.MaxDependencies > queue.MaxDependencies {
 		cfg.MaxDependencies = queue.MaxDependencies
@@ -178,7 +193,7 @@ func New(opts Options) (*Server, error) {
 }
 
 // Handler returns the HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.routeVerbatim) }
 
 // Store returns the server's store.
 func (s *Server) Store() store.Store { return s.store }
@@ -207,12 +222,15 @@ type Route struct {
 	Query []string
 	// Handle serves the call.
 	Handle func(c *Call) (any, error)
+	// CleanPayloadFunc, if set, rewrites the request body an error reply
+	// echoes (requestInfo.payload), to keep secrets out of it.
+	CleanPayloadFunc func(payload []byte) []byte
 }
 
 // paramPatterns validate URL parameters (queue-api.md §1.2).
 var paramPatterns = map[string]*regexp.Regexp{
-	"taskId":        slugidPattern,
-	"taskGroupId":   slugidPattern,
+	"taskId":        slugid.Regexp(),
+	"taskGroupId":   slugid.Regexp(),
 	"provisionerId": regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`),
 	"workerType":    regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`),
 	"workerGroup":   regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`),
@@ -221,8 +239,6 @@ var paramPatterns = map[string]*regexp.Regexp{
 	"runId":         regexp.MustCompile(`^[1-9]*[0-9]+$`),
 	"name":          regexp.MustCompile(`^[\x20-\x7e]+$`),
 }
-
-var slugidPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$`)
 
 var queryPatterns = map[string]*regexp.Regexp{
 	"limit":             regexp.MustCompile(`^[0-9]+$`),
@@ -239,6 +255,9 @@ func (s *Server) register(rt Route) error {
 		var names []string
 		for _, m := range wildcard.FindAllStringSubmatch(p, -1) {
 			names = append(names, m[1])
+		}
+		if tr, ok := newTailRoute(p); ok {
+			s.tails = append(s.tails, tr)
 		}
 		pattern := rt.Method + " " + p
 		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -302,6 +321,9 @@ type Response struct {
 	Header  http.Header
 	Body    any // JSON-encoded; nil means an empty body
 	RawBody []byte
+	// Streamed says the handler has written the reply itself (a
+	// server-sent event stream) with Status; nothing more is written.
+	Streamed bool
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *Route, names []string) {
@@ -318,9 +340,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *Route, names 
 		delete(c.Params, "tqWorkerType")
 	}
 	status := s.handle(c)
+	took := time.Since(start)
 	if s.metrics != nil {
-		s.metrics.ObserveRequest(rt.Name, status, time.Since(start))
+		s.metrics.ObserveRequest(rt.Name, status, took)
 	}
+	s.logAccess(c, status, took)
 }
 
 func (s *Server) handle(c *Call) int {
@@ -350,7 +374,7 @@ func (s *Server) handle(c *Call) int {
 		return s.fail(c, apiErr)
 	}
 	if c.Route.Input != "" {
-		raw := c.Body
+		raw := validUTF8(c.Body)
 		if len(strings.TrimSpace(string(raw))) == 0 {
 			raw = []byte("{}")
 		}
@@ -366,6 +390,9 @@ func (s *Server) handle(c *Call) int {
 	}
 	switch v := out.(type) {
 	case *Response:
+		if v.Streamed {
+			return v.Status
+		}
 		for k, vals := range v.Header {
 			for _, val := range vals {
 				h.Add(k, val)
@@ -466,9 +493,12 @@ func (s *Server) fail(c *Call, err error) int {
 	if apiErr.Code == CodeAuthenticationFailed {
 		c.W.Header().Set("WWW-Authenticate", "hawk")
 	}
-	payload := json.RawMessage(c.Body)
+	payload := json.RawMessage(validUTF8(c.Body))
 	if c.Input != nil {
 		payload = c.Input
+	}
+	if c.Route.CleanPayloadFunc != nil {
+		payload = c.Route.CleanPayloadFunc(payload)
 	}
 	writeJSON(c.W, apiErr.Status(), errorResponse(apiErr, c.Route.Name, c.Params, payload, c.Now))
 	return apiErr.Status()

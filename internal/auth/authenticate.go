@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -675,6 +676,18 @@ type Session struct {
 	once sync.Once
 	res  *Result
 	err  error
+	// known holds the clientId once authentication succeeded, for logs
+	// that must not trigger authentication themselves.
+	known atomic.Pointer[string]
+}
+
+// KnownClientID returns the clientId if the request has already been
+// authenticated successfully, and "" otherwise; it never authenticates.
+func (s *Session) KnownClientID() string {
+	if p := s.known.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Session returns a lazy authentication of req.
@@ -684,7 +697,13 @@ func (a *Authenticator) Session(req Request) *Session {
 
 // Result authenticates the request on first use and returns the outcome.
 func (s *Session) Result(ctx context.Context) (*Result, error) {
-	s.once.Do(func() { s.res, s.err = s.a.Authenticate(ctx, s.req) })
+	s.once.Do(func() {
+		s.res, s.err = s.a.Authenticate(ctx, s.req)
+		if s.err == nil && s.res != nil {
+			id := s.res.ClientID
+			s.known.Store(&id)
+		}
+	})
 	return s.res, s.err
 }
 

@@ -101,8 +101,15 @@ func (a *app) getArtifact(ctx context.Context, opts GetArtifactOptions) error {
 	}
 	defer body.Close()
 	if opts.Output == "" {
-		if _, err := io.Copy(a.env.Stdout, body); err != nil {
+		out := &lastByteWriter{w: a.env.Stdout}
+		if _, err := io.Copy(out, body); err != nil {
 			return failure(fmt.Sprintf("downloading artifact %s of task %s", opts.Name, opts.TaskID), err)
+		}
+		// On a terminal the shell prompt would follow the last line of a
+		// file without a final newline; pipes get the bytes unchanged.
+		if a.env.TTY && out.n > 0 && out.last != '\n' {
+			_, err := io.WriteString(a.env.Stdout, "\n")
+			return err
 		}
 		return nil
 	}
@@ -116,6 +123,23 @@ func (a *app) getArtifact(ctx context.Context, opts GetArtifactOptions) error {
 	}
 	fmt.Fprintf(a.env.Stderr, "Wrote %d bytes to %s\n", n, opts.Output)
 	return nil
+}
+
+// lastByteWriter passes writes through, remembering how much was written
+// and its last byte.
+type lastByteWriter struct {
+	w    io.Writer
+	n    int64
+	last byte
+}
+
+func (l *lastByteWriter) Write(p []byte) (int, error) {
+	n, err := l.w.Write(p)
+	if n > 0 {
+		l.n += int64(n)
+		l.last = p[n-1]
+	}
+	return n, err
 }
 
 // writeFileAtomic writes r to name through a temporary file in the same

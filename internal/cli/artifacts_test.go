@@ -36,6 +36,11 @@ func taskWithArtifacts(t *testing.T) *harness {
 	})
 	require.NoError(t, err)
 	require.NoError(t, tcclient.BytesUpload(resp.PutURL, "text/plain", "", []byte("all good\n")).Do(ctx))
+	resp, err = c.CreateArtifact(ctx, taskA, 0, "public/count.txt", &tcclient.CreateArtifactRequest{
+		StorageType: tcclient.StorageS3, ContentType: "text/plain", Expires: exp,
+	})
+	require.NoError(t, err)
+	require.NoError(t, tcclient.BytesUpload(resp.PutURL, "text/plain", "", []byte("42")).Do(ctx))
 	_, err = c.CreateArtifact(ctx, taskA, 0, "public/docs", &tcclient.CreateArtifactRequest{
 		StorageType: tcclient.StorageReference, URL: "https://example.com/docs", ContentType: "text/html", Expires: exp,
 	})
@@ -53,6 +58,7 @@ func TestArtifactsOfARun(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, h.exec(ctx, "artifacts", "--run", "0", taskA))
 	require.Equal(t, `NAME                STORAGE    CONTENT TYPE        EXPIRES
+public/count.txt    s3         text/plain          2030-01-02T03:04:05.000Z
 public/docs         reference  text/html           2030-01-02T03:04:05.000Z
 public/missing.bin  error      application/binary  2030-01-02T03:04:05.000Z
 public/report.txt   s3         text/plain          2030-01-02T03:04:05.000Z
@@ -64,8 +70,8 @@ public/report.txt   s3         text/plain          2030-01-02T03:04:05.000Z
 	require.NoError(t, json.Unmarshal([]byte(h.stdout.String()), &out))
 	require.Equal(t, taskA, out.TaskID)
 	require.Equal(t, 0, *out.RunID)
-	require.Len(t, out.Artifacts, 3)
-	require.Equal(t, "public/docs", out.Artifacts[0].Name)
+	require.Len(t, out.Artifacts, 4)
+	require.Equal(t, "public/count.txt", out.Artifacts[0].Name)
 
 	err := h.exec(ctx, "artifacts", "--run", "1", taskA)
 	require.Equal(t, ExitFailed, exitCode(err))
@@ -79,6 +85,23 @@ func TestArtifactGet(t *testing.T) {
 
 	require.NoError(t, h.exec(ctx, "artifact", "get", taskA, "public/report.txt"))
 	require.Equal(t, "all good\n", h.stdout.String())
+
+	// A terminal gets a final newline the file lacks; a pipe the bytes
+	// as they are.
+	for _, tt := range []struct {
+		tty        bool
+		name, want string
+	}{
+		{false, "public/count.txt", "42"},
+		{true, "public/count.txt", "42\n"},
+		{true, "public/report.txt", "all good\n"},
+	} {
+		h.resetOutput()
+		h.env.TTY = tt.tty
+		require.NoError(t, h.exec(ctx, "artifact", "get", taskA, tt.name))
+		require.Equal(t, tt.want, h.stdout.String(), "tty=%v %s", tt.tty, tt.name)
+	}
+	h.env.TTY = false
 
 	h.resetOutput()
 	dest := filepath.Join(t.TempDir(), "report.txt")

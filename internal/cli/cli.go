@@ -14,10 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
@@ -194,17 +196,24 @@ func usagef(format string, args ...any) error {
 }
 
 // failure turns an error from the client into a one-line ExitFailed error:
-// for API errors the queue's code, the HTTP status and the first line of
-// its message, prefixed by what was being done.
+// what was being done, then the cause in the API's own words, then what to
+// check when the cause is one a user can fix (credentials, the root URL).
 func failure(doing string, err error) error {
 	var exit *ExitError
 	if errors.As(err, &exit) {
 		return err
 	}
-	return &ExitError{Code: ExitFailed, Msg: doing + ": " + describe(err), Err: err}
+	msg := doing + ": " + describe(err)
+	if hint := hintFor(err); hint != "" {
+		msg += " (" + hint + ")"
+	}
+	return &ExitError{Code: ExitFailed, Msg: msg, Err: err}
 }
 
-// describe renders err as one line, preferring the API's own words.
+// describe renders err as one line, preferring the API's own words. The
+// client wraps errors with what it was doing and the URL it called; the
+// caller of failure says what it was doing already, so only the innermost
+// cause is kept.
 func describe(err error) string {
 	var apiErr *tcclient.APIError
 	if errors.As(err, &apiErr) {
@@ -222,7 +231,58 @@ func describe(err error) string {
 		}
 		return fmt.Sprintf("%s (HTTP %d): %s", code, apiErr.StatusCode, msg)
 	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		var opErr *net.OpError
+		switch {
+		case errors.Is(urlErr.Err, syscall.ECONNREFUSED):
+			return "connection refused"
+		case errors.As(urlErr.Err, &opErr):
+			return oneLine(opErr.Err.Error())
+		}
+		return oneLine(urlErr.Err.Error())
+	}
 	return oneLine(err.Error())
+}
+
+// hintFor names what a user should check for the errors they cause
+// themselves: wrong credentials or a queue that is not where
+// TASKCLUSTER_ROOT_URL says.
+func hintFor(err error) string {
+	var apiErr *tcclient.APIError
+	if errors.As(err, &apiErr) {
+		if apiErr.StatusCode != http.StatusUnauthorized {
+			return ""
+		}
+		switch msg := apiErr.Message; {
+		case strings.Contains(msg, "Bad mac"):
+			return "check TASKCLUSTER_ACCESS_TOKEN: it does not match TASKCLUSTER_CLIENT_ID"
+		case strings.Contains(msg, "Stale timestamp"):
+			return "check this machine's clock: Hawk allows a minute of skew"
+		case strings.Contains(msg, "certificate"):
+			return "check TASKCLUSTER_CERTIFICATE: temporary credentials expire"
+		case strings.Contains(msg, "client"):
+			return "check TASKCLUSTER_CLIENT_ID"
+		}
+		return "check TASKCLUSTER_CLIENT_ID and TASKCLUSTER_ACCESS_TOKEN"
+	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		root := urlErr.URL
+		if u, perr := url.Parse(urlErr.URL); perr == nil && u.Host != "" {
+			root = u.Scheme + "://" + u.Host
+		}
+		var dnsErr *net.DNSError
+		switch {
+		case errors.Is(urlErr.Err, syscall.ECONNREFUSED):
+			return "is hopper running at " + root + "? check TASKCLUSTER_ROOT_URL"
+		case errors.As(urlErr.Err, &dnsErr):
+			return "check the host name in TASKCLUSTER_ROOT_URL (" + root + ")"
+		case urlErr.Timeout():
+			return "no answer from " + root + "; check TASKCLUSTER_ROOT_URL"
+		}
+	}
+	return ""
 }
 
 // firstLine returns the first non-empty line of s, trimmed.
@@ -241,8 +301,8 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// statusURL is the link printed for a task: its status endpoint, which any
-// browser or curl can open.
-func statusURL(c *tcclient.Client, taskID string) string {
-	return c.BaseURL() + "/task/" + tcclient.EscapePathParam(taskID) + "/status"
+// taskPageURL is the link printed for a task: its page in hopper's web UI
+// (the UI routes by URL fragment, so the link works for any hopper).
+func taskPageURL(c *tcclient.Client, taskID string) string {
+	return c.RootURL + "/ui/#/task/" + tcclient.EscapePathParam(taskID)
 }

@@ -269,14 +269,21 @@ func simpleCommand(run runFunc, name, short string, f func(*app, context.Context
 }
 
 func groupCommand(run runFunc) *cobra.Command {
-	return &cobra.Command{
+	var watch bool
+	cmd := &cobra.Command{
 		Use:   "group TASKGROUPID",
-		Short: "Watch a task group until every task resolves",
-		Long: `Show the tasks of a group by state with a progress bar, refreshed every
-second, until every task is resolved. Exits 0 if all completed, 1 otherwise.`,
+		Short: "List a task group's tasks (--watch follows it until every task resolves)",
+		Long: `List the tasks of a group with their states, once. Exits 1 if a task failed
+or ended in exception, 0 otherwise.
+
+With --watch, show the group by state with a progress bar, refreshed every
+second, until every task is resolved; then exit 0 if all completed, 1
+otherwise.`,
 		Args: args("TASKGROUPID"),
-		RunE: run(func(ctx context.Context, a *app, got []string) error { return a.group(ctx, got[0]) }),
+		RunE: run(func(ctx context.Context, a *app, got []string) error { return a.group(ctx, got[0], watch) }),
 	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the group until every task resolves")
+	return cmd
 }
 
 // secondsValue is a pflag.Value for maxRunTime: plain seconds ("600") or a

@@ -111,7 +111,7 @@ tags: {kind: test}
 `)
 	ctx := context.Background()
 	require.NoError(t, h.exec(ctx, "create", "-f", file))
-	require.Equal(t, "Task "+taskA+" created on hopper/default: pending\n"+fake.URL+"/api/queue/v1/task/"+taskA+"/status\n", h.stdout.String())
+	require.Equal(t, "Task "+taskA+" created on hopper/default: pending\n"+fake.URL+"/ui/#/task/"+taskA+"\n", h.stdout.String())
 
 	def, err := fake.Client(nil).Task(ctx, taskA)
 	require.Error(t, err, "anonymous callers may not read tasks in the fake")

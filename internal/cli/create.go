@@ -62,7 +62,7 @@ func (a *app) create(ctx context.Context, opts CreateOptions) error {
 		return a.printJSON(createdOutput{TaskID: taskID, Status: *st})
 	}
 	_, err = fmt.Fprintf(a.env.Stdout, "Task %s created on %s: %s\n%s\n", taskID, st.TaskQueueID,
-		a.paint(st.State), statusURL(a.client, taskID))
+		a.paint(st.State), taskPageURL(a.client, taskID))
 	return err
 }
 
@@ -228,7 +228,7 @@ func (a *app) run(ctx context.Context, opts RunOptions) error {
 	}
 	// Progress goes to stderr so stdout carries only the task's log (or,
 	// with --json, only the result).
-	fmt.Fprintf(a.env.Stderr, "Task %s created on %s\n%s\n", taskID, st.TaskQueueID, statusURL(a.client, taskID))
+	fmt.Fprintf(a.env.Stderr, "Task %s created on %s\n%s\n", taskID, st.TaskQueueID, taskPageURL(a.client, taskID))
 	logOut := a.env.Stdout
 	if a.json {
 		logOut = a.env.Stderr

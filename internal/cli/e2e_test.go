@@ -227,7 +227,7 @@ func TestEndToEndRun(t *testing.T) {
 		"--artifact", "out/greeting.txt", "--name", "greet", "--",
 		"sh", "-c", `echo "hello $WHO"; mkdir -p out; echo saved > out/greeting.txt`)
 	require.Equal(t, 0, res.code, "stdout: %s\nstderr: %s", res.stdout, res.stderr)
-	m := regexp.MustCompile(`^Task (\S+) created on ` + regexp.QuoteMeta(queue) + `\n` + regexp.QuoteMeta(srv.RootURL) + `/api/queue/v1/task/(\S+)/status\n`).FindStringSubmatch(res.stderr)
+	m := regexp.MustCompile(`^Task (\S+) created on ` + regexp.QuoteMeta(queue) + `\n` + regexp.QuoteMeta(srv.RootURL) + `/ui/#/task/(\S+)\n`).FindStringSubmatch(res.stderr)
 	require.NotNil(t, m, res.stderr)
 	taskID := m[1]
 	require.Equal(t, taskID, m[2])

@@ -155,9 +155,18 @@ func (f *frameWriter) draw(lines []string) {
 	f.lines = len(lines)
 }
 
-func (a *app) group(ctx context.Context, taskGroupID string) error {
+// group lists a task group once, or with watch follows it until every
+// task is resolved.
+func (a *app) group(ctx context.Context, taskGroupID string, watch bool) error {
 	if err := checkTaskID("taskGroupId", taskGroupID); err != nil {
 		return err
+	}
+	if !watch {
+		list, err := a.client.ListAllTaskGroup(ctx, taskGroupID)
+		if err != nil {
+			return failure("listing task group "+taskGroupID, err)
+		}
+		return a.groupListing(SummarizeGroup(taskGroupID, list.Tasks))
 	}
 	frame := &frameWriter{w: a.env.Stdout}
 	lastLine := ""
@@ -187,6 +196,28 @@ func (a *app) group(ctx context.Context, taskGroupID string) error {
 			return &ExitError{Code: ExitInterrupted, Msg: "interrupted", Err: err}
 		}
 	}
+}
+
+// groupListing prints a group once: the summary line and every task. It
+// exits 1 when a task failed or ended in exception, so scripts can check
+// a group without waiting for it.
+func (a *app) groupListing(s GroupSummary) error {
+	if a.json {
+		if err := a.printJSON(s); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(a.env.Stdout, RenderGroupLine(s))
+		for _, t := range s.Tasks {
+			fmt.Fprintf(a.env.Stdout, "%s%s  %s  %s\n", paintState(t.State, a.env.color()),
+				strings.Repeat(" ", len(tcclient.StateUnscheduled)-len(t.State)), t.TaskID, t.Name)
+		}
+	}
+	if bad := s.Counts[tcclient.StateFailed] + s.Counts[tcclient.StateException]; bad > 0 {
+		return &ExitError{Code: ExitFailed, Msg: fmt.Sprintf("task group %s: %d of %d tasks did not complete (%d failed, %d exception)",
+			s.TaskGroupID, bad, s.Total, s.Counts[tcclient.StateFailed], s.Counts[tcclient.StateException])}
+	}
+	return nil
 }
 
 // groupResult prints the final summary and maps it to an exit code.

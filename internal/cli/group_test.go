@@ -110,7 +110,7 @@ func TestGroupCommand(t *testing.T) {
 	t.Run("plain lines until every task completed", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, groupCanned(t, tcclient.StateCompleted).URL, nil)
-		require.NoError(t, h.exec(context.Background(), "group", taskB))
+		require.NoError(t, h.exec(context.Background(), "group", "--watch", taskB))
 		require.Equal(t, `Task group aGQjzPjDTCGGZHZdHO9Jkw: 0/2 resolved (unscheduled 0, pending 1, running 1, completed 0, failed 0, exception 0)
 Task group aGQjzPjDTCGGZHZdHO9Jkw: 1/2 resolved (unscheduled 0, pending 0, running 1, completed 1, failed 0, exception 0)
 Task group aGQjzPjDTCGGZHZdHO9Jkw: 2/2 resolved (unscheduled 0, pending 0, running 0, completed 2, failed 0, exception 0)
@@ -121,7 +121,7 @@ Task group aGQjzPjDTCGGZHZdHO9Jkw: 2/2 resolved (unscheduled 0, pending 0, runni
 		h := newHarness(t, groupCanned(t, tcclient.StateFailed).URL, nil)
 		h.env.TTY = true
 		h.vars["NO_COLOR"] = "1"
-		err := h.exec(context.Background(), "group", taskB)
+		err := h.exec(context.Background(), "group", "--watch", taskB)
 		require.Equal(t, ExitFailed, exitCode(err))
 		require.EqualError(t, err, "task group "+taskB+": 1 of 2 tasks did not complete (1 failed, 0 exception)")
 		out := h.stdout.String()
@@ -132,7 +132,7 @@ Task group aGQjzPjDTCGGZHZdHO9Jkw: 2/2 resolved (unscheduled 0, pending 0, runni
 	t.Run("json prints the final summary only", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, groupCanned(t, tcclient.StateException).URL, nil)
-		err := h.exec(context.Background(), "group", "--json", taskB)
+		err := h.exec(context.Background(), "group", "--watch", "--json", taskB)
 		require.Equal(t, ExitFailed, exitCode(err))
 		var s GroupSummary
 		require.NoError(t, json.Unmarshal([]byte(h.stdout.String()), &s))
@@ -144,6 +144,29 @@ Task group aGQjzPjDTCGGZHZdHO9Jkw: 2/2 resolved (unscheduled 0, pending 0, runni
 				{TaskID: taskB, Name: "test", State: "exception"},
 			},
 		}, s)
+	})
+	t.Run("without --watch lists once", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, groupCanned(t, tcclient.StateCompleted).URL, nil)
+		require.NoError(t, h.exec(context.Background(), "group", taskB))
+		require.Equal(t, `Task group aGQjzPjDTCGGZHZdHO9Jkw: 0/2 resolved (unscheduled 0, pending 1, running 1, completed 0, failed 0, exception 0)
+running      `+taskA+`  build
+pending      `+taskB+`  test
+`, h.stdout.String())
+	})
+	t.Run("a listing with a failed task exits 1", func(t *testing.T) {
+		t.Parallel()
+		canned := newCannedQueue(t)
+		canned.groupPolls = func(int) []tcclient.TaskGroupMember {
+			return []tcclient.TaskGroupMember{member(taskA, "build", tcclient.StateFailed), member(taskB, "test", tcclient.StatePending)}
+		}
+		h := newHarness(t, canned.URL, nil)
+		err := h.exec(context.Background(), "group", "--json", taskB)
+		require.Equal(t, ExitFailed, exitCode(err))
+		var s GroupSummary
+		require.NoError(t, json.Unmarshal([]byte(h.stdout.String()), &s))
+		require.False(t, s.Done)
+		require.Equal(t, 1, s.Counts["failed"])
 	})
 	t.Run("unknown group", func(t *testing.T) {
 		t.Parallel()

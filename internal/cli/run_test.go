@@ -113,7 +113,7 @@ func TestRunMirrorsTheResult(t *testing.T) {
 			require.Equal(t, DefaultDeadline, claim.Task.Deadline.Sub(claim.Task.Created.Time))
 
 			// The taskId and link come first, on stderr.
-			require.Regexp(t, `^Task `+taskID+` created on hopper/default\n`+fake.URL+`/api/queue/v1/task/`+taskID+`/status\n`, h.stderr.String())
+			require.Regexp(t, `^Task `+taskID+` created on hopper/default\n`+fake.URL+`/ui/#/task/`+taskID+`\n`, h.stderr.String())
 			if tt.json {
 				// The log goes to stderr and stdout holds only the result.
 				require.Contains(t, h.stderr.String(), backing)

@@ -150,11 +150,13 @@ func (t *TaskState) resolveAsException(reason string, now time.Time, tr *Transit
 	return false
 }
 
-// Claim makes a pending run running for a worker (transition 5). Only a
-// pending run can be claimed: claiming a running run is a conflict even for
-// the worker that holds it, so no worker can ever hold one run twice (a
-// superseding worker with spare capacity might otherwise claim through
-// claimTask a run it already got from claimWork, and run it twice).
+// Claim makes a pending run running for a worker (transition 5). The worker
+// already holding the run may repeat the call (its first answer may have
+// been lost on the way back, and client libraries retry by themselves): the
+// repeat changes nothing and emits nothing, and the caller answers the same
+// claim again. Any other worker is refused with a conflict. (That a worker
+// never runs one run twice is the worker's own bookkeeping: hopper's worker
+// refuses to hold a run it already holds.)
 func (t *TaskState) Claim(runID int, workerGroup, workerID string, now, takenUntil time.Time, tr *Transition) error {
 	if t.deadlinePassed(now) {
 		return Conflictf("Task %s can't be claimed past its deadline of %s", t.TaskID, t.Task.Deadline)
@@ -178,6 +180,8 @@ func (t *TaskState) Claim(runID int, workerGroup, workerID string, now, takenUnt
 		ev := runEvent(EventTaskRunning, r)
 		ev.TakenUntil = &until
 		tr.emit(ev)
+		return nil
+	case r.State == StateRunning && r.WorkerGroup == workerGroup && r.WorkerID == workerID:
 		return nil
 	}
 	return Conflictf("Run %d of task %s is %s and cannot be claimed", runID, t.TaskID, r.State)

@@ -664,17 +664,36 @@ func TestIdempotentRepeats(t *testing.T) {
 	}
 }
 
-// TestClaimingAHeldRunConflicts checks that a run already running cannot
-// be claimed again, not even by the worker holding it.
-func TestClaimingAHeldRunConflicts(t *testing.T) {
+// TestClaimRepeatedByItsWorker checks that the worker holding a run may
+// repeat claimTask (its first answer lost): nothing changes, no event, and
+// takenUntil stays; every other worker is refused.
+func TestClaimRepeatedByItsWorker(t *testing.T) {
 	t.Parallel()
-	ts := build(t, 5, scheduleAt(0), claimAt(0, time.Minute))
-	before := ts.Clone()
-	var tr queue.Transition
-	err := ts.Claim(0, testGroup, testWorker, at(time.Hour), at(time.Hour+claimTimeout), &tr)
-	requireKind(t, err, queue.KindConflict)
-	require.Empty(t, tr.Events)
-	requireUnchanged(t, before, ts)
+	tests := []struct {
+		name        string
+		group, id   string
+		wantErrKind queue.ErrorKind
+	}{
+		{"same worker", testGroup, testWorker, 0},
+		{"other worker id", testGroup, "another-worker", queue.KindConflict},
+		{"other worker group", "another-group", testWorker, queue.KindConflict},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ts := build(t, 5, scheduleAt(0), claimAt(0, time.Minute))
+			before := ts.Clone()
+			var tr queue.Transition
+			err := ts.Claim(0, tc.group, tc.id, at(time.Hour), at(time.Hour+claimTimeout), &tr)
+			if tc.wantErrKind == 0 {
+				require.NoError(t, err)
+			} else {
+				requireKind(t, err, tc.wantErrKind)
+			}
+			require.Empty(t, tr.Events)
+			requireUnchanged(t, before, ts)
+		})
+	}
 }
 
 // TestConflicts checks refused calls: the error kind, and that nothing

@@ -88,6 +88,12 @@ func (w *Worker) HoldClaim(tc tcclient.TaskClaim) (*Claim, error) {
 	if err := ValidateClaim(&tc); err != nil {
 		return nil, err
 	}
+	key := fmt.Sprintf("%s/%d", tc.Status.TaskID, tc.RunID)
+	if _, dup := w.heldRuns.LoadOrStore(key, true); dup {
+		// The queue answers a repeated claimTask from the holder with the
+		// claim again; holding it twice would run the task twice.
+		return nil, fmt.Errorf("run %s is already held by this worker", key)
+	}
 	c := &Claim{
 		TaskID: tc.Status.TaskID, RunID: tc.RunID, Task: tc.Task, Status: tc.Status,
 		w: w, logger: w.logger.With("taskId", tc.Status.TaskID, "runId", tc.RunID),
@@ -146,6 +152,7 @@ func (c *Claim) LostReason() error {
 func (c *Claim) StopReclaiming() {
 	c.stopOnce.Do(func() { close(c.stop) })
 	<-c.reclaimDone
+	c.w.heldRuns.Delete(fmt.Sprintf("%s/%d", c.TaskID, c.RunID))
 }
 
 func (c *Claim) markLost(err error) {

@@ -1,13 +1,83 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
+
+// processEngine runs generic-worker posix payloads as child processes of
+// the worker, each command in the task's sandbox (package sandbox): with
+// isolation none it is generic-worker's "insecure" engine, with task users
+// its "multiuser" one.
+type processEngine struct {
+	cfg    *Config
+	logger *slog.Logger
+	// sandbox is set up by recover, before the first claim.
+	sandbox *sandbox.Manager
+}
+
+func (e *processEngine) headerName() string {
+	if e.sandbox != nil && e.sandbox.User(0) != nil {
+		return "multiuser"
+	}
+	return "insecure"
+}
+
+// recover sets the sandbox up: it empties the cgroups a crashed
+// predecessor left (its processes died with their namespaces' inits), and
+// in strict mode a machine that lacks a protection stops the worker before
+// it claims anything.
+func (e *processEngine) recover(context.Context) error {
+	box, err := newSandbox(*e.cfg, e.logger)
+	if err != nil {
+		return err
+	}
+	e.sandbox = box
+	return nil
+}
+
+// close removes the worker's cgroups when it stops.
+func (e *processEngine) close() {
+	if e.sandbox != nil {
+		e.sandbox.Close()
+	}
+}
+
+func (e *processEngine) prepare(r *taskRun) engineTask {
+	r.log.Infof("Sandbox: %s", e.sandbox.Summary())
+	r.prepare()
+	if r.pl == nil {
+		return nil
+	}
+	return processTask{r: r, sandbox: e.sandbox}
+}
+
+type processTask struct {
+	r       *taskRun
+	sandbox *sandbox.Manager
+}
+
+func (t processTask) run() {
+	t.r.openSandbox(t.sandbox)
+	if len(t.r.errs) == 0 && !t.r.lost() {
+		t.r.runCommands()
+	}
+	t.r.closeSandbox()
+}
+
+func (t processTask) uploads() []artifactUpload {
+	return ExpandArtifacts(t.r.dir, t.r.pl.Artifacts, t.r.claim.Task.Expires.Time)
+}
+
+// cleanup kills what a panicking run may have left in the sandbox; the
+// caches are taskRun.cleanup's, which predates engines.
+func (t processTask) cleanup() { t.r.closeSandbox() }
 
 // commandResult is how one command ended.
 type commandResult struct {

@@ -68,7 +68,9 @@ type taskRun struct {
 	logs     payload.Logs
 	backing  bool
 	live     *tasklog.LiveServer
+	liveLog  bool // the live log was requested and is enabled
 	proxy    *tcproxy.Proxy
+	task     engineTask
 	errs     []runErr
 	caches   []*mountedCache
 	purge    bool
@@ -148,14 +150,10 @@ func (r *taskRun) execute() (out Outcome) {
 	}
 	r.log = log
 	r.writeHeader()
-	r.prepare()
-	if len(r.errs) == 0 && !r.lost() {
-		r.openSandbox()
+	r.task = r.w.engine.prepare(r)
+	if r.task != nil && len(r.errs) == 0 && !r.lost() {
+		r.task.run()
 	}
-	if len(r.errs) == 0 && !r.lost() {
-		r.runCommands()
-	}
-	r.closeSandbox()
 	if r.lost() {
 		return r.cancelled()
 	}
@@ -264,7 +262,7 @@ func (r *taskRun) writeHeader() {
 		"go":             runtime.Version(),
 		"os":             runtime.GOOS,
 		"arch":           runtime.GOARCH,
-		"engine":         "insecure",
+		"engine":         r.w.engine.headerName(),
 		"capacity":       cfg.Capacity,
 		"workerGroup":    cfg.WorkerGroup,
 		"workerId":       cfg.WorkerID,
@@ -278,7 +276,6 @@ func (r *taskRun) writeHeader() {
 	r.log.Infof("Task ID: %s", r.claim.TaskID)
 	r.log.Infof("Run ID: %d", r.claim.RunID)
 	r.log.Infof("=== Task Starting ===")
-	r.sandboxHeader()
 	for _, l := range r.preLog {
 		if l.warn {
 			r.log.Warnf("%s", l.text)
@@ -403,10 +400,11 @@ func (r *taskRun) prepare() {
 		return
 	}
 	if pl.Features.LiveLog && boolOr(cfg.EnableLiveLog, true) {
-		r.startLiveLog()
+		r.liveLog = true
+		r.startLiveLog(pl.MaxRunTime)
 	}
 	if pl.Features.TaskclusterProxy {
-		if err := r.startProxy(); err != nil {
+		if err := r.startProxy(tcproxy.Options{}); err != nil {
 			r.record(internalError("Could not start the taskcluster proxy: %v", err))
 			return
 		}
@@ -446,7 +444,7 @@ func checkOSGroups(groups []string) []string {
 	return bad
 }
 
-func (r *taskRun) startLiveLog() {
+func (r *taskRun) startLiveLog(maxRunTime int) {
 	cfg := &r.w.cfg
 	live, err := tasklog.StartLive(r.log, cfg.LiveLogBindAddress, cfg.LiveLogPublicHost)
 	if err != nil {
@@ -454,7 +452,7 @@ func (r *taskRun) startLiveLog() {
 		return
 	}
 	r.live = live
-	expires := time.Now().Add(time.Duration(r.pl.MaxRunTime)*time.Second + 900*time.Second)
+	expires := time.Now().Add(time.Duration(maxRunTime)*time.Second + 900*time.Second)
 	if expires.After(r.claim.Task.Expires.Time) {
 		expires = r.claim.Task.Expires.Time
 	}
@@ -476,11 +474,12 @@ func (r *taskRun) proxyScopes() []string {
 	return append(scopes, fmt.Sprintf("queue:create-artifact:%s/%d", r.claim.TaskID, r.claim.RunID))
 }
 
-func (r *taskRun) startProxy() error {
-	p, err := tcproxy.Start(tcproxy.Options{
-		RootURL: r.w.cfg.RootURL, Credentials: r.claim.Credentials(), AuthorizedScopes: r.proxyScopes(),
-		HTTPClient: r.w.HTTPClient,
-	})
+// startProxy starts the run's taskcluster proxy; opts may choose where it
+// listens, the rest is filled in here.
+func (r *taskRun) startProxy(opts tcproxy.Options) error {
+	opts.RootURL, opts.Credentials, opts.AuthorizedScopes = r.w.cfg.RootURL, r.claim.Credentials(), r.proxyScopes()
+	opts.HTTPClient = r.w.HTTPClient
+	p, err := tcproxy.Start(opts)
 	if err != nil {
 		return err
 	}
@@ -632,8 +631,8 @@ func (r *taskRun) uploadPhase() {
 		case <-ctx.Done():
 		}
 	}()
-	if r.pl != nil {
-		r.uploadArtifacts(ctx)
+	if r.task != nil {
+		r.uploadArtifacts(ctx, r.task.uploads())
 	}
 	r.writeFooter()
 	r.log.Close()
@@ -648,7 +647,7 @@ func (r *taskRun) uploadPhase() {
 	if r.backing {
 		if err := r.uploadBackingLog(ctx); err != nil {
 			r.backingLogLost(err)
-		} else if r.pl != nil && r.pl.Features.LiveLog && boolOr(r.w.cfg.EnableLiveLog, true) {
+		} else if r.liveLog {
 			lctx, lcancel := context.WithTimeout(ctx, time.Minute)
 			_, err := r.claim.Queue().CreateArtifact(lctx, r.claim.TaskID, r.claim.RunID, r.logs.Live, &tcclient.CreateArtifactRequest{
 				StorageType: tcclient.StorageLink, Expires: r.claim.Task.Expires, Artifact: r.logs.Backing,
@@ -666,7 +665,9 @@ func (r *taskRun) uploadPhase() {
 
 // cleanup stops features, returns caches and removes the task directory.
 func (r *taskRun) cleanup() {
-	r.closeSandbox()
+	if r.task != nil {
+		r.task.cleanup()
+	}
 	if r.live != nil {
 		_ = r.live.Close(time.Second)
 	}

@@ -62,14 +62,14 @@ func CgroupName(workDir string) string {
 // limits (the worker's, or tighter ones from payload.limits), the cgroup,
 // and the task directory handed to the slot's user (all but the worker's
 // own log directory).
-func (r *taskRun) openSandbox() {
+func (r *taskRun) openSandbox(m *sandbox.Manager) {
 	asked := sandbox.Limits{Memory: int64(r.pl.Limits.MemoryMB) << 20, Processes: r.pl.Limits.MaxProcesses}
-	lim, err := r.w.sandbox.ClampLimits(asked)
+	lim, err := m.ClampLimits(asked)
 	if err != nil {
 		r.record(malformed("payload.limits: %v", err))
 		return
 	}
-	box, err := r.w.sandbox.NewTask(r.slot, lim)
+	box, err := m.NewTask(r.slot, lim)
 	if err != nil {
 		r.record(internalError("Could not prepare the task sandbox: %v", err))
 		return
@@ -104,11 +104,6 @@ func (r *taskRun) closeSandbox() {
 	r.usage = r.box.Close()
 	r.box = nil
 	r.usageKnown = true
-}
-
-// sandboxHeader writes what protects the task into the log header.
-func (r *taskRun) sandboxHeader() {
-	r.log.Infof("Sandbox: %s", r.w.sandbox.Summary())
 }
 
 // sandboxFooter writes what the task used at the end of the log.

@@ -171,3 +171,32 @@ func TestClaimLoopPacingAndRejectedCredentials(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, 1, code)
 }
+
+// TestHoldClaimRefusesARunAlreadyHeld: the queue answers a holder's
+// repeated claimTask with the claim again, so a superseding step that
+// claims a run this worker already holds must not get a second Claim (the
+// task would run twice); once released, the run may be held again.
+func TestHoldClaimRefusesARunAlreadyHeld(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	id := b.createTask(t, map[string]any{
+		"command": [][]string{sh("echo ran")}, "maxRunTime": 30,
+		"supersederUrl": "https://superseder.example.com/list",
+	}, taskOpts{})
+	b.cfg.NumberOfTasksToRun = 1
+	w := b.newWorker(t)
+	var holdErr error
+	w.SupersedeFunc = func(_ context.Context, req SupersedeRequest) (SupersedeResult, error) {
+		c := req.Initial
+		again := tcclient.TaskClaim{Status: c.Status, RunID: c.RunID, WorkerGroup: "tg", WorkerID: "tw",
+			TakenUntil: tcclient.Time{Time: c.TakenUntil()}, Task: c.Task, Credentials: c.Credentials()}
+		_, holdErr = req.Worker.HoldClaim(again)
+		return SupersedeResult{}, holdErr
+	}
+	code, err := w.Run(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, ExitOK, code)
+	require.ErrorContains(t, holdErr, "already held")
+	require.Equal(t, tcclient.StateCompleted, b.status(t, id).State)
+	require.Equal(t, 1, strings.Count(b.backingLog(t, id, 0), "ran\n"))
+}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
-	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
 
 // Exit codes of Run (generic-worker compatible).
@@ -38,7 +37,7 @@ type Worker struct {
 	logger    *slog.Logger
 	validator *payload.Validator
 	caches    *cachePool
-	sandbox   *sandbox.Manager
+	engine    engine
 
 	// SupersedeFunc, when set before Run, is called for every claimed task
 	// whose payload has a supersederUrl (if superseding is enabled).
@@ -67,6 +66,11 @@ type Worker struct {
 	internalErrors int
 	tooManyErrors  bool
 	claimed        int
+
+	// heldRuns holds "taskId/runId" of every claim being held, so a run
+	// answered twice (claimWork, then a superseding claimTask that the
+	// queue answers as a repeat) is never run twice.
+	heldRuns sync.Map
 }
 
 // New validates cfg and prepares the working directories.
@@ -91,9 +95,13 @@ func New(cfg Config, logger *slog.Logger) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	eng, err := newEngine(&cfg, logger)
+	if err != nil {
+		return nil, err
+	}
 	return &Worker{
 		cfg: cfg, logger: logger.With("workerGroup", cfg.WorkerGroup, "workerId", cfg.WorkerID),
-		validator: v, caches: pool, slotsBusy: make([]bool, cfg.Capacity),
+		validator: v, caches: pool, engine: eng, slotsBusy: make([]bool, cfg.Capacity),
 		reclaimRetryDelay: time.Second, queueRetryDelay: 100 * time.Millisecond,
 		creds: *cfg.workerCredentials(),
 		drain: make(chan struct{}), abort: make(chan struct{}), runDone: make(chan struct{}, 1),
@@ -148,16 +156,15 @@ func closed(ch <-chan struct{}) bool {
 // count, repeated internal errors, or ctx's end (treated as an immediate
 // shutdown). It returns the process exit code to use.
 func (w *Worker) Run(ctx context.Context) (int, error) {
-	w.logger.Info("worker starting", "taskQueueId", w.cfg.TaskQueueID, "capacity", w.cfg.Capacity)
-	// The sandbox is set up here rather than in New: it empties the
-	// cgroups a crashed predecessor left, and in strict mode a machine
-	// that lacks a protection stops the worker before it claims anything.
-	box, err := newSandbox(w.cfg, w.logger)
-	if err != nil {
-		return 1, err
+	w.logger.Info("worker starting", "taskQueueId", w.cfg.TaskQueueID, "capacity", w.cfg.Capacity, "engine", w.cfg.Engine)
+	if err := w.engine.recover(ctx); err != nil {
+		return 1, fmt.Errorf("starting the %s engine: %w", w.cfg.Engine, err)
 	}
-	w.sandbox = box
-	defer box.Close()
+	if c, ok := w.engine.(interface{ close() }); ok {
+		// Engines that hold machine state (the process engine's cgroups)
+		// release it when the worker stops.
+		defer c.close()
+	}
 	finished := make(chan struct{})
 	defer close(finished)
 	claimCtx, cancelClaims := context.WithCancel(context.Background())

@@ -356,13 +356,23 @@ func testClaimTask(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.Empty(t, entries)
 
-	// A running run cannot be claimed again, not even by its worker.
+	// Its worker may repeat the claim (a lost answer): the same run comes
+	// back unchanged, with no event, and it stays out of the pending queue.
 	later := now.Add(time.Minute)
-	_, err = e.apply("t", later, func(ts *queue.TaskState, tr *queue.Transition) error {
+	res, err = e.apply("t", later, func(ts *queue.TaskState, tr *queue.Transition) error {
 		return ts.Claim(0, workerGroup, workerID, later, later.Add(claimTimeout), tr)
 	})
-	requireQueueError(t, err, queue.KindConflict)
+	require.NoError(t, err)
+	for _, ch := range res.Changes {
+		require.Empty(t, ch.Events)
+	}
+	require.Equal(t, qt(now.Add(claimTimeout)), res.Task.Runs[0].TakenUntil)
 	require.Equal(t, qt(now.Add(claimTimeout)), e.get("t").Runs[0].TakenUntil)
+	require.Equal(t, workerID, e.get("t").Runs[0].WorkerID)
+	pending, claimed = e.counts(later)
+	require.Zero(t, pending)
+	require.Equal(t, 1, claimed)
+	require.Empty(t, e.claimWork(testQueue, 1, later).Claims)
 
 	errs := []struct {
 		name  string

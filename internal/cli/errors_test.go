@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// TestErrorsSayWhatToCheck runs commands against servers that refuse them
+// the ways users meet: the message names the operation once, the cause in
+// the server's words, and the setting to check.
+func TestErrorsSayWhatToCheck(t *testing.T) {
+	t.Parallel()
+	refusing := func(status int, code, message string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(`{"code":"` + code + `","message":"` + message + `"}`))
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	// A port that was just free: nothing listens there.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedURL := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	taskID := tcclient.NewTaskID()
+	tests := []struct {
+		name string
+		root string
+		args []string
+		want string
+	}{
+		{"bad mac", refusing(401, "AuthenticationFailed", "Unauthorized: Bad mac"), []string{"cancel", taskID},
+			"cancelling task " + taskID + ": AuthenticationFailed (HTTP 401): Unauthorized: Bad mac (check TASKCLUSTER_ACCESS_TOKEN: it does not match TASKCLUSTER_CLIENT_ID)"},
+		{"stale", refusing(401, "AuthenticationFailed", "Stale timestamp"), []string{"status", taskID},
+			"getting status of task " + taskID + ": AuthenticationFailed (HTTP 401): Stale timestamp (check this machine's clock: Hawk allows a minute of skew)"},
+		{"connection refused", closedURL, []string{"status", taskID},
+			"getting status of task " + taskID + ": connection refused (is hopper running at " + closedURL + "? check TASKCLUSTER_ROOT_URL)"},
+		{"scopes have no hint", refusing(403, "InsufficientScopes", "You do not have sufficient scopes."), []string{"cancel", taskID},
+			"cancelling task " + taskID + ": InsufficientScopes (HTTP 403): You do not have sufficient scopes."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, tt.root, &tcclient.Credentials{ClientID: "someone", AccessToken: "wrong"})
+			err := h.exec(context.Background(), tt.args...)
+			require.Error(t, err)
+			require.Equal(t, ExitFailed, exitCode(err))
+			require.Equal(t, tt.want, err.Error())
+			require.Equal(t, 1, strings.Count(err.Error(), taskID), "the context is said once")
+		})
+	}
+}
