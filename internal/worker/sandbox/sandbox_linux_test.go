@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,4 +183,44 @@ func TestLimitsAndUsage(t *testing.T) {
 	require.Greater(t, u.PeakProcesses, 10, "the bomb reached the limit")
 	require.LessOrEqual(t, u.PeakMemory, int64(64<<20))
 	require.GreaterOrEqual(t, u.OOMKills, 1)
+}
+
+// BenchmarkTaskStart measures what the sandbox adds to a task: preparing
+// it (cgroup, emptied home), running `true` in it to the end, and closing
+// it (kill, usage, cgroup removal), without isolation and with the strict
+// sandbox.
+func BenchmarkTaskStart(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("the strict sandbox needs root")
+	}
+	for _, iso := range []Isolation{None, Strict} {
+		b.Run(string(iso), func(b *testing.B) {
+			dir := b.TempDir()
+			require.NoError(b, os.Chmod(filepath.Dir(dir), 0o755))
+			require.NoError(b, os.Chmod(dir, 0o755))
+			m, err := New(Config{Isolation: iso, Name: fmt.Sprintf("hopper-bench-%d", os.Getpid()), Slots: 1,
+				TasksDir: dir, HomesDir: filepath.Join(dir, "homes"), InitCommand: SelfInit(),
+				MaxMemory: 512 << 20, MaxProcesses: 256})
+			if err != nil {
+				b.Skipf("no %s sandbox here: %v", iso, err)
+			}
+			defer m.Close()
+			lim := Limits{Memory: 512 << 20, Processes: 256}
+			b.ResetTimer()
+			for b.Loop() {
+				task, err := m.NewTask(0, lim)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p, err := task.Start(Command{Argv: []string{"true"}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}, Output: io.Discard})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res := p.Wait(); res.ExitCode != 0 {
+					b.Fatalf("true exited %d (%v)", res.ExitCode, res.StartErr)
+				}
+				task.Close()
+			}
+		})
+	}
 }
