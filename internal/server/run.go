@@ -139,11 +139,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if m, ok := blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}
+	hookSvc := newHookService(sec, st, cfg.Clock, log, cfg.Version, cfg.AMQP != "")
 	srv, err := api.New(api.Options{
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
 		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
-		Artifacts: blobs, ExtraRoutes: append(append(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st})...), live.Routes(hub)...), Handlers: handlers,
+		Artifacts: blobs, ExtraRoutes: append(append(append(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st})...), live.Routes(hub)...), hookSvc.routes...), Handlers: handlers,
 	})
 	if err != nil {
 		return fmt.Errorf("building API: %w", err)
@@ -152,6 +153,9 @@ func Run(ctx context.Context, cfg Config) error {
 		DeadlineDelay: cfg.DeadlineDelay, ExpireEvery: cfg.ExpireEvery}
 	resolver.Start(ctx)
 	defer resolver.Stop()
+	hookSvc.bind(srv)
+	hookSvc.scheduler.Start(ctx)
+	defer hookSvc.scheduler.Stop()
 
 	if cfg.Pprof != "" {
 		stop, err := startPprof(cfg.Pprof, log)
