@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,35 +21,17 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 const rootToken = "hooksapi-test-root-token-0123456789abcdef"
 
-// movableClock is the server's fake clock: the wall clock moved to where
-// the test sets it. Requests signed by tcclient use the wall clock, so
-// they stay valid while the clock is within Hawk's 15-minute skew.
-type movableClock struct {
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-func (c *movableClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.offset).UTC()
-}
-
-// Set moves the clock so that it reads at now.
-func (c *movableClock) Set(at time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.offset = time.Until(at)
-}
-
 // bundle is one API server with the queue, auth and hooks routes over a
 // fresh SQLite store, and the firer its scheduler would use.
 type bundle struct {
-	clock *movableClock
+	// clock is the server's fake clock; it starts at the wall time, so
+	// requests tcclient signs stay within Hawk's 15-minute skew.
+	clock *testclock.Clock
 	store store.Store
 	root  *tcclient.Client
 	firer *hooksapi.Firer
@@ -68,7 +49,7 @@ func setup(t *testing.T) *bundle {
 	var key [32]byte
 	_, err = rand.Read(key[:])
 	require.NoError(t, err)
-	clock := &movableClock{}
+	clock := testclock.New(time.Now().UTC())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	sec, err := server.NewSecurity(ctx, db, rootToken, key, clock, log)
 	require.NoError(t, err)

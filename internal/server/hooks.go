@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/hooksapi"
@@ -13,14 +12,13 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
-// hookService is the Hooks service of a running server: its API routes,
-// the firer they share with the scheduler, and the scheduler. Hooks create
+// hookService is the Hooks service of a running server: its API routes
+// and the firer they share with the scheduler (a maintenance duty). Hooks create
 // tasks through the queue's own createTask, which exists only once the
 // API server is built, hence bind.
 type hookService struct {
-	routes    []api.Route
-	firer     *hooksapi.Firer
-	scheduler *HookScheduler
+	routes []api.Route
+	firer  *hooksapi.Firer
 
 	mu  sync.RWMutex
 	srv *api.Server
@@ -32,7 +30,6 @@ func newHookService(sec *Security, st store.Store, clock queue.Clock, log *slog.
 		Tasks: hooksapi.TaskCreatorFunc(h.createTask)}
 	h.routes = hooksapi.Routes(hooksapi.Deps{Store: st, Sealer: sec.Sealer, Firer: h.firer, Caller: sec.Authorizer.Caller,
 		PulseAvailable: pulse, Logger: log, Version: version})
-	h.scheduler = &HookScheduler{Firer: h.firer, Log: log}
 	return h
 }
 
@@ -51,53 +48,4 @@ func (h *hookService) createTask(ctx context.Context, taskID string, body []byte
 		return nil, errors.New("the queue is not serving yet")
 	}
 	return srv.CreateTaskAs(ctx, taskID, body, clientID, scopes)
-}
-
-// HookScheduler fires scheduled hooks when they are due: every Tick it
-// fires every due hook (see hooksapi.Firer.FireDue). Every replica runs
-// one; each due time is claimed by one of them and recorded once.
-type HookScheduler struct {
-	Firer *hooksapi.Firer
-	Log   *slog.Logger
-	// Tick is how often due hooks are looked for (default 1 s), so a hook
-	// fires within about a second of its due time.
-	Tick time.Duration
-
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
-}
-
-// Start runs the scheduler until Stop or ctx ends.
-func (s *HookScheduler) Start(ctx context.Context) {
-	if s.Tick <= 0 {
-		s.Tick = time.Second
-	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
-		tick := time.NewTicker(s.Tick)
-		defer tick.Stop()
-		for {
-			if _, err := s.Firer.FireDue(ctx); err != nil && ctx.Err() == nil {
-				s.Log.Error("firing scheduled hooks", "error", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-}
-
-// Stop ends the scheduler and waits for it; safe to call twice.
-func (s *HookScheduler) Stop() {
-	s.stopOnce.Do(func() {
-		if s.cancel != nil {
-			s.cancel()
-			<-s.done
-		}
-	})
 }
