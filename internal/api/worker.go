@@ -292,37 +292,6 @@ func (s *Server) reportException(c *Call) (any, error) {
 	return statusResponse{res.Task.Status()}, nil
 }
 
-// ResolveBackground runs the background resolvers once: claims whose
-// takenUntil passed, and tasks whose deadline (plus delay) passed. It
-// returns how many tasks changed.
-func (s *Server) ResolveBackground(ctx context.Context, deadlineDelay time.Duration) (int, error) {
-	now := s.clock.Now()
-	n := 0
-	for {
-		res, err := s.store.ExpireClaims(ctx, now, 100)
-		if err != nil {
-			return n, err
-		}
-		s.publish(ctx, res.Changes)
-		n += len(res.Changes)
-		if len(res.Changes) < 100 {
-			break
-		}
-	}
-	for {
-		res, err := s.store.ExpireDeadlines(ctx, now.Add(-deadlineDelay), now, 100)
-		if err != nil {
-			return n, err
-		}
-		s.publish(ctx, res.Changes)
-		n += len(res.Changes)
-		if len(res.Changes) < 100 {
-			break
-		}
-	}
-	return n, nil
-}
-
 func splitQueue(id string) (string, string) {
 	p, w, _ := strings.Cut(id, "/")
 	return p, w
