@@ -33,7 +33,9 @@ func TestDockerMaxRunTimeAndCancel(t *testing.T) {
 	require.NotNil(t, m, log)
 	wall, err := time.ParseDuration(m[1])
 	require.NoError(t, err)
-	require.Less(t, wall, 2*time.Second+2*time.Second, "the container stops within 2 s of maxRunTime")
+	// How fast it stops is measured by dockerapi's BenchmarkKillToExit;
+	// here only that it stops, with a bound loose enough for a loaded CI.
+	require.Less(t, wall, 2*time.Second+10*time.Second, "the container outlived maxRunTime")
 	t.Logf("maxRunTime 2 s: container ran %s", wall)
 	require.Empty(t, containersOf(t, labelTask, timed+"/0"))
 
@@ -42,7 +44,8 @@ func TestDockerMaxRunTimeAndCancel(t *testing.T) {
 	_, err = shared.admin.CancelTask(context.Background(), cancelled)
 	require.NoError(t, err)
 	// The worker learns of the cancellation at its next reclaim (claims
-	// last 4 s here, so within 2 s), then kills the container.
+	// last 4 s here, so within 2 s), then kills the container. Speed is
+	// for benchmarks; the bound only has to survive a loaded CI.
 	require.Eventually(t, func() bool {
 		for _, x := range containersOf(t, labelTask, cancelled+"/0") {
 			if x.ID == c.ID && x.State == "running" {
@@ -50,7 +53,7 @@ func TestDockerMaxRunTimeAndCancel(t *testing.T) {
 			}
 		}
 		return true
-	}, 2*time.Second+2*time.Second, 10*time.Millisecond, "the cancelled task's container kept running")
+	}, 15*time.Second, 10*time.Millisecond, "the cancelled task's container kept running")
 	t.Logf("cancel: container stopped %s after cancelTask", time.Since(cancelledAt).Round(time.Millisecond))
 	require.Equal(t, 0, w.wait(t, 30*time.Second))
 	require.Empty(t, containersOf(t, labelTask, cancelled+"/0"))
