@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -62,12 +61,6 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 			overlayWorkerFlags(cmd, &cfg, flags)
 			if cfg.RootURL == "" {
 				cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
-			}
-			if cfg.WorkerGroup == "" {
-				cfg.WorkerGroup = "local"
-			}
-			if cfg.WorkerID == "" {
-				cfg.WorkerID = hostWorkerID()
 			}
 			if cfg.Credentials.ClientID == "" {
 				cfg.Credentials.ClientID = os.Getenv("TASKCLUSTER_CLIENT_ID")
@@ -155,26 +148,4 @@ func runWorker(cfg worker.Config, log *slog.Logger) error {
 		return &exitError{code: max(code, 1), err: err}
 	}
 	return nil
-}
-
-// hostWorkerID is the host name reduced to a valid workerId (letters,
-// digits, - and _, at most 38 characters).
-func hostWorkerID() string {
-	name, _ := os.Hostname()
-	var b strings.Builder
-	for _, r := range name {
-		if b.Len() == 38 {
-			break
-		}
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
-			b.WriteRune(r)
-		case r == '.':
-			b.WriteByte('-')
-		}
-	}
-	if b.Len() == 0 {
-		return "worker"
-	}
-	return b.String()
 }

@@ -23,6 +23,9 @@ const (
 	// DefaultTick is the cadence of claim expiry and deadline resolution,
 	// so both happen within about a second of their due time.
 	DefaultTick = 250 * time.Millisecond
+	// DefaultDeadlineDelay is how long after its deadline an unresolved
+	// task is resolved (hopper serve's --deadline-delay).
+	DefaultDeadlineDelay = time.Minute
 	// DefaultExpireEvery is the cadence of data expiration.
 	DefaultExpireEvery = 10 * time.Minute
 	// batchSize bounds the tasks one store call changes, so one pass is a

@@ -41,10 +41,10 @@ type Config struct {
 	// after a deadline unresolved tasks are resolved.
 	ClaimTimeout  time.Duration
 	DeadlineDelay time.Duration
-	// LongPoll bounds claimWork's wait (default 20s).
+	// LongPoll bounds claimWork's wait (default api.DefaultLongPoll).
 	LongPoll time.Duration
 	// ExpireEvery is how often expired tasks, artifacts (rows and blobs)
-	// and other records are deleted (default 10 min). Tests shorten it to
+	// and other records are deleted (default maintenance.DefaultExpireEvery). Tests shorten it to
 	// watch expiration happen.
 	ExpireEvery time.Duration
 	// Artifacts is the blob storage spec ("" = local under DataDir).

@@ -88,7 +88,8 @@ type Config struct {
 	TaskQueueID   string `yaml:"taskQueueId" json:"taskQueueId,omitempty"`
 	ProvisionerID string `yaml:"provisionerId" json:"provisionerId,omitempty"`
 	WorkerType    string `yaml:"workerType" json:"workerType,omitempty"`
-	// WorkerGroup and WorkerID identify this worker.
+	// WorkerGroup and WorkerID identify this worker (defaults:
+	// DefaultWorkerGroup and this host's name).
 	WorkerGroup string `yaml:"workerGroup" json:"workerGroup"`
 	WorkerID    string `yaml:"workerId" json:"workerId"`
 	// Capacity is the number of concurrent runs (default 1, max 255).
@@ -217,6 +218,12 @@ func (c Config) Normalize() (Config, error) {
 		problems = append(problems, fmt.Sprintf("taskQueueId %q must be <provisionerId>/<workerType>", c.TaskQueueID))
 	}
 	c.ProvisionerID, c.WorkerType = prov, wt
+	if c.WorkerGroup == "" {
+		c.WorkerGroup = DefaultWorkerGroup
+	}
+	if c.WorkerID == "" {
+		c.WorkerID = hostWorkerID()
+	}
 	if !identifierRE.MatchString(c.WorkerGroup) {
 		problems = append(problems, fmt.Sprintf("workerGroup %q must match %s", c.WorkerGroup, identifierRE))
 	}
@@ -323,4 +330,29 @@ func (c *Config) workerCredentials() *tcclient.Credentials {
 	return &tcclient.Credentials{
 		ClientID: c.Credentials.ClientID, AccessToken: c.Credentials.AccessToken, Certificate: c.Credentials.Certificate,
 	}
+}
+
+// DefaultWorkerGroup is the workerGroup of a worker configured without one.
+const DefaultWorkerGroup = "local"
+
+// hostWorkerID is the host name reduced to a valid workerId (letters,
+// digits, - and _, at most 38 characters).
+func hostWorkerID() string {
+	name, _ := os.Hostname()
+	var b strings.Builder
+	for _, r := range name {
+		if b.Len() == 38 {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		case r == '.':
+			b.WriteByte('-')
+		}
+	}
+	if b.Len() == 0 {
+		return "worker"
+	}
+	return b.String()
 }
