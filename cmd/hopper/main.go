@@ -85,9 +85,11 @@ func subcommands() []*cobra.Command {
 		serveCommand(),
 		migrateCommand(),
 		workerCommand(),
+		sandboxInitCommand(),
 		taskCommand(),
 		cli.NewClientCommand(),
 		cli.NewRoleCommand(),
+		cli.NewJSONECommand(),
 		benchCommand(),
 	}
 }

@@ -138,6 +138,14 @@ func Run(t *testing.T, open Opener) {
 		{"Roles", testRoles},
 		{"ExpireData", testExpireData},
 		{"SubscribePending", testSubscribePending},
+		{"IndexCompletedTasks", testIndexCompletedTasks},
+		{"IndexConcurrentCompletions", testIndexConcurrentCompletions},
+		{"IndexInsertListExpire", testIndexInsertListExpire},
+		{"Secrets", testSecrets},
+		{"Hooks", testHooks},
+		{"HookSchedule", testHookSchedule},
+		{"HookClaimRace", testHookClaimRace},
+		{"HookLastFires", testHookLastFires},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
