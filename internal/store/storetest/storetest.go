@@ -138,6 +138,10 @@ func Run(t *testing.T, open Opener) {
 		{"Roles", testRoles},
 		{"ExpireData", testExpireData},
 		{"SubscribePending", testSubscribePending},
+		{"Objects", testObjects},
+		{"ObjectsConcurrentCreate", testObjectsConcurrentCreate},
+		{"ExpireObjects", testExpireObjects},
+		{"PurgeRequests", testPurgeRequests},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
