@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hopper-ci/hopper/internal/superseder"
 	"github.com/hopper-ci/hopper/internal/worker"
+	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
 
 // exitError carries a process exit code out of a command. Without err it
@@ -122,7 +122,7 @@ func runWorker(cfg worker.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	w.SupersedeFunc = superseder.NewSupersedeFunc(superseder.WorkerOptions{Logger: log})
+	w.SupersedeFunc = superseding.NewSupersedeFunc(superseding.WorkerOptions{Logger: log})
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sigs)

@@ -22,6 +22,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/schema"
+	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -213,8 +214,8 @@ type Route struct {
 
 // paramPatterns validate URL parameters (queue-api.md §1.2).
 var paramPatterns = map[string]*regexp.Regexp{
-	"taskId":        slugidPattern,
-	"taskGroupId":   slugidPattern,
+	"taskId":        slugid.Regexp(),
+	"taskGroupId":   slugid.Regexp(),
 	"provisionerId": regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`),
 	"workerType":    regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`),
 	"workerGroup":   regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`),
@@ -223,8 +224,6 @@ var paramPatterns = map[string]*regexp.Regexp{
 	"runId":         regexp.MustCompile(`^[1-9]*[0-9]+$`),
 	"name":          regexp.MustCompile(`^[\x20-\x7e]+$`),
 }
-
-var slugidPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$`)
 
 var queryPatterns = map[string]*regexp.Regexp{
 	"limit":             regexp.MustCompile(`^[0-9]+$`),

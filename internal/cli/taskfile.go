@@ -16,13 +16,14 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
 // Identifier patterns of queue-api.md §1.2 and §2, checked locally so that a
 // typo is a clear usage error instead of a round trip and a 400.
 var (
-	slugIDPattern    = regexp.MustCompile(`^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$`)
+	slugIDPattern    = slugid.Regexp()
 	taskQueuePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$`)
 )
 

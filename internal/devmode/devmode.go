@@ -15,8 +15,8 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/server"
-	"github.com/hopper-ci/hopper/internal/superseder"
 	"github.com/hopper-ci/hopper/internal/worker"
+	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
 
 // Options configure Run.
@@ -106,7 +106,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("starting the worker: %w", err)
 	}
-	w.SupersedeFunc = superseder.NewSupersedeFunc(superseder.WorkerOptions{Logger: cfg.Logger})
+	w.SupersedeFunc = superseding.NewSupersedeFunc(superseding.WorkerOptions{Logger: cfg.Logger})
 	workerDone := make(chan error, 1)
 	go func() {
 		_, err := w.Run(context.Background())

@@ -17,6 +17,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/superseder"
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
 
 // The superseding end-to-end tests run real `hopper serve` and `hopper
@@ -214,15 +215,15 @@ func (e *supEnv) requireSuperseded(st map[string]*tcclient.TaskStatus, primary s
 		r := st[s].Runs[0]
 		require.Equal(e.t, tcclient.StateException, r.State, "secondary %s", s)
 		require.Equal(e.t, tcclient.ReasonSuperseded, r.ReasonResolved, "secondary %s", s)
-		var by superseder.TaskRef
-		e.artifactJSON(s, 0, superseder.SupersededByArtifact, &by)
-		require.Equal(e.t, superseder.TaskRef{TaskID: primary, RunID: 0}, by, "superseded-by of %s", s)
+		var by superseding.TaskRef
+		e.artifactJSON(s, 0, superseding.SupersededByArtifact, &by)
+		require.Equal(e.t, superseding.TaskRef{TaskID: primary, RunID: 0}, by, "superseded-by of %s", s)
 	}
-	var list []superseder.TaskRef
-	e.artifactJSON(primary, 0, superseder.SupersedesArtifact, &list)
-	want := make([]superseder.TaskRef, 0, len(secondaries))
+	var list []superseding.TaskRef
+	e.artifactJSON(primary, 0, superseding.SupersedesArtifact, &list)
+	want := make([]superseding.TaskRef, 0, len(secondaries))
 	for _, s := range secondaries {
-		want = append(want, superseder.TaskRef{TaskID: s, RunID: 0})
+		want = append(want, superseding.TaskRef{TaskID: s, RunID: 0})
 	}
 	require.Equal(e.t, want, list, "supersedes of %s", primary)
 }
@@ -237,8 +238,8 @@ func TestSupersedingNewestRuns(t *testing.T) {
 		name  string
 		order string
 	}{
-		{name: "built-in superseder, ascending", order: superseder.Ascending},
-		{name: "newest-first superseder, descending", order: superseder.Descending},
+		{name: "built-in superseder, ascending", order: superseding.Ascending},
+		{name: "newest-first superseder, descending", order: superseding.Descending},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -250,7 +251,7 @@ func TestSupersedingNewestRuns(t *testing.T) {
 				mu       sync.Mutex
 				requests []string
 			)
-			if tt.order == superseder.Descending {
+			if tt.order == superseding.Descending {
 				// A dw-era service: the built-in list, reversed.
 				rev := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					mu.Lock()
@@ -275,7 +276,7 @@ func TestSupersedingNewestRuns(t *testing.T) {
 			}
 			ids := e.createTasks(6, key, url, time.Second)
 			wopts := e2e.WorkerOptions{} // ascending is the default
-			if tt.order == superseder.Descending {
+			if tt.order == superseding.Descending {
 				wopts.Args = []string{"--superseding-order", "descending"}
 			}
 			e2e.StartWorker(t, e.srv, wopts)
@@ -285,7 +286,7 @@ func TestSupersedingNewestRuns(t *testing.T) {
 			log := e.taskLog(newest, 0)
 			require.Contains(t, log, "ran-task-5")
 			require.Contains(t, log, "task "+newest+" (run 0) supersedes it and runs instead")
-			if tt.order == superseder.Descending {
+			if tt.order == superseding.Descending {
 				mu.Lock()
 				defer mu.Unlock()
 				require.Equal(t, []string{"taskId=" + ids[0]}, requests, "one superseder call, for the initial task")
@@ -320,8 +321,8 @@ func TestSupersedingRacingWorkers(t *testing.T) {
 		case r.State == tcclient.StateCompleted:
 			primaries = append(primaries, id)
 		case r.State == tcclient.StateException && r.ReasonResolved == tcclient.ReasonSuperseded:
-			var by superseder.TaskRef
-			e.artifactJSON(id, 0, superseder.SupersededByArtifact, &by)
+			var by superseding.TaskRef
+			e.artifactJSON(id, 0, superseding.SupersededByArtifact, &by)
 			byPrimary[by.TaskID] = append(byPrimary[by.TaskID], id)
 		default:
 			t.Fatalf("task %s ended %s/%s", id, r.State, r.ReasonResolved)
@@ -335,7 +336,7 @@ func TestSupersedingRacingWorkers(t *testing.T) {
 		require.Contains(t, e.taskLog(p, 0), "ran-task-")
 		secs := byPrimary[p]
 		if len(secs) == 0 {
-			require.NotContains(t, e.artifactNames(p, 0), superseder.SupersedesArtifact)
+			require.NotContains(t, e.artifactNames(p, 0), superseding.SupersedesArtifact)
 			continue
 		}
 		e.requireSuperseded(st, p, secs)
@@ -408,8 +409,8 @@ func TestSupersedingSupersederFailures(t *testing.T) {
 			require.Contains(t, log, tt.why, "%s: %s", tt.key, log)
 			require.Contains(t, log, "running task "+id+" alone")
 			names := e.artifactNames(id, 0)
-			require.NotContains(t, names, superseder.SupersedesArtifact)
-			require.NotContains(t, names, superseder.SupersededByArtifact)
+			require.NotContains(t, names, superseding.SupersedesArtifact)
+			require.NotContains(t, names, superseding.SupersededByArtifact)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 )
 
 const clientColumns = "client_id, description, access_token, scopes, created, last_modified, last_date_used, last_rotated, expires, disabled, delete_on_expiration"
@@ -94,32 +93,18 @@ func (db *DB) GetClient(ctx context.Context, clientID string) (*Client, error) {
 
 // ListClients implements Store.
 func (db *DB) ListClients(ctx context.Context, prefix string, page Page) ([]Client, string, error) {
-	after, err := decodeToken(page.ContinuationToken)
-	if err != nil {
-		return nil, "", err
-	}
-	limit := page.size()
-	rows, err := db.query(ctx, "SELECT "+clientColumns+" FROM clients WHERE client_id > ? AND substr(client_id, 1, ?) = ? ORDER BY client_id LIMIT ?",
-		after, len(prefix), prefix, limit+1)
+	out, next, err := listPage(ctx, db, page, func(after string) (string, []any, error) {
+		return "SELECT " + clientColumns + " FROM clients WHERE client_id > ? AND substr(client_id, 1, ?) = ? ORDER BY client_id LIMIT ?",
+			[]any{after, len(prefix), prefix}, nil
+	}, func(row rowScanner) (Client, error) {
+		c, err := scanClient(row)
+		if err != nil {
+			return Client{}, err
+		}
+		return *c, nil
+	}, func(c Client) string { return c.ClientID })
 	if err != nil {
 		return nil, "", fmt.Errorf("listing clients: %w", err)
-	}
-	defer rows.Close()
-	var out []Client
-	for rows.Next() {
-		c, err := scanClient(rows)
-		if err != nil {
-			return nil, "", err
-		}
-		out = append(out, *c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = encodeToken(out[limit-1].ClientID)
 	}
 	return out, next, nil
 }
@@ -266,61 +251,4 @@ func (db *DB) RolesVersion(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("reading roles version: %w", err)
 	}
 	return v, nil
-}
-
-// ExpireData implements Store: deletes tasks, their dependency edges and
-// artifacts, task groups, task queues, workers (kept while quarantined) and
-// clients marked deleteOnExpiration whose expiry has passed.
-func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult, error) {
-	var out *ExpireDataResult
-	cutoff := ms(now)
-	// An artifact goes when it expires or when its task does; either way
-	// its stored data must be reported for deletion.
-	const expiredArtifacts = "expires < ? OR task_id IN (SELECT task_id FROM tasks WHERE expires < ?)"
-	err := db.tx(ctx, func(tx *txn) error {
-		out = &ExpireDataResult{} // afresh on every attempt
-		err := tx.queryEach(ctx, "SELECT task_id, run_id, name, storage_type, details FROM artifacts WHERE "+expiredArtifacts, []any{cutoff, cutoff}, func(rows Rows) error {
-			for rows.Next() {
-				var a ExpiredArtifact
-				var details string
-				if err := rows.Scan(&a.TaskID, &a.RunID, &a.Name, &a.StorageType, &details); err != nil {
-					return err
-				}
-				a.Details = []byte(details)
-				out.Blobs = append(out.Blobs, a)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("finding expired artifacts: %w", err)
-		}
-		steps := []struct {
-			count *int
-			query string
-			args  []any
-		}{
-			{&out.Artifacts, "DELETE FROM artifacts WHERE " + expiredArtifacts, []any{cutoff, cutoff}},
-			{nil, "DELETE FROM task_dependencies WHERE expires < ?", []any{cutoff}},
-			{&out.Tasks, "DELETE FROM tasks WHERE expires < ?", []any{cutoff}},
-			{&out.TaskGroups, "DELETE FROM task_groups WHERE expires < ?", []any{cutoff}},
-			{&out.TaskQueues, "DELETE FROM task_queues WHERE expires < ?", []any{cutoff}},
-			{&out.Workers, "DELETE FROM workers WHERE expires < ? AND quarantine_until < ?", []any{cutoff, cutoff}},
-			{&out.Clients, "DELETE FROM clients WHERE delete_on_expiration = 1 AND expires < ?", []any{cutoff}},
-		}
-		for _, s := range steps {
-			res, err := tx.exec(ctx, s.query, s.args...)
-			if err != nil {
-				return fmt.Errorf("expiring (%s): %w", s.query, err)
-			}
-			if s.count != nil {
-				n, _ := res.RowsAffected()
-				*s.count = int(n)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }

@@ -41,20 +41,14 @@ func (db *DB) GetTaskGroup(ctx context.Context, taskGroupID string) (*TaskGroup,
 
 // ListTaskGroup implements Store: members ordered by taskId.
 func (db *DB) ListTaskGroup(ctx context.Context, taskGroupID string, page Page) ([]*queue.TaskState, string, error) {
-	after, err := decodeToken(page.ContinuationToken)
-	if err != nil {
-		return nil, "", err
-	}
-	limit := page.size()
-	rows, err := db.query(ctx, "SELECT "+taskColumns+" FROM tasks WHERE task_group_id = ? AND task_id > ? ORDER BY task_id LIMIT ?", taskGroupID, after, limit+1)
+	tasks, next, err := listPage(ctx, db, page, func(after string) (string, []any, error) {
+		return "SELECT " + taskColumns + " FROM tasks WHERE task_group_id = ? AND task_id > ? ORDER BY task_id LIMIT ?",
+			[]any{taskGroupID, after}, nil
+	}, db.scanTask, taskIDCursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("listing task group %s: %w", taskGroupID, err)
 	}
-	tasks, err := db.scanTasks(rows)
-	if err != nil {
-		return nil, "", fmt.Errorf("listing task group %s: %w", taskGroupID, err)
-	}
-	return pageTasks(tasks, limit)
+	return tasks, next, nil
 }
 
 // SealTaskGroup implements Store; sealing an already sealed group keeps the

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -28,19 +27,6 @@ func (db *DB) TaskQueueCounts(ctx context.Context, taskQueueID string, now time.
 	return pending, claimed, nil
 }
 
-// cursor tokens for (time, taskId) orderings: "<ms>|<taskId>".
-func splitCursor(c string) (int64, string, error) {
-	if c == "" {
-		return -1 << 62, "", nil
-	}
-	msPart, id, ok := strings.Cut(c, "|")
-	v, err := strconv.ParseInt(msPart, 10, 64)
-	if !ok || err != nil {
-		return 0, "", ErrBadContinuationToken
-	}
-	return v, id, nil
-}
-
 // timedTask is a task listed with the time it is ordered by.
 type timedTask struct {
 	task *queue.TaskState
@@ -51,47 +37,28 @@ type timedTask struct {
 // by timeColumn then taskId (listPendingTasks and listClaimedTasks). The
 // continuation token is the last (time, taskId) returned.
 func (db *DB) listByTime(ctx context.Context, timeColumn, where string, args []any, page Page) ([]timedTask, string, error) {
-	c, err := decodeToken(page.ContinuationToken)
-	if err != nil {
-		return nil, "", err
-	}
-	afterMS, afterID, err := splitCursor(c)
-	if err != nil {
-		return nil, "", err
-	}
-	limit := page.size()
-	query := "SELECT " + taskColumns + ", " + timeColumn + " FROM tasks WHERE " + where +
-		" AND (" + timeColumn + " > ? OR (" + timeColumn + " = ? AND task_id > ?)) ORDER BY " + timeColumn + ", task_id LIMIT ?"
-	rows, err := db.query(ctx, query, append(args, afterMS, afterMS, afterID, limit+1)...)
-	if err != nil {
-		return nil, "", err
-	}
-	defer rows.Close()
-	var out []timedTask
-	for rows.Next() {
+	return listPage(ctx, db, page, func(cursor string) (string, []any, error) {
+		afterMS, afterID, err := splitCursor(cursor)
+		if err != nil {
+			return "", nil, err
+		}
+		return "SELECT " + taskColumns + ", " + timeColumn + " FROM tasks WHERE " + where +
+				" AND (" + timeColumn + " > ? OR (" + timeColumn + " = ? AND task_id > ?)) ORDER BY " + timeColumn + ", task_id LIMIT ?",
+			append(args, afterMS, afterMS, afterID), nil
+	}, func(row rowScanner) (timedTask, error) {
 		var (
 			at        int64
 			def, runs string
 			t         queue.TaskState
 		)
-		if err := rows.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs, &at); err != nil {
-			return nil, "", err
+		if err := row.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs, &at); err != nil {
+			return timedTask{}, err
 		}
 		if err := db.decodeTask(&t, def, runs); err != nil {
-			return nil, "", err
+			return timedTask{}, err
 		}
-		out = append(out, timedTask{task: &t, at: fromMS(at)})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		last := out[limit-1]
-		next = encodeToken(strconv.FormatInt(ms(last.at), 10) + "|" + last.task.TaskID)
-	}
-	return out, next, nil
+		return timedTask{task: &t, at: fromMS(at)}, nil
+	}, func(tt timedTask) string { return timeCursor(ms(tt.at), tt.task.TaskID) })
 }
 
 // ListPending implements Store: pending runs ordered by the time they were
@@ -189,41 +156,27 @@ func (db *DB) GetTaskQueue(ctx context.Context, taskQueueID string, now time.Tim
 
 // ListTaskQueues implements Store: non-expired queues ordered by id.
 func (db *DB) ListTaskQueues(ctx context.Context, now time.Time, filter TaskQueueFilter, page Page) ([]TaskQueue, string, error) {
-	after, err := decodeToken(page.ContinuationToken)
-	if err != nil {
-		return nil, "", err
-	}
-	limit := page.size()
-	query := "SELECT " + taskQueueColumns + " FROM task_queues WHERE expires > ? AND task_queue_id > ?"
-	args := []any{ms(now), after}
-	if filter.ProvisionerID != "" {
-		query += " AND task_queue_id >= ? AND task_queue_id < ?"
-		args = append(args, filter.ProvisionerID+"/", filter.ProvisionerID+"0") // '0' sorts right after '/'
-	}
-	query += " ORDER BY task_queue_id LIMIT ?"
-	args = append(args, limit+1)
-	rows, err := db.query(ctx, query, args...)
+	out, next, err := listPage(ctx, db, page, func(after string) (string, []any, error) {
+		query := "SELECT " + taskQueueColumns + " FROM task_queues WHERE expires > ? AND task_queue_id > ?"
+		args := []any{ms(now), after}
+		if filter.ProvisionerID != "" {
+			query += " AND task_queue_id >= ? AND task_queue_id < ?"
+			args = append(args, filter.ProvisionerID+"/", filter.ProvisionerID+"0") // '0' sorts right after '/'
+		}
+		return query + " ORDER BY task_queue_id LIMIT ?", args, nil
+	}, scanTaskQueueValue, func(q TaskQueue) string { return q.TaskQueueID })
 	if err != nil {
 		return nil, "", fmt.Errorf("listing task queues: %w", err)
 	}
-	defer rows.Close()
-	var out []TaskQueue
-	for rows.Next() {
-		q, err := scanTaskQueue(rows)
-		if err != nil {
-			return nil, "", err
-		}
-		out = append(out, *q)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = encodeToken(out[limit-1].TaskQueueID)
-	}
 	return out, next, nil
+}
+
+func scanTaskQueueValue(row rowScanner) (TaskQueue, error) {
+	q, err := scanTaskQueue(row)
+	if err != nil {
+		return TaskQueue{}, err
+	}
+	return *q, nil
 }
 
 const workerColumns = "task_queue_id, worker_group, worker_id, first_claim, last_date_active, expires, quarantine_until, quarantine_details, recent_tasks"
@@ -286,46 +239,29 @@ func (db *DB) GetWorker(ctx context.Context, key WorkerKey, now time.Time) (*Wor
 
 // ListWorkers implements Store.
 func (db *DB) ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page Page) ([]Worker, string, error) {
-	c, err := decodeToken(page.ContinuationToken)
-	if err != nil {
-		return nil, "", err
-	}
-	afterGroup, afterID, _ := strings.Cut(c, "\x00")
-	limit := page.size()
-	query := "SELECT " + workerColumns + ` FROM workers WHERE task_queue_id = ? AND (expires > ? OR quarantine_until > ?)
+	out, next, err := listPage(ctx, db, page, func(cursor string) (string, []any, error) {
+		afterGroup, afterID, _ := strings.Cut(cursor, "\x00")
+		query := "SELECT " + workerColumns + ` FROM workers WHERE task_queue_id = ? AND (expires > ? OR quarantine_until > ?)
 		AND (worker_group > ? OR (worker_group = ? AND worker_id > ?))`
-	args := []any{taskQueueID, ms(now), ms(now), afterGroup, afterGroup, afterID}
-	if quarantined != nil {
-		if *quarantined {
-			query += " AND quarantine_until >= ?"
-		} else {
-			query += " AND quarantine_until < ?"
+		args := []any{taskQueueID, ms(now), ms(now), afterGroup, afterGroup, afterID}
+		if quarantined != nil {
+			if *quarantined {
+				query += " AND quarantine_until >= ?"
+			} else {
+				query += " AND quarantine_until < ?"
+			}
+			args = append(args, ms(now))
 		}
-		args = append(args, ms(now))
-	}
-	query += " ORDER BY worker_group, worker_id LIMIT ?"
-	args = append(args, limit+1)
-	rows, err := db.query(ctx, query, args...)
+		return query + " ORDER BY worker_group, worker_id LIMIT ?", args, nil
+	}, func(row rowScanner) (Worker, error) {
+		w, err := scanWorker(row)
+		if err != nil {
+			return Worker{}, err
+		}
+		return *w, nil
+	}, func(w Worker) string { return w.WorkerGroup + "\x00" + w.WorkerID })
 	if err != nil {
 		return nil, "", fmt.Errorf("listing workers of %s: %w", taskQueueID, err)
-	}
-	defer rows.Close()
-	var out []Worker
-	for rows.Next() {
-		w, err := scanWorker(rows)
-		if err != nil {
-			return nil, "", err
-		}
-		out = append(out, *w)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		last := out[limit-1]
-		next = encodeToken(last.WorkerGroup + "\x00" + last.WorkerID)
 	}
 	return out, next, nil
 }

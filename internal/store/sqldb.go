@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -497,22 +496,6 @@ func (p Page) size() int {
 		return defaultPageSize
 	}
 	return p.Limit
-}
-
-// Continuation tokens are opaque to callers: base64url of a cursor string.
-func encodeToken(cursor string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(cursor))
-}
-
-func decodeToken(token string) (string, error) {
-	if token == "" {
-		return "", nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil || len(b) == 0 {
-		return "", ErrBadContinuationToken
-	}
-	return string(b), nil
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -114,7 +115,7 @@ func list(c *api.Call, opts ServerOptions, age time.Duration, size int) (any, er
 	if taskID == "" {
 		return nil, &api.Error{Code: api.CodeInvalidRequestArguments, Message: "query-string parameter taskId (the requesting task) is required"}
 	}
-	if !ValidTaskID(taskID) {
+	if !slugid.Valid(taskID) {
 		return nil, &api.Error{Code: api.CodeInvalidRequestArguments, Message: "query-string parameter taskId is not a taskId"}
 	}
 	ctx := c.Context()

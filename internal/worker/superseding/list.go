@@ -1,10 +1,11 @@
-package superseder
+package superseding
 
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
+
+	"github.com/hopper-ci/hopper/internal/slugid"
 )
 
 // List orders a superseder may use (worker.md §5.1).
@@ -16,13 +17,6 @@ const (
 	// supersedes those later in the list; the lowest index held wins.
 	Descending = "descending"
 )
-
-// slugidPattern is the pattern every listed taskId must match (a v4 slugid,
-// as the queue's own taskId parameter).
-var slugidPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$`)
-
-// ValidTaskID reports whether id is a well-formed taskId.
-func ValidTaskID(id string) bool { return slugidPattern.MatchString(id) }
 
 // UnusableError says why a superseder answer cannot be used; the worker then
 // runs the initial task alone and writes the reason to its log.
@@ -63,7 +57,7 @@ func ParseList(body []byte, initial string, maxTasks int) ([]string, error) {
 		if !ok {
 			return nil, unusable(`"supersedes"[%d] is not a string`, i)
 		}
-		if !ValidTaskID(id) {
+		if !slugid.Valid(id) {
 			return nil, unusable(`"supersedes"[%d] = %q is not a taskId`, i, truncate(id, 64))
 		}
 		if seen[id] {

@@ -1,4 +1,4 @@
-package superseder_test
+package superseding_test
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/superseder"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/tcclient/tcclienttest"
 	"github.com/hopper-ci/hopper/internal/worker"
+	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
 
 const testQueue = "prov/wt"
@@ -42,7 +42,7 @@ type harness struct {
 type harnessOptions struct {
 	claimTimeout time.Duration
 	superseding  worker.SupersedingConfig
-	workerOpts   superseder.WorkerOptions
+	workerOpts   superseding.WorkerOptions
 	// allow, if set, computes superseding.allowedUrlPrefixes from the
 	// superseder's URL.
 	allow func(supURL string) []string
@@ -77,7 +77,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}, nil)
 	require.NoError(t, err)
 	h.w = w
-	h.fn = superseder.NewSupersedeFunc(o.workerOpts)
+	h.fn = superseding.NewSupersedeFunc(o.workerOpts)
 	return h
 }
 
@@ -201,7 +201,7 @@ func (h *harness) artifactJSON(taskID string, runID int, name string, v any) {
 // primary and supersedes the initial task.
 func TestSupersedeSeedExample(t *testing.T) {
 	t.Parallel()
-	for _, order := range []string{superseder.Ascending, superseder.Descending} {
+	for _, order := range []string{superseding.Ascending, superseding.Descending} {
 		t.Run(order, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, harnessOptions{superseding: worker.SupersedingConfig{Order: order}})
@@ -211,7 +211,7 @@ func TestSupersedeSeedExample(t *testing.T) {
 			initial := h.claimInitial()
 			require.Equal(t, t0, initial.TaskID)
 			h.claimElsewhere(newest)
-			if order == superseder.Ascending {
+			if order == superseding.Ascending {
 				h.answerList(t0, mid, newest)
 			} else {
 				h.answerList(newest, mid, t0)
@@ -237,12 +237,12 @@ func TestSupersedeSeedExample(t *testing.T) {
 
 			res.Secondaries.Finish(context.Background(), res.Primary, worker.Outcome{State: tcclient.StateCompleted})
 			h.requireRunState(t0, tcclient.StateException, tcclient.ReasonSuperseded)
-			var by superseder.TaskRef
-			h.artifactJSON(t0, 0, superseder.SupersededByArtifact, &by)
-			require.Equal(t, superseder.TaskRef{TaskID: mid, RunID: 0}, by)
-			var list []superseder.TaskRef
-			h.artifactJSON(mid, 0, superseder.SupersedesArtifact, &list)
-			require.Equal(t, []superseder.TaskRef{{TaskID: t0, RunID: 0}}, list)
+			var by superseding.TaskRef
+			h.artifactJSON(t0, 0, superseding.SupersededByArtifact, &by)
+			require.Equal(t, superseding.TaskRef{TaskID: mid, RunID: 0}, by)
+			var list []superseding.TaskRef
+			h.artifactJSON(mid, 0, superseding.SupersedesArtifact, &list)
+			require.Equal(t, []superseding.TaskRef{{TaskID: t0, RunID: 0}}, list)
 			require.Equal(t, tcclient.StateRunning, h.run0(mid).State, "the worker resolves the primary itself")
 			require.Equal(t, "other", h.run0(newest).WorkerGroup, "the task above the primary is left alone")
 		})
@@ -256,7 +256,7 @@ func TestSupersedeUnusableAnswers(t *testing.T) {
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closedURL := closed.URL
 	closed.Close()
-	big := `{"supersedes": [], "pad": "` + strings.Repeat("x", superseder.MaxResponseBytes) + `"}`
+	big := `{"supersedes": [], "pad": "` + strings.Repeat("x", superseding.MaxResponseBytes) + `"}`
 	tests := []struct {
 		name   string
 		url    func(h *harness) string
@@ -543,9 +543,9 @@ func TestSupersedeOutcomes(t *testing.T) {
 				require.Equal(t, tcclient.StatePending, st.State, "released for an immediate retry")
 			}
 			if tt.superseded {
-				var list []superseder.TaskRef
-				h.artifactJSON(p, 0, superseder.SupersedesArtifact, &list)
-				require.Equal(t, []superseder.TaskRef{{TaskID: t0, RunID: 0}, {TaskID: a, RunID: 0}}, list, "in list order")
+				var list []superseding.TaskRef
+				h.artifactJSON(p, 0, superseding.SupersedesArtifact, &list)
+				require.Equal(t, []superseding.TaskRef{{TaskID: t0, RunID: 0}, {TaskID: a, RunID: 0}}, list, "in list order")
 			} else {
 				require.Empty(t, h.fake.Artifacts(p, 0))
 			}
@@ -578,9 +578,9 @@ func TestSupersedeLongPrimary(t *testing.T) {
 	h.requireRunState(t0, tcclient.StateException, tcclient.ReasonSuperseded)
 	h.requireRunState(b, tcclient.StateException, tcclient.ReasonSuperseded)
 	h.requireRunState(cancelled, tcclient.StateException, "canceled")
-	var list []superseder.TaskRef
-	h.artifactJSON(p, 0, superseder.SupersedesArtifact, &list)
-	require.Equal(t, []superseder.TaskRef{{TaskID: t0, RunID: 0}, {TaskID: b, RunID: 0}}, list)
+	var list []superseding.TaskRef
+	h.artifactJSON(p, 0, superseding.SupersedesArtifact, &list)
+	require.Equal(t, []superseding.TaskRef{{TaskID: t0, RunID: 0}, {TaskID: b, RunID: 0}}, list)
 	require.Empty(t, h.fake.Artifacts(cancelled, 0))
 
 	reclaims := map[string]int{}
@@ -610,7 +610,7 @@ func TestSupersedeLongPrimary(t *testing.T) {
 // (and is aborted) alone.
 func TestSupersedeShutdownWhileClaiming(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{workerOpts: superseder.WorkerOptions{Concurrency: 1}})
+	h := newHarness(t, harnessOptions{workerOpts: superseding.WorkerOptions{Concurrency: 1}})
 	t0 := h.createTask(testQueue, h.url())
 	a := h.createTask(testQueue, h.url())
 	b := h.createTask(testQueue, h.url())

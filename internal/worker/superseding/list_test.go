@@ -1,4 +1,4 @@
-package superseder_test
+package superseding_test
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/superseder"
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
 
 // The task ids of the seeds' example. The seeds' middle id,
@@ -61,10 +61,10 @@ func TestParseList(t *testing.T) {
 			if max == 0 {
 				max = 32
 			}
-			got, err := superseder.ParseList([]byte(tt.body), seedE, max)
+			got, err := superseding.ParseList([]byte(tt.body), seedE, max)
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
-				var u *superseder.UnusableError
+				var u *superseding.UnusableError
 				require.True(t, errors.As(err, &u))
 				return
 			}
@@ -97,20 +97,20 @@ func TestChoosePrimary(t *testing.T) {
 		{name: "nothing held", ascending: []string{a, b}, held: nil},
 	}
 	for _, tt := range tests {
-		for _, order := range []string{superseder.Ascending, superseder.Descending} {
+		for _, order := range []string{superseding.Ascending, superseding.Descending} {
 			t.Run(tt.name+"/"+order, func(t *testing.T) {
 				t.Parallel()
 				received := tt.ascending
-				if order == superseder.Descending {
-					received = superseder.Normalize(tt.ascending, superseder.Descending) // what a dw-era service sends
+				if order == superseding.Descending {
+					received = superseding.Normalize(tt.ascending, superseding.Descending) // what a dw-era service sends
 				}
-				list := superseder.Normalize(received, order)
+				list := superseding.Normalize(received, order)
 				require.Equal(t, tt.ascending, list)
 				held := map[string]bool{}
 				for _, h := range tt.held {
 					held[h] = true
 				}
-				p, secs := superseder.ChoosePrimary(list, func(id string) bool { return held[id] })
+				p, secs := superseding.ChoosePrimary(list, func(id string) bool { return held[id] })
 				if tt.primary == "" {
 					require.Equal(t, -1, p)
 					require.Empty(t, secs)
@@ -134,8 +134,8 @@ func TestChoosePrimary(t *testing.T) {
 func TestSeed000Convention(t *testing.T) {
 	t.Parallel()
 	received := []string{seedK, seed9, seedE}
-	list := superseder.Normalize(received, superseder.Descending)
-	p, secs := superseder.ChoosePrimary(list, func(id string) bool { return id != seedK })
+	list := superseding.Normalize(received, superseding.Descending)
+	p, secs := superseding.ChoosePrimary(list, func(id string) bool { return id != seedK })
 	require.Equal(t, seed9, list[p])
 	require.Equal(t, []string{seedE}, []string{list[secs[0]]})
 	require.Equal(t, []string{seedK, seed9, seedE}, received, "Normalize must not modify its input")
@@ -150,7 +150,7 @@ func TestRequestURL(t *testing.T) {
 		{"http://127.0.0.1:8080/api/superseder/v1/list/0/0/k#frag", "http://127.0.0.1:8080/api/superseder/v1/list/0/0/k?taskId=" + seedE},
 	}
 	for _, tt := range tests {
-		got, err := superseder.RequestURL(tt.in, seedE)
+		got, err := superseding.RequestURL(tt.in, seedE)
 		require.NoError(t, err, tt.in)
 		require.Equal(t, tt.want, got, tt.in)
 	}

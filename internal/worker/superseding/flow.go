@@ -1,4 +1,4 @@
-package superseder
+package superseding
 
 import (
 	"context"

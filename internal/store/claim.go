@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+
+	"github.com/hopper-ci/hopper/internal/queue"
+)
+
+// ClaimWork implements Store: it takes up to Count pending runs of the queue
+// in priority then FIFO order in one statement, skipping rows other
+// transactions hold, and claims each. Two round trips: the pending runs and
+// the worker's record are read together, and the claimed tasks and the
+// worker's recent tasks are written with the COMMIT.
+//
+// The worker's record is read without a lock, so a claim that finds
+// nothing (most of those an idle fleet makes) writes nothing at all; its
+// recent tasks are then written only if they are still what was read. When
+// a concurrent claim by the same worker changed them meanwhile, they are
+// appended again under a lock after the commit.
+func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, error) {
+	var (
+		res      *ClaimResult
+		recent   []RecentTask
+		recorded bool
+		key      = WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}
+	)
+	err := db.tx(ctx, func(tx *txn) error {
+		res = &ClaimResult{}
+		var tasks []*queue.TaskState
+		tx.send(Statement{Query: "SELECT " + taskColumns + ` FROM tasks
+			WHERE task_queue_id = ? AND pending_seq IS NOT NULL AND deadline > ?
+			ORDER BY priority DESC, pending_seq LIMIT ?` + db.dialect.LockSkip,
+			Args: []any{p.TaskQueueID, ms(p.Now), p.Count},
+			What: "selecting pending tasks of " + p.TaskQueueID,
+			Rows: func(rows Rows) error {
+				var err error
+				tasks, err = db.readTasks(rows)
+				return err
+			}})
+		var worker workerClaimRecord
+		if p.RecordRecentTasks || p.CheckQuarantine {
+			tx.send(tx.workerClaimRecordStatement(key, &worker, false))
+		}
+		if err := tx.flush(ctx); err != nil {
+			return err
+		}
+		if p.CheckQuarantine && worker.found && worker.quarantineUntil > ms(p.Now) {
+			res.QuarantinedUntil = fromMS(worker.quarantineUntil)
+			return nil
+		}
+		for _, task := range tasks {
+			last := task.LastRun()
+			if last == nil || last.State != queue.StatePending {
+				continue
+			}
+			var tr queue.Transition
+			if err := task.Claim(last.RunID, p.WorkerGroup, p.WorkerID, p.Now, p.TakenUntil, &tr); err != nil {
+				continue // lost a race or past deadline: skip silently
+			}
+			res.Claims = append(res.Claims, Claimed{Task: task, RunID: last.RunID})
+			res.Changes = append(res.Changes, Change{Task: task, Events: withStatus(tr.Events, task)})
+		}
+		claimed := make([]*queue.TaskState, len(res.Claims))
+		for i, cl := range res.Claims {
+			claimed[i] = cl.Task
+		}
+		if err := tx.saveMany(claimed); err != nil {
+			return err
+		}
+		recent = nil
+		if p.RecordRecentTasks && worker.found && len(res.Claims) > 0 {
+			for _, cl := range res.Claims {
+				recent = append(recent, RecentTask{TaskID: cl.Task.TaskID, RunID: cl.RunID})
+			}
+			return tx.sendRecentTasks(key, worker.recentTasks, recent, &recorded)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if recent != nil && !recorded {
+		// Best effort: the claims stand whatever happens to the worker's
+		// bookkeeping.
+		_ = db.AddRecentTasks(ctx, key, recent)
+	}
+	if len(res.Claims) == p.Count {
+		// Runs may be left: the next waiter of this process looks (the hub
+		// wakes one waiter per run made pending, and this claim may have
+		// been woken for fewer runs than it took, or a wake-up may have
+		// been coalesced).
+		db.hub.Notify(p.TaskQueueID, 1)
+	}
+	return res, nil
+}
