@@ -126,11 +126,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if m, ok := blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}
+	side := newSideServices(st, blobs, cfg.Clock, log, cfg.ExpireEvery)
 	srv, err := api.New(api.Options{
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
 		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
-		Artifacts: blobs, ExtraRoutes: append(extraRoutes(sec, st, log), superseder.Routes(superseder.ServerOptions{Store: st})...), Handlers: handlers,
+		Artifacts: blobs, ExtraRoutes: append(append(extraRoutes(sec, st, log), superseder.Routes(superseder.ServerOptions{Store: st})...), side.routes...), Handlers: handlers,
+		Objects: side.objects,
 	})
 	if err != nil {
 		return fmt.Errorf("building API: %w", err)
@@ -139,6 +141,8 @@ func Run(ctx context.Context, cfg Config) error {
 		DeadlineDelay: cfg.DeadlineDelay, ExpireEvery: cfg.ExpireEvery}
 	resolver.Start(ctx)
 	defer resolver.Stop()
+	side.Start(ctx)
+	defer side.Stop()
 
 	if cfg.Pprof != "" {
 		stop, err := startPprof(cfg.Pprof, log)

@@ -249,3 +249,16 @@ func (i *TaskIssuer) TaskCredentials(taskID string, runID int, workerGroup, work
 	}
 	return api.Credentials{ClientID: c.ClientID, AccessToken: c.AccessToken, Certificate: c.Certificate}, nil
 }
+
+// ScopedCredentials implements api.ScopedIssuer: named temporary
+// credentials signed by the queue's identity (object artifacts hand them to
+// uploaders and downloaders).
+func (i *TaskIssuer) ScopedCredentials(clientID string, scopes []string, start, expiry time.Time) (api.Credentials, error) {
+	c, err := auth.CreateTemporaryCredentials(auth.TemporaryCredentialsOptions{
+		ClientID: clientID, Start: start, Expiry: expiry, Scopes: scopes, Issuer: i.creds,
+	})
+	if err != nil {
+		return api.Credentials{}, err
+	}
+	return api.Credentials{ClientID: c.ClientID, AccessToken: c.AccessToken, Certificate: c.Certificate}, nil
+}
