@@ -99,6 +99,9 @@ func BeginUpload(existing *store.Object, name string, req UploadRequest, now tim
 		return nil, errorf(KindInput, "Object expires (%s) must be in the future", req.Expires.UTC().Format(time.RFC3339))
 	}
 	if existing == nil {
+		if err := hashesCompatible(name, nil, req.Hashes, true); err != nil {
+			return nil, err
+		}
 		return &store.Object{Name: name, ProjectID: req.ProjectID, UploadID: req.UploadID, UploadExpires: now.Add(UploadLifetime),
 			Expires: req.Expires, Hashes: mergeHashes(nil, req.Hashes), Created: now}, nil
 	}

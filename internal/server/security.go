@@ -34,7 +34,7 @@ var DefaultAnonymousScopes = []string{
 	"queue:get-worker:*", "queue:get-worker-type:*", "queue:list-artifacts:*", "queue:list-dependent-tasks:*",
 	"queue:list-provisioners", "queue:list-task-group:*", "queue:list-task-queues", "queue:list-worker-types:*",
 	"queue:list-workers:*", "queue:pending-count:*", "queue:claimed-count:*", "queue:status:*",
-	"queue:pending-list:*", "queue:claimed-list:*",
+	"queue:pending-list:*", "queue:claimed-list:*", "purge-cache:purge-requests:*",
 }
 
 var accessTokenPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{22,66}$`)
