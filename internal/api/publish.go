@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -36,7 +35,13 @@ func NewEventPublisher(out events.Publisher, log *slog.Logger) *EventPublisher {
 
 func (p *EventPublisher) run() {
 	defer close(p.done)
+	wanted, gated := p.out.(interface{ Wanted() bool })
 	for build := range p.queue {
+		// A publisher that only feeds live views (no broker) says when
+		// nobody watches; the messages are not even built then.
+		if gated && !wanted.Wanted() {
+			continue
+		}
 		msgs := build()
 		if len(msgs) == 0 {
 			continue
@@ -156,9 +161,4 @@ func taskEventMessage(t *queue.TaskState, e queue.Event) (events.Message, error)
 		body.WorkerGroup, body.WorkerID = e.WorkerGroup, e.WorkerID
 	}
 	return events.NewTaskEvent(e.Kind, body, t.Task.Routes)
-}
-
-// BlobKey is the blob-store key of an s3 artifact's data.
-func BlobKey(taskID string, runID int, name string) string {
-	return taskID + "/" + strconv.Itoa(runID) + "/" + name
 }

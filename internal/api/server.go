@@ -26,13 +26,25 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
+// Defaults of Config's settings.
+const (
+	// DefaultClaimTimeout is how long a claim lasts (takenUntil − now),
+	// Taskcluster's 20 minutes.
+	DefaultClaimTimeout = 20 * time.Minute
+	// DefaultLongPoll is how long claimWork waits for work, Taskcluster's
+	// 20 seconds.
+	DefaultLongPoll = 20 * time.Second
+)
+
 // Config holds the queue's tunables.
 type Config struct {
 	// RootURL is the deployment's root URL, without a trailing slash.
 	RootURL string
-	// ClaimTimeout is how long a claim lasts (takenUntil − now).
+	// ClaimTimeout is how long a claim lasts (takenUntil − now; default
+	// DefaultClaimTimeout).
 	ClaimTimeout time.Duration
-	// LongPoll bounds how long claimWork waits for work.
+	// LongPoll bounds how long claimWork waits for work (default
+	// DefaultLongPoll).
 	LongPoll time.Duration
 	// MaxDependencies is the deployment's dependency limit (≤ 10000).
 	MaxDependencies int
@@ -124,10 +136,10 @@ func New(opts Options) (*Server, error) {
 	cfg := opts.Config
 	cfg.RootURL = strings.TrimRight(cfg.RootURL, "/")
 	if cfg.ClaimTimeout <= 0 {
-		cfg.ClaimTimeout = 20 * time.Minute
+		cfg.ClaimTimeout = DefaultClaimTimeout
 	}
 	if cfg.LongPoll <= 0 {
-		cfg.LongPoll = 20 * time.Second
+		cfg.LongPoll = DefaultLongPoll
 	}
 	if cfg.MaxDependencies <= 0 || cfg.MaxDependencies > queue.MaxDependencies {
 		cfg.MaxDependencies = queue.MaxDependencies
@@ -214,6 +226,9 @@ type Route struct {
 	Query []string
 	// Handle serves the call.
 	Handle func(c *Call) (any, error)
+	// CleanPayloadFunc, if set, rewrites the request body an error reply
+	// echoes (requestInfo.payload), to keep secrets out of it.
+	CleanPayloadFunc func(payload []byte) []byte
 }
 
 // paramPatterns validate URL parameters (queue-api.md §1.2).
@@ -310,6 +325,9 @@ type Response struct {
 	Header  http.Header
 	Body    any // JSON-encoded; nil means an empty body
 	RawBody []byte
+	// Streamed says the handler has written the reply itself (a
+	// server-sent event stream) with Status; nothing more is written.
+	Streamed bool
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *Route, names []string) {
@@ -376,6 +394,9 @@ func (s *Server) handle(c *Call) int {
 	}
 	switch v := out.(type) {
 	case *Response:
+		if v.Streamed {
+			return v.Status
+		}
 		for k, vals := range v.Header {
 			for _, val := range vals {
 				h.Add(k, val)
@@ -479,6 +500,9 @@ func (s *Server) fail(c *Call, err error) int {
 	payload := json.RawMessage(validUTF8(c.Body))
 	if c.Input != nil {
 		payload = c.Input
+	}
+	if c.Route.CleanPayloadFunc != nil {
+		payload = c.Route.CleanPayloadFunc(payload)
 	}
 	writeJSON(c.W, apiErr.Status(), errorResponse(apiErr, c.Route.Name, c.Params, payload, c.Now))
 	return apiErr.Status()

@@ -15,7 +15,11 @@ import (
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/events"
+	"github.com/hopper-ci/hopper/internal/indexapi"
+	"github.com/hopper-ci/hopper/internal/live"
+	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/secretsapi"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/superseder"
 	"github.com/hopper-ci/hopper/internal/ui"
@@ -37,10 +41,10 @@ type Config struct {
 	// after a deadline unresolved tasks are resolved.
 	ClaimTimeout  time.Duration
 	DeadlineDelay time.Duration
-	// LongPoll bounds claimWork's wait (default 20s).
+	// LongPoll bounds claimWork's wait (default api.DefaultLongPoll).
 	LongPoll time.Duration
 	// ExpireEvery is how often expired tasks, artifacts (rows and blobs)
-	// and other records are deleted (default 10 min). Tests shorten it to
+	// and other records are deleted (default maintenance.DefaultExpireEvery). Tests shorten it to
 	// watch expiration happen.
 	ExpireEvery time.Duration
 	// Artifacts is the blob storage spec ("" = local under DataDir).
@@ -104,19 +108,29 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("opening blob storage: %w", err)
 	}
 
-	// Task events go to AMQP when a broker is configured; otherwise no
-	// message is even built (that work would be thrown away).
-	var publisher api.Publisher
+	// Task events feed the web UI's live stream and, when a broker is
+	// configured, AMQP. Without a broker, messages are built only while a
+	// stream (here or, through the relay, on another replica) is open.
+	hub := live.NewHub()
+	var out events.Publisher = hub
 	if cfg.AMQP != "" {
 		amqp, err := events.NewAMQP(events.AMQPOptions{URL: cfg.AMQP, Logger: log})
 		if err != nil {
 			return fmt.Errorf("starting AMQP publisher: %w", err)
 		}
 		defer amqp.Close()
-		ep := api.NewEventPublisher(amqp, log)
-		defer ep.Close()
-		publisher = ep
+		out = events.Multi{amqp, hub}
 	}
+	if storeKind(cfg.DB) == "postgres" {
+		relay, err := live.StartRelay(hub, live.RelayOptions{URL: cfg.DB, Logger: log})
+		if err != nil {
+			return err
+		}
+		defer relay.Close()
+	}
+	ep := api.NewEventPublisher(out, log)
+	defer ep.Close()
+	var publisher api.Publisher = ep
 
 	sec, err := NewSecurity(ctx, st, cfg.RootAccessToken, key, cfg.Clock, log)
 	if err != nil {
@@ -131,18 +145,21 @@ func Run(ctx context.Context, cfg Config) error {
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
 		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
-		Artifacts: blobs, ExtraRoutes: append(append(extraRoutes(sec, st, log), superseder.Routes(superseder.ServerOptions{Store: st})...), side.routes...), Handlers: handlers,
+		Artifacts: blobs, ExtraRoutes: append(append(append(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st})...), live.Routes(hub)...), side.routes...), Handlers: handlers,
 		Objects: side.objects,
 	})
 	if err != nil {
 		return fmt.Errorf("building API: %w", err)
 	}
-	resolver := &Resolver{API: srv, Store: st, Blobs: blobs, Clock: cfg.Clock, Log: log,
-		DeadlineDelay: cfg.DeadlineDelay, ExpireEvery: cfg.ExpireEvery}
-	resolver.Start(ctx)
-	defer resolver.Stop()
-	side.Start(ctx)
-	defer side.Stop()
+	// The background duties publish what they change through the API
+	// server, so their events and metrics are those of API calls.
+	duties := maintenance.NewMaintainer(append([]maintenance.Service{
+		&maintenance.ClaimExpirer{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log},
+		&maintenance.DeadlineResolver{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log, Delay: cfg.DeadlineDelay},
+		&maintenance.DataExpirer{Store: st, Blobs: blobs, Clock: cfg.Clock, Logger: log, Interval: cfg.ExpireEvery},
+	}, side.duties...)...)
+	duties.Start(ctx)
+	defer duties.Stop()
 
 	if cfg.Pprof != "" {
 		stop, err := startPprof(cfg.Pprof, log)
@@ -165,6 +182,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log.Info("shutting down: draining requests")
 	srv.Drain()
+	// Open event streams would hold Shutdown for its whole timeout.
+	_ = hub.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := httpSrv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -181,11 +200,14 @@ func storeKind(spec string) string {
 }
 
 // extraRoutes are the routes served beside the Queue API.
-func extraRoutes(sec *Security, st store.Store, log *slog.Logger) []api.Route {
+func extraRoutes(sec *Security, st store.Store, log *slog.Logger, version string) []api.Route {
 	var routes []api.Route
 	routes = append(routes, authapi.Routes(authapi.Deps{
 		Store: st, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
 		Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log,
 	})...)
+	routes = append(routes, indexapi.Routes(indexapi.Deps{Store: st, Version: version})...)
+	routes = append(routes, secretsapi.Routes(secretsapi.Deps{Store: st, Sealer: sec.Sealer, Caller: sec.Authorizer.Caller,
+		Logger: log, Version: version})...)
 	return routes
 }

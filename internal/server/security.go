@@ -25,8 +25,8 @@ const (
 )
 
 // DefaultAnonymousScopes are what the anonymous role grants when hopper
-// creates it: reading tasks, statuses, public artifacts and queue
-// metadata, as a public Taskcluster deployment does (auth spec §4.6). An
+// creates it: reading tasks, statuses, public artifacts, queue metadata
+// and the index, as a public Taskcluster deployment does (auth spec §4.6). An
 // operator may change the role; hopper never overwrites it.
 var DefaultAnonymousScopes = []string{
 	"auth:current-scopes", "auth:expand-scopes", "auth:get-client:*", "auth:get-role:*", "auth:list-clients", "auth:list-roles",
@@ -34,7 +34,9 @@ var DefaultAnonymousScopes = []string{
 	"queue:get-worker:*", "queue:get-worker-type:*", "queue:list-artifacts:*", "queue:list-dependent-tasks:*",
 	"queue:list-provisioners", "queue:list-task-group:*", "queue:list-task-queues", "queue:list-worker-types:*",
 	"queue:list-workers:*", "queue:pending-count:*", "queue:claimed-count:*", "queue:status:*",
-	"queue:pending-list:*", "queue:claimed-list:*", "purge-cache:purge-requests:*",
+	"queue:pending-list:*", "queue:claimed-list:*",
+	"index:find-task:*", "index:list-namespaces:*", "index:list-tasks:*",
+	"purge-cache:purge-requests:*",
 }
 
 var accessTokenPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{22,66}$`)

@@ -1,12 +1,12 @@
 package server
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
+	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/object"
 	"github.com/hopper-ci/hopper/internal/purgecache"
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -19,8 +19,7 @@ import (
 type sideServices struct {
 	routes  []api.Route
 	objects api.ObjectService
-	stops   []func()
-	starts  []func(context.Context)
+	duties  []maintenance.Service
 }
 
 // newSideServices wires the Object service over the blob store (when it
@@ -33,28 +32,12 @@ func newSideServices(st store.Store, blobs artifacts.Backend, clock queue.Clock,
 		s.routes = append(s.routes, object.Routes(svc)...)
 		s.objects = svc
 		exp := &object.Expirer{Service: svc, Every: expireEvery, Log: log}
-		s.starts = append(s.starts, exp.Start)
-		s.stops = append(s.stops, exp.Stop)
+		s.duties = append(s.duties, exp)
 	} else {
 		log.Warn("the blob store cannot hold objects: the Object service and object artifacts are off")
 	}
 	s.routes = append(s.routes, purgecache.Routes(st, clock)...)
 	pexp := &purgecache.Expirer{Store: st, Clock: clock, Every: expireEvery, Log: log}
-	s.starts = append(s.starts, pexp.Start)
-	s.stops = append(s.stops, pexp.Stop)
+	s.duties = append(s.duties, pexp)
 	return s
-}
-
-// Start starts the background expiry.
-func (s *sideServices) Start(ctx context.Context) {
-	for _, f := range s.starts {
-		f(ctx)
-	}
-}
-
-// Stop stops it; safe to call twice.
-func (s *sideServices) Stop() {
-	for _, f := range s.stops {
-		f()
-	}
 }

@@ -194,6 +194,12 @@ func (t *txn) updateBatch(ctx context.Context, calls []*updateCall) (finish func
 	if len(resolved) == 0 {
 		return func() {}, nil
 	}
+	// Completed tasks are indexed in this transaction (index.go).
+	resolvedTasks := make([]*queue.TaskState, len(resolved))
+	for i, s := range resolved {
+		resolvedTasks[i] = s.after
+	}
+	t.indexCompleted(resolvedTasks)
 	checks := map[string]groupCheck{}
 	t.send(t.batchGroupsResolvedStatement(groupIDs, checks))
 	for _, s := range resolved {

@@ -87,9 +87,17 @@ func (db *DB) ExpireDeadlines(ctx context.Context, cutoff, now time.Time, limit 
 	return total, nil
 }
 
+// expireStep is one deletion of ExpireData, counted into count if set.
+type expireStep struct {
+	count *int
+	query string
+	args  []any
+}
+
 // ExpireData implements Store: deletes tasks, their dependency edges and
 // artifacts, task groups, task queues, workers (kept while quarantined) and
-// clients marked deleteOnExpiration whose expiry has passed.
+// clients marked deleteOnExpiration whose expiry has passed, and expired
+// index entries, index namespaces and secrets.
 func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult, error) {
 	var out *ExpireDataResult
 	cutoff := ms(now)
@@ -113,11 +121,7 @@ func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult,
 		if err != nil {
 			return fmt.Errorf("finding expired artifacts: %w", err)
 		}
-		steps := []struct {
-			count *int
-			query string
-			args  []any
-		}{
+		steps := []expireStep{
 			{&out.Artifacts, "DELETE FROM artifacts WHERE " + expiredArtifacts, []any{cutoff, cutoff}},
 			{nil, "DELETE FROM task_dependencies WHERE expires < ?", []any{cutoff}},
 			{&out.Tasks, "DELETE FROM tasks WHERE expires < ?", []any{cutoff}},
@@ -126,6 +130,8 @@ func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult,
 			{&out.Workers, "DELETE FROM workers WHERE expires < ? AND quarantine_until < ?", []any{cutoff, cutoff}},
 			{&out.Clients, "DELETE FROM clients WHERE delete_on_expiration = 1 AND expires < ?", []any{cutoff}},
 		}
+		steps = append(steps, expireIndexSteps(cutoff, &out.IndexedTasks, &out.IndexNamespaces)...)
+		steps = append(steps, expireSecretSteps(cutoff, &out.Secrets)...)
 		for _, s := range steps {
 			res, err := tx.exec(ctx, s.query, s.args...)
 			if err != nil {

@@ -91,6 +91,13 @@ type Store interface {
 	// need, not all at once (see Hub). cancel releases the subscription.
 	SubscribePending(taskQueueID string, capacity int) (ch <-chan struct{}, cancel func())
 
+	// The Index and Secrets services (index.go, secrets.go).
+	IndexStore
+	SecretStore
+
+	// Hooks (hooks.go).
+	HookStore
+
 	Close() error
 }
 
@@ -171,7 +178,9 @@ type Claimed struct {
 // artifact data the caller must delete from blob storage.
 type ExpireDataResult struct {
 	Tasks, TaskGroups, Artifacts, TaskQueues, Workers, Clients int
-	Blobs                                                      []ExpiredArtifact
+	// Index entries and namespaces, and secrets (index.go, secrets.go).
+	IndexedTasks, IndexNamespaces, Secrets int
+	Blobs                                  []ExpiredArtifact
 }
 
 // ExpiredArtifact names an expired artifact whose data may need deleting.

@@ -204,7 +204,8 @@ func (r *taskRun) applyMount(m payload.Mount) error {
 func (r *taskRun) releaseCaches() {
 	for _, mc := range r.caches {
 		purge := r.purge
-		if !purge {
+		// A bind-mounted cache (docker engine) never left its entry.
+		if !purge && mc.target != mc.entry {
 			if err := os.Rename(mc.target, mc.entry); err != nil {
 				r.logger.Warn("returning cache to the pool failed; purging it", "cache", mc.name, "error", err)
 				purge = true

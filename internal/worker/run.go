@@ -66,7 +66,9 @@ type taskRun struct {
 	logs     payload.Logs
 	backing  bool
 	live     *tasklog.LiveServer
+	liveLog  bool // the live log was requested and is enabled
 	proxy    *tcproxy.Proxy
+	task     engineTask
 	errs     []runErr
 	caches   []*mountedCache
 	purge    bool
@@ -134,9 +136,9 @@ func (r *taskRun) execute() (out Outcome) {
 	}
 	r.log = log
 	r.writeHeader()
-	r.prepare()
-	if len(r.errs) == 0 && !r.lost() {
-		r.runCommands()
+	r.task = r.w.engine.prepare(r)
+	if r.task != nil && len(r.errs) == 0 && !r.lost() {
+		r.task.run()
 	}
 	if r.lost() {
 		return r.cancelled()
@@ -245,7 +247,7 @@ func (r *taskRun) writeHeader() {
 		"go":             runtime.Version(),
 		"os":             runtime.GOOS,
 		"arch":           runtime.GOARCH,
-		"engine":         "insecure",
+		"engine":         r.w.engine.headerName(),
 		"capacity":       cfg.Capacity,
 		"workerGroup":    cfg.WorkerGroup,
 		"workerId":       cfg.WorkerID,
@@ -382,10 +384,11 @@ func (r *taskRun) prepare() {
 		return
 	}
 	if pl.Features.LiveLog && boolOr(cfg.EnableLiveLog, true) {
-		r.startLiveLog()
+		r.liveLog = true
+		r.startLiveLog(pl.MaxRunTime)
 	}
 	if pl.Features.TaskclusterProxy {
-		if err := r.startProxy(); err != nil {
+		if err := r.startProxy(tcproxy.Options{}); err != nil {
 			r.record(internalError("Could not start the taskcluster proxy: %v", err))
 			return
 		}
@@ -425,7 +428,7 @@ func checkOSGroups(groups []string) []string {
 	return bad
 }
 
-func (r *taskRun) startLiveLog() {
+func (r *taskRun) startLiveLog(maxRunTime int) {
 	cfg := &r.w.cfg
 	live, err := tasklog.StartLive(r.log, cfg.LiveLogBindAddress, cfg.LiveLogPublicHost)
 	if err != nil {
@@ -433,7 +436,7 @@ func (r *taskRun) startLiveLog() {
 		return
 	}
 	r.live = live
-	expires := time.Now().Add(time.Duration(r.pl.MaxRunTime)*time.Second + 900*time.Second)
+	expires := time.Now().Add(time.Duration(maxRunTime)*time.Second + 900*time.Second)
 	if expires.After(r.claim.Task.Expires.Time) {
 		expires = r.claim.Task.Expires.Time
 	}
@@ -455,11 +458,12 @@ func (r *taskRun) proxyScopes() []string {
 	return append(scopes, fmt.Sprintf("queue:create-artifact:%s/%d", r.claim.TaskID, r.claim.RunID))
 }
 
-func (r *taskRun) startProxy() error {
-	p, err := tcproxy.Start(tcproxy.Options{
-		RootURL: r.w.cfg.RootURL, Credentials: r.claim.Credentials(), AuthorizedScopes: r.proxyScopes(),
-		HTTPClient: r.w.HTTPClient,
-	})
+// startProxy starts the run's taskcluster proxy; opts may choose where it
+// listens, the rest is filled in here.
+func (r *taskRun) startProxy(opts tcproxy.Options) error {
+	opts.RootURL, opts.Credentials, opts.AuthorizedScopes = r.w.cfg.RootURL, r.claim.Credentials(), r.proxyScopes()
+	opts.HTTPClient = r.w.HTTPClient
+	p, err := tcproxy.Start(opts)
 	if err != nil {
 		return err
 	}
@@ -606,8 +610,8 @@ func (r *taskRun) uploadPhase() {
 		case <-ctx.Done():
 		}
 	}()
-	if r.pl != nil {
-		r.uploadArtifacts(ctx)
+	if r.task != nil {
+		r.uploadArtifacts(ctx, r.task.uploads())
 	}
 	r.writeFooter()
 	r.log.Close()
@@ -623,7 +627,7 @@ func (r *taskRun) uploadPhase() {
 		if err := r.uploadBackingLog(ctx); err != nil {
 			r.logger.Error("uploading backing log", "error", err)
 			r.errs = append(r.errs, uploadErr(err))
-		} else if r.pl != nil && r.pl.Features.LiveLog && boolOr(r.w.cfg.EnableLiveLog, true) {
+		} else if r.liveLog {
 			lctx, lcancel := context.WithTimeout(ctx, time.Minute)
 			_, err := r.claim.Queue().CreateArtifact(lctx, r.claim.TaskID, r.claim.RunID, r.logs.Live, &tcclient.CreateArtifactRequest{
 				StorageType: tcclient.StorageLink, Expires: r.claim.Task.Expires, Artifact: r.logs.Backing,
@@ -641,6 +645,9 @@ func (r *taskRun) uploadPhase() {
 
 // cleanup stops features, returns caches and removes the task directory.
 func (r *taskRun) cleanup() {
+	if r.task != nil {
+		r.task.cleanup()
+	}
 	if r.live != nil {
 		_ = r.live.Close(time.Second)
 	}

@@ -142,6 +142,14 @@ func Run(t *testing.T, open Opener) {
 		{"ObjectsConcurrentCreate", testObjectsConcurrentCreate},
 		{"ExpireObjects", testExpireObjects},
 		{"PurgeRequests", testPurgeRequests},
+		{"IndexCompletedTasks", testIndexCompletedTasks},
+		{"IndexConcurrentCompletions", testIndexConcurrentCompletions},
+		{"IndexInsertListExpire", testIndexInsertListExpire},
+		{"Secrets", testSecrets},
+		{"Hooks", testHooks},
+		{"HookSchedule", testHookSchedule},
+		{"HookClaimRace", testHookClaimRace},
+		{"HookLastFires", testHookLastFires},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,180 @@
+package live
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/events"
+)
+
+// StreamPath is where the event stream is served.
+const StreamPath = "/api/live/v1/events"
+
+// KeepAlive is how often an idle stream sends a comment line, so proxies
+// keep the connection and a browser notices a dead one.
+const KeepAlive = 15 * time.Second
+
+// StreamEvent is the data of one server-sent event: a queue event as its
+// Pulse exchange carries it. Payload is null when the message was too
+// large to relay between replicas; the task named by the routing key
+// changed and should be re-read.
+type StreamEvent struct {
+	Exchange   string          `json:"exchange"`
+	RoutingKey string          `json:"routingKey"`
+	Payload    json.RawMessage `json:"payload"`
+}
+
+var (
+	slugPattern      = regexp.MustCompile(`^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$`)
+	taskQueuePattern = regexp.MustCompile(`^([a-zA-Z0-9-_]{1,38})/([a-z]([-a-z0-9]{0,36}[a-z0-9])?)$`)
+)
+
+// Routes returns the stream's route for api.Options.ExtraRoutes.
+//
+// Query parameters narrow the stream, like a Pulse binding: taskId (that
+// task's events), taskGroupId (its tasks' events and the group's own),
+// taskQueueId (tasks of that queue). Each needs the scope to read what it
+// selects (queue:status:<taskId>, queue:list-task-group:<taskGroupId>,
+// queue:pending-list:<taskQueueId>); the whole stream needs
+// queue:status:*. The anonymous role has these by default, and
+// EventSource cannot send headers, so a signed-in browser passes a bewit.
+func Routes(hub *Hub) []api.Route {
+	return []api.Route{{
+		Name:   "liveEvents",
+		Method: http.MethodGet,
+		Paths:  []string{StreamPath},
+		Query:  []string{"taskId", "taskGroupId", "taskQueueId"},
+		Handle: func(c *api.Call) (any, error) { return stream(c, hub) },
+	}}
+}
+
+// selection is what one stream asked for.
+type selection struct {
+	filter events.Filter
+	scope  string
+}
+
+func parseSelection(q map[string][]string) (selection, error) {
+	one := func(name string, pattern *regexp.Regexp) (string, error) {
+		vals := q[name]
+		switch {
+		case len(vals) == 0:
+			return "", nil
+		case len(vals) > 1:
+			return "", &api.Error{Code: api.CodeInvalidRequestArguments, Message: fmt.Sprintf("Query-string parameter %s is given %d times; give it once", name, len(vals))}
+		case !pattern.MatchString(vals[0]):
+			return "", &api.Error{Code: api.CodeInvalidRequestArguments, Message: fmt.Sprintf("Invalid query-string parameter %s: %q does not match %s", name, vals[0], pattern)}
+		}
+		return vals[0], nil
+	}
+	taskID, err := one("taskId", slugPattern)
+	if err != nil {
+		return selection{}, err
+	}
+	groupID, err := one("taskGroupId", slugPattern)
+	if err != nil {
+		return selection{}, err
+	}
+	queueID, err := one("taskQueueId", taskQueuePattern)
+	if err != nil {
+		return selection{}, err
+	}
+	given := 0
+	for _, v := range []string{taskID, groupID, queueID} {
+		if v != "" {
+			given++
+		}
+	}
+	if given > 1 {
+		return selection{}, &api.Error{Code: api.CodeInvalidRequestArguments, Message: "Give at most one of taskId, taskGroupId and taskQueueId"}
+	}
+	// Task routing keys are primary.<taskId>.<runId>.<workerGroup>.
+	// <workerId>.<provisionerId>.<workerType>.<schedulerId>.<taskGroupId>._
+	// and group keys primary.<taskGroupId>.<schedulerId>._ .
+	switch {
+	case taskID != "":
+		return selection{filter: events.Binding("", "primary."+taskID+".#"), scope: "queue:status:" + taskID}, nil
+	case groupID != "":
+		return selection{filter: events.AnyOf(
+			events.Binding("", "primary.*.*.*.*.*.*.*."+groupID+".#"),
+			events.Binding(events.ExchangeTaskGroupResolved, "primary."+groupID+".#"),
+			events.Binding(events.ExchangeTaskGroupSealed, "primary."+groupID+".#"),
+		), scope: "queue:list-task-group:" + groupID}, nil
+	case queueID != "":
+		m := taskQueuePattern.FindStringSubmatch(queueID)
+		return selection{filter: events.Binding("", "primary.*.*.*.*."+m[1]+"."+m[2]+".#"), scope: "queue:pending-list:" + queueID}, nil
+	}
+	return selection{filter: nil, scope: "queue:status:*"}, nil
+}
+
+func stream(c *api.Call, hub *Hub) (any, error) {
+	sel, err := parseSelection(c.R.URL.Query())
+	if err != nil {
+		return nil, err
+	}
+	// Authorize takes a scope-expression template, a JSON document.
+	template, _ := json.Marshal(sel.scope)
+	if err := c.Authorize(string(template), nil); err != nil {
+		return nil, err
+	}
+	flusher, ok := c.W.(http.Flusher)
+	if !ok {
+		return nil, &api.Error{Code: api.CodeInternalServerError, Message: "this connection cannot stream"}
+	}
+	msgs, cancel := hub.Subscribe(sel.filter)
+	defer cancel()
+	h := c.W.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	// Proxies such as nginx would otherwise buffer the stream.
+	h.Set("X-Accel-Buffering", "no")
+	c.W.WriteHeader(http.StatusOK)
+	// retry: how long a browser waits before reconnecting; the comment
+	// tells it (and tests) the subscription is in place.
+	fmt.Fprint(c.W, "retry: 2000\n: subscribed\n\n")
+	flusher.Flush()
+	keepAlive := time.NewTicker(KeepAlive)
+	defer keepAlive.Stop()
+	var b strings.Builder
+	for {
+		select {
+		case <-c.Context().Done():
+			return &api.Response{Status: http.StatusOK, Streamed: true}, nil
+		case <-keepAlive.C:
+			if _, err := fmt.Fprint(c.W, ": keep-alive\n\n"); err != nil {
+				return &api.Response{Status: http.StatusOK, Streamed: true}, nil
+			}
+			flusher.Flush()
+		case m, open := <-msgs:
+			if !open {
+				// The server is shutting down: end the stream, and the
+				// browser reconnects (to another replica, or later).
+				return &api.Response{Status: http.StatusOK, Streamed: true}, nil
+			}
+			b.Reset()
+			for next := true; next; {
+				data, err := json.Marshal(StreamEvent{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Payload: m.Body})
+				if err == nil {
+					b.WriteString("data: ")
+					b.Write(data)
+					b.WriteString("\n\n")
+				}
+				// Send what is already waiting in the same write.
+				select {
+				case m, next = <-msgs:
+				default:
+					next = false
+				}
+			}
+			if _, err := fmt.Fprint(c.W, b.String()); err != nil {
+				return &api.Response{Status: http.StatusOK, Streamed: true}, nil
+			}
+			flusher.Flush()
+		}
+	}
+}

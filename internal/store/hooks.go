@@ -1,0 +1,356 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// HookStore persists the Hooks service: hook definitions with their
+// schedule state and trigger token, and the record of every fire.
+type HookStore interface {
+	// CreateHook stores a new hook. If the id is taken it returns the
+	// existing hook and ErrExists.
+	CreateHook(ctx context.Context, h *Hook) (*Hook, error)
+	GetHook(ctx context.Context, hookGroupID, hookID string) (*Hook, error)
+	// ListHookGroups lists the groups holding at least one hook, sorted.
+	ListHookGroups(ctx context.Context) ([]string, error)
+	// ListHooks lists a group's hooks ("" lists every hook), sorted by id.
+	ListHooks(ctx context.Context, hookGroupID string) ([]Hook, error)
+	// UpdateHook lets fn change the locked hook and saves it.
+	UpdateHook(ctx context.Context, hookGroupID, hookID string, fn func(*Hook) error) (*Hook, error)
+	// DeleteHook removes a hook and its fires; an unknown hook is no error.
+	DeleteHook(ctx context.Context, hookGroupID, hookID string) error
+
+	// ClaimDueHook takes a lease until leaseUntil on one hook due at now
+	// (next scheduled time reached, no live lease), the longest-due first;
+	// nil when none is due. Several replicas may call it at once: each
+	// due hook goes to one of them.
+	ClaimDueHook(ctx context.Context, now, leaseUntil time.Time) (*Hook, error)
+	// FinishScheduledFire ends a claimed scheduled fire in one
+	// transaction: the hook moves on to its next due time and next taskId
+	// and the fire is recorded, only while the hook still waits for the
+	// fire's taskId (so a fire is recorded once even if two replicas
+	// raced). It reports whether it applied.
+	FinishScheduledFire(ctx context.Context, p FinishFireParams) (bool, error)
+	// ReleaseHookClaim drops a lease without firing, so the due time is
+	// retried at the next poll.
+	ReleaseHookClaim(ctx context.Context, hookGroupID, hookID, taskID string) error
+
+	// AddLastFire records a fire that no schedule state depends on
+	// (triggers and Pulse messages).
+	AddLastFire(ctx context.Context, f *LastFire) error
+	// ListLastFires lists a hook's fires, newest first.
+	ListLastFires(ctx context.Context, hookGroupID, hookID string, page Page) ([]LastFire, string, error)
+}
+
+// Hook is a stored hook.
+type Hook struct {
+	HookGroupID string
+	HookID      string
+	// The definition's parts, as JSON.
+	Metadata, Task, Bindings, Schedule, TriggerSchema json.RawMessage
+	// TriggerToken is the webhook token, sealed with the server key.
+	TriggerToken string
+	// NextTaskID is the taskId the next scheduled fire creates; it changes
+	// after each scheduled fire and never leaves the service.
+	NextTaskID string
+	// NextScheduled is the next due time (zero: no schedule).
+	NextScheduled time.Time
+	// ClaimedUntil is the lease of the replica firing the hook.
+	ClaimedUntil time.Time
+	Created      time.Time
+	LastModified time.Time
+}
+
+// LastFire is one recorded fire of a hook.
+type LastFire struct {
+	HookGroupID    string
+	HookID         string
+	FiredBy        string
+	TaskID         string
+	TaskCreateTime time.Time
+	Result         string // "success" or "error"
+	Error          string
+}
+
+// FinishFireParams ends a scheduled fire (see FinishScheduledFire).
+type FinishFireParams struct {
+	HookGroupID, HookID string
+	// FiredTaskID is the NextTaskID the fire used; the update applies only
+	// while the hook still holds it.
+	FiredTaskID   string
+	NextTaskID    string
+	NextScheduled time.Time
+	Fire          *LastFire
+}
+
+const hookColumns = "hook_group_id, hook_id, metadata, task, bindings, schedule, trigger_schema, trigger_token, next_task_id, next_scheduled, claimed_until, created, last_modified"
+
+func scanHook(row rowScanner) (*Hook, error) {
+	var (
+		h                                           Hook
+		metadata, task, bindings, sched, trigSchema string
+		next, claimed, created, modified            int64
+	)
+	if err := row.Scan(&h.HookGroupID, &h.HookID, &metadata, &task, &bindings, &sched, &trigSchema,
+		&h.TriggerToken, &h.NextTaskID, &next, &claimed, &created, &modified); err != nil {
+		return nil, err
+	}
+	h.Metadata, h.Task, h.Bindings, h.Schedule, h.TriggerSchema = json.RawMessage(metadata), json.RawMessage(task),
+		json.RawMessage(bindings), json.RawMessage(sched), json.RawMessage(trigSchema)
+	if next > 0 {
+		h.NextScheduled = fromMS(next)
+	}
+	if claimed > 0 {
+		h.ClaimedUntil = fromMS(claimed)
+	}
+	h.Created, h.LastModified = fromMS(created), fromMS(modified)
+	return &h, nil
+}
+
+// optMS stores a zero time as 0.
+func optMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return ms(t)
+}
+
+func hookArgs(h *Hook) []any {
+	return []any{h.HookGroupID, h.HookID, string(h.Metadata), string(h.Task), string(h.Bindings), string(h.Schedule),
+		string(h.TriggerSchema), h.TriggerToken, h.NextTaskID, optMS(h.NextScheduled), optMS(h.ClaimedUntil),
+		ms(h.Created), ms(h.LastModified)}
+}
+
+// CreateHook implements HookStore.
+func (db *DB) CreateHook(ctx context.Context, h *Hook) (*Hook, error) {
+	var existing *Hook
+	err := db.tx(ctx, func(tx *txn) error {
+		res, err := tx.exec(ctx, "INSERT INTO hooks ("+hookColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (hook_group_id, hook_id) DO NOTHING", hookArgs(h)...)
+		if err != nil {
+			return fmt.Errorf("creating hook %s/%s: %w", h.HookGroupID, h.HookID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			return nil
+		}
+		existing, err = scanHook(tx.queryRow(ctx, "SELECT "+hookColumns+" FROM hooks WHERE hook_group_id = ? AND hook_id = ?", h.HookGroupID, h.HookID))
+		if err != nil {
+			return fmt.Errorf("loading hook %s/%s: %w", h.HookGroupID, h.HookID, err)
+		}
+		return ErrExists
+	})
+	if errors.Is(err, ErrExists) {
+		return existing, ErrExists
+	}
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// GetHook implements HookStore.
+func (db *DB) GetHook(ctx context.Context, hookGroupID, hookID string) (*Hook, error) {
+	h, err := scanHook(db.queryRow(ctx, "SELECT "+hookColumns+" FROM hooks WHERE hook_group_id = ? AND hook_id = ?", hookGroupID, hookID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading hook %s/%s: %w", hookGroupID, hookID, err)
+	}
+	return h, nil
+}
+
+// ListHookGroups implements HookStore.
+func (db *DB) ListHookGroups(ctx context.Context) ([]string, error) {
+	rows, err := db.query(ctx, "SELECT DISTINCT hook_group_id FROM hooks ORDER BY hook_group_id")
+	if err != nil {
+		return nil, fmt.Errorf("listing hook groups: %w", err)
+	}
+	defer rows.Close()
+	groups := []string{}
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			return nil, err
+		}
+		groups = append(groups, g)
+	}
+	return groups, rows.Err()
+}
+
+// ListHooks implements HookStore.
+func (db *DB) ListHooks(ctx context.Context, hookGroupID string) ([]Hook, error) {
+	q, args := "SELECT "+hookColumns+" FROM hooks ORDER BY hook_group_id, hook_id", []any(nil)
+	if hookGroupID != "" {
+		q, args = "SELECT "+hookColumns+" FROM hooks WHERE hook_group_id = ? ORDER BY hook_id", []any{hookGroupID}
+	}
+	rows, err := db.query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("listing hooks: %w", err)
+	}
+	defer rows.Close()
+	var out []Hook
+	for rows.Next() {
+		h, err := scanHook(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *h)
+	}
+	return out, rows.Err()
+}
+
+// UpdateHook implements HookStore.
+func (db *DB) UpdateHook(ctx context.Context, hookGroupID, hookID string, fn func(*Hook) error) (*Hook, error) {
+	var h *Hook
+	err := db.tx(ctx, func(tx *txn) error {
+		var err error
+		h, err = scanHook(tx.queryRow(ctx, "SELECT "+hookColumns+" FROM hooks WHERE hook_group_id = ? AND hook_id = ?"+db.dialect.LockRow, hookGroupID, hookID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("loading hook %s/%s: %w", hookGroupID, hookID, err)
+		}
+		if err := fn(h); err != nil {
+			return err
+		}
+		h.HookGroupID, h.HookID = hookGroupID, hookID
+		args := hookArgs(h)
+		_, err = tx.exec(ctx, `UPDATE hooks SET metadata = ?, task = ?, bindings = ?, schedule = ?, trigger_schema = ?, trigger_token = ?,
+			next_task_id = ?, next_scheduled = ?, claimed_until = ?, created = ?, last_modified = ? WHERE hook_group_id = ? AND hook_id = ?`,
+			append(args[2:], hookGroupID, hookID)...)
+		if err != nil {
+			return fmt.Errorf("saving hook %s/%s: %w", hookGroupID, hookID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// DeleteHook implements HookStore.
+func (db *DB) DeleteHook(ctx context.Context, hookGroupID, hookID string) error {
+	return db.tx(ctx, func(tx *txn) error {
+		tx.send(Statement{Query: "DELETE FROM hooks WHERE hook_group_id = ? AND hook_id = ?", Args: []any{hookGroupID, hookID}, What: "deleting hook"})
+		_, err := tx.exec(ctx, "DELETE FROM hook_last_fires WHERE hook_group_id = ? AND hook_id = ?", hookGroupID, hookID)
+		return err
+	})
+}
+
+// ClaimDueHook implements HookStore.
+func (db *DB) ClaimDueHook(ctx context.Context, now, leaseUntil time.Time) (*Hook, error) {
+	var h *Hook
+	err := db.tx(ctx, func(tx *txn) error {
+		var err error
+		h, err = scanHook(tx.queryRow(ctx, "SELECT "+hookColumns+` FROM hooks
+			WHERE next_scheduled > 0 AND next_scheduled <= ? AND claimed_until <= ?
+			ORDER BY next_scheduled LIMIT 1`+db.dialect.LockSkip, ms(now), ms(now)))
+		if errors.Is(err, sql.ErrNoRows) {
+			h = nil
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("finding a due hook: %w", err)
+		}
+		h.ClaimedUntil = leaseUntil
+		_, err = tx.exec(ctx, "UPDATE hooks SET claimed_until = ? WHERE hook_group_id = ? AND hook_id = ?", ms(leaseUntil), h.HookGroupID, h.HookID)
+		if err != nil {
+			return fmt.Errorf("claiming hook %s/%s: %w", h.HookGroupID, h.HookID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// FinishScheduledFire implements HookStore.
+func (db *DB) FinishScheduledFire(ctx context.Context, p FinishFireParams) (bool, error) {
+	applied := false
+	err := db.tx(ctx, func(tx *txn) error {
+		res, err := tx.exec(ctx, `UPDATE hooks SET next_task_id = ?, next_scheduled = ?, claimed_until = 0
+			WHERE hook_group_id = ? AND hook_id = ? AND next_task_id = ?`,
+			p.NextTaskID, optMS(p.NextScheduled), p.HookGroupID, p.HookID, p.FiredTaskID)
+		if err != nil {
+			return fmt.Errorf("moving hook %s/%s to its next due time: %w", p.HookGroupID, p.HookID, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return nil
+		}
+		applied = true
+		if p.Fire != nil {
+			return tx.addLastFire(ctx, p.Fire)
+		}
+		return nil
+	})
+	return applied, err
+}
+
+// ReleaseHookClaim implements HookStore.
+func (db *DB) ReleaseHookClaim(ctx context.Context, hookGroupID, hookID, taskID string) error {
+	return db.tx(ctx, func(tx *txn) error {
+		_, err := tx.exec(ctx, "UPDATE hooks SET claimed_until = 0 WHERE hook_group_id = ? AND hook_id = ? AND next_task_id = ?", hookGroupID, hookID, taskID)
+		if err != nil {
+			return fmt.Errorf("releasing hook %s/%s: %w", hookGroupID, hookID, err)
+		}
+		return nil
+	})
+}
+
+// AddLastFire implements HookStore.
+func (db *DB) AddLastFire(ctx context.Context, f *LastFire) error {
+	return db.tx(ctx, func(tx *txn) error { return tx.addLastFire(ctx, f) })
+}
+
+func (t *txn) addLastFire(ctx context.Context, f *LastFire) error {
+	_, err := t.exec(ctx, `INSERT INTO hook_last_fires (hook_group_id, hook_id, fired_by, task_id, task_create_time, result, error)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, f.HookGroupID, f.HookID, f.FiredBy, f.TaskID, ms(f.TaskCreateTime), f.Result, f.Error)
+	if err != nil {
+		return fmt.Errorf("recording a fire of hook %s/%s: %w", f.HookGroupID, f.HookID, err)
+	}
+	return nil
+}
+
+// ListLastFires implements HookStore.
+func (db *DB) ListLastFires(ctx context.Context, hookGroupID, hookID string, page Page) ([]LastFire, string, error) {
+	type numbered struct {
+		LastFire
+		id int64
+	}
+	rows, next, err := listPage(ctx, db, page, func(cursor string) (string, []any, error) {
+		before := int64(1<<63 - 1)
+		if cursor != "" {
+			var err error
+			if before, err = strconv.ParseInt(cursor, 10, 64); err != nil {
+				return "", nil, ErrBadContinuationToken
+			}
+		}
+		return `SELECT id, hook_group_id, hook_id, fired_by, task_id, task_create_time, result, error FROM hook_last_fires
+			WHERE hook_group_id = ? AND hook_id = ? AND id < ? ORDER BY id DESC LIMIT ?`, []any{hookGroupID, hookID, before}, nil
+	}, func(row rowScanner) (numbered, error) {
+		var (
+			f  numbered
+			at int64
+		)
+		err := row.Scan(&f.id, &f.HookGroupID, &f.HookID, &f.FiredBy, &f.TaskID, &at, &f.Result, &f.Error)
+		f.TaskCreateTime = fromMS(at)
+		return f, err
+	}, func(f numbered) string { return strconv.FormatInt(f.id, 10) })
+	if err != nil {
+		return nil, "", fmt.Errorf("listing fires of hook %s/%s: %w", hookGroupID, hookID, err)
+	}
+	out := make([]LastFire, len(rows))
+	for i, r := range rows {
+		out[i] = r.LastFire
+	}
+	return out, next, nil
+}
