@@ -85,10 +85,12 @@ func subcommands() []*cobra.Command {
 		serveCommand(),
 		migrateCommand(),
 		workerCommand(),
+		sandboxInitCommand(),
 		taskCommand(),
 		cli.NewClientCommand(),
 		cli.NewRoleCommand(),
 		cli.NewCacheCommand(),
+		cli.NewJSONECommand(),
 		benchCommand(),
 	}
 }

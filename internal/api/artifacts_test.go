@@ -924,6 +924,9 @@ func TestRecreateArtifactRules(t *testing.T) {
 		{"link to new content type", rec("link", "a", `{"artifact":"x"}`, time.Hour), rec("link", "b", `{"artifact":"x"}`, time.Hour), false},
 		{"reference to link", rec("reference", "a", `{"url":"u"}`, time.Hour), rec("link", "b", `{"artifact":"x"}`, 2*time.Hour), false},
 		{"link to reference", rec("link", "a", `{"artifact":"x"}`, time.Hour), rec("reference", "a", `{"url":"u"}`, time.Hour), true},
+		{"reference to error", rec("reference", "a", `{"url":"u"}`, time.Hour), rec("error", "b", `{"reason":"r","message":"m"}`, time.Hour), false},
+		{"reference to shorter error", rec("reference", "a", `{"url":"u"}`, time.Hour), rec("error", "b", `{"reason":"r","message":"m"}`, time.Minute), true},
+		{"error to reference", rec("error", "a", `{"reason":"r","message":"m"}`, time.Hour), rec("reference", "a", `{"url":"u"}`, time.Hour), true},
 		{"object repeat", rec("object", "a", `{"uploadId":"u"}`, time.Hour), rec("object", "a", `{"uploadId":"u"}`, time.Hour), true},
 		{"error shortened", rec("error", "a", `{"reason":"r","message":"m"}`, time.Hour), rec("error", "a", `{"reason":"r","message":"m"}`, time.Minute), true},
 	}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -223,6 +224,9 @@ func (t *dockerTask) check() []string {
 			bad = append(bad, fmt.Sprintf("payload.artifacts[%q].expires (%s) is after the task expiry (%s)", name, a.Expires, task.Expires))
 		}
 	}
+	if img := pl.Image; (img.Type == payload.ImageRegistry || img.Type == payload.ImageNamed) && !imageRefRE.MatchString(img.Name) {
+		bad = append(bad, fmt.Sprintf("payload.image: %q is not an image reference (name[:tag][@digest])", img.Name))
+	}
 	if img := pl.Image; img.Type == payload.ImageTask || img.Type == payload.ImageIndexed {
 		if !strings.HasPrefix(strings.TrimPrefix(img.Path, "/"), "public/") && !t.anyScope("queue:get-artifact:"+img.Path) {
 			bad = append(bad, fmt.Sprintf("payload.image: the private image artifact %s requires scope queue:get-artifact:%s in task.scopes", img.Path, img.Path))
@@ -230,6 +234,10 @@ func (t *dockerTask) check() []string {
 	}
 	return bad
 }
+
+// imageRefRE is the character set of image references; anything else
+// could not name an image and would not be safe in the daemon's URL paths.
+var imageRefRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._/:@-]{0,511}$`)
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

@@ -148,8 +148,16 @@ func (t *dockerTask) findIndexedTask(namespace string) (string, *runErr) {
 	return "", &e
 }
 
+// getIndexedTask calls findTask, signed (by bewit) with the worker's own
+// credentials as docker-worker did: the lookup only reads, and a task
+// could not name an image by namespace otherwise unless its deployment
+// lets anonymous clients find tasks.
 func (t *dockerTask) getIndexedTask(ctx context.Context, url string) (string, int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	signed, err := t.r.w.Queue().SignedURL(url, time.Minute)
+	if err != nil {
+		return "", 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, signed, nil)
 	if err != nil {
 		return "", 0, err
 	}

@@ -227,7 +227,14 @@ func (t *dockerTask) conclude(res commandResult) {
 func (t *dockerTask) uploads() []artifactUpload {
 	// A container that never existed produced nothing: the run already
 	// has its first error, and error artifacts would only add noise.
-	if !t.pl.Features.Artifacts || t.containerID == "" {
+	if t.containerID == "" {
+		return nil
+	}
+	// Once its artifacts are copied out the container has served; it goes
+	// before the run is resolved, as in docker-worker, so a resolved run
+	// never has a container left.
+	defer t.removeContainer()
+	if !t.pl.Features.Artifacts {
 		return nil
 	}
 	var out []artifactUpload
@@ -342,11 +349,15 @@ func extractArtifactTar(r io.Reader, dst string) error {
 	}
 }
 
-// cleanup removes the container (killing it if it still runs).
-func (t *dockerTask) cleanup() {
+// cleanup removes the container (killing it if it still runs) if the
+// run ended before its artifacts were collected.
+func (t *dockerTask) cleanup() { t.removeContainer() }
+
+func (t *dockerTask) removeContainer() {
 	if t.containerID == "" {
 		return
 	}
+	defer func() { t.containerID = "" }()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := t.e.client.RemoveContainer(ctx, t.containerID); err != nil {

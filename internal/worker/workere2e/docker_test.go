@@ -162,6 +162,7 @@ func TestDockerMalformedPayloads(t *testing.T) {
 		{name: "unreachable registry", pl: map[string]any{"image": "127.0.0.1:1/hopper/absent:1", "maxRunTime": 10},
 			reason: tcclient.ReasonResourceUnavailable, logHas: "Pulling docker image 127.0.0.1:1/hopper/absent:1 failed after retries"},
 		{name: "bad image reference", pl: map[string]any{"image": "UPPER/case:1", "maxRunTime": 10}, logHas: "payload.image: image UPPER/case:1 cannot be pulled"},
+		{name: "image reference with a query", pl: map[string]any{"image": "busybox?x=1", "maxRunTime": 10}, logHas: `payload.image: "busybox?x=1" is not an image reference`},
 		{name: "image as a number", pl: map[string]any{"image": 7, "maxRunTime": 10}, logHas: "payload.image"},
 	}
 	ids := make([]string, len(cases))
@@ -243,8 +244,11 @@ wget -q -O /dev/null "http://taskcluster/api/queue/v1/task/$OTHER/cancel" --post
 	privileged := createTaskWith(t, queue, dockerPayload(caps, func(pl map[string]any) {
 		pl["capabilities"] = map[string]any{"privileged": true}
 	}), func(d *tcclient.TaskDefinition) { d.Scopes = []string{"docker-worker:capability:privileged:" + queue} })
-	w := startDockerWorker(t, queue, workerOpts{id: "docker-caps", tasks: 4, config: map[string]any{
-		"docker": map[string]any{"network": "host", "allowPrivileged": true},
+	limits := createTaskWith(t, queue, dockerPayload(`cd /sys/fs/cgroup
+echo "memory limit: $(cat memory/memory.limit_in_bytes 2>/dev/null || cat memory.max)"
+echo "cpu quota: $(cat cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 cpu.max)"`, nil), nil)
+	w := startDockerWorker(t, queue, workerOpts{id: "docker-caps", tasks: 5, config: map[string]any{
+		"docker": map[string]any{"network": "host", "allowPrivileged": true, "memoryMiB": 64, "cpus": 0.5},
 	}})
 	require.Equal(t, 0, w.wait(t, 120*time.Second))
 
@@ -254,6 +258,11 @@ wget -q -O /dev/null "http://taskcluster/api/queue/v1/task/$OTHER/cancel" --post
 	require.Contains(t, log, `"taskQueueId":"`+idle+`"`, "getTask through the proxy")
 	require.Contains(t, log, "cancel refused", "the proxy signs with the task's scopes only")
 	require.Equal(t, tcclient.StatePending, status(t, other).State)
+
+	log = logOf(t, limits)
+	require.Equal(t, tcclient.StateCompleted, status(t, limits).State, log)
+	require.Contains(t, log, "memory limit: 67108864\n", "docker.memoryMiB limits the container")
+	require.Contains(t, log, "cpu quota: 50000\n", "docker.cpus limits the container (period 100 ms)")
 
 	capEff := func(id string) uint64 {
 		log := logOf(t, id)
