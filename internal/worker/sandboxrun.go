@@ -80,6 +80,7 @@ func (r *taskRun) openSandbox(m *sandbox.Manager) {
 		return
 	}
 	if u := box.User(); u != nil {
+		r.confined = true
 		r.log.Infof("Commands run as user %s (uid %d) with home %s", u.Name, u.UID, u.Home)
 	}
 	if lim.Memory > 0 || lim.Processes > 0 {
