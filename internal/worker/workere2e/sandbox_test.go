@@ -337,3 +337,20 @@ func TestSandboxArtifactsCannotEscape(t *testing.T) {
 	require.Equal(t, "mine\n", fetchArtifact(t, id, 0, "public/out/mine.txt").body)
 	require.NotContains(t, backingLog(t, id, 0), shared.token)
 }
+
+// TestStrictRefusesWorldReadableConfig: with task users, a config file
+// (holding the worker's credentials) that every user can read would undo
+// the sandbox, so a strict worker refuses to start.
+func TestStrictRefusesWorldReadableConfig(t *testing.T) {
+	t.Parallel()
+	needStrictSandbox(t)
+	dir := reachableDir(t)
+	path := filepath.Join(dir, "worker.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(
+		"rootUrl: %s\ncredentials: {clientId: %s, accessToken: %s}\ntaskQueueId: e2e/readable\nworkerGroup: e2e\nworkerId: readable\nworkDir: %s\nisolation: strict\n",
+		shared.rootURL, rootClientID, shared.token, filepath.Join(dir, "work"))), 0o644))
+	require.NoError(t, os.Chmod(path, 0o644))
+	out, err := exec.Command(shared.bin, "worker", "--config", path).CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "is readable by every user, task users included: chmod 600 it")
+}
