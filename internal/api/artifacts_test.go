@@ -26,26 +26,8 @@ import (
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
-
-// artClock is a settable clock shared by the API server and the blob
-// backend, so tests can expire artifacts and upload windows without waiting.
-type artClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *artClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *artClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // artAuthorizer renders scope-expression templates the way Taskcluster does
 // (parameter substitution, for/in/each expansion, AllOf/AnyOf) and holds
@@ -219,7 +201,7 @@ func (p *artPublisher) Created() []string {
 type artHarness struct {
 	t      *testing.T
 	base   string
-	clock  *artClock
+	clock  *testclock.Clock // shared by the API server and the blob backend, so tests can expire artifacts and upload windows without waiting
 	authz  *artAuthorizer
 	pub    *artPublisher
 	client *http.Client
@@ -234,7 +216,7 @@ func newArtHarness(t *testing.T) *artHarness {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 
-	clock := &artClock{now: time.Now().UTC().Truncate(time.Millisecond)}
+	clock := testclock.New(time.Now().UTC().Truncate(time.Millisecond))
 	ts := httptest.NewUnstartedServer(nil)
 	base := "http://" + ts.Listener.Addr().String()
 	blobs, err := artifacts.NewLocal(artifacts.LocalOptions{
