@@ -80,9 +80,9 @@ type taskRun struct {
 	usageKnown bool
 	// confined is set when the commands ran as a task user: artifacts
 	// must then be the task's own files.
-	confined bool
-	watchStop  chan struct{}
-	watchOnce  sync.Once
+	confined  bool
+	watchStop chan struct{}
+	watchOnce sync.Once
 }
 
 func (r *taskRun) record(e runErr) {
