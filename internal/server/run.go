@@ -140,7 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if m, ok := blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}
-	hookSvc := newHookService(sec, st, cfg.Clock, log, cfg.Version, cfg.AMQP != "")
+	hookSvc := newHookService(sec, st, cfg.Clock, log, cfg.Version, cfg.AMQP)
 	srv, err := api.New(api.Options{
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
@@ -153,12 +153,11 @@ func Run(ctx context.Context, cfg Config) error {
 	hookSvc.bind(srv)
 	// The background duties publish what they change through the API
 	// server, so their events and metrics are those of API calls.
-	duties := maintenance.NewMaintainer(
+	duties := maintenance.NewMaintainer(append([]maintenance.Service{
 		&maintenance.ClaimExpirer{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log},
 		&maintenance.DeadlineResolver{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log, Delay: cfg.DeadlineDelay},
 		&maintenance.DataExpirer{Store: st, Blobs: blobs, Clock: cfg.Clock, Logger: log, Interval: cfg.ExpireEvery},
-		&maintenance.HookScheduler{Firer: hookSvc.firer, Logger: log},
-	)
+	}, hookSvc.duties(log)...)...)
 	duties.Start(ctx)
 	defer duties.Stop()
 
