@@ -88,6 +88,7 @@ func subcommands() []*cobra.Command {
 		taskCommand(),
 		cli.NewClientCommand(),
 		cli.NewRoleCommand(),
+		cli.NewHookCommand(),
 		cli.NewJSONECommand(),
 		benchCommand(),
 	}
