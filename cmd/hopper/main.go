@@ -90,6 +90,7 @@ func subcommands() []*cobra.Command {
 		cli.NewClientCommand(),
 		cli.NewRoleCommand(),
 		cli.NewHookCommand(),
+		cli.NewCacheCommand(),
 		cli.NewJSONECommand(),
 		benchCommand(),
 	}
