@@ -103,6 +103,7 @@ type fixture struct {
 	Superseded  string            `json:"superseded"`
 	Successor   string            `json:"successor"`
 	Worker      []string          `json:"worker"`
+	IndexedTask string            `json:"indexedTask"`
 	BigGroup    string            `json:"bigGroup,omitempty"`
 	BigSize     int               `json:"bigSize,omitempty"`
 	Screenshots string            `json:"screenshots,omitempty"`
@@ -161,6 +162,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		require.NoError(t, err)
 		fx.BigGroup = bigGroup(ctx, t, root, fx.BigSize)
 	}
+	fx.IndexedTask = fx.RerunTask
+	serviceFixtures(ctx, t, root, fx.IndexedTask)
 	data, err := json.Marshal(fx)
 	require.NoError(t, err)
 
@@ -328,6 +331,49 @@ func buildFixture(ctx context.Context, t *testing.T, c *tcclient.Client) fixture
 		require.NoError(t, err)
 	}
 	return fx
+}
+
+// callService sends one signed request to another Taskcluster service of
+// the deployment (the typed client speaks queue and auth only).
+func callService(ctx context.Context, t *testing.T, c *tcclient.Client, method, path string, body any) {
+	t.Helper()
+	data, err := json.Marshal(body)
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(ctx, method, c.RootURL+path, strings.NewReader(string(data)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	auth, err := tcclient.AuthorizationHeader(c.Credentials, nil, method, req.URL.String())
+	require.NoError(t, err)
+	req.Header.Set("Authorization", auth)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	reply, _ := io.ReadAll(res.Body)
+	require.Equal(t, http.StatusOK, res.StatusCode, "%s %s: %s", method, path, reply)
+}
+
+// serviceFixtures gives the index, secrets and hooks pages something to
+// show: an indexed task, a secret (whose value must never appear) and a
+// hook that creates a task when triggered.
+func serviceFixtures(ctx context.Context, t *testing.T, c *tcclient.Client, taskID string) {
+	t.Helper()
+	expires := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	callService(ctx, t, c, http.MethodPut, "/api/index/v1/task/ui-test.builds.latest",
+		map[string]any{"taskId": taskID, "rank": 1, "data": map[string]any{}, "expires": expires})
+	callService(ctx, t, c, http.MethodPut, "/api/secrets/v1/secret/ui-test/db-password",
+		map[string]any{"secret": map[string]any{"password": "never-shown-in-the-ui"}, "expires": expires})
+	_, err := c.CreateRole(ctx, "hook-id:ui-test/nightly", &tcclient.RoleRequest{Scopes: []string{"queue:*"}, Description: "browser test hook"})
+	require.NoError(t, err)
+	callService(ctx, t, c, http.MethodPut, "/api/hooks/v1/hooks/ui-test/nightly", map[string]any{
+		"metadata": map[string]any{"name": "nightly build", "description": "browser test hook", "owner": "ui@example.com", "emailOnError": false},
+		"schedule": []string{},
+		"task": map[string]any{
+			"taskQueueId": "ui-test/hooks", "created": map[string]any{"$fromNow": ""}, "deadline": map[string]any{"$fromNow": "1 hour"},
+			"payload":  map[string]any{},
+			"metadata": map[string]any{"name": "made by the nightly hook", "description": "hook", "owner": "ui@example.com", "source": "https://example.com/ui"},
+		},
+		"triggerSchema": map[string]any{"type": "object"},
+	})
 }
 
 // bigGroup creates an n-task group: layers of 100 tasks, each depending

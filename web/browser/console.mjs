@@ -225,12 +225,31 @@ try {
     expect(n === 1, `filter shows ${n} tasks`);
   });
 
-  await check('index, secrets and hooks pages render', async () => {
-    for (const [hash, title] of [['#/index', 'Index'], ['#/secrets', 'Secrets'], ['#/hooks', 'Hooks']]) {
-      await go(hash);
-      await waitText('h1', title);
-      await page.waitForFunction(() => !document.querySelector('.loading'), { timeout: T });
-    }
+  await check('index: namespaces and the task indexed under them', async () => {
+    await go('#/index');
+    await waitText('ul.plain a', 'ui-test');
+    await page.click('ul.plain a');
+    await waitText('ul.plain a', 'builds');
+    await go('#/index/ui-test/builds');
+    await page.waitForSelector(`ul.plain a[href="#/task/${fx.indexedTask}"]`, { timeout: T });
+  });
+
+  await check('secrets: names only', async () => {
+    await go('#/secrets');
+    await waitText('ul.secrets li', 'ui-test/db-password');
+    const html = await page.content();
+    expect(!html.includes('never-shown-in-the-ui'), 'a secret value reached the page');
+  });
+
+  await check('hooks: group → hook → trigger', async () => {
+    await go('#/hooks');
+    await waitText('ul.plain a', 'ui-test');
+    await go('#/hooks/ui-test');
+    await waitText('ul.plain a', 'nightly');
+    await go('#/hooks/ui-test/nightly');
+    await waitText('.card h2', 'nightly build');
+    const out = await act('trigger-hook');
+    expect(out.includes('Created task'), out);
   });
 
   await check('live: the task page updates when the task resolves elsewhere', async () => {
