@@ -59,7 +59,7 @@ func (t *dockerTask) containerEnv() []string {
 func (t *dockerTask) containerConfig() (*dockerapi.ContainerConfig, error) {
 	cfg := t.e.cfg
 	hc := dockerapi.HostConfig{
-		NetworkMode: cfg.Docker.Network,
+		NetworkMode: t.e.network,
 		Binds:       t.binds,
 		Privileged:  t.pl.Capabilities.Privileged,
 		ExtraHosts:  t.extraHosts,

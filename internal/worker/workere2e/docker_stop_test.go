@@ -107,6 +107,14 @@ func TestDockerSIGTERMResolvesWorkerShutdown(t *testing.T) {
 	require.Empty(t, containersOf(t, labelWorker, "e2e/docker-term"))
 }
 
+// TestDockerBridgeMissingStopsTheWorker: asking for the bridge network of
+// a daemon that has none fails at start, not task after task.
+func TestDockerBridgeMissingStopsTheWorker(t *testing.T) {
+	w := startDockerWorker(t, uniqueQueue("docker-nobridge"), workerOpts{id: "docker-nobridge",
+		config: map[string]any{"docker": map[string]any{"network": "bridge"}}})
+	require.Equal(t, 1, w.wait(t, 30*time.Second))
+}
+
 // TestDockerKill9LeavesNoContainer: a worker killed outright cannot stop
 // its container; the same worker, restarted, removes it before claiming.
 func TestDockerKill9LeavesNoContainer(t *testing.T) {
