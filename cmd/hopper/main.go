@@ -85,6 +85,7 @@ func subcommands() []*cobra.Command {
 		serveCommand(),
 		migrateCommand(),
 		workerCommand(),
+		sandboxInitCommand(),
 		taskCommand(),
 		cli.NewClientCommand(),
 		cli.NewRoleCommand(),

@@ -221,7 +221,12 @@ func recreateArtifact(existing, next *store.Artifact) (*store.Artifact, error) {
 			compatible = false
 		}
 	case existing.StorageType == storageReference && next.StorageType == storageLink:
-		// The one allowed change of type.
+		// Taskcluster's one allowed change of type.
+	case existing.StorageType == storageReference && next.StorageType == storageError:
+		// hopper's addition: a worker that could not upload a run's log
+		// turns the live-log reference, whose server is gone, into an
+		// error saying why (README compatibility table).
+		compatible = !next.Expires.Before(existing.Expires)
 	default:
 		compatible = false
 	}

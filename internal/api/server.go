@@ -222,6 +222,9 @@ type Route struct {
 	Query []string
 	// Handle serves the call.
 	Handle func(c *Call) (any, error)
+	// SecretParams name URL parameters that are secrets (a webhook
+	// token): the access log shows them redacted.
+	SecretParams []string
 	// CleanPayloadFunc, if set, rewrites the request body an error reply
 	// echoes (requestInfo.payload), to keep secrets out of it.
 	CleanPayloadFunc func(payload []byte) []byte

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,6 +213,7 @@ func TestStopIsSafe(t *testing.T) {
 		"claim expirer":     func() maintenance.Service { return &maintenance.ClaimExpirer{Store: b.store, Clock: b.clock} },
 		"deadline resolver": func() maintenance.Service { return &maintenance.DeadlineResolver{Store: b.store, Clock: b.clock} },
 		"data expirer":      func() maintenance.Service { return &maintenance.DataExpirer{Store: b.store, Clock: b.clock} },
+		"hook scheduler":    func() maintenance.Service { return &maintenance.HookScheduler{Firer: &countingFirer{}} },
 	}
 	for name, build := range services {
 		t.Run(name, func(t *testing.T) {
@@ -222,4 +224,26 @@ func TestStopIsSafe(t *testing.T) {
 			s.Stop()
 		})
 	}
+}
+
+// countingFirer counts the scheduler's passes.
+type countingFirer struct{ calls atomic.Int64 }
+
+func (f *countingFirer) FireDue(context.Context) (int, error) {
+	f.calls.Add(1)
+	return 0, nil
+}
+
+// TestHookSchedulerPolls: the scheduler fires due hooks at Start and then
+// every interval, until Stop.
+func TestHookSchedulerPolls(t *testing.T) {
+	t.Parallel()
+	f := &countingFirer{}
+	s := &maintenance.HookScheduler{Firer: f, Interval: 5 * time.Millisecond}
+	s.Start(context.Background())
+	require.Eventually(t, func() bool { return f.calls.Load() >= 3 }, 10*time.Second, time.Millisecond)
+	s.Stop()
+	after := f.calls.Load()
+	time.Sleep(20 * time.Millisecond)
+	require.Equal(t, after, f.calls.Load(), "no pass after Stop")
 }
