@@ -69,6 +69,24 @@ for (const [label, size] of [['inline', 1000], ['empty', 0], ['putUrl', 300 * 10
 }
 step('upload() and download(): dataInline, empty and putUrl objects, metadata, simple downloads');
 
+// 1b. Taskcluster's Go client (generic-worker) PUTs a file without a
+// Content-Length (chunked); hopper's own blob store takes that for objects.
+if (backend === 'local') {
+  const name = `${run}/chunked.bin`;
+  const bytes = crypto.randomBytes(100 * 1024);
+  const uploadId = taskcluster.slugid();
+  const res = await object.createUpload(name, {
+    projectId, uploadId, expires, proposedUploadMethods: { putUrl: { contentType: 'application/octet-stream', contentLength: bytes.length } },
+  });
+  const headers = { ...res.uploadMethod.putUrl.headers };
+  delete headers['Content-Length'];
+  const put = await fetch(res.uploadMethod.putUrl.url, { method: 'PUT', headers, body: Readable.toWeb(Readable.from([bytes])), duplex: 'half' });
+  assert.ok(put.ok, `chunked PUT: ${put.status}`);
+  await object.finishUpload(name, { projectId, uploadId, hashes: { sha256: sha256(bytes) } });
+  assert.ok((await download(name)).bytes.equals(bytes), 'chunked upload differs');
+  step('a chunked putUrl upload (as the Go client sends files)');
+}
+
 // 2. Negotiation: no acceptable method is 406; proposing no upload method
 // only locks the upload in.
 {

@@ -38,7 +38,7 @@ const MaxDataInline = 8192
 
 // blobPrefix keeps object data apart from artifact data in the shared blob
 // store: artifact keys begin with a 22-character taskId, never "objects".
-const blobPrefix = "objects/"
+const blobPrefix = artifacts.ObjectKeyPrefix
 
 // MaxNameLen is the longest object name; the blob key must stay within the
 // store's key limit.
