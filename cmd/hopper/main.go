@@ -88,6 +88,8 @@ func subcommands() []*cobra.Command {
 		taskCommand(),
 		cli.NewClientCommand(),
 		cli.NewRoleCommand(),
+		cli.NewSecretCommand(),
+		cli.NewIndexCommand(),
 		benchCommand(),
 	}
 }
