@@ -90,6 +90,7 @@ func subcommands() []*cobra.Command {
 		cli.NewRoleCommand(),
 		cli.NewSecretCommand(),
 		cli.NewIndexCommand(),
+		cli.NewJSONECommand(),
 		benchCommand(),
 	}
 }

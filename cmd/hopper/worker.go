@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -39,10 +38,11 @@ func workerCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
-		Short: "Run a worker that claims and executes tasks (generic-worker payloads)",
-		Long: `Run a worker: it claims tasks of one task queue, runs their generic-worker
-style payloads as child processes, uploads logs and artifacts, and reports
-the result. SIGTERM stops at once (running tasks are resolved
+		Short: "Run a worker that claims and executes tasks (generic-worker or docker-worker payloads)",
+		Long: `Run a worker: it claims tasks of one task queue, runs their payloads —
+generic-worker style as child processes (--engine process, the default) or
+docker-worker style in containers of a Docker daemon (--engine docker) —
+uploads logs and artifacts, and reports the result. SIGTERM stops at once (running tasks are resolved
 exception/worker-shutdown, exit 72); SIGINT drains (no new claims, running
 tasks finish, exit 71).
 
@@ -61,12 +61,6 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 			overlayWorkerFlags(cmd, &cfg, flags)
 			if cfg.RootURL == "" {
 				cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
-			}
-			if cfg.WorkerGroup == "" {
-				cfg.WorkerGroup = "local"
-			}
-			if cfg.WorkerID == "" {
-				cfg.WorkerID = hostWorkerID()
 			}
 			if cfg.Credentials.ClientID == "" {
 				cfg.Credentials.ClientID = os.Getenv("TASKCLUSTER_CLIENT_ID")
@@ -89,6 +83,9 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 	f.StringVar(&flags.WorkerID, "worker-id", "", "worker id (default: this host's name)")
 	f.IntVar(&flags.Capacity, "capacity", 0, "concurrent task runs (default 1)")
 	f.StringVar(&flags.WorkDir, "work-dir", "", "directory for task dirs, caches and downloads (default ./hopper-worker)")
+	f.StringVar(&flags.Engine, "engine", "", "how tasks run: process (generic-worker payloads, default) or docker (docker-worker payloads)")
+	f.StringVar(&flags.Docker.Host, "docker-host", "", "Docker daemon socket for --engine docker (default unix:///var/run/docker.sock)")
+	f.StringVar(&flags.Docker.Network, "docker-network", "", "network mode of task containers: bridge (default), host or none")
 	f.StringVar(&flags.Superseding.Order, "superseding-order", "", "superseder list order: ascending (seed 001, default) or descending (docker-worker)")
 	f.StringVar(&logLevel, "log-level", env("HOPPER_LOG_LEVEL", "info"), "debug, info, warn or error")
 	return cmd
@@ -113,6 +110,9 @@ func overlayWorkerFlags(cmd *cobra.Command, cfg *worker.Config, flags worker.Con
 	set("capacity", func() { cfg.Capacity = flags.Capacity })
 	set("work-dir", func() { cfg.WorkDir = flags.WorkDir })
 	set("superseding-order", func() { cfg.Superseding.Order = flags.Superseding.Order })
+	set("engine", func() { cfg.Engine = flags.Engine })
+	set("docker-host", func() { cfg.Docker.Host = flags.Docker.Host })
+	set("docker-network", func() { cfg.Docker.Network = flags.Docker.Network })
 }
 
 // runWorker runs a worker until it exits, mapping SIGTERM to an immediate
@@ -148,26 +148,4 @@ func runWorker(cfg worker.Config, log *slog.Logger) error {
 		return &exitError{code: max(code, 1), err: err}
 	}
 	return nil
-}
-
-// hostWorkerID is the host name reduced to a valid workerId (letters,
-// digits, - and _, at most 38 characters).
-func hostWorkerID() string {
-	name, _ := os.Hostname()
-	var b strings.Builder
-	for _, r := range name {
-		if b.Len() == 38 {
-			break
-		}
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
-			b.WriteRune(r)
-		case r == '.':
-			b.WriteByte('-')
-		}
-	}
-	if b.Len() == 0 {
-		return "worker"
-	}
-	return b.String()
 }

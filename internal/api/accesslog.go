@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -25,10 +27,23 @@ func (s *Server) logAccess(c *Call, status int, took time.Duration) {
 	}
 	s.log.LogAttrs(ctx, slog.LevelDebug, "request",
 		slog.String("verb", c.R.Method),
-		slog.String("path", c.R.URL.Path),
+		slog.String("path", redactedPath(c)),
 		slog.String("method", c.Route.Name),
 		slog.Int("status", status),
 		slog.Duration("duration", took),
 		slog.String("clientId", clientID),
 	)
+}
+
+// redactedPath is the request path with the route's secret parameters
+// replaced, so a token in a URL never reaches the log.
+func redactedPath(c *Call) string {
+	path := c.R.URL.Path
+	for _, name := range c.Route.SecretParams {
+		if v := c.Params[name]; v != "" {
+			path = strings.ReplaceAll(path, v, "<redacted>")
+			path = strings.ReplaceAll(path, url.PathEscape(v), "<redacted>")
+		}
+	}
+	return path
 }

@@ -524,7 +524,7 @@ func TestRawSlashRoutes(t *testing.T) {
 }
 
 // TestClaimExpiry: a claim that is not reclaimed expires exactly at its
-// takenUntil, within the first ResolveBackground call at or after it:
+// takenUntil, within the first resolveBackground pass at or after it:
 // exception/claim-expired, plus a retry run while retries are left.
 func TestClaimExpiry(t *testing.T) {
 	t.Parallel()
@@ -556,13 +556,13 @@ func TestClaimExpiry(t *testing.T) {
 			require.Equal(t, h.clock.Now().Add(claimTimeout), claims[0].TakenUntil.Time)
 
 			h.clock.Advance(claimTimeout - time.Millisecond)
-			n, err := h.srv.ResolveBackground(ctx, time.Minute)
+			n, err := h.resolveBackground(ctx, time.Minute)
 			require.NoError(t, err)
 			require.Zero(t, n, "a claim expired before its takenUntil")
 			require.Equal(t, queue.StateRunning, h.status(t, taskID).State)
 
 			h.clock.Advance(time.Millisecond)
-			n, err = h.srv.ResolveBackground(ctx, time.Minute)
+			n, err = h.resolveBackground(ctx, time.Minute)
 			require.NoError(t, err)
 			require.Equal(t, 1, n)
 			st := h.status(t, taskID)
@@ -584,7 +584,7 @@ func TestClaimExpiry(t *testing.T) {
 				require.Len(t, again, 1)
 				require.Equal(t, 1, again[0].RunID)
 			}
-			n, err = h.srv.ResolveBackground(ctx, time.Minute)
+			n, err = h.resolveBackground(ctx, time.Minute)
 			require.NoError(t, err)
 			require.Zero(t, n, "a second pass found more to do")
 		})
@@ -593,7 +593,7 @@ func TestClaimExpiry(t *testing.T) {
 
 // TestDeadlineResolution: unresolved tasks are resolved
 // exception/deadline-exceeded once deadline + delay has passed, within the
-// first ResolveBackground call at or after it, whatever their state.
+// first resolveBackground pass at or after it, whatever their state.
 func TestDeadlineResolution(t *testing.T) {
 	t.Parallel()
 	const delay = time.Minute
@@ -615,12 +615,12 @@ func TestDeadlineResolution(t *testing.T) {
 	require.Equal(t, queue.StateUnscheduled, h.status(t, unscheduled).State)
 
 	h.clock.Advance(time.Hour + delay - time.Millisecond)
-	n, err := h.srv.ResolveBackground(ctx, delay)
+	n, err := h.resolveBackground(ctx, delay)
 	require.NoError(t, err)
 	require.Zero(t, n, "resolved before deadline + delay")
 
 	h.clock.Advance(time.Millisecond)
-	n, err = h.srv.ResolveBackground(ctx, delay)
+	n, err = h.resolveBackground(ctx, delay)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
@@ -304,7 +305,7 @@ func (s *Server) createArtifact(c *Call) (any, error) {
 	}
 	switch a.StorageType {
 	case storageS3:
-		putURL, err := s.blobs.PutURL(c.Context(), BlobKey(taskID, runID, name), a.ContentType, c.Now.Add(artifactPutURLLifetime+putURLClockSlack))
+		putURL, err := s.blobs.PutURL(c.Context(), artifacts.BlobKey(taskID, runID, name), a.ContentType, c.Now.Add(artifactPutURLLifetime+putURLClockSlack))
 		if err != nil {
 			return nil, fmt.Errorf("signing the upload URL of artifact %s of %s/%d: %w", name, taskID, runID, err)
 		}
@@ -447,7 +448,7 @@ func (s *Server) downloadURL(c *Call, a *store.Artifact, d artifactDetails) (str
 	if s.blobs == nil {
 		return "", fmt.Errorf("artifact %s of %s/%d is stored as s3 but no blob storage is configured", a.Name, a.TaskID, a.RunID)
 	}
-	u, err := s.blobs.GetURL(c.Context(), BlobKey(a.TaskID, a.RunID, a.Name), c.Now.Add(artifactGetURLLifetime))
+	u, err := s.blobs.GetURL(c.Context(), artifacts.BlobKey(a.TaskID, a.RunID, a.Name), c.Now.Add(artifactGetURLLifetime))
 	if err != nil {
 		return "", fmt.Errorf("signing the download URL of artifact %s of %s/%d: %w", a.Name, a.TaskID, a.RunID, err)
 	}

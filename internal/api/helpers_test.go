@@ -18,6 +18,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
@@ -298,3 +299,16 @@ func (h *harness) requireError(t *testing.T, r reply, status int, code, method s
 
 // newTaskID returns a fresh slugid.
 func newTaskID() string { return tcclient.NewTaskID() }
+
+// resolveBackground runs the background duties once, as the server's
+// maintenance loops do on every tick: claims whose takenUntil passed, then
+// tasks whose deadline (plus delay) passed. It returns how many tasks
+// changed.
+func (h *harness) resolveBackground(ctx context.Context, deadlineDelay time.Duration) (int, error) {
+	claims, err := (&maintenance.ClaimExpirer{Store: h.store, Publisher: h.srv, Clock: h.clock}).RunOnce(ctx)
+	if err != nil {
+		return claims, err
+	}
+	deadlines, err := (&maintenance.DeadlineResolver{Store: h.store, Publisher: h.srv, Clock: h.clock, Delay: deadlineDelay}).RunOnce(ctx)
+	return claims + deadlines, err
+}

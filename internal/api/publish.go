@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -162,9 +161,4 @@ func taskEventMessage(t *queue.TaskState, e queue.Event) (events.Message, error)
 		body.WorkerGroup, body.WorkerID = e.WorkerGroup, e.WorkerID
 	}
 	return events.NewTaskEvent(e.Kind, body, t.Task.Routes)
-}
-
-// BlobKey is the blob-store key of an s3 artifact's data.
-func BlobKey(taskID string, runID int, name string) string {
-	return taskID + "/" + strconv.Itoa(runID) + "/" + name
 }

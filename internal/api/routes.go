@@ -4,6 +4,16 @@ import "net/http"
 
 const queueBase = "/api/queue/v1"
 
+// createTaskScopes is what createTask requires, whoever calls it (see
+// CreateTaskAs).
+var createTaskScopes = allOf(
+	forEach("scope", "scopes", "<scope>"),
+	forEach("route", "routes", "queue:route:<route>"),
+	scope("queue:create-task:project:<projectId>"),
+	scope("queue:scheduler-id:<schedulerId>"),
+	anyOf(forEach("priority", "priorities", "queue:create-task:<priority>:<provisionerId>/<workerType>")),
+)
+
 // queueRoutes is the Queue API v1 (queue-api.md §5.1), except artifacts,
 // which artifacts.go adds.
 func (s *Server) queueRoutes() []Route {
@@ -46,13 +56,7 @@ func (s *Server) queueRoutes() []Route {
 			Scopes: scope("queue:list-dependent-tasks:<taskId>"), EarlyScopes: true, Handle: s.listDependentTasks},
 
 		{Name: "createTask", Method: http.MethodPut, Paths: q("/task/{taskId}"), Input: "create-task-request",
-			Scopes: allOf(
-				forEach("scope", "scopes", "<scope>"),
-				forEach("route", "routes", "queue:route:<route>"),
-				scope("queue:create-task:project:<projectId>"),
-				scope("queue:scheduler-id:<schedulerId>"),
-				anyOf(forEach("priority", "priorities", "queue:create-task:<priority>:<provisionerId>/<workerType>")),
-			), Handle: s.createTask},
+			Scopes: createTaskScopes, Handle: s.createTask},
 		{Name: "scheduleTask", Method: http.MethodPost, Paths: q("/task/{taskId}/schedule"), Scopes: schedulerScopes("schedule-task"), Handle: s.scheduleTask},
 		{Name: "rerunTask", Method: http.MethodPost, Paths: q("/task/{taskId}/rerun"), Scopes: schedulerScopes("rerun-task"), Handle: s.rerunTask},
 		{Name: "cancelTask", Method: http.MethodPost, Paths: q("/task/{taskId}/cancel"), Scopes: schedulerScopes("cancel-task"), Handle: s.cancelTask},

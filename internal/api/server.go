@@ -26,13 +26,25 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
+// Defaults of Config's settings.
+const (
+	// DefaultClaimTimeout is how long a claim lasts (takenUntil − now),
+	// Taskcluster's 20 minutes.
+	DefaultClaimTimeout = 20 * time.Minute
+	// DefaultLongPoll is how long claimWork waits for work, Taskcluster's
+	// 20 seconds.
+	DefaultLongPoll = 20 * time.Second
+)
+
 // Config holds the queue's tunables.
 type Config struct {
 	// RootURL is the deployment's root URL, without a trailing slash.
 	RootURL string
-	// ClaimTimeout is how long a claim lasts (takenUntil − now).
+	// ClaimTimeout is how long a claim lasts (takenUntil − now; default
+	// DefaultClaimTimeout).
 	ClaimTimeout time.Duration
-	// LongPoll bounds how long claimWork waits for work.
+	// LongPoll bounds how long claimWork waits for work (default
+	// DefaultLongPoll).
 	LongPoll time.Duration
 	// MaxDependencies is the deployment's dependency limit (≤ 10000).
 	MaxDependencies int
@@ -120,10 +132,10 @@ func New(opts Options) (*Server, error) {
 	cfg := opts.Config
 	cfg.RootURL = strings.TrimRight(cfg.RootURL, "/")
 	if cfg.ClaimTimeout <= 0 {
-		cfg.ClaimTimeout = 20 * time.Minute
+		cfg.ClaimTimeout = DefaultClaimTimeout
 	}
 	if cfg.LongPoll <= 0 {
-		cfg.LongPoll = 20 * time.Second
+		cfg.LongPoll = DefaultLongPoll
 	}
 	if cfg.MaxDependencies <= 0 || cfg.MaxDependencies > queue.MaxDependencies {
 		cfg.MaxDependencies = queue.MaxDependencies
@@ -210,6 +222,9 @@ type Route struct {
 	Query []string
 	// Handle serves the call.
 	Handle func(c *Call) (any, error)
+	// SecretParams name URL parameters that are secrets (a webhook
+	// token): the access log shows them redacted.
+	SecretParams []string
 	// CleanPayloadFunc, if set, rewrites the request body an error reply
 	// echoes (requestInfo.payload), to keep secrets out of it.
 	CleanPayloadFunc func(payload []byte) []byte

@@ -162,10 +162,22 @@ func (s *Server) listDependentTasks(c *Call) (any, error) {
 }
 
 func (s *Server) createTask(c *Call) (any, error) {
-	taskID := c.Params["taskId"]
-	var in queue.CreateTaskInput
-	if err := c.Decode(&in); err != nil {
+	t, err := s.createTaskFrom(c.Context(), c.Params["taskId"], c.Input, c.Now, func(params map[string]any) error {
+		return c.Authorize(c.Route.Scopes, params)
+	})
+	if err != nil {
 		return nil, err
+	}
+	return statusResponse{t.Status()}, nil
+}
+
+// createTaskFrom creates a task from a validated createTask body; authorize
+// checks the createTask scope expression with the body's parameters. It
+// serves the createTask route and CreateTaskAs.
+func (s *Server) createTaskFrom(ctx context.Context, taskID string, input []byte, now time.Time, authorize func(params map[string]any) error) (*queue.TaskState, error) {
+	var in queue.CreateTaskInput
+	if err := json.Unmarshal(input, &in); err != nil {
+		return nil, apiErrorf(CodeInputValidationError, "decoding request body: %v", err)
 	}
 	if err := in.NormalizeQueueIdentity(); err != nil {
 		return nil, err
@@ -180,23 +192,23 @@ func (s *Server) createTask(c *Call) (any, error) {
 	if priority == "" || priority == "normal" {
 		priority = "lowest"
 	}
-	if err := c.Authorize(c.Route.Scopes, map[string]any{
+	if err := authorize(map[string]any{
 		"scopes": orEmpty(in.Scopes), "routes": orEmpty(in.Routes), "projectId": in.ProjectID,
 		"schedulerId": orDefault(in.SchedulerID, "-"), "priorities": queue.PrioritiesAtOrAbove(priority),
 		"provisionerId": in.ProvisionerID, "workerType": in.WorkerType,
 	}); err != nil {
 		return nil, err
 	}
-	def, err := queue.BuildTask(taskID, in, c.Now, s.cfg.MaxDependencies)
+	def, err := queue.BuildTask(taskID, in, now, s.cfg.MaxDependencies)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.store.CreateTask(c.Context(), store.CreateTaskParams{TaskID: taskID, Task: def, Now: c.Now})
+	res, err := s.store.CreateTask(ctx, store.CreateTaskParams{TaskID: taskID, Task: def, Now: now})
 	if err != nil {
 		return nil, err
 	}
-	s.publish(c.Context(), res.Changes)
-	return statusResponse{res.Task.Status()}, nil
+	s.publish(ctx, res.Changes)
+	return res.Task, nil
 }
 
 func orEmpty(s []string) []string {

@@ -51,6 +51,9 @@ func (s *Server) claimFor(t *queue.TaskState, runID int, now time.Time, withTask
 	return out, nil
 }
 
+// takenUntil is when a claim or reclaim made at now runs out.
+func (s *Server) takenUntil(now time.Time) time.Time { return now.Add(s.cfg.ClaimTimeout) }
+
 // touchInterval bounds how often one process rewrites the bookkeeping
 // records of a worker and its task queue: every claimWork would otherwise
 // cost two extra commits (Taskcluster writes them at most every 30 min).
@@ -120,7 +123,7 @@ func (s *Server) claimWork(c *Call) (any, error) {
 		now := s.clock.Now()
 		res, err := s.store.ClaimWork(ctx, store.ClaimWorkParams{
 			TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID,
-			Count: in.Tasks, Now: now, TakenUntil: now.Add(s.cfg.ClaimTimeout), RecordRecentTasks: true, CheckQuarantine: true,
+			Count: in.Tasks, Now: now, TakenUntil: s.takenUntil(now), RecordRecentTasks: true, CheckQuarantine: true,
 		})
 		if err != nil {
 			return nil, err
@@ -188,7 +191,7 @@ func (s *Server) claimTask(c *Call) (any, error) {
 	}
 	runID := c.IntParam("runId")
 	res, err := s.store.UpdateTask(ctx, store.UpdateTaskParams{TaskID: t.TaskID, Now: c.Now, Apply: func(t *queue.TaskState, tr *queue.Transition) error {
-		return t.Claim(runID, in.WorkerGroup, in.WorkerID, c.Now, c.Now.Add(s.cfg.ClaimTimeout), tr)
+		return t.Claim(runID, in.WorkerGroup, in.WorkerID, c.Now, s.takenUntil(c.Now), tr)
 	}})
 	if err != nil {
 		return nil, err
@@ -241,7 +244,7 @@ func (s *Server) runCall(c *Call, apply func(*queue.TaskState, *queue.Transition
 
 func (s *Server) reclaimTask(c *Call) (any, error) {
 	res, err := s.runCall(c, func(t *queue.TaskState, _ *queue.Transition, runID int) error {
-		return t.Reclaim(runID, c.Now, c.Now.Add(s.cfg.ClaimTimeout))
+		return t.Reclaim(runID, c.Now, s.takenUntil(c.Now))
 	})
 	if err != nil {
 		return nil, err
@@ -290,37 +293,6 @@ func (s *Server) reportException(c *Call) (any, error) {
 		return nil, err
 	}
 	return statusResponse{res.Task.Status()}, nil
-}
-
-// ResolveBackground runs the background resolvers once: claims whose
-// takenUntil passed, and tasks whose deadline (plus delay) passed. It
-// returns how many tasks changed.
-func (s *Server) ResolveBackground(ctx context.Context, deadlineDelay time.Duration) (int, error) {
-	now := s.clock.Now()
-	n := 0
-	for {
-		res, err := s.store.ExpireClaims(ctx, now, 100)
-		if err != nil {
-			return n, err
-		}
-		s.publish(ctx, res.Changes)
-		n += len(res.Changes)
-		if len(res.Changes) < 100 {
-			break
-		}
-	}
-	for {
-		res, err := s.store.ExpireDeadlines(ctx, now.Add(-deadlineDelay), now, 100)
-		if err != nil {
-			return n, err
-		}
-		s.publish(ctx, res.Changes)
-		n += len(res.Changes)
-		if len(res.Changes) < 100 {
-			break
-		}
-	}
-	return n, nil
 }
 
 func splitQueue(id string) (string, string) {

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -102,4 +103,10 @@ func validateExpiry(exp, now time.Time) error {
 		return fmt.Errorf("URL expiry %s is not after now (%s)", exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// BlobKey is the blob-store key of an s3 artifact's data: the queue writes
+// and serves it under this key, and data expiration deletes it.
+func BlobKey(taskID string, runID int, name string) string {
+	return taskID + "/" + strconv.Itoa(runID) + "/" + name
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -122,7 +124,7 @@ func StartInProcess(ctx context.Context, opts InProcessOptions) (_ *InProcess, e
 		p.done <- server.Run(runCtx, server.Config{
 			Store:  server.StoreOptions{Batches: opts.DBBatches},
 			Listen: "127.0.0.1:0", DB: spec, DataDir: dataDir,
-			ClaimTimeout: 20 * time.Minute, DeadlineDelay: time.Minute,
+			ClaimTimeout: api.DefaultClaimTimeout, DeadlineDelay: maintenance.DefaultDeadlineDelay,
 			RootAccessToken: token, Logger: opts.Logger, Version: "bench",
 			Ready: func(rootURL string) { ready <- rootURL },
 		})

@@ -24,7 +24,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/tcclient"
@@ -274,7 +273,7 @@ func TestArtifactBlobURLsRefuseTampering(t *testing.T) {
 	minter, err := artifacts.NewLocal(artifacts.LocalOptions{Dir: t.TempDir(), BaseURL: srv.RootURL, SigningKey: key,
 		NowFunc: func() time.Time { return past }})
 	require.NoError(t, err)
-	blobKey := api.BlobKey(c.taskID, 0, "public/target.bin")
+	blobKey := artifacts.BlobKey(c.taskID, 0, "public/target.bin")
 	expiredGet, err := minter.GetURL(ctx, blobKey, past.Add(time.Hour))
 	require.NoError(t, err)
 	expiredPut, err := minter.PutURL(ctx, blobKey, ct, past.Add(time.Hour))
@@ -297,7 +296,7 @@ func TestArtifactBlobURLsRefuseTampering(t *testing.T) {
 		require.NoError(t, err)
 		q.Set("expires", strconv.FormatInt(n+3600, 10))
 	}
-	otherKeySegment := base64.RawURLEncoding.EncodeToString([]byte(api.BlobKey(c.taskID, 0, "public/other.bin")))
+	otherKeySegment := base64.RawURLEncoding.EncodeToString([]byte(artifacts.BlobKey(c.taskID, 0, "public/other.bin")))
 
 	cases := []struct {
 		name        string
@@ -630,7 +629,7 @@ func TestArtifactExpiration(t *testing.T) {
 				require.Equal(t, body, got)
 				loc, err := c.root.GetArtifact(ctx, c.taskID, 0, name)
 				require.NoError(t, err)
-				_, err = store.Stat(ctx, api.BlobKey(c.taskID, 0, name))
+				_, err = store.Stat(ctx, artifacts.BlobKey(c.taskID, 0, name))
 				require.NoError(t, err, "blob of %s not stored", name)
 				return &blob{c: c, name: name, expires: exp, body: body, getURL: loc.URL}
 			}
@@ -662,7 +661,7 @@ func TestArtifactExpiration(t *testing.T) {
 			for _, gone := range []*blob{early, withTask} {
 				_, err := gone.c.root.GetArtifact(ctx, gone.c.taskID, 0, gone.name)
 				require.Equal(t, http.StatusNotFound, tcclient.StatusCode(err), "%s: %v", gone.name, err)
-				_, err = store.Stat(ctx, api.BlobKey(gone.c.taskID, 0, gone.name))
+				_, err = store.Stat(ctx, artifacts.BlobKey(gone.c.taskID, 0, gone.name))
 				require.ErrorIs(t, err, artifacts.ErrNotFound, "blob of %s survived expiration", gone.name)
 				// The URL handed out before expiry is still validly signed;
 				// it fails because the bytes are gone.

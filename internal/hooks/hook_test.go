@@ -173,3 +173,49 @@ func TestTriggerRefusal(t *testing.T) {
 	require.JSONEq(t, `{"name":"Error","message":"bad","code":"InputValidationError","statusCode":400,
 		"body":{"code":"InputValidationError","message":"bad","requestInfo":{"method":"createTask"}}}`, rec)
 }
+
+func TestRenderTask(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
+	tests := []struct {
+		name     string
+		template string
+		fire     Fire
+		want     map[string]any
+		wantErr  string
+	}{
+		{name: "defaults filled", template: `{"taskQueueId":"a/b"}`,
+			fire: Fire{FiredBy: FiredBySchedule, TaskID: "T", Now: now},
+			want: map[string]any{"taskQueueId": "a/b", "created": "2030-05-06T07:08:09.000Z", "deadline": "2030-05-07T07:08:09.000Z",
+				"expires": "2030-06-05T07:08:09.000Z", "taskGroupId": "T"}},
+		{name: "template times and group kept", template: `{"created":{"$fromNow":"0 seconds"},"deadline":{"$fromNow":"2 hours"},"expires":{"$fromNow":"1 day"},"taskGroupId":"G"}`,
+			fire: Fire{FiredBy: FiredBySchedule, TaskID: "T", Now: now},
+			want: map[string]any{"created": "2030-05-06T07:08:09.000Z", "deadline": "2030-05-06T09:08:09.000Z",
+				"expires": "2030-05-07T07:08:09.000Z", "taskGroupId": "G"}},
+		{name: "context", template: `{"taskGroupId":"G","created":"c","deadline":"d","expires":"e","extra":{"by":"${firedBy}","id":"${taskId}","v":{"$eval":"payload.v"},"who":{"$eval":"clientId"}}}`,
+			fire: Fire{FiredBy: FiredByTriggerHook, TaskID: "T", Payload: map[string]any{"v": 1.5}, ClientID: "me", Now: now},
+			want: map[string]any{"taskGroupId": "G", "created": "c", "deadline": "d", "expires": "e",
+				"extra": map[string]any{"by": "triggerHook", "id": "T", "v": 1.5, "who": "me"}}},
+		{name: "declined", template: `{"$if":"firedBy == 'pulseMessage'","then":{"a":1}}`, fire: Fire{FiredBy: FiredBySchedule, Now: now}},
+		{name: "no payload for schedules", template: `{"$eval":"payload"}`, fire: Fire{FiredBy: FiredBySchedule, Now: now},
+			wantErr: "unknown context value payload"},
+		{name: "not an object", template: `{"$eval":"[1]"}`, fire: Fire{FiredBy: FiredBySchedule, Now: now},
+			wantErr: "must render to an object or null, got an array"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := RenderTask(&Definition{Task: json.RawMessage(tc.template)}, tc.fire)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			if tc.want == nil {
+				require.Nil(t, got)
+				return
+			}
+			require.Equal(t, tc.want, got)
+		})
+	}
+}

@@ -34,6 +34,10 @@ func (r *renderer) evaluate(source string, sc *scope) (any, error) {
 }
 
 func (r *renderer) eval(n node, sc *scope) (any, error) {
+	defer r.leave()
+	if err := r.enter(); err != nil {
+		return nil, err
+	}
 	switch n := n.(type) {
 	case nil:
 		return nil, errUndefinedNode()

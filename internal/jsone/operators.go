@@ -472,11 +472,11 @@ func (r *renderer) opReverse(t map[string]any, sc *scope) (any, error) {
 	if !ok {
 		return nil, templateError("$reverse value must evaluate to an array of objects")
 	}
-	// A copy: the reference reverses in place, which would change a list
-	// the caller's context still holds.
-	out := slices.Clone(list)
-	slices.Reverse(out)
-	return out, nil
+	// In place, as the reference does: a list taken from the context is
+	// reversed for the rest of the render too. The caller's own context is
+	// not touched, RenderAt works on a copy.
+	slices.Reverse(list)
+	return list, nil
 }
 
 func (r *renderer) opSort(t map[string]any, sc *scope) (any, error) {

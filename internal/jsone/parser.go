@@ -56,7 +56,25 @@ var precedence = [][]string{{"||"}, {"&&"}, {"in"}, {"==", "!="}, {"<", ">", "<=
 type parser struct {
 	source string
 	cur    *token
+	depth  int
 }
+
+// maxDepth bounds the parser's recursion (about nine levels per nested
+// bracket). The reference runs out of JavaScript stack somewhere past a few
+// thousand brackets; a Go stack would grow until the process dies, so
+// hopper stops at about a thousand, with JavaScript's message.
+const maxDepth = 10000
+
+// enter counts one level of recursion; the caller defers leave.
+func (p *parser) enter() error {
+	p.depth++
+	if p.depth > maxDepth {
+		return &Error{Kind: "RangeError", Message: "Maximum call stack size exceeded"}
+	}
+	return nil
+}
+
+func (p *parser) leave() { p.depth-- }
 
 func newParser(source string) (*parser, error) {
 	tok, err := nextToken(source, 0)
@@ -89,6 +107,10 @@ func (p *parser) is(kind string) bool { return p.cur != nil && p.cur.kind == kin
 
 // parse parses operators of precedence level and tighter.
 func (p *parser) parse(level int) (node, error) {
+	defer p.leave()
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
 	if level == len(precedence)-1 {
 		n, err := p.parsePostfix()
 		if err != nil {
@@ -158,6 +180,10 @@ func (p *parser) parsePostfix() (node, error) {
 }
 
 func (p *parser) parseUnit() (node, error) {
+	defer p.leave()
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
 	tok := p.cur
 	if tok == nil {
 		return nil, errNullKind()

@@ -11,7 +11,23 @@ import (
 // length of one call, the clock and the built-ins.
 type renderer struct {
 	now time.Time
+	// depth counts nested render and eval calls, bounded by maxDepth: a
+	// left-nested expression ("1+1+1+...") is parsed by a loop but
+	// evaluated by recursion.
+	depth int
 }
+
+// enter counts one level of render or eval recursion; the caller defers
+// leave.
+func (r *renderer) enter() error {
+	r.depth++
+	if r.depth > maxDepth {
+		return &Error{Kind: "RangeError", Message: "Maximum call stack size exceeded"}
+	}
+	return nil
+}
+
+func (r *renderer) leave() { r.depth-- }
 
 // operator returns the function of a JSON-e operator key, or nil.
 func operator(key string) func(r *renderer, t map[string]any, sc *scope) (any, error) {
@@ -61,6 +77,10 @@ var (
 // render renders a template value in a scope. It may return the delete
 // marker, which the enclosing array or object drops.
 func (r *renderer) render(t any, sc *scope) (any, error) {
+	defer r.leave()
+	if err := r.enter(); err != nil {
+		return nil, err
+	}
 	switch x := t.(type) {
 	case nil, bool, float64, *function, *deleted:
 		return t, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/indexapi"
 	"github.com/hopper-ci/hopper/internal/live"
+	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/secretsapi"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -40,10 +41,10 @@ type Config struct {
 	// after a deadline unresolved tasks are resolved.
 	ClaimTimeout  time.Duration
 	DeadlineDelay time.Duration
-	// LongPoll bounds claimWork's wait (default 20s).
+	// LongPoll bounds claimWork's wait (default api.DefaultLongPoll).
 	LongPoll time.Duration
 	// ExpireEvery is how often expired tasks, artifacts (rows and blobs)
-	// and other records are deleted (default 10 min). Tests shorten it to
+	// and other records are deleted (default maintenance.DefaultExpireEvery). Tests shorten it to
 	// watch expiration happen.
 	ExpireEvery time.Duration
 	// Artifacts is the blob storage spec ("" = local under DataDir).
@@ -139,19 +140,27 @@ func Run(ctx context.Context, cfg Config) error {
 	if m, ok := blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}
+	hookSvc := newHookService(sec, st, cfg.Clock, log, cfg.Version, cfg.AMQP != "")
 	srv, err := api.New(api.Options{
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
 		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
-		Artifacts: blobs, ExtraRoutes: append(append(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st})...), live.Routes(hub)...), Handlers: handlers,
+		Artifacts: blobs, ExtraRoutes: append(append(append(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st})...), live.Routes(hub)...), hookSvc.routes...), Handlers: handlers,
 	})
 	if err != nil {
 		return fmt.Errorf("building API: %w", err)
 	}
-	resolver := &Resolver{API: srv, Store: st, Blobs: blobs, Clock: cfg.Clock, Log: log,
-		DeadlineDelay: cfg.DeadlineDelay, ExpireEvery: cfg.ExpireEvery}
-	resolver.Start(ctx)
-	defer resolver.Stop()
+	hookSvc.bind(srv)
+	// The background duties publish what they change through the API
+	// server, so their events and metrics are those of API calls.
+	duties := maintenance.NewMaintainer(
+		&maintenance.ClaimExpirer{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log},
+		&maintenance.DeadlineResolver{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log, Delay: cfg.DeadlineDelay},
+		&maintenance.DataExpirer{Store: st, Blobs: blobs, Clock: cfg.Clock, Logger: log, Interval: cfg.ExpireEvery},
+		&maintenance.HookScheduler{Firer: hookSvc.firer, Logger: log},
+	)
+	duties.Start(ctx)
+	defer duties.Stop()
 
 	if cfg.Pprof != "" {
 		stop, err := startPprof(cfg.Pprof, log)

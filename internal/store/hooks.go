@@ -33,9 +33,9 @@ type HookStore interface {
 	ClaimDueHook(ctx context.Context, now, leaseUntil time.Time) (*Hook, error)
 	// FinishScheduledFire ends a claimed scheduled fire in one
 	// transaction: the hook moves on to its next due time and next taskId
-	// and the fire is recorded, only while the hook still waits for the
-	// fire's taskId (so a fire is recorded once even if two replicas
-	// raced). It reports whether it applied.
+	// if it still waits for the fire's taskId (it reports whether it
+	// did), and the fire is recorded unless its taskId already is, so a
+	// due time is recorded once even if two replicas raced for it.
 	FinishScheduledFire(ctx context.Context, p FinishFireParams) (bool, error)
 	// ReleaseHookClaim drops a lease without firing, so the due time is
 	// retried at the next poll.
@@ -273,22 +273,38 @@ func (db *DB) ClaimDueHook(ctx context.Context, now, leaseUntil time.Time) (*Hoo
 	return h, nil
 }
 
-// FinishScheduledFire implements HookStore.
+// FinishScheduledFire implements HookStore. The hook's row is locked
+// first, so replicas finishing the same fire take turns; the fire is
+// recorded unless a record of its taskId exists, so it is recorded once
+// even when the hook was updated meanwhile (the task exists either way).
 func (db *DB) FinishScheduledFire(ctx context.Context, p FinishFireParams) (bool, error) {
 	applied := false
 	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.exec(ctx, `UPDATE hooks SET next_task_id = ?, next_scheduled = ?, claimed_until = 0
-			WHERE hook_group_id = ? AND hook_id = ? AND next_task_id = ?`,
-			p.NextTaskID, optMS(p.NextScheduled), p.HookGroupID, p.HookID, p.FiredTaskID)
+		var current string
+		err := tx.queryRow(ctx, "SELECT next_task_id FROM hooks WHERE hook_group_id = ? AND hook_id = ?"+db.dialect.LockRow,
+			p.HookGroupID, p.HookID).Scan(&current)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // removed meanwhile: nothing to move on or record
+		}
 		if err != nil {
-			return fmt.Errorf("moving hook %s/%s to its next due time: %w", p.HookGroupID, p.HookID, err)
+			return fmt.Errorf("locking hook %s/%s: %w", p.HookGroupID, p.HookID, err)
 		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return nil
+		if current == p.FiredTaskID {
+			applied = true
+			tx.send(Statement{Query: `UPDATE hooks SET next_task_id = ?, next_scheduled = ?, claimed_until = 0
+				WHERE hook_group_id = ? AND hook_id = ?`, Args: []any{p.NextTaskID, optMS(p.NextScheduled), p.HookGroupID, p.HookID},
+				What: "moving hook " + p.HookGroupID + "/" + p.HookID + " to its next due time"})
 		}
-		applied = true
-		if p.Fire != nil {
-			return tx.addLastFire(ctx, p.Fire)
+		if p.Fire == nil {
+			return tx.flush(ctx)
+		}
+		f := p.Fire
+		_, err = tx.exec(ctx, `INSERT INTO hook_last_fires (hook_group_id, hook_id, fired_by, task_id, task_create_time, result, error)
+			SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (
+				SELECT 1 FROM hook_last_fires WHERE hook_group_id = ? AND hook_id = ? AND task_id = ?)`,
+			f.HookGroupID, f.HookID, f.FiredBy, f.TaskID, ms(f.TaskCreateTime), f.Result, f.Error, f.HookGroupID, f.HookID, f.TaskID)
+		if err != nil {
+			return fmt.Errorf("recording a fire of hook %s/%s: %w", f.HookGroupID, f.HookID, err)
 		}
 		return nil
 	})

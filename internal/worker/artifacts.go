@@ -170,8 +170,7 @@ func uploadErr(err error) runErr {
 	return internalError("Artifact upload failed: %v", err)
 }
 
-func (r *taskRun) uploadArtifacts(ctx context.Context) {
-	uploads := ExpandArtifacts(r.dir, r.pl.Artifacts, r.claim.Task.Expires.Time)
+func (r *taskRun) uploadArtifacts(ctx context.Context, uploads []artifactUpload) {
 	reserved := map[string]bool{r.logs.Backing: true, r.logs.Live: true}
 	var todo []artifactUpload
 	for _, u := range uploads {

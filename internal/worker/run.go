@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
@@ -40,11 +37,9 @@ type runErr struct {
 func malformed(format string, args ...any) runErr {
 	return runErr{reason: tcclient.ReasonMalformedPayload, msg: fmt.Sprintf(format, args...)}
 }
-
 func internalError(format string, args ...any) runErr {
 	return runErr{reason: tcclient.ReasonInternalError, msg: fmt.Sprintf(format, args...)}
 }
-
 func failure(format string, args ...any) runErr {
 	return runErr{failed: true, msg: fmt.Sprintf(format, args...)}
 }
@@ -66,7 +61,9 @@ type taskRun struct {
 	logs     payload.Logs
 	backing  bool
 	live     *tasklog.LiveServer
+	liveLog  bool // the live log was requested and is enabled
 	proxy    *tcproxy.Proxy
+	task     engineTask
 	errs     []runErr
 	caches   []*mountedCache
 	purge    bool
@@ -80,7 +77,6 @@ func (r *taskRun) record(e runErr) {
 		r.log.Errorf("%s", e.msg)
 	}
 }
-
 func (r *taskRun) lost() bool { return closed(r.claim.Lost()) }
 
 func (r *taskRun) aborting() bool { return closed(r.w.abort) }
@@ -134,9 +130,9 @@ func (r *taskRun) execute() (out Outcome) {
 	}
 	r.log = log
 	r.writeHeader()
-	r.prepare()
-	if len(r.errs) == 0 && !r.lost() {
-		r.runCommands()
+	r.task = r.w.engine.prepare(r)
+	if r.task != nil && len(r.errs) == 0 && !r.lost() {
+		r.task.run()
 	}
 	if r.lost() {
 		return r.cancelled()
@@ -170,7 +166,6 @@ func (r *taskRun) cancelled() Outcome {
 	}
 	return o
 }
-
 func (r *taskRun) outcome() Outcome {
 	if len(r.errs) == 0 {
 		return Outcome{State: tcclient.StateCompleted}
@@ -181,7 +176,6 @@ func (r *taskRun) outcome() Outcome {
 	}
 	return Outcome{State: tcclient.StateException, Reason: first.reason, Aborted: first.aborted}
 }
-
 func (r *taskRun) resolve(o Outcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -237,7 +231,6 @@ func (r *taskRun) createDirs() error {
 	r.tmpDir = tmp
 	return nil
 }
-
 func (r *taskRun) writeHeader() {
 	cfg := &r.w.cfg
 	meta := map[string]any{
@@ -245,7 +238,7 @@ func (r *taskRun) writeHeader() {
 		"go":             runtime.Version(),
 		"os":             runtime.GOOS,
 		"arch":           runtime.GOARCH,
-		"engine":         "insecure",
+		"engine":         r.w.engine.headerName(),
 		"capacity":       cfg.Capacity,
 		"workerGroup":    cfg.WorkerGroup,
 		"workerId":       cfg.WorkerID,
@@ -267,7 +260,6 @@ func (r *taskRun) writeHeader() {
 		}
 	}
 }
-
 func (r *taskRun) writeFooter() {
 	r.log.Infof("=== Task Finished ===")
 	r.log.Infof("Task Duration: %s", time.Since(r.started).Round(time.Millisecond))
@@ -282,242 +274,6 @@ func (r *taskRun) writeFooter() {
 		return
 	}
 	r.log.Infof("Task resolution: completed")
-}
-
-// rawFeatureRequested reports whether the raw payload explicitly sets
-// features.<name> to true (features that default to on are only an error
-// on a worker that disables them when asked for explicitly).
-func rawFeatureRequested(raw json.RawMessage, name string) bool {
-	var loose struct {
-		Features map[string]any `json:"features"`
-	}
-	if json.Unmarshal(raw, &loose) != nil {
-		return false
-	}
-	v, _ := loose.Features[name].(bool)
-	return v
-}
-
-// supersederURL reads payload.supersederUrl leniently from the raw payload
-// (before validation, worker.md §5.2).
-func supersederURL(raw json.RawMessage) string {
-	var loose struct {
-		URL any `json:"supersederUrl"`
-	}
-	if json.Unmarshal(raw, &loose) != nil {
-		return ""
-	}
-	s, _ := loose.URL.(string)
-	return s
-}
-
-// scopeSatisfied reports whether scopes satisfy required (exact match or a
-// held scope ending in "*" that prefixes it).
-func scopeSatisfied(scopes []string, required string) bool {
-	for _, s := range scopes {
-		if s == required || strings.HasSuffix(s, "*") && strings.HasPrefix(required, strings.TrimSuffix(s, "*")) {
-			return true
-		}
-	}
-	return false
-}
-
-// prepare validates the payload and sets up features and mounts
-// (worker.md §6.2 rows 5–8). Problems are recorded, not returned.
-func (r *taskRun) prepare() {
-	raw := r.claim.Task.Payload
-	r.logs, r.backing = payload.DefaultLogsOnly(raw)
-	pl, problems := r.w.validator.Parse(raw)
-	if len(problems) > 0 {
-		r.log.Errorf("The task payload is invalid for this worker (generic-worker native posix format):")
-		for _, p := range problems {
-			r.log.Errorf("  - %s", p)
-		}
-		r.record(malformed("The payload failed validation (%d problem(s), listed above).", len(problems)))
-		return
-	}
-	r.pl, r.logs, r.backing = pl, pl.Logs, pl.Features.BackingLog
-	cfg := &r.w.cfg
-	task := &r.claim.Task
-	var bad []string
-	if rawFeatureRequested(raw, "liveLog") && !boolOr(cfg.EnableLiveLog, true) {
-		bad = append(bad, fmt.Sprintf("features.liveLog is requested but the live log feature is disabled on worker pool %s", cfg.TaskQueueID))
-	}
-	if pl.Features.TaskclusterProxy && !boolOr(cfg.EnableTaskclusterProxy, true) {
-		bad = append(bad, fmt.Sprintf("features.taskclusterProxy is requested but the taskcluster proxy is disabled on worker pool %s", cfg.TaskQueueID))
-	}
-	if len(pl.Mounts) > 0 && !boolOr(cfg.EnableMounts, true) {
-		bad = append(bad, fmt.Sprintf("payload.mounts is used but mounts are disabled on worker pool %s", cfg.TaskQueueID))
-	}
-	for name, on := range map[string]bool{"interactive": pl.Features.Interactive,
-		"loopbackVideo": pl.Features.LoopbackVideo, "loopbackAudio": pl.Features.LoopbackAudio} {
-		if on {
-			bad = append(bad, fmt.Sprintf("features.%s is not supported by this worker", name))
-		}
-	}
-	if pl.TaskclusterProxyInterface != "localhost" {
-		bad = append(bad, fmt.Sprintf("taskclusterProxyInterface %q is not supported by this worker (only \"localhost\")", pl.TaskclusterProxyInterface))
-	}
-	if pl.MaxRunTime > cfg.MaxTaskRunTime {
-		bad = append(bad, fmt.Sprintf("payload.maxRunTime %d exceeds this worker pool's maximum of %d seconds", pl.MaxRunTime, cfg.MaxTaskRunTime))
-	}
-	for i, a := range pl.Artifacts {
-		if a.Expires.IsZero() {
-			continue
-		}
-		if a.Expires.Before(task.Deadline.Add(-time.Second)) {
-			bad = append(bad, fmt.Sprintf("payload.artifacts[%d].expires (%s) is before the task deadline (%s)", i, a.Expires, task.Deadline))
-		}
-		if a.Expires.After(task.Expires.Add(time.Second)) {
-			bad = append(bad, fmt.Sprintf("payload.artifacts[%d].expires (%s) is after the task expiry (%s)", i, a.Expires, task.Expires))
-		}
-	}
-	bad = append(bad, checkOSGroups(pl.OSGroups)...)
-	bad = append(bad, r.checkMounts()...)
-	if len(bad) > 0 {
-		for _, b := range bad {
-			r.log.Errorf("%s", b)
-		}
-		r.record(malformed("The task cannot run on this worker (%d problem(s), listed above).", len(bad)))
-		return
-	}
-	if pl.Features.LiveLog && boolOr(cfg.EnableLiveLog, true) {
-		r.startLiveLog()
-	}
-	if pl.Features.TaskclusterProxy {
-		if err := r.startProxy(); err != nil {
-			r.record(internalError("Could not start the taskcluster proxy: %v", err))
-			return
-		}
-	}
-	if e := r.applyMounts(); e != nil {
-		if r.aborting() {
-			r.record(runErr{reason: tcclient.ReasonWorkerShutdown, aborted: true, msg: "Worker is shutting down; task aborted while preparing mounts."})
-			return
-		}
-		r.record(*e)
-	}
-}
-
-// checkOSGroups allows only groups the worker's own user already has (the
-// insecure engine runs tasks as that user).
-func checkOSGroups(groups []string) []string {
-	if len(groups) == 0 {
-		return nil
-	}
-	have := map[string]bool{}
-	if u, err := user.Current(); err == nil {
-		if ids, err := u.GroupIds(); err == nil {
-			for _, id := range ids {
-				have[id] = true
-				if g, err := user.LookupGroupId(id); err == nil {
-					have[g.Name] = true
-				}
-			}
-		}
-	}
-	var bad []string
-	for _, g := range groups {
-		if !have[g] {
-			bad = append(bad, fmt.Sprintf("payload.osGroups: the worker's user is not in group %q, and this (insecure) worker cannot add it", g))
-		}
-	}
-	return bad
-}
-
-func (r *taskRun) startLiveLog() {
-	cfg := &r.w.cfg
-	live, err := tasklog.StartLive(r.log, cfg.LiveLogBindAddress, cfg.LiveLogPublicHost)
-	if err != nil {
-		r.log.Warnf("Live log unavailable: %v", err)
-		return
-	}
-	r.live = live
-	expires := time.Now().Add(time.Duration(r.pl.MaxRunTime)*time.Second + 900*time.Second)
-	if expires.After(r.claim.Task.Expires.Time) {
-		expires = r.claim.Task.Expires.Time
-	}
-	ctx, cancel := context.WithTimeout(r.workCtx, time.Minute)
-	defer cancel()
-	_, err = r.claim.Queue().CreateArtifact(ctx, r.claim.TaskID, r.claim.RunID, r.logs.Live, &tcclient.CreateArtifactRequest{
-		StorageType: tcclient.StorageReference, Expires: tcclient.NewTime(expires),
-		ContentType: "text/plain; charset=utf-8", URL: live.URL(),
-	})
-	if err != nil {
-		r.log.Warnf("Could not publish the live log artifact: %v", err)
-		return
-	}
-	r.log.Infof("Live log: %s", live.URL())
-}
-
-func (r *taskRun) proxyScopes() []string {
-	scopes := slices.Clone(r.claim.Task.Scopes)
-	return append(scopes, fmt.Sprintf("queue:create-artifact:%s/%d", r.claim.TaskID, r.claim.RunID))
-}
-
-func (r *taskRun) startProxy() error {
-	p, err := tcproxy.Start(tcproxy.Options{
-		RootURL: r.w.cfg.RootURL, Credentials: r.claim.Credentials(), AuthorizedScopes: r.proxyScopes(),
-		HTTPClient: r.w.HTTPClient,
-	})
-	if err != nil {
-		return err
-	}
-	r.proxy = p
-	r.claim.OnCredentials(func(c tcclient.Credentials) {
-		p.SetCredentials(c)
-		if r.log != nil {
-			r.log.Infof("Taskcluster proxy credentials refreshed after reclaim")
-		}
-	})
-	r.log.Infof("Taskcluster proxy listening at %s", p.URL())
-	return nil
-}
-
-// taskEnv builds the command environment (worker.md §2.2): the worker's
-// environment without any of its secrets, overlaid with payload.env, then
-// the forced variables.
-func (r *taskRun) taskEnv() []string {
-	secret := r.w.cfg.Credentials.AccessToken
-	drop := map[string]bool{"TASKCLUSTER_ACCESS_TOKEN": true, "TASKCLUSTER_CLIENT_ID": true, "TASKCLUSTER_CERTIFICATE": true}
-	env := map[string]string{}
-	var order []string
-	set := func(k, v string) {
-		if _, ok := env[k]; !ok {
-			order = append(order, k)
-		}
-		env[k] = v
-	}
-	for _, kv := range os.Environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		if drop[k] || secret != "" && strings.Contains(v, secret) ||
-			r.w.cfg.Credentials.Certificate != "" && strings.Contains(v, r.w.cfg.Credentials.Certificate) {
-			continue
-		}
-		set(k, v)
-	}
-	for k, v := range r.pl.Env {
-		set(k, v)
-	}
-	set("TASK_ID", r.claim.TaskID)
-	set("RUN_ID", strconv.Itoa(r.claim.RunID))
-	set("TASK_WORKDIR", r.dir)
-	set("TASK_GROUP_ID", r.claim.Task.TaskGroupID)
-	set("TASKCLUSTER_ROOT_URL", r.w.cfg.RootURL)
-	if r.w.cfg.WorkerLocation != "" {
-		set("TASKCLUSTER_WORKER_LOCATION", r.w.cfg.WorkerLocation)
-	}
-	if r.w.cfg.InstanceType != "" {
-		set("TASKCLUSTER_INSTANCE_TYPE", r.w.cfg.InstanceType)
-	}
-	if r.proxy != nil {
-		set("TASKCLUSTER_PROXY_URL", r.proxy.URL())
-	}
-	out := make([]string, 0, len(order))
-	for _, k := range order {
-		out = append(out, k+"="+env[k])
-	}
-	return out
 }
 
 // runCommands executes payload.command in order (worker.md §6.2 rows 9–14).
@@ -606,8 +362,8 @@ func (r *taskRun) uploadPhase() {
 		case <-ctx.Done():
 		}
 	}()
-	if r.pl != nil {
-		r.uploadArtifacts(ctx)
+	if r.task != nil {
+		r.uploadArtifacts(ctx, r.task.uploads())
 	}
 	r.writeFooter()
 	r.log.Close()
@@ -623,7 +379,7 @@ func (r *taskRun) uploadPhase() {
 		if err := r.uploadBackingLog(ctx); err != nil {
 			r.logger.Error("uploading backing log", "error", err)
 			r.errs = append(r.errs, uploadErr(err))
-		} else if r.pl != nil && r.pl.Features.LiveLog && boolOr(r.w.cfg.EnableLiveLog, true) {
+		} else if r.liveLog {
 			lctx, lcancel := context.WithTimeout(ctx, time.Minute)
 			_, err := r.claim.Queue().CreateArtifact(lctx, r.claim.TaskID, r.claim.RunID, r.logs.Live, &tcclient.CreateArtifactRequest{
 				StorageType: tcclient.StorageLink, Expires: r.claim.Task.Expires, Artifact: r.logs.Backing,
@@ -641,6 +397,9 @@ func (r *taskRun) uploadPhase() {
 
 // cleanup stops features, returns caches and removes the task directory.
 func (r *taskRun) cleanup() {
+	if r.task != nil {
+		r.task.cleanup()
+	}
 	if r.live != nil {
 		_ = r.live.Close(time.Second)
 	}

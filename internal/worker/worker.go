@@ -36,6 +36,7 @@ type Worker struct {
 	logger    *slog.Logger
 	validator *payload.Validator
 	caches    *cachePool
+	engine    engine
 
 	// SupersedeFunc, when set before Run, is called for every claimed task
 	// whose payload has a supersederUrl (if superseding is enabled).
@@ -92,9 +93,13 @@ func New(cfg Config, logger *slog.Logger) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	eng, err := newEngine(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	return &Worker{
 		cfg: cfg, logger: logger.With("workerGroup", cfg.WorkerGroup, "workerId", cfg.WorkerID),
-		validator: v, caches: pool,
+		validator: v, caches: pool, engine: eng,
 		reclaimRetryDelay: time.Second, queueRetryDelay: 100 * time.Millisecond,
 		creds: *cfg.workerCredentials(),
 		drain: make(chan struct{}), abort: make(chan struct{}), runDone: make(chan struct{}, 1),
@@ -149,7 +154,10 @@ func closed(ch <-chan struct{}) bool {
 // count, repeated internal errors, or ctx's end (treated as an immediate
 // shutdown). It returns the process exit code to use.
 func (w *Worker) Run(ctx context.Context) (int, error) {
-	w.logger.Info("worker starting", "taskQueueId", w.cfg.TaskQueueID, "capacity", w.cfg.Capacity)
+	w.logger.Info("worker starting", "taskQueueId", w.cfg.TaskQueueID, "capacity", w.cfg.Capacity, "engine", w.cfg.Engine)
+	if err := w.engine.recover(ctx); err != nil {
+		return 1, fmt.Errorf("starting the %s engine: %w", w.cfg.Engine, err)
+	}
 	finished := make(chan struct{})
 	defer close(finished)
 	claimCtx, cancelClaims := context.WithCancel(context.Background())

@@ -158,6 +158,29 @@ func testHookSchedule(t *testing.T, open Opener) {
 	require.Equal(t, Epoch.Add(time.Hour), got.NextScheduled)
 	require.True(t, got.ClaimedUntil.IsZero())
 
+	// A fire that ends after the hook was updated (a new taskId awaits)
+	// moves nothing on but is still recorded, once.
+	_, err = e.s.UpdateHook(e.ctx, "g", "first", func(h *store.Hook) error { h.NextTaskID = "t-updated"; return nil })
+	require.NoError(t, err)
+	late := &store.LastFire{HookGroupID: "g", HookID: "first", FiredBy: "schedule", TaskID: "t-first-2",
+		TaskCreateTime: now, Result: "success"}
+	for range 2 {
+		applied, err = e.s.FinishScheduledFire(e.ctx, store.FinishFireParams{HookGroupID: "g", HookID: "first", FiredTaskID: "t-first-2",
+			NextTaskID: "t-other", NextScheduled: Epoch.Add(2 * time.Hour), Fire: late})
+		require.NoError(t, err)
+		require.False(t, applied)
+	}
+	fires, _, err = e.s.ListLastFires(e.ctx, "g", "first", store.Page{})
+	require.NoError(t, err)
+	require.Equal(t, []store.LastFire{*late, *fire}, fires)
+	got, err = e.s.GetHook(e.ctx, "g", "first")
+	require.NoError(t, err)
+	require.Equal(t, "t-updated", got.NextTaskID)
+	// A removed hook records nothing.
+	applied, err = e.s.FinishScheduledFire(e.ctx, store.FinishFireParams{HookGroupID: "g", HookID: "gone", FiredTaskID: "x", Fire: late})
+	require.NoError(t, err)
+	require.False(t, applied)
+
 	// A released claim is retried at once.
 	later := Epoch.Add(3 * time.Minute)
 	h, err = e.s.ClaimDueHook(e.ctx, later, later.Add(time.Minute))

@@ -126,8 +126,9 @@ func (c *Content) Describe() string {
 // Validator validates payloads; build one with NewValidator and reuse it
 // (it is safe for concurrent use).
 type Validator struct {
-	schema  *jsonschema.Schema
-	printer *message.Printer
+	schema       *jsonschema.Schema
+	dockerSchema *jsonschema.Schema
+	printer      *message.Printer
 }
 
 // NewValidator compiles the embedded schema.
@@ -146,7 +147,11 @@ func NewValidator() (*Validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compiling payload schema: %w", err)
 	}
-	return &Validator{schema: sch, printer: message.NewPrinter(language.English)}, nil
+	dsch, err := compileDockerSchema()
+	if err != nil {
+		return nil, err
+	}
+	return &Validator{schema: sch, dockerSchema: dsch, printer: message.NewPrinter(language.English)}, nil
 }
 
 // Parse validates raw and returns the payload with defaults applied. When

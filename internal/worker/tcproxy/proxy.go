@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,9 +34,10 @@ const maxBodyBytes = 32 << 20
 type Options struct {
 	// RootURL is the Taskcluster deployment the proxy forwards to.
 	RootURL string
-	// BindAddress is the IP to listen on (default 127.0.0.1); the port is
-	// always ephemeral.
+	// BindAddress is the IP to listen on (default 127.0.0.1).
 	BindAddress string
+	// Port is the port to listen on; zero picks an ephemeral one.
+	Port int
 	// Credentials are the run's current temporary credentials.
 	Credentials tcclient.Credentials
 	// AuthorizedScopes restrict every forwarded request.
@@ -82,7 +84,7 @@ func Start(opts Options) (*Proxy, error) {
 	if opts.RetryDelay <= 0 {
 		opts.RetryDelay = 100 * time.Millisecond
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(opts.BindAddress, "0"))
+	ln, err := net.Listen("tcp", net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("listening for the taskcluster proxy: %w", err)
 	}

@@ -61,6 +61,7 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
+	defer stopSharedDocker()
 	bin := filepath.Join(dir, "hopper")
 	build := exec.Command("go", "build", "-o", bin, "github.com/hopper-ci/hopper/cmd/hopper")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr

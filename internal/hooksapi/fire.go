@@ -1,0 +1,233 @@
+package hooksapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/hooks"
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// ClientID is who hooks' tasks are created by, as InsufficientScopes
+// messages name it (Taskcluster's hooks service has this client).
+const ClientID = "static/taskcluster/hooks"
+
+// TaskCreator creates a task with the given (expanded) scopes through the
+// queue's own createTask logic; *api.Server is one. Refusals are
+// *api.Refusal.
+type TaskCreator interface {
+	CreateTaskAs(ctx context.Context, taskID string, body []byte, clientID string, scopes []string) (*queue.TaskState, error)
+}
+
+// TaskCreatorFunc adapts a function to TaskCreator.
+type TaskCreatorFunc func(ctx context.Context, taskID string, body []byte, clientID string, scopes []string) (*queue.TaskState, error)
+
+// CreateTaskAs implements TaskCreator.
+func (f TaskCreatorFunc) CreateTaskAs(ctx context.Context, taskID string, body []byte, clientID string, scopes []string) (*queue.TaskState, error) {
+	return f(ctx, taskID, body, clientID, scopes)
+}
+
+// Firer fires hooks: it renders the template, creates the task with the
+// hook's role and says what to record. The API (triggers), the scheduler
+// and the Pulse listener share it.
+type Firer struct {
+	Store store.Store
+	Tasks TaskCreator
+	Roles auth.ExpanderSource
+	Clock queue.Clock
+	Log   *slog.Logger
+	// Lease is how long a replica holds a due hook while firing it
+	// (default 10 s); if it dies meanwhile another replica fires the same
+	// due time again after the lease, with the same taskId. A fire that
+	// outlasts its lease is merely repeated: the queue takes the same
+	// createTask as the same task, and the fire is recorded once.
+	Lease time.Duration
+}
+
+// outcome is what one fire did.
+type outcome struct {
+	// taskID is set when a task was created.
+	taskID string
+	// record is the fire to record (nil when the template declined).
+	record *store.LastFire
+	// refusal is the API error of a failed trigger.
+	refusal *hooks.Error
+}
+
+// fire renders and creates the task of one fire. An error means the fire
+// could not be attempted properly (a database failure): nothing is to be
+// recorded and a scheduled fire is retried.
+func (f *Firer) fire(ctx context.Context, def *hooks.Definition, fire hooks.Fire) (*outcome, error) {
+	record := &store.LastFire{HookGroupID: def.HookGroupID, HookID: def.HookID, FiredBy: fire.FiredBy,
+		TaskID: fire.TaskID, TaskCreateTime: f.Clock.Now().UTC(), Result: hooks.ResultError}
+	task, err := hooks.RenderTask(def, fire)
+	if err != nil {
+		record.Error = err.Error()
+		return &outcome{record: record, refusal: hooks.RenderRefusal(err)}, nil
+	}
+	if task == nil {
+		return &outcome{}, nil
+	}
+	body, err := json.Marshal(task)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the task of hook %s/%s: %w", def.HookGroupID, def.HookID, err)
+	}
+	expander, err := f.Roles.Expander(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("loading roles: %w", err)
+	}
+	scopes := expander.Expand([]string{hooks.RoleScope(def.HookGroupID, def.HookID)})
+	_, err = f.Tasks.CreateTaskAs(ctx, fire.TaskID, body, ClientID, scopes)
+	var refused *api.Refusal
+	switch {
+	case errors.As(err, &refused):
+		te := &hooks.TaskError{Code: refused.Code, Status: refused.Status, Message: refused.Message, RequestInfo: refused.RequestInfo}
+		record.Error = te.Record()
+		return &outcome{record: record, refusal: hooks.TriggerRefusal(def, te)}, nil
+	case err != nil:
+		return nil, fmt.Errorf("creating task %s for hook %s/%s: %w", fire.TaskID, def.HookGroupID, def.HookID, err)
+	}
+	record.Result = hooks.ResultSuccess
+	return &outcome{taskID: fire.TaskID, record: record}, nil
+}
+
+// FireDue fires every hook whose due time has come, one claimed hook at
+// a time, and returns how many it fired. Several replicas may run it at
+// once: each due time is claimed by one, and the fire record and the move
+// to the next due time are written in one transaction that applies only
+// while the hook still waits for the fire's taskId, so a due time fires
+// (and is recorded) once even when a lease runs out mid-fire.
+func (f *Firer) FireDue(ctx context.Context) (int, error) {
+	lease := f.Lease
+	if lease <= 0 {
+		lease = 10 * time.Second
+	}
+	fired := 0
+	for ctx.Err() == nil {
+		now := f.Clock.Now()
+		h, err := f.Store.ClaimDueHook(ctx, now, now.Add(lease))
+		if err != nil {
+			return fired, fmt.Errorf("claiming a due hook: %w", err)
+		}
+		if h == nil {
+			return fired, nil
+		}
+		if err := f.fireScheduled(ctx, h); err != nil {
+			return fired, err
+		}
+		fired++
+	}
+	return fired, ctx.Err()
+}
+
+// fireScheduled fires one claimed hook for its due time. The task is
+// created at the due time (task.created and JSON-e's now) with the
+// hook's stored next taskId, so repeating the fire repeats the same
+// createTask, which the queue accepts as the same task.
+func (f *Firer) fireScheduled(ctx context.Context, h *store.Hook) error {
+	def, err := definitionOf(h)
+	if err != nil {
+		return err
+	}
+	sched, err := hooks.ParseSchedule(def.Schedule)
+	if err != nil {
+		return fmt.Errorf("hook %s/%s has a stored schedule that no longer parses: %w", h.HookGroupID, h.HookID, err)
+	}
+	out, err := f.fire(ctx, def, hooks.Fire{FiredBy: hooks.FiredBySchedule, TaskID: h.NextTaskID, Now: h.NextScheduled})
+	if err != nil {
+		f.Log.Warn("scheduled fire failed; retrying at the next poll", "hookGroupId", h.HookGroupID, "hookId", h.HookID, "error", err)
+		if rerr := f.Store.ReleaseHookClaim(ctx, h.HookGroupID, h.HookID, h.NextTaskID); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return nil
+	}
+	next, _ := sched.NextAfterFire(f.Clock.Now())
+	nextID, err := newSlugID()
+	if err != nil {
+		return err
+	}
+	applied, err := f.Store.FinishScheduledFire(ctx, store.FinishFireParams{HookGroupID: h.HookGroupID, HookID: h.HookID,
+		FiredTaskID: h.NextTaskID, NextTaskID: nextID, NextScheduled: next, Fire: out.record})
+	if err != nil {
+		return fmt.Errorf("recording the scheduled fire of hook %s/%s: %w", h.HookGroupID, h.HookID, err)
+	}
+	result := "declined"
+	if out.record != nil {
+		result = out.record.Result
+	}
+	f.Log.Info("hook fired", "hookGroupId", h.HookGroupID, "hookId", h.HookID, "firedBy", hooks.FiredBySchedule,
+		"taskId", h.NextTaskID, "dueTime", h.NextScheduled, "result", result, "recorded", applied)
+	return nil
+}
+
+// FireMessage fires a hook for a Pulse message, if the hook still exists
+// and the message matches its triggerSchema (others are dropped, as
+// Taskcluster drops them).
+func (f *Firer) FireMessage(ctx context.Context, hookGroupID, hookID string, body []byte) error {
+	h, err := f.Store.GetHook(ctx, hookGroupID, hookID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	def, err := definitionOf(h)
+	if err != nil {
+		return err
+	}
+	if ok, why := hooks.MessageMatches(def, body); !ok {
+		f.Log.Info("Pulse message dropped: it does not match the hook's triggerSchema", "hookGroupId", hookGroupID, "hookId", hookID, "problem", why)
+		return nil
+	}
+	var payload any
+	if err := json.Unmarshal(body, &payload); err != nil {
+		return nil
+	}
+	taskID, err := newSlugID()
+	if err != nil {
+		return err
+	}
+	out, err := f.fire(ctx, def, hooks.Fire{FiredBy: hooks.FiredByPulse, TaskID: taskID, Payload: payload, Now: f.Clock.Now()})
+	if err != nil {
+		return err
+	}
+	if out.record == nil {
+		return nil
+	}
+	return f.Store.AddLastFire(ctx, out.record)
+}
+
+// definitionOf decodes a stored hook's definition.
+func definitionOf(h *store.Hook) (*hooks.Definition, error) {
+	def := &hooks.Definition{HookGroupID: h.HookGroupID, HookID: h.HookID, Metadata: h.Metadata, Task: h.Task, TriggerSchema: h.TriggerSchema}
+	if err := json.Unmarshal(h.Bindings, &def.Bindings); err != nil {
+		return nil, fmt.Errorf("decoding the bindings of hook %s/%s: %w", h.HookGroupID, h.HookID, err)
+	}
+	if err := json.Unmarshal(h.Schedule, &def.Schedule); err != nil {
+		return nil, fmt.Errorf("decoding the schedule of hook %s/%s: %w", h.HookGroupID, h.HookID, err)
+	}
+	return def, nil
+}
+
+// newSlugID returns a random v4 slugid (taskIds, trigger tokens), with
+// Taskcluster's "nice" first character (A–f) so it never starts with a
+// dash.
+func newSlugID() (string, error) {
+	var u [16]byte
+	if _, err := rand.Read(u[:]); err != nil {
+		return "", fmt.Errorf("generating a slugid: %w", err)
+	}
+	u[0] &= 0x7f
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return base64.RawURLEncoding.EncodeToString(u[:]), nil
+}

@@ -1,0 +1,150 @@
+package hooksapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestScheduledFiresOncePerDueTime moves a fake clock across a hook's due
+// times: nothing fires early, each due time fires once (however often
+// the scheduler polls, and with two replicas polling together), and the
+// task is created at its due time.
+func TestScheduledFiresOncePerDueTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.hookRole(t, "g")
+	b.createHook(t, "g", "minutely", []string{"0 * * * * *", "0 */2 * * * *"}, taskTemplate(`,"created":{"$fromNow":"0 seconds"}`))
+	due := b.nextDue(t, "g", "minutely")
+
+	b.clock.Set(due.Add(-2 * time.Second))
+	require.Zero(t, b.fireDue(t, b.firer), "not due yet")
+
+	other := b.newFirer()
+	var created []string
+	for i := range 3 {
+		b.clock.Set(due.Add(200 * time.Millisecond))
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			total int
+		)
+		for _, f := range []interface {
+			FireDue(context.Context) (int, error)
+		}{b.firer, other, b.firer, other} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n, err := f.FireDue(ctx)
+				require.NoError(t, err)
+				mu.Lock()
+				total += n
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		require.Equal(t, 1, total, "due time %d fired once", i)
+		fires := b.fires(t, "g", "minutely")
+		require.Len(t, fires, i+1)
+		require.Equal(t, "schedule", fires[0].FiredBy)
+		require.Equal(t, "success", fires[0].Result)
+		task, err := b.root.Task(ctx, fires[0].TaskID)
+		require.NoError(t, err)
+		require.True(t, task.Created.Time.Equal(due), "created at the due time %s, got %s", due, task.Created.Time)
+		require.Equal(t, "schedule", task.Metadata.Name)
+		created = append(created, fires[0].TaskID)
+		next := b.nextDue(t, "g", "minutely")
+		require.Equal(t, due.Add(time.Minute), next, "overlapping patterns count once")
+		due = next
+	}
+	require.Len(t, created, 3)
+	require.NotEqual(t, created[0], created[1])
+}
+
+// TestMissedDueTimesFireOnce: due times that pass while nothing polls
+// fire once, for the earliest, and the schedule resumes after now.
+func TestMissedDueTimesFireOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.hookRole(t, "g")
+	b.createHook(t, "g", "h", []string{"0 * * * * *"}, taskTemplate(`,"created":{"$fromNow":"0 seconds"}`))
+	due := b.nextDue(t, "g", "h")
+	b.clock.Set(due.Add(5*time.Minute + 10*time.Second))
+	require.Equal(t, 1, b.fireDue(t, b.firer))
+	require.Zero(t, b.fireDue(t, b.firer))
+	fires := b.fires(t, "g", "h")
+	require.Len(t, fires, 1)
+	task, err := b.root.Task(context.Background(), fires[0].TaskID)
+	require.NoError(t, err)
+	require.True(t, task.Created.Time.Equal(due), "the fire is for the first missed due time")
+	require.Equal(t, due.Add(6*time.Minute), b.nextDue(t, "g", "h"))
+}
+
+// TestScheduledFireFailuresAreRecorded: a template that fails, a role
+// without the scopes, and a template declining all move the schedule on;
+// the failures are recorded and create nothing.
+func TestScheduledFireFailuresAreRecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.hookRole(t, "g")
+	b.createHook(t, "g", "broken", []string{"0 * * * * *"}, json.RawMessage(`{"$eval":"nope"}`))
+	b.createHook(t, "other", "no-role", []string{"0 * * * * *"}, taskTemplate(""))
+	b.createHook(t, "g", "declines", []string{"0 * * * * *"}, json.RawMessage(`{"$if":"false","then":{}}`))
+	due := b.nextDue(t, "g", "broken")
+	b.clock.Set(due.Add(time.Second))
+	require.Equal(t, 3, b.fireDue(t, b.firer))
+
+	broken := b.fires(t, "g", "broken")
+	require.Len(t, broken, 1)
+	require.Equal(t, "error", broken[0].Result)
+	require.Contains(t, broken[0].Error, "nope")
+	_, err := b.root.Task(ctx, broken[0].TaskID)
+	require.Error(t, err)
+	st, err := b.root.GetHookStatus(ctx, "g", "broken")
+	require.NoError(t, err)
+	require.Equal(t, "error", st.LastFire["result"])
+
+	noRole := b.fires(t, "other", "no-role")
+	require.Len(t, noRole, 1)
+	var rec struct {
+		Code string `json:"code"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(noRole[0].Error), &rec))
+	require.Equal(t, "InsufficientScopes", rec.Code)
+
+	require.Empty(t, b.fires(t, "g", "declines"))
+	for _, id := range []string{"broken", "declines"} {
+		require.Equal(t, due.Add(time.Minute), b.nextDue(t, "g", id), "%s moved on", id)
+	}
+	counts, err := b.root.TaskQueueCounts(ctx, testQueue)
+	require.NoError(t, err)
+	require.Zero(t, counts.PendingTasks)
+}
+
+// TestLeaseOfADeadReplicaRunsOut: a replica that claimed a due time and
+// died holds it only until its lease ends; then another fires it, once.
+func TestLeaseOfADeadReplicaRunsOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.hookRole(t, "g")
+	b.createHook(t, "g", "h", []string{"0 * * * * *"}, taskTemplate(""))
+	due := b.nextDue(t, "g", "h")
+	now := due.Add(time.Second)
+	b.clock.Set(now)
+	claimed, err := b.store.ClaimDueHook(ctx, now, now.Add(10*time.Second)) // the replica that dies
+	require.NoError(t, err)
+	require.NotNil(t, claimed)
+	require.Zero(t, b.fireDue(t, b.firer), "the lease holds")
+	b.clock.Set(now.Add(11 * time.Second))
+	require.Equal(t, 1, b.fireDue(t, b.firer))
+	fires := b.fires(t, "g", "h")
+	require.Len(t, fires, 1)
+	require.Equal(t, claimed.NextTaskID, fires[0].TaskID, "the due time's own taskId")
+}

@@ -1,0 +1,55 @@
+package maintenance
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// ClaimExpirer resolves runs whose claim ran out (takenUntil passed without
+// a reclaim) exception/claim-expired, adding a retry run while retries are
+// left (queue.TaskState.ExpireClaim).
+type ClaimExpirer struct {
+	Store     store.Store
+	Publisher EventPublisher
+	Clock     queue.Clock
+	Logger    *slog.Logger
+	// Interval is the cadence (default DefaultTick).
+	Interval time.Duration
+
+	loop loop
+}
+
+var _ Service = (*ClaimExpirer)(nil)
+
+// Start implements Service.
+func (e *ClaimExpirer) Start(ctx context.Context) {
+	log := logger(e.Logger)
+	e.loop.start(ctx, interval(e.Interval, DefaultTick), false, func(ctx context.Context) {
+		if _, err := e.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			log.Error("expiring claims", "error", err)
+		}
+	})
+}
+
+// Stop implements Service.
+func (e *ClaimExpirer) Stop() { e.loop.stop() }
+
+// RunOnce expires every claim due now and returns how many tasks changed.
+func (e *ClaimExpirer) RunOnce(ctx context.Context) (int, error) {
+	now := e.Clock.Now()
+	return drain(ctx, e.Publisher, func() (*store.Result, error) {
+		return e.Store.ExpireClaims(ctx, now, batchSize)
+	})
+}
+
+// interval returns d, or def when d is not positive.
+func interval(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}

@@ -1,0 +1,66 @@
+package maintenance
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/artifacts"
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// DataExpirer deletes what has expired: tasks with their dependency edges
+// and artifacts (and the artifacts' stored data), task groups, task queues,
+// workers (kept while quarantined) and clients marked deleteOnExpiration.
+// It runs once at Start, then every Interval.
+type DataExpirer struct {
+	Store store.Store
+	// Blobs holds the data of s3 artifacts (nil: nothing to delete there).
+	Blobs  artifacts.Backend
+	Clock  queue.Clock
+	Logger *slog.Logger
+	// Interval is the cadence (default DefaultExpireEvery).
+	Interval time.Duration
+
+	loop loop
+}
+
+var _ Service = (*DataExpirer)(nil)
+
+// Start implements Service.
+func (e *DataExpirer) Start(ctx context.Context) {
+	e.loop.start(ctx, interval(e.Interval, DefaultExpireEvery), true, func(ctx context.Context) {
+		_ = e.RunOnce(ctx) // RunOnce logs its own failures
+	})
+}
+
+// Stop implements Service.
+func (e *DataExpirer) Stop() { e.loop.stop() }
+
+// RunOnce deletes what has expired now. A blob that cannot be deleted is
+// logged and left (its row is gone, so nothing serves it any more).
+func (e *DataExpirer) RunOnce(ctx context.Context) error {
+	log := logger(e.Logger)
+	res, err := e.Store.ExpireData(ctx, e.Clock.Now())
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error("expiring data", "error", err)
+		}
+		return err
+	}
+	for _, b := range res.Blobs {
+		if b.StorageType != "s3" || e.Blobs == nil {
+			continue
+		}
+		if err := e.Blobs.Delete(ctx, artifacts.BlobKey(b.TaskID, b.RunID, b.Name)); err != nil {
+			log.Warn("deleting expired artifact data", "taskId", b.TaskID, "runId", b.RunID, "name", b.Name, "error", err)
+		}
+	}
+	if res.Tasks+res.Artifacts+res.TaskGroups+res.TaskQueues+res.Workers+res.Clients+res.IndexedTasks+res.IndexNamespaces+res.Secrets > 0 {
+		log.Info("expired data", "tasks", res.Tasks, "artifacts", res.Artifacts, "taskGroups", res.TaskGroups,
+			"taskQueues", res.TaskQueues, "workers", res.Workers, "clients", res.Clients,
+			"indexedTasks", res.IndexedTasks, "indexNamespaces", res.IndexNamespaces, "secrets", res.Secrets)
+	}
+	return nil
+}

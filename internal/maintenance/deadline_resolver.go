@@ -1,0 +1,49 @@
+package maintenance
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// DeadlineResolver resolves tasks still unresolved Delay after their
+// deadline exception/deadline-exceeded, whatever their state
+// (queue.TaskState.ExpireDeadline).
+type DeadlineResolver struct {
+	Store     store.Store
+	Publisher EventPublisher
+	Clock     queue.Clock
+	Logger    *slog.Logger
+	// Delay is how long after its deadline an unresolved task is resolved.
+	Delay time.Duration
+	// Interval is the cadence (default DefaultTick).
+	Interval time.Duration
+
+	loop loop
+}
+
+var _ Service = (*DeadlineResolver)(nil)
+
+// Start implements Service.
+func (r *DeadlineResolver) Start(ctx context.Context) {
+	log := logger(r.Logger)
+	r.loop.start(ctx, interval(r.Interval, DefaultTick), false, func(ctx context.Context) {
+		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			log.Error("resolving deadlines", "error", err)
+		}
+	})
+}
+
+// Stop implements Service.
+func (r *DeadlineResolver) Stop() { r.loop.stop() }
+
+// RunOnce resolves every task due now and returns how many tasks changed.
+func (r *DeadlineResolver) RunOnce(ctx context.Context) (int, error) {
+	now := r.Clock.Now()
+	return drain(ctx, r.Publisher, func() (*store.Result, error) {
+		return r.Store.ExpireDeadlines(ctx, now.Add(-r.Delay), now, batchSize)
+	})
+}

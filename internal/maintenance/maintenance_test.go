@@ -1,0 +1,249 @@
+package maintenance_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/maintenance"
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+	"github.com/hopper-ci/hopper/internal/store/sqlite"
+	"github.com/hopper-ci/hopper/internal/store/storetest"
+	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
+)
+
+const testQueue = "prov-maint/wt-maint"
+
+// recorder is an EventPublisher that keeps what it is handed.
+type recorder struct {
+	mu      sync.Mutex
+	changes []store.Change
+	got     chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{got: make(chan struct{}, 64)} }
+
+func (r *recorder) Publish(_ context.Context, changes []store.Change) {
+	if len(changes) == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.changes = append(r.changes, changes...)
+	r.mu.Unlock()
+	r.got <- struct{}{}
+}
+
+// events lists "<taskId> <kind>" of every event published, or only of
+// the named tasks.
+func (r *recorder) events(taskIDs ...string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, c := range r.changes {
+		if len(taskIDs) > 0 && !slices.Contains(taskIDs, c.Task.TaskID) {
+			continue
+		}
+		for _, e := range c.Events {
+			out = append(out, c.Task.TaskID+" "+e.Kind)
+		}
+	}
+	return out
+}
+
+type bundle struct {
+	store store.Store
+	clock *testclock.Clock
+	pub   *recorder
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	db, err := sqlite.Open(context.Background(), t.TempDir()+"/hopper.db")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return &bundle{store: db, clock: testclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), pub: newRecorder()}
+}
+
+// createClaimed creates a task and claims its run 0 until now + claimFor.
+func (b *bundle) createClaimed(t *testing.T, taskID string, claimFor time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	now := b.clock.Now()
+	_, err := b.store.CreateTask(ctx, store.CreateTaskParams{TaskID: taskID, Task: storetest.NewTask(testQueue, now), Now: now})
+	require.NoError(t, err)
+	res, err := b.store.ClaimWork(ctx, store.ClaimWorkParams{TaskQueueID: testQueue, WorkerGroup: "g", WorkerID: "w",
+		Count: 1, Now: now, TakenUntil: now.Add(claimFor)})
+	require.NoError(t, err)
+	require.Len(t, res.Claims, 1)
+}
+
+func TestClaimExpirerRunOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.createClaimed(t, "aaaaaaaaQaaaaaaaaaaaaA", time.Minute)
+	e := &maintenance.ClaimExpirer{Store: b.store, Publisher: b.pub, Clock: b.clock}
+
+	b.clock.Advance(time.Minute - time.Millisecond)
+	n, err := e.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "a claim expired before its takenUntil")
+
+	b.clock.Advance(time.Millisecond)
+	n, err = e.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, []string{"aaaaaaaaQaaaaaaaaaaaaA task-exception", "aaaaaaaaQaaaaaaaaaaaaA task-pending"}, b.pub.events())
+	n, err = e.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "a second pass found more to do")
+}
+
+// TestClaimExpirerDrainsBatches: more due claims than one store call takes
+// are all expired in one pass.
+func TestClaimExpirerDrainsBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const tasks = 130 // more than one batch of 100
+	for range tasks {
+		b.createClaimed(t, tcclient.NewTaskID(), time.Minute)
+	}
+	b.clock.Advance(time.Minute)
+	n, err := (&maintenance.ClaimExpirer{Store: b.store, Publisher: b.pub, Clock: b.clock}).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, tasks, n)
+}
+
+func TestDeadlineResolverRunOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.createClaimed(t, "bbbbbbbbQbbbbbbbbbbbbA", 4*time.Hour)
+	const delay = time.Minute
+	r := &maintenance.DeadlineResolver{Store: b.store, Publisher: b.pub, Clock: b.clock, Delay: delay}
+
+	b.clock.Advance(time.Hour + delay - time.Millisecond) // storetest.NewTask's deadline is an hour away
+	n, err := r.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "resolved before deadline + delay")
+
+	b.clock.Advance(time.Millisecond)
+	n, err = r.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, []string{"bbbbbbbbQbbbbbbbbbbbbA task-exception"}, b.pub.events())
+	st, err := b.store.GetTask(ctx, "bbbbbbbbQbbbbbbbbbbbbA")
+	require.NoError(t, err)
+	require.Equal(t, queue.ReasonDeadlineExceeded, st.Runs[0].ReasonResolved)
+}
+
+// TestServicesRunInTheBackground starts each duty on a short interval and
+// waits for it to act on its own.
+func TestServicesRunInTheBackground(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const claimed, expired = "ccccccccQccccccccccccA", "ddddddddQddddddddddddA"
+	b.createClaimed(t, claimed, time.Minute)
+	_, err := b.store.CreateTask(ctx, store.CreateTaskParams{TaskID: expired, Now: b.clock.Now(),
+		Task: storetest.NewTask("prov-maint/other", b.clock.Now(), func(t *queue.Task) {
+			t.Expires = queue.NewTime(b.clock.Now().Add(2 * time.Hour))
+		})})
+	require.NoError(t, err)
+	runs := func(want ...string) func() bool {
+		return func() bool {
+			st, err := b.store.GetTask(ctx, claimed)
+			if err != nil || len(st.Runs) != len(want) {
+				return false
+			}
+			for i, r := range st.Runs {
+				if r.ReasonResolved != want[i] {
+					return false
+				}
+			}
+			return true
+		}
+	}
+
+	b.clock.Advance(30 * time.Minute) // past the claim
+	m := maintenance.NewMaintainer(
+		&maintenance.ClaimExpirer{Store: b.store, Publisher: b.pub, Clock: b.clock, Interval: 10 * time.Millisecond},
+		&maintenance.DeadlineResolver{Store: b.store, Publisher: b.pub, Clock: b.clock, Interval: 10 * time.Millisecond},
+		// Its interval is never reached: the pass at Start does the work.
+		&maintenance.DataExpirer{Store: b.store, Clock: b.clock, Interval: time.Hour},
+	)
+	m.Start(ctx)
+	t.Cleanup(m.Stop)
+	require.Eventually(t, runs(queue.ReasonClaimExpired, ""), 10*time.Second, 5*time.Millisecond, "the claim expires")
+	b.clock.Advance(time.Hour) // past the deadlines
+	require.Eventually(t, runs(queue.ReasonClaimExpired, queue.ReasonDeadlineExceeded), 10*time.Second, 5*time.Millisecond, "the deadline passes")
+	// The changes are published after their commit.
+	want := []string{claimed + " task-exception", claimed + " task-pending", claimed + " task-exception"}
+	require.Eventually(t, func() bool { return slices.Equal(want, b.pub.events(claimed)) }, 10*time.Second, 5*time.Millisecond)
+
+	b.clock.Advance(time.Hour) // past the second task's expiry
+	n := maintenance.NewMaintainer(&maintenance.DataExpirer{Store: b.store, Clock: b.clock, Interval: time.Hour})
+	n.Start(ctx)
+	t.Cleanup(n.Stop)
+	require.Eventually(t, func() bool {
+		_, err := b.store.GetTask(ctx, expired)
+		return errors.Is(err, store.ErrNotFound)
+	}, 10*time.Second, 5*time.Millisecond, "data expiration runs at Start")
+	_, err = b.store.GetTask(ctx, claimed)
+	require.NoError(t, err, "a task that has not expired is kept")
+	n.Stop()
+	m.Stop()
+	m.Stop() // safe twice
+}
+
+// TestStopIsSafe: Stop may be called before Start and twice after it.
+func TestStopIsSafe(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	services := map[string]func() maintenance.Service{
+		"claim expirer":     func() maintenance.Service { return &maintenance.ClaimExpirer{Store: b.store, Clock: b.clock} },
+		"deadline resolver": func() maintenance.Service { return &maintenance.DeadlineResolver{Store: b.store, Clock: b.clock} },
+		"data expirer":      func() maintenance.Service { return &maintenance.DataExpirer{Store: b.store, Clock: b.clock} },
+		"hook scheduler":    func() maintenance.Service { return &maintenance.HookScheduler{Firer: &countingFirer{}} },
+	}
+	for name, build := range services {
+		t.Run(name, func(t *testing.T) {
+			build().Stop()
+			s := build()
+			s.Start(context.Background())
+			s.Stop()
+			s.Stop()
+		})
+	}
+}
+
+// countingFirer counts the scheduler's passes.
+type countingFirer struct{ calls atomic.Int64 }
+
+func (f *countingFirer) FireDue(context.Context) (int, error) {
+	f.calls.Add(1)
+	return 0, nil
+}
+
+// TestHookSchedulerPolls: the scheduler fires due hooks at Start and then
+// every interval, until Stop.
+func TestHookSchedulerPolls(t *testing.T) {
+	t.Parallel()
+	f := &countingFirer{}
+	s := &maintenance.HookScheduler{Firer: f, Interval: 5 * time.Millisecond}
+	s.Start(context.Background())
+	require.Eventually(t, func() bool { return f.calls.Load() >= 3 }, 10*time.Second, time.Millisecond)
+	s.Stop()
+	after := f.calls.Load()
+	time.Sleep(20 * time.Millisecond)
+	require.Equal(t, after, f.calls.Load(), "no pass after Stop")
+}

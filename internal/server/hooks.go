@@ -1,0 +1,51 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/hooksapi"
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// hookService is the Hooks service of a running server: its API routes
+// and the firer they share with the scheduler (a maintenance duty). Hooks create
+// tasks through the queue's own createTask, which exists only once the
+// API server is built, hence bind.
+type hookService struct {
+	routes []api.Route
+	firer  *hooksapi.Firer
+
+	mu  sync.RWMutex
+	srv *api.Server
+}
+
+func newHookService(sec *Security, st store.Store, clock queue.Clock, log *slog.Logger, version string, pulse bool) *hookService {
+	h := &hookService{}
+	h.firer = &hooksapi.Firer{Store: st, Roles: sec.Roles, Clock: clock, Log: log,
+		Tasks: hooksapi.TaskCreatorFunc(h.createTask)}
+	h.routes = hooksapi.Routes(hooksapi.Deps{Store: st, Sealer: sec.Sealer, Firer: h.firer, Caller: sec.Authorizer.Caller,
+		PulseAvailable: pulse, Logger: log, Version: version})
+	return h
+}
+
+// bind gives the service the API server whose createTask hooks use.
+func (h *hookService) bind(srv *api.Server) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.srv = srv
+}
+
+func (h *hookService) createTask(ctx context.Context, taskID string, body []byte, clientID string, scopes []string) (*queue.TaskState, error) {
+	h.mu.RLock()
+	srv := h.srv
+	h.mu.RUnlock()
+	if srv == nil {
+		return nil, errors.New("the queue is not serving yet")
+	}
+	return srv.CreateTaskAs(ctx, taskID, body, clientID, scopes)
+}

@@ -1,0 +1,196 @@
+// Package dockerapi is a small client of the Docker Engine HTTP API over its
+// unix socket, covering what hopper's docker engine needs: images (inspect,
+// pull, load, tag), containers (create, start, wait, logs, kill, remove,
+// list, copy out) and the daemon's version.
+//
+// It uses net/http only. The official Go SDK would bring dozens of modules
+// for a dozen endpoints, and driving the `docker` CLI would cost a process
+// per call (about 30 ms each on these machines) and parse human output. The
+// API version is pinned so a newer daemon answers in the shape this client
+// decodes; 1.41 is what Debian 12's docker.io (20.10) speaks, and newer
+// daemons still accept it.
+package dockerapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// APIVersion is the Engine API version every request names.
+const APIVersion = "v1.41"
+
+// Client talks to one Docker daemon.
+type Client struct {
+	http *http.Client
+	base string
+}
+
+// New returns a client for host, a "unix:///path/to/docker.sock" address
+// (or a bare socket path). An empty host means DOCKER_HOST's usual default,
+// unix:///var/run/docker.sock.
+func New(host string) (*Client, error) {
+	if host == "" {
+		host = "unix:///var/run/docker.sock"
+	}
+	path := host
+	if strings.Contains(host, "://") {
+		u, err := url.Parse(host)
+		if err != nil {
+			return nil, fmt.Errorf("parsing docker host %q: %w", host, err)
+		}
+		if u.Scheme != "unix" {
+			return nil, fmt.Errorf("docker host %q: only unix sockets are supported", host)
+		}
+		path = u.Path
+	}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+		MaxIdleConns:    16,
+		IdleConnTimeout: 30 * time.Second,
+	}
+	// No client timeout: log streams and waits last as long as containers.
+	return &Client{http: &http.Client{Transport: tr}, base: "http://docker/" + APIVersion}, nil
+}
+
+// Error is an error reply from the daemon.
+type Error struct {
+	StatusCode int
+	Message    string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("docker daemon: %s (HTTP %d)", e.Message, e.StatusCode)
+}
+
+// IsNotFound reports whether err is a 404 from the daemon (no such image,
+// container or path).
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound
+}
+
+// request sends one call and returns the open response for 2xx replies; any
+// other status becomes an *Error carrying the daemon's message.
+func (c *Client) request(ctx context.Context, method, path string, query url.Values, body io.Reader, contentType string) (*http.Response, error) {
+	u := c.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("building docker request %s %s: %w", method, path, err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("docker %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var msg struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(data, &msg) != nil || msg.Message == "" {
+		msg.Message = strings.TrimSpace(string(data))
+	}
+	return nil, &Error{StatusCode: resp.StatusCode, Message: msg.Message}
+}
+
+// call sends in as JSON (nil for no body) and decodes the reply into out
+// (nil to discard).
+func (c *Client) call(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	var body io.Reader
+	ct := ""
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encoding docker request: %w", err)
+		}
+		body, ct = bytes.NewReader(data), "application/json"
+	}
+	resp, err := c.request(ctx, method, path, query, body, ct)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decoding docker reply to %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// Version is the daemon's self-description.
+type Version struct {
+	Version       string `json:"Version"`
+	APIVersion    string `json:"ApiVersion"`
+	MinAPIVersion string `json:"MinAPIVersion"`
+	Os            string `json:"Os"`
+	Arch          string `json:"Arch"`
+}
+
+// Version asks the daemon who it is; it doubles as a reachability check.
+func (c *Client) Version(ctx context.Context) (*Version, error) {
+	var v Version
+	if err := c.call(ctx, http.MethodGet, "/version", nil, nil, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// jsonMessage is one line of the progress streams of pull and load.
+type jsonMessage struct {
+	Stream      string `json:"stream"`
+	Status      string `json:"status"`
+	Error       string `json:"error"`
+	ErrorDetail struct {
+		Message string `json:"message"`
+	} `json:"errorDetail"`
+}
+
+// readProgress consumes a progress stream, returning the "stream" texts
+// and the first error the daemon reported inside it (errors arrive in the
+// body of a 200 reply).
+func readProgress(r io.Reader) ([]string, error) {
+	dec := json.NewDecoder(r)
+	var texts []string
+	for {
+		var m jsonMessage
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return texts, nil
+			}
+			return texts, fmt.Errorf("reading docker progress: %w", err)
+		}
+		if m.Error != "" || m.ErrorDetail.Message != "" {
+			msg := m.ErrorDetail.Message
+			if msg == "" {
+				msg = m.Error
+			}
+			return texts, &Error{StatusCode: http.StatusOK, Message: msg}
+		}
+		if m.Stream != "" {
+			texts = append(texts, m.Stream)
+		}
+	}
+}

@@ -1,0 +1,197 @@
+// Package dockertest starts a private Docker daemon for tests and builds
+// small images without a registry: a root file system holding Debian's
+// statically linked busybox (package busybox-static) and its applets,
+// imported as an image.
+package dockertest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
+)
+
+// BusyboxPath is where Debian's busybox-static installs the binary.
+const BusyboxPath = "/bin/busybox"
+
+// Daemon is a running private dockerd.
+type Daemon struct {
+	// Host is the daemon's address, unix://<dir>/docker.sock.
+	Host   string
+	Client *dockerapi.Client
+	dir    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// Missing says what is missing to run a daemon here ("" when nothing is):
+// dockerd, root privileges or a static busybox for test images.
+func Missing() string {
+	if _, err := exec.LookPath("dockerd"); err != nil {
+		return "dockerd is not installed (apt-get install docker.io)"
+	}
+	if os.Geteuid() != 0 {
+		return "dockerd needs root"
+	}
+	if _, err := os.Stat(BusyboxPath); err != nil {
+		return "no static busybox for test images (apt-get install busybox-static)"
+	}
+	return ""
+}
+
+// Start runs dockerd with its data, state and socket in a new temporary
+// directory, without iptables rules or a bridge (so it touches nothing of
+// the host's network), and waits until it answers. Stop it with Stop.
+func Start() (*Daemon, error) {
+	if m := Missing(); m != "" {
+		return nil, errors.New(m)
+	}
+	// Short path: unix socket paths are limited to 108 bytes.
+	dir, err := os.MkdirTemp("", "hd-")
+	if err != nil {
+		return nil, fmt.Errorf("creating daemon directory: %w", err)
+	}
+	sock := filepath.Join(dir, "docker.sock")
+	logFile, err := os.Create(filepath.Join(dir, "dockerd.log"))
+	if err != nil {
+		return nil, fmt.Errorf("creating daemon log: %w", err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command("dockerd", "--iptables=false", "--ip6tables=false", "--bridge=none",
+		"--data-root", filepath.Join(dir, "data"), "--exec-root", filepath.Join(dir, "exec"),
+		"-H", "unix://"+sock, "--pidfile", filepath.Join(dir, "pid"))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group, so a test binary's signals do not reach it
+	// before Stop does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting dockerd: %w", err)
+	}
+	d := &Daemon{Host: "unix://" + sock, dir: dir, cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(d.exited) }()
+	d.Client, err = dockerapi.New(d.Host)
+	if err != nil {
+		d.Stop()
+		return nil, err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := d.Client.Version(ctx)
+		cancel()
+		if err == nil {
+			return d, nil
+		}
+		select {
+		case <-d.exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "dockerd.log"))
+			d.Stop()
+			return nil, fmt.Errorf("dockerd exited at start-up: %s", tail(string(log), 2000))
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			d.Stop()
+			return nil, fmt.Errorf("dockerd did not answer within 60 s: %w", err)
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// Stop stops the daemon (its containers die with it) and removes its
+// directory. Safe to call twice.
+func (d *Daemon) Stop() {
+	if d.cmd.Process != nil {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.exited:
+		case <-time.After(20 * time.Second):
+			_ = d.cmd.Process.Kill()
+			<-d.exited
+		}
+	}
+	_ = os.RemoveAll(d.dir)
+}
+
+// BusyboxRootfs returns a tar of a minimal root file system: busybox at
+// /bin/busybox, a symbolic link per applet in /bin, /tmp, and the extra
+// files given (path → content).
+func BusyboxRootfs(extra map[string]string) ([]byte, error) {
+	bin, err := os.ReadFile(BusyboxPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading busybox: %w", err)
+	}
+	out, err := exec.Command(BusyboxPath, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("listing busybox applets: %w", err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	now := time.Now()
+	for _, d := range []string{"bin", "tmp", "etc", "proc", "sys", "dev"} {
+		mode := int64(0o755)
+		if d == "tmp" {
+			mode = 0o1777
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: mode, ModTime: now}); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(bin)), ModTime: now}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(bin); err != nil {
+		return nil, err
+	}
+	for _, applet := range strings.Fields(string(out)) {
+		if applet == "busybox" || strings.Contains(applet, "/") {
+			continue
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + applet, Linkname: "busybox", ModTime: now}); err != nil {
+			return nil, err
+		}
+	}
+	names := make([]string, 0, len(extra))
+	for name := range extra {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		body := extra[name]
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(name, "/"), Mode: 0o644, Size: int64(len(body)), ModTime: now}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// ImportBusybox builds a busybox image named repo:tag in the daemon, with
+// the extra files given.
+func (d *Daemon) ImportBusybox(ctx context.Context, repo, tag string, extra map[string]string) error {
+	rootfs, err := BusyboxRootfs(extra)
+	if err != nil {
+		return err
+	}
+	return d.Client.ImportImage(ctx, bytes.NewReader(rootfs), repo, tag)
+}

@@ -1,0 +1,121 @@
+package workere2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// TestDockerMaxRunTimeAndCancel: maxRunTime and a cancellation both stop
+// the running container, which is then removed.
+func TestDockerMaxRunTimeAndCancel(t *testing.T) {
+	queue := uniqueQueue("docker-stop")
+	slow := dockerPayload("echo started; sleep 600", func(pl map[string]any) { pl["maxRunTime"] = 2 })
+	timed := createTaskWith(t, queue, slow, nil)
+	cancelled := createTaskWith(t, queue, dockerPayload("echo started; sleep 600", nil),
+		func(d *tcclient.TaskDefinition) { d.Dependencies = []string{timed}; d.Requires = "all-resolved" })
+	w := startDockerWorker(t, queue, workerOpts{id: "docker-stop", tasks: 2})
+
+	st := waitResolved(t, timed, 60*time.Second)
+	log := logOf(t, timed)
+	require.Equal(t, tcclient.StateFailed, st.State, log)
+	require.Contains(t, log, "max run time exceeded (maxRunTime 2 seconds); container killed")
+	m := wallTimeRE.FindStringSubmatch(log)
+	require.NotNil(t, m, log)
+	wall, err := time.ParseDuration(m[1])
+	require.NoError(t, err)
+	// How fast it stops is measured by dockerapi's BenchmarkKillToExit;
+	// here only that it stops, with a bound loose enough for a loaded CI.
+	require.Less(t, wall, 2*time.Second+10*time.Second, "the container outlived maxRunTime")
+	t.Logf("maxRunTime 2 s: container ran %s", wall)
+	require.Empty(t, containersOf(t, labelTask, timed+"/0"))
+
+	c := waitRunning(t, cancelled, 0)
+	cancelledAt := time.Now()
+	_, err = shared.admin.CancelTask(context.Background(), cancelled)
+	require.NoError(t, err)
+	// The worker learns of the cancellation at its next reclaim (claims
+	// last 4 s here, so within 2 s), then kills the container. Speed is
+	// for benchmarks; the bound only has to survive a loaded CI.
+	require.Eventually(t, func() bool {
+		for _, x := range containersOf(t, labelTask, cancelled+"/0") {
+			if x.ID == c.ID && x.State == "running" {
+				return false
+			}
+		}
+		return true
+	}, 15*time.Second, 10*time.Millisecond, "the cancelled task's container kept running")
+	t.Logf("cancel: container stopped %s after cancelTask", time.Since(cancelledAt).Round(time.Millisecond))
+	require.Equal(t, 0, w.wait(t, 30*time.Second))
+	require.Empty(t, containersOf(t, labelTask, cancelled+"/0"))
+	require.Equal(t, "canceled", status(t, cancelled).Runs[0].ReasonResolved)
+}
+
+// TestDockerKill9LeavesNoContainer: a worker killed outright cannot stop
+// its container; the same worker, restarted, removes it before claiming.
+func TestDockerKill9LeavesNoContainer(t *testing.T) {
+	queue := uniqueQueue("docker-k9")
+	id := createTaskWith(t, queue, dockerPayload("sleep 600", func(pl map[string]any) { pl["maxRunTime"] = 600 }),
+		func(d *tcclient.TaskDefinition) { d.Retries = new(int) })
+	w := startDockerWorker(t, queue, workerOpts{id: "docker-k9"})
+	c := waitRunning(t, id, 0)
+	require.NoError(t, w.cmd.Process.Signal(syscall.SIGKILL))
+	w.wait(t, 10*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	var alive bool
+	for _, x := range containersOf(t, labelWorker, "e2e/docker-k9") {
+		alive = alive || x.ID == c.ID && x.State == "running"
+	}
+	require.True(t, alive, "the container outlives a worker killed with SIGKILL")
+
+	startDockerWorker(t, queue, workerOpts{id: "docker-k9"})
+	require.Eventually(t, func() bool {
+		return len(containersOf(t, labelWorker, "e2e/docker-k9")) == 0
+	}, 30*time.Second, 50*time.Millisecond, "the restarted worker did not remove its previous life's container")
+}
+
+// TestDockerSuperseding runs superseding with docker payloads in both list
+// orders: the newest task runs, the older one is resolved superseded.
+func TestDockerSuperseding(t *testing.T) {
+	for _, order := range []string{"ascending", "descending"} {
+		t.Run(order, func(t *testing.T) {
+			queue := uniqueQueue("docker-sup")
+			var list []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(map[string]any{"supersedes": list})
+			}))
+			t.Cleanup(srv.Close)
+			pl := dockerPayload(`echo "running $TASK_ID"`, func(pl map[string]any) { pl["supersederUrl"] = srv.URL + "/list" })
+			older := createTaskWith(t, queue, pl, nil)
+			newer := createTaskWith(t, queue, pl, nil)
+			list = []string{older, newer}
+			if order == "descending" {
+				list = []string{newer, older}
+			}
+			w := startDockerWorker(t, queue, workerOpts{id: "docker-sup", tasks: 1,
+				config: map[string]any{"superseding": map[string]any{"order": order}}})
+			require.Equal(t, 0, w.wait(t, 60*time.Second))
+
+			log := logOf(t, newer)
+			require.Equal(t, tcclient.StateCompleted, status(t, newer).State, log)
+			require.Contains(t, log, "running "+newer)
+			ost := status(t, older)
+			require.Equal(t, tcclient.StateException, ost.State)
+			require.Equal(t, "superseded", ost.Runs[0].ReasonResolved)
+			var by map[string]any
+			require.NoError(t, json.Unmarshal([]byte(fetchArtifact(t, older, 0, "public/superseded-by.json").body), &by))
+			require.Equal(t, newer, by["taskId"])
+			require.True(t, strings.Contains(fetchArtifact(t, newer, 0, "public/supersedes.json").body, older))
+		})
+	}
+}
