@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -17,7 +18,7 @@ func printIndexedTask(w io.Writer, e *tcclient.IndexedTask) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "namespace:\t%s\n", e.Namespace)
 	fmt.Fprintf(tw, "taskId:\t%s\n", e.TaskID)
-	fmt.Fprintf(tw, "rank:\t%v\n", e.Rank)
+	fmt.Fprintf(tw, "rank:\t%s\n", formatRank(e.Rank))
 	fmt.Fprintf(tw, "expires:\t%s\n", e.Expires)
 	fmt.Fprintf(tw, "data:\t%s\n", e.Data)
 	return tw.Flush()
@@ -104,7 +105,7 @@ the task found there.
 				fmt.Fprintf(tw, "%s.\t-\t-\t%s\n", n.Namespace, n.Expires)
 			}
 			for _, t := range tasks {
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", t.Namespace, t.TaskID, t.Rank, t.Expires)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Namespace, t.TaskID, formatRank(t.Rank), t.Expires)
 			}
 			return tw.Flush()
 		},
@@ -148,6 +149,9 @@ the task found there.
 	cmd.AddCommand(find, list, insert)
 	return cmd
 }
+
+// formatRank prints a rank as its digits (1700000000, not 1.7e+09).
+func formatRank(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) }
 
 // quoteRoot names a namespace in messages, the root included.
 func quoteRoot(ns string) string {
