@@ -5,6 +5,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/devmode"
 	"github.com/hopper-ci/hopper/internal/server"
+	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
 
 func devCommand() *cobra.Command {
@@ -28,7 +29,8 @@ are printed at start. Ctrl-C stops everything.`,
 			cfg.Version = version
 			ctx, cancel := signalContext()
 			defer cancel()
-			return devmode.Run(ctx, devmode.Options{Server: cfg, TaskQueueID: taskQueueID, Capacity: capacity, Out: cmd.OutOrStdout()})
+			return devmode.Run(ctx, devmode.Options{Server: cfg, TaskQueueID: taskQueueID, Capacity: capacity, Out: cmd.OutOrStdout(),
+				SandboxInit: sandbox.SelfInit()})
 		},
 	}
 	addServerFlags(cmd, &cfg, &logLevel)

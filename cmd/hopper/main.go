@@ -85,11 +85,13 @@ func subcommands() []*cobra.Command {
 		serveCommand(),
 		migrateCommand(),
 		workerCommand(),
+		sandboxInitCommand(),
 		taskCommand(),
 		cli.NewClientCommand(),
 		cli.NewRoleCommand(),
 		cli.NewSecretCommand(),
 		cli.NewIndexCommand(),
+		cli.NewCacheCommand(),
 		cli.NewJSONECommand(),
 		benchCommand(),
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-ci/hopper/internal/worker"
+	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
 
@@ -83,6 +84,7 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 	f.StringVar(&flags.WorkerID, "worker-id", "", "worker id (default: this host's name)")
 	f.IntVar(&flags.Capacity, "capacity", 0, "concurrent task runs (default 1)")
 	f.StringVar(&flags.WorkDir, "work-dir", "", "directory for task dirs, caches and downloads (default ./hopper-worker)")
+	f.StringVar(&flags.Isolation, "isolation", "", "task sandbox: strict (refuse to start without every protection), auto (default: use what the machine offers) or none")
 	f.StringVar(&flags.Engine, "engine", "", "how tasks run: process (generic-worker payloads, default) or docker (docker-worker payloads)")
 	f.StringVar(&flags.Docker.Host, "docker-host", "", "Docker daemon socket for --engine docker (default unix:///var/run/docker.sock)")
 	f.StringVar(&flags.Docker.Network, "docker-network", "", "network mode of task containers: bridge (default), host or none")
@@ -109,6 +111,7 @@ func overlayWorkerFlags(cmd *cobra.Command, cfg *worker.Config, flags worker.Con
 	set("worker-id", func() { cfg.WorkerID = flags.WorkerID })
 	set("capacity", func() { cfg.Capacity = flags.Capacity })
 	set("work-dir", func() { cfg.WorkDir = flags.WorkDir })
+	set("isolation", func() { cfg.Isolation = flags.Isolation })
 	set("superseding-order", func() { cfg.Superseding.Order = flags.Superseding.Order })
 	set("engine", func() { cfg.Engine = flags.Engine })
 	set("docker-host", func() { cfg.Docker.Host = flags.Docker.Host })
@@ -118,6 +121,8 @@ func overlayWorkerFlags(cmd *cobra.Command, cfg *worker.Config, flags worker.Con
 // runWorker runs a worker until it exits, mapping SIGTERM to an immediate
 // shutdown and SIGINT to a drain.
 func runWorker(cfg worker.Config, log *slog.Logger) error {
+	// This binary is the sandbox init too (sandboxInitCommand).
+	cfg.SandboxInit = sandbox.SelfInit()
 	w, err := worker.New(cfg, log)
 	if err != nil {
 		return err

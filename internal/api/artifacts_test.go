@@ -26,26 +26,8 @@ import (
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
-
-// artClock is a settable clock shared by the API server and the blob
-// backend, so tests can expire artifacts and upload windows without waiting.
-type artClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *artClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *artClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // artAuthorizer renders scope-expression templates the way Taskcluster does
 // (parameter substitution, for/in/each expansion, AllOf/AnyOf) and holds
@@ -219,7 +201,7 @@ func (p *artPublisher) Created() []string {
 type artHarness struct {
 	t      *testing.T
 	base   string
-	clock  *artClock
+	clock  *testclock.Clock // shared by the API server and the blob backend, so tests can expire artifacts and upload windows without waiting
 	authz  *artAuthorizer
 	pub    *artPublisher
 	client *http.Client
@@ -234,7 +216,7 @@ func newArtHarness(t *testing.T) *artHarness {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 
-	clock := &artClock{now: time.Now().UTC().Truncate(time.Millisecond)}
+	clock := testclock.New(time.Now().UTC().Truncate(time.Millisecond))
 	ts := httptest.NewUnstartedServer(nil)
 	base := "http://" + ts.Listener.Addr().String()
 	blobs, err := artifacts.NewLocal(artifacts.LocalOptions{
@@ -924,6 +906,9 @@ func TestRecreateArtifactRules(t *testing.T) {
 		{"link to new content type", rec("link", "a", `{"artifact":"x"}`, time.Hour), rec("link", "b", `{"artifact":"x"}`, time.Hour), false},
 		{"reference to link", rec("reference", "a", `{"url":"u"}`, time.Hour), rec("link", "b", `{"artifact":"x"}`, 2*time.Hour), false},
 		{"link to reference", rec("link", "a", `{"artifact":"x"}`, time.Hour), rec("reference", "a", `{"url":"u"}`, time.Hour), true},
+		{"reference to error", rec("reference", "a", `{"url":"u"}`, time.Hour), rec("error", "b", `{"reason":"r","message":"m"}`, time.Hour), false},
+		{"reference to shorter error", rec("reference", "a", `{"url":"u"}`, time.Hour), rec("error", "b", `{"reason":"r","message":"m"}`, time.Minute), true},
+		{"error to reference", rec("error", "a", `{"reason":"r","message":"m"}`, time.Hour), rec("reference", "a", `{"url":"u"}`, time.Hour), true},
 		{"object repeat", rec("object", "a", `{"uploadId":"u"}`, time.Hour), rec("object", "a", `{"uploadId":"u"}`, time.Hour), true},
 		{"error shortened", rec("error", "a", `{"reason":"r","message":"m"}`, time.Hour), rec("error", "a", `{"reason":"r","message":"m"}`, time.Minute), true},
 	}

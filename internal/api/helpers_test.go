@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // The names in this file carry a "harness" flavour so they cannot collide
@@ -31,24 +31,6 @@ import (
 // harnessEpoch is where every fake clock starts: a fixed instant with a
 // millisecond part, so canonical timestamps are predictable in assertions.
 var harnessEpoch = time.Date(2031, time.March, 4, 5, 6, 7, 891_000_000, time.UTC)
-
-// harnessClock is a queue.Clock the test moves by hand.
-type harnessClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *harnessClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *harnessClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // permitAll authorizes every call: these tests are about the request
 // pipeline and the queue's behaviour, not scopes.
@@ -100,7 +82,7 @@ type harnessOptions struct {
 type harness struct {
 	srv        *api.Server
 	url        string
-	clock      *harnessClock
+	clock      *testclock.Clock // moved by hand
 	store      store.Store
 	subscribed chan string
 }
@@ -117,7 +99,7 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	spy := &subscribeSignal{Store: db, subscribed: make(chan string, 64)}
-	clock := &harnessClock{now: harnessEpoch}
+	clock := testclock.New(harnessEpoch)
 	var metrics *api.Metrics
 	if opts.Metrics {
 		// The metrics read the store itself (its combining counters are

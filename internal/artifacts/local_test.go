@@ -19,25 +19,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/testclock"
 	"github.com/stretchr/testify/require"
 )
 
-// fakeClock is a settable clock for NowFunc.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ns.Store(time.Now().UnixNano())
-	return c
-}
-
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+// newFakeClock is a settable clock for NowFunc, starting now.
+func newFakeClock() *testclock.Clock { return testclock.New(time.Now()) }
 
 type localBundle struct {
 	local  *Local
 	server *httptest.Server
-	clock  *fakeClock
+	clock  *testclock.Clock
 	dir    string
 }
 

@@ -25,31 +25,11 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // rootToken is the root client's access token in these tests.
 const rootToken = "authapi-test-root-token-0123456789abcdef"
-
-// shiftedClock is the wall clock plus an offset the test moves. Requests
-// signed by tcclient use the wall clock, so they stay valid while the
-// offset is under Hawk's 15-minute skew; requests signed with signed()
-// follow the shifted time.
-type shiftedClock struct {
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-func (c *shiftedClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.offset).UTC()
-}
-
-func (c *shiftedClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.offset += d
-}
 
 // logBuffer collects the server's log output.
 type logBuffer struct {
@@ -72,8 +52,12 @@ func (b *logBuffer) String() string {
 // bundle is one API server (queue plus auth routes) over a fresh SQLite
 // store with production security, served by httptest.
 type bundle struct {
-	url    string
-	clock  *shiftedClock
+	url string
+	// clock is the wall clock plus an offset the test moves. Requests
+	// signed by tcclient use the wall clock, so they stay valid while the
+	// offset is under Hawk's 15-minute skew; requests signed with signed()
+	// follow the shifted time.
+	clock  *testclock.Shifted
 	store  store.Store
 	sealer *auth.Sealer
 	logs   *logBuffer
@@ -90,7 +74,7 @@ func setup(t *testing.T) *bundle {
 	var key [32]byte
 	_, err = rand.Read(key[:])
 	require.NoError(t, err)
-	clock := &shiftedClock{}
+	clock := &testclock.Shifted{}
 	logs := &logBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	sec, err := server.NewSecurity(ctx, db, rootToken, key, clock, log)

@@ -65,7 +65,7 @@ func wakeSample(ctx context.Context, opts *Options, c *tcclient.Client, tq strin
 		resp, err := c.ClaimWork(ctx, tq, &tcclient.ClaimWorkRequest{WorkerGroup: opts.WorkerGroup, WorkerID: "wake", Tasks: 1})
 		got <- claimed{resp, err, time.Now()}
 	}()
-	if err := sleepCtx(ctx, wakeSettle); err != nil {
+	if err := tcclient.SleepContext(ctx, wakeSettle); err != nil {
 		return 0, 0, err
 	}
 	id := tcclient.NewTaskID()
@@ -87,15 +87,4 @@ func wakeSample(ctx context.Context, opts *Options, c *tcclient.Client, tq strin
 		return 0, 0, err
 	}
 	return r.at.Sub(replied), r.at.Sub(sent), nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

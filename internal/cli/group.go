@@ -192,7 +192,7 @@ func (a *app) group(ctx context.Context, taskGroupID string, watch bool) error {
 		if s.Done {
 			return a.groupResult(s)
 		}
-		if err := sleepCtx(ctx, a.env.pollInterval()); err != nil {
+		if err := tcclient.SleepContext(ctx, a.env.pollInterval()); err != nil {
 			return &ExitError{Code: ExitInterrupted, Msg: "interrupted", Err: err}
 		}
 	}

@@ -335,7 +335,7 @@ func (a *app) follow(ctx context.Context, taskID string, out io.Writer, logRequi
 		}
 		if len(st.Runs) == 0 {
 			notice(fmt.Sprintf("Waiting: task %s is %s (its dependencies have not resolved)", taskID, st.State))
-			if err := sleepCtx(ctx, a.env.pollInterval()); err != nil {
+			if err := tcclient.SleepContext(ctx, a.env.pollInterval()); err != nil {
 				return nil, interrupted()
 			}
 			continue
@@ -407,7 +407,7 @@ func (a *app) follow(ctx context.Context, taskID string, out io.Writer, logRequi
 			}
 			return st, nil
 		}
-		if err := sleepCtx(ctx, a.env.pollInterval()); err != nil {
+		if err := tcclient.SleepContext(ctx, a.env.pollInterval()); err != nil {
 			return nil, interrupted()
 		}
 	}
@@ -417,7 +417,7 @@ func (a *app) follow(ctx context.Context, taskID string, out io.Writer, logRequi
 // newer run, then, after a short grace period for the live log's last
 // bytes, calls stop. It returns when ctx ends.
 func (a *app) watchRun(ctx context.Context, taskID string, runID int, stop context.CancelFunc) {
-	for sleepCtx(ctx, a.env.pollInterval()) == nil {
+	for tcclient.SleepContext(ctx, a.env.pollInterval()) == nil {
 		st, err := a.client.Status(ctx, taskID)
 		if err != nil {
 			// The main loop reports persistent failures; a watcher only
@@ -425,21 +425,10 @@ func (a *app) watchRun(ctx context.Context, taskID string, runID int, stop conte
 			continue
 		}
 		if len(st.Runs)-1 != runID || isResolved(st.Runs[runID].State) {
-			if sleepCtx(ctx, 2*a.env.pollInterval()) == nil {
+			if tcclient.SleepContext(ctx, 2*a.env.pollInterval()) == nil {
 				stop()
 			}
 			return
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

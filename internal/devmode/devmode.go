@@ -29,6 +29,8 @@ type Options struct {
 	Capacity int
 	// Out receives the banner.
 	Out io.Writer
+	// SandboxInit starts the worker's sandbox init (worker.Config).
+	SandboxInit []string
 }
 
 // RootToken returns the root access token: HOPPER_ROOT_ACCESS_TOKEN if set,
@@ -102,6 +104,7 @@ func Run(ctx context.Context, opts Options) error {
 		WorkDir:     filepath.Join(cfg.DataDir, "worker"),
 		// A snappy first run matters more here than polling politely.
 		ClaimInterval: worker.Duration{Duration: 500 * time.Millisecond},
+		SandboxInit:   opts.SandboxInit,
 	}, cfg.Logger)
 	if err != nil {
 		return fmt.Errorf("starting the worker: %w", err)

@@ -117,4 +117,3 @@ func waitTaskResolved(ctx context.Context, t *testing.T, c *tcclient.Client, tas
 		}
 	}
 }
-

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // Identities shared by the state-machine tests.
@@ -20,21 +21,9 @@ const (
 	taskLife = 24 * time.Hour
 )
 
-// fakeClock is the explicit test clock: it moves only when a test advances
+// newClock is the explicit test clock: it moves only when a test advances
 // it, so every timestamp a transition records is known in advance.
-type fakeClock struct{ now time.Time }
-
-var _ queue.Clock = (*fakeClock)(nil)
-
-func newClock() *fakeClock { return &fakeClock{now: epoch()} }
-
-func (c *fakeClock) Now() time.Time { return c.now }
-
-// Advance moves the clock forward and returns the new time.
-func (c *fakeClock) Advance(d time.Duration) time.Time {
-	c.now = c.now.Add(d)
-	return c.now
-}
+func newClock() *testclock.Clock { return testclock.New(epoch()) }
 
 // epoch is the fixed instant all tests count from.
 func epoch() time.Time { return time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC) }

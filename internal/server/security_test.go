@@ -12,11 +12,8 @@ import (
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
-
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
 
 func TestClientUseIsRecorded(t *testing.T) {
 	t.Parallel()
@@ -26,7 +23,7 @@ func TestClientUseIsRecorded(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	var key [32]byte
-	sec, err := NewSecurity(ctx, st, "root-token-0123456789abcdefghij", key, fixedClock{now}, slog.Default())
+	sec, err := NewSecurity(ctx, st, "root-token-0123456789abcdefghij", key, testclock.New(now), slog.Default())
 	require.NoError(t, err)
 
 	sealed, err := sec.Sealer.Seal("client-token-0123456789abcdefghij", "c/one")

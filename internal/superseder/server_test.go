@@ -19,6 +19,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/store/storetest"
 	"github.com/hopper-ci/hopper/internal/superseder"
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 func TestSelect(t *testing.T) {
@@ -82,10 +83,6 @@ func (noCredentials) TaskCredentials(string, int, string, string, time.Time, tim
 	return api.Credentials{}, nil
 }
 
-type fixedClock time.Time
-
-func (c fixedClock) Now() time.Time { return time.Time(c) }
-
 // TestListEndpoint serves the built-in superseder from a real SQLite store
 // and checks the answers of worker.md §5.9 and the package documentation.
 func TestListEndpoint(t *testing.T) {
@@ -134,7 +131,7 @@ func TestListEndpoint(t *testing.T) {
 	serve := func(opts superseder.ServerOptions) string {
 		opts.Store = st
 		srv, err := api.New(api.Options{
-			Config: api.Config{RootURL: "http://example"}, Store: st, Clock: fixedClock(now),
+			Config: api.Config{RootURL: "http://example"}, Store: st, Clock: testclock.New(now),
 			Authorizer: allowAll{}, Issuer: noCredentials{}, ExtraRoutes: superseder.Routes(opts),
 		})
 		require.NoError(t, err)

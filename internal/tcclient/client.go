@@ -265,7 +265,7 @@ func (c *Client) doAt(ctx context.Context, base, method, path string, query url.
 		if !IsTransient(err) || StatusCode(err) == http.StatusTooManyRequests || attempt >= retries {
 			return rep, lastErr
 		}
-		if err := sleepCtx(ctx, backoff(c.RetryDelay, attempt)); err != nil {
+		if err := SleepContext(ctx, backoff(c.RetryDelay, attempt)); err != nil {
 			return rep, fmt.Errorf("%w (while retrying after: %v)", err, lastErr)
 		}
 	}
@@ -354,7 +354,10 @@ func backoff(base time.Duration, attempt int) time.Duration {
 	return time.Duration(float64(d) * jitter)
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// SleepContext waits d, or until ctx ends (then it returns ctx's error):
+// the client's wait between retries, and the one pollers built on the
+// client use.
+func SleepContext(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -75,7 +75,7 @@ func (u *Upload) Do(ctx context.Context) error {
 		if !IsTransient(err) || attempt >= retries {
 			return err
 		}
-		if serr := sleepCtx(ctx, backoff(u.RetryDelay, attempt)); serr != nil {
+		if serr := SleepContext(ctx, backoff(u.RetryDelay, attempt)); serr != nil {
 			return fmt.Errorf("%w (while retrying after: %v)", serr, err)
 		}
 	}

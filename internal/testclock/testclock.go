@@ -24,11 +24,13 @@ func (c *Clock) Now() time.Time {
 	return c.now
 }
 
-// Advance moves the clock forward by d (backward if d is negative).
-func (c *Clock) Advance(d time.Duration) {
+// Advance moves the clock forward by d (backward if d is negative) and
+// returns the new time.
+func (c *Clock) Advance(d time.Duration) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+	return c.now
 }
 
 // Set moves the clock to t.
@@ -36,4 +38,26 @@ func (c *Clock) Set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = t
+}
+
+// Shifted is the wall clock plus an offset the test moves: for tests whose
+// requests are signed with the real time (Hawk allows 15 minutes of skew)
+// yet need time to pass. The zero value is the wall clock, in UTC.
+type Shifted struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+// Now returns the wall-clock time plus the offset, in UTC.
+func (c *Shifted) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset).UTC()
+}
+
+// Advance adds d to the offset.
+func (c *Shifted) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"mime"
 	"os"
@@ -226,18 +227,9 @@ func (r *taskRun) uploadOne(ctx context.Context, u *artifactUpload) error {
 	return r.uploadFile(ctx, u.name, u.file, u.contentType, u.encoding, u.expires)
 }
 
-// uploadFile creates an s3 artifact and PUTs the file, gzipping it first
-// when encoding is gzip.
+// uploadFile creates an s3 artifact and PUTs the file, compressing it on
+// the fly when encoding is gzip.
 func (r *taskRun) uploadFile(ctx context.Context, name, file, contentType, encoding string, expires time.Time) error {
-	src := file
-	if encoding == "gzip" {
-		gz, err := r.gzipToTemp(file)
-		if err != nil {
-			return err
-		}
-		defer os.Remove(gz)
-		src = gz
-	}
 	resp, err := r.claim.Queue().CreateArtifact(ctx, r.claim.TaskID, r.claim.RunID, name, &tcclient.CreateArtifactRequest{
 		StorageType: tcclient.StorageS3, Expires: tcclient.NewTime(expires), ContentType: contentType,
 	})
@@ -247,12 +239,13 @@ func (r *taskRun) uploadFile(ctx context.Context, name, file, contentType, encod
 	if resp.PutURL == "" {
 		return fmt.Errorf("createArtifact for %s returned no putUrl", name)
 	}
-	// identity means "send no Content-Encoding header".
-	header := ""
+	var up *tcclient.Upload
 	if encoding == "gzip" {
-		header = "gzip"
+		up, err = gzipUpload(resp.PutURL, contentType, openFile(file))
+	} else {
+		// identity means "send no Content-Encoding header".
+		up, err = tcclient.FileUpload(resp.PutURL, contentType, "", file)
 	}
-	up, err := tcclient.FileUpload(resp.PutURL, contentType, header, src)
 	if err != nil {
 		return err
 	}
@@ -264,48 +257,18 @@ func (r *taskRun) uploadFile(ctx context.Context, name, file, contentType, encod
 	return nil
 }
 
-func (r *taskRun) gzipToTemp(file string) (string, error) {
-	in, err := os.Open(file)
-	if err != nil {
-		return "", fmt.Errorf("opening %s: %w", file, err)
-	}
-	defer in.Close()
-	out, err := os.CreateTemp(r.tmpDir, "artifact-*.gz")
-	if err != nil {
-		return "", fmt.Errorf("creating temporary file: %w", err)
-	}
-	if err := gzipStream(out, in); err != nil {
-		out.Close()
-		os.Remove(out.Name())
-		return "", err
-	}
-	if err := out.Close(); err != nil {
-		os.Remove(out.Name())
-		return "", fmt.Errorf("writing %s: %w", out.Name(), err)
-	}
-	return out.Name(), nil
-}
-
+// uploadBackingLog uploads the closed task log, compressed on the fly from
+// the log's own file descriptor.
 func (r *taskRun) uploadBackingLog(ctx context.Context) error {
-	out, err := os.CreateTemp(r.tmpDir, "live_backing-*.log.gz")
-	if err != nil {
-		return fmt.Errorf("creating temporary file: %w", err)
-	}
-	defer os.Remove(out.Name())
-	if err := r.log.GzipTo(out); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("writing compressed log: %w", err)
-	}
 	resp, err := r.claim.Queue().CreateArtifact(ctx, r.claim.TaskID, r.claim.RunID, r.logs.Backing, &tcclient.CreateArtifactRequest{
 		StorageType: tcclient.StorageS3, Expires: r.claim.Task.Expires, ContentType: "text/plain; charset=utf-8",
 	})
 	if err != nil {
 		return err
 	}
-	up, err := tcclient.FileUpload(resp.PutURL, "text/plain; charset=utf-8", "gzip", out.Name())
+	up, err := gzipUpload(resp.PutURL, "text/plain; charset=utf-8", func() (io.ReadCloser, error) {
+		return io.NopCloser(r.log.Reader()), nil
+	})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
 
 // Duration is a time.Duration that config files may write as a Go duration
@@ -147,6 +148,28 @@ type Config struct {
 	Engine string `yaml:"engine" json:"engine,omitempty"`
 	// Docker holds the docker engine's settings.
 	Docker DockerConfig `yaml:"docker" json:"docker"`
+	// Isolation is the task sandbox (package sandbox): "strict" refuses
+	// to start without every protection, "auto" (default) uses what the
+	// machine offers and says what is missing, "none" runs commands as
+	// plain child processes.
+	Isolation string `yaml:"isolation" json:"isolation,omitempty"`
+	// MaxTaskMemoryMB and MaxTaskProcesses limit every task's memory and
+	// process count (0: no limit); payload.limits may ask for less.
+	MaxTaskMemoryMB  int `yaml:"maxTaskMemoryMB" json:"maxTaskMemoryMB,omitempty"`
+	MaxTaskProcesses int `yaml:"maxTaskProcesses" json:"maxTaskProcesses,omitempty"`
+	// CancelPollInterval is how often the worker asks the queue whether a
+	// running task was cancelled or otherwise resolved (default 1 s), so it
+	// stops such a task long before its next reclaim.
+	CancelPollInterval Duration `yaml:"cancelPollInterval" json:"cancelPollInterval,omitzero"`
+	// SandboxInit starts the sandbox init (sandbox.Config.InitCommand);
+	// the program embedding the worker sets it, e.g. to sandbox.SelfInit()
+	// when its main dispatches to sandbox.InitMain. Empty: commands run
+	// without PID and mount namespaces.
+	SandboxInit []string `yaml:"-" json:"-"`
+	// ConfigFile is the file LoadConfigFile read (it holds the worker's
+	// credentials): with task users, a file other users can read stops a
+	// strict worker and is a warning in auto mode.
+	ConfigFile string `yaml:"-" json:"-"`
 }
 
 // DockerConfig holds the settings of the docker engine.
@@ -183,6 +206,7 @@ func LoadConfigFile(path string) (Config, error) {
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 		return cfg, fmt.Errorf("parsing worker config %s: %w", path, err)
 	}
+	cfg.ConfigFile = path
 	return cfg, nil
 }
 
@@ -316,6 +340,17 @@ func (c Config) Normalize() (Config, error) {
 	}
 	if c.Superseding.MaxTasks == 0 {
 		c.Superseding.MaxTasks = 32
+	}
+	if iso, err := sandbox.ParseIsolation(c.Isolation); err != nil {
+		problems = append(problems, err.Error())
+	} else {
+		c.Isolation = string(iso)
+	}
+	if c.MaxTaskMemoryMB < 0 || c.MaxTaskProcesses < 0 {
+		problems = append(problems, "maxTaskMemoryMB and maxTaskProcesses must not be negative")
+	}
+	if c.CancelPollInterval.Duration <= 0 {
+		c.CancelPollInterval.Duration = time.Second
 	}
 	if len(problems) > 0 {
 		return c, fmt.Errorf("invalid worker config: %s", strings.Join(problems, "; "))

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 )
 
 // Engine names accepted by Config.Engine (`hopper worker --engine`).
@@ -46,41 +47,12 @@ type engineTask interface {
 }
 
 // newEngine builds the engine cfg names.
-func newEngine(cfg *Config) (engine, error) {
+func newEngine(cfg *Config, logger *slog.Logger) (engine, error) {
 	switch cfg.Engine {
 	case EngineProcess:
-		return processEngine{}, nil
+		return &processEngine{cfg: cfg, logger: logger}, nil
 	case EngineDocker:
 		return newDockerEngine(cfg)
 	}
 	return nil, fmt.Errorf("unknown engine %q (want %s or %s)", cfg.Engine, EngineProcess, EngineDocker)
 }
-
-// processEngine runs generic-worker posix payloads as child processes of
-// the worker (the "insecure" engine of generic-worker).
-type processEngine struct{}
-
-func (processEngine) headerName() string { return "insecure" }
-
-// recover has nothing to do: the kernel kills a dead worker's task
-// processes (see setDeathSignal).
-func (processEngine) recover(context.Context) error { return nil }
-
-func (processEngine) prepare(r *taskRun) engineTask {
-	r.prepare()
-	if r.pl == nil {
-		return nil
-	}
-	return processTask{r}
-}
-
-type processTask struct{ r *taskRun }
-
-func (t processTask) run() { t.r.runCommands() }
-
-func (t processTask) uploads() []artifactUpload {
-	return ExpandArtifacts(t.r.dir, t.r.pl.Artifacts, t.r.claim.Task.Expires.Time)
-}
-
-// cleanup leaves the caches to taskRun.cleanup, which predates engines.
-func (processTask) cleanup() {}

@@ -248,6 +248,11 @@ func (r *taskRun) taskEnv() []string {
 	if r.proxy != nil {
 		set("TASKCLUSTER_PROXY_URL", r.proxy.URL())
 	}
+	if u := r.box.User(); u != nil {
+		set("HOME", u.Home)
+		set("USER", u.Name)
+		set("LOGNAME", u.Name)
+	}
 	out := make([]string, 0, len(order))
 	for _, k := range order {
 		out = append(out, k+"="+env[k])

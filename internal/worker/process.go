@@ -1,14 +1,118 @@
 package worker
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
-	"os/exec"
+	"log/slog"
+	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
+
+// processEngine runs generic-worker posix payloads as child processes of
+// the worker, each command in the task's sandbox (package sandbox): with
+// isolation none it is generic-worker's "insecure" engine, with task users
+// its "multiuser" one.
+type processEngine struct {
+	cfg    *Config
+	logger *slog.Logger
+	// sandbox is set up by recover, before the first claim.
+	sandbox *sandbox.Manager
+}
+
+func (e *processEngine) headerName() string {
+	if e.sandbox != nil && e.sandbox.User(0) != nil {
+		return "multiuser"
+	}
+	return "insecure"
+}
+
+// recover sets the sandbox up: it empties the cgroups a crashed
+// predecessor left (its processes died with their namespaces' inits), and
+// in strict mode a machine that lacks a protection stops the worker before
+// it claims anything.
+func (e *processEngine) recover(context.Context) error {
+	box, err := newSandbox(*e.cfg, e.logger)
+	if err != nil {
+		return err
+	}
+	e.sandbox = box
+	return nil
+}
+
+// close removes the worker's cgroups when it stops.
+func (e *processEngine) close() {
+	if e.sandbox != nil {
+		e.sandbox.Close()
+	}
+}
+
+func (e *processEngine) prepare(r *taskRun) engineTask {
+	r.log.Infof("Sandbox: %s", e.sandbox.Summary())
+	r.prepare()
+	if r.pl == nil {
+		return nil
+	}
+	return processTask{r: r, sandbox: e.sandbox}
+}
+
+type processTask struct {
+	r       *taskRun
+	sandbox *sandbox.Manager
+}
+
+func (t processTask) run() {
+	t.r.openSandbox(t.sandbox)
+	if len(t.r.errs) == 0 && !t.r.lost() {
+		t.r.runCommands()
+	}
+	t.r.closeSandbox()
+}
+
+func (t processTask) uploads() []artifactUpload {
+	ups := ExpandArtifacts(t.r.dir, t.r.pl.Artifacts, t.r.claim.Task.Expires.Time)
+	if t.r.confined {
+		confineUploads(t.r.dir, ups)
+	}
+	return ups
+}
+
+// confineUploads turns every file upload whose real path lies outside the
+// task directory into an error artifact. A task that ran as a task user
+// could otherwise have the worker, which uploads as root, publish what the
+// task itself may not read: a symlink to the worker's config, an absolute
+// path, "../". Nothing of the task runs any more when this is checked (its
+// processes died with the sandbox), so the paths cannot change before the
+// upload opens them.
+func confineUploads(dir string, ups []artifactUpload) {
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		root = dir
+	}
+	for i := range ups {
+		u := &ups[i]
+		if u.file == "" {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(u.file)
+		if err == nil {
+			if rel, rerr := filepath.Rel(root, real); rerr == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				continue
+			}
+		}
+		msg := fmt.Sprintf("Artifact %s: %s resolves outside the task directory; a sandboxed task may only publish its own files", u.name, u.file)
+		fe := failure("%s", msg)
+		*u = artifactUpload{name: u.name, expires: u.expires, errReason: tcclient.ArtifactInvalidResource, errMessage: msg, failure: &fe}
+	}
+}
+
+// cleanup kills what a panicking run may have left in the sandbox; the
+// caches are taskRun.cleanup's, which predates engines.
+func (t processTask) cleanup() { t.r.closeSandbox() }
 
 // commandResult is how one command ended.
 type commandResult struct {
@@ -17,7 +121,7 @@ type commandResult struct {
 	startErr error
 	// exitCode is the process exit status, or -1 when killed by a signal.
 	exitCode int
-	// aborted is set when the worker killed the process group, with why.
+	// aborted is set when the worker killed the command, with why.
 	aborted     bool
 	abortReason string
 	wall        time.Duration
@@ -29,60 +133,33 @@ type stopSignal struct {
 	reason string
 }
 
-// runProcess runs argv in dir with env, output to out, in its own process
-// group. It returns when the process exits or, if a value arrives on stop,
-// after SIGKILLing the whole group. Leftover processes of the group (e.g.
-// backgrounded grandchildren) are always killed when the command ends, so
-// nothing a command started outlives it.
-func runProcess(argv []string, dir string, env []string, out io.Writer, stop <-chan stopSignal) commandResult {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = env
-	cmd.Stdout = out
-	cmd.Stderr = out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// If the worker is killed outright (no chance to kill the group), the
-	// kernel kills the task's direct child too (Linux; see setDeathSignal).
-	setDeathSignal(cmd.SysProcAttr)
-	// A grandchild that escaped the group could hold the output pipe open
-	// forever; do not wait for it longer than this.
-	cmd.WaitDelay = 2 * time.Second
+// runProcess runs argv in dir with env, output to out, in the task's
+// sandbox. It returns when the command exits or, if a value arrives on
+// stop, after killing it and everything it started. Whatever the command
+// left running is killed when it ends (the sandbox's namespace, or its
+// process group with isolation none), so nothing a command started
+// outlives it.
+func runProcess(box *sandbox.Task, argv []string, dir string, env []string, out io.Writer, stop <-chan stopSignal) commandResult {
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	p, err := box.Start(sandbox.Command{Argv: argv, Dir: dir, Env: env, Output: out})
+	if err != nil {
 		return commandResult{startErr: err}
 	}
-	pgid := cmd.Process.Pid
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	res := commandResult{started: true}
-	var waitErr error
+	var res commandResult
 	select {
-	case waitErr = <-done:
+	case <-p.Done():
 	case sig := <-stop:
 		res.aborted, res.abortReason = true, sig.reason
-		killGroup(pgid)
-		waitErr = <-done
+		p.Kill()
 	}
-	killGroup(pgid)
+	r := p.Wait()
+	if !r.Started {
+		return commandResult{startErr: r.StartErr}
+	}
+	res.started = true
+	res.exitCode, res.user, res.sys = r.ExitCode, r.User, r.System
 	res.wall = time.Since(start)
-	if ps := cmd.ProcessState; ps != nil {
-		res.user, res.sys = ps.UserTime(), ps.SystemTime()
-		res.exitCode = ps.ExitCode()
-	} else {
-		res.exitCode = -1
-	}
-	var exitErr *exec.ExitError
-	if waitErr != nil && !errors.As(waitErr, &exitErr) && !errors.Is(waitErr, exec.ErrWaitDelay) && res.exitCode == 0 {
-		res.exitCode = -1
-	}
 	return res
-}
-
-// killGroup sends SIGKILL to every process in the group.
-func killGroup(pgid int) {
-	if pgid > 1 {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	}
 }
 
 // shellQuote renders argv so that a user can paste it into a shell.

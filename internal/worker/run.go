@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
+	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 	"github.com/hopper-ci/hopper/internal/worker/tasklog"
 	"github.com/hopper-ci/hopper/internal/worker/tcproxy"
 )
@@ -69,6 +71,18 @@ type taskRun struct {
 	purge    bool
 	started  time.Time
 	finished bool
+
+	// slot is the capacity slot (it picks the task user); box is the
+	// task's sandbox while commands may run; usage is what it used.
+	slot       int
+	box        *sandbox.Task
+	usage      sandbox.Usage
+	usageKnown bool
+	// confined is set when the commands ran as a task user: artifacts
+	// must then be the task's own files.
+	confined  bool
+	watchStop chan struct{}
+	watchOnce sync.Once
 }
 
 func (r *taskRun) record(e runErr) {
@@ -115,6 +129,9 @@ func (r *taskRun) execute() (out Outcome) {
 	}()
 	r.ctx, r.workCtx, r.started = ctx, workCtx, time.Now()
 	r.logger.Info("task claimed")
+	r.watchStop = make(chan struct{})
+	defer r.stopWatching()
+	go r.watchCancellation(r.watchStop)
 
 	if err := r.createDirs(); err != nil {
 		// Setup failures before the run starts are reported at once, with
@@ -149,6 +166,7 @@ func (r *taskRun) execute() (out Outcome) {
 func (r *taskRun) conclude(o Outcome) Outcome {
 	// From here on a panic must not cause a second resolution.
 	r.finished = true
+	r.stopWatching()
 	if r.secondaries != nil {
 		r.secondaries.Finish(context.Background(), r.claim, o)
 	}
@@ -263,6 +281,7 @@ func (r *taskRun) writeHeader() {
 func (r *taskRun) writeFooter() {
 	r.log.Infof("=== Task Finished ===")
 	r.log.Infof("Task Duration: %s", time.Since(r.started).Round(time.Millisecond))
+	r.sandboxFooter()
 	if len(r.errs) > 0 {
 		first := r.errs[0]
 		switch {
@@ -303,7 +322,7 @@ func (r *taskRun) runCommands() {
 			case <-watchDone:
 			}
 		}()
-		res := runProcess(argv, r.dir, env, r.log, stop)
+		res := runProcess(r.box, argv, r.dir, env, r.log, stop)
 		close(watchDone)
 		if !res.started {
 			r.log.Errorf("Could not start command %d: %v", i, res.startErr)
@@ -377,8 +396,7 @@ func (r *taskRun) uploadPhase() {
 	}
 	if r.backing {
 		if err := r.uploadBackingLog(ctx); err != nil {
-			r.logger.Error("uploading backing log", "error", err)
-			r.errs = append(r.errs, uploadErr(err))
+			r.backingLogLost(err)
 		} else if r.liveLog {
 			lctx, lcancel := context.WithTimeout(ctx, time.Minute)
 			_, err := r.claim.Queue().CreateArtifact(lctx, r.claim.TaskID, r.claim.RunID, r.logs.Live, &tcclient.CreateArtifactRequest{

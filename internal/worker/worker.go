@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,6 +61,7 @@ type Worker struct {
 	abortOnce      sync.Once
 	runs           sync.WaitGroup
 	running        int
+	slotsBusy      []bool
 	runDone        chan struct{}
 	internalErrors int
 	tooManyErrors  bool
@@ -93,17 +95,19 @@ func New(cfg Config, logger *slog.Logger) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	eng, err := newEngine(&cfg)
+	eng, err := newEngine(&cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{
+	w := &Worker{
 		cfg: cfg, logger: logger.With("workerGroup", cfg.WorkerGroup, "workerId", cfg.WorkerID),
-		validator: v, caches: pool, engine: eng,
+		validator: v, caches: pool, engine: eng, slotsBusy: make([]bool, cfg.Capacity),
 		reclaimRetryDelay: time.Second, queueRetryDelay: 100 * time.Millisecond,
 		creds: *cfg.workerCredentials(),
 		drain: make(chan struct{}), abort: make(chan struct{}), runDone: make(chan struct{}, 1),
-	}, nil
+	}
+	pool.purges, pool.log = w.purgeRequests, w.logger
+	return w, nil
 }
 
 // Config returns the normalised configuration.
@@ -157,6 +161,11 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 	w.logger.Info("worker starting", "taskQueueId", w.cfg.TaskQueueID, "capacity", w.cfg.Capacity, "engine", w.cfg.Engine)
 	if err := w.engine.recover(ctx); err != nil {
 		return 1, fmt.Errorf("starting the %s engine: %w", w.cfg.Engine, err)
+	}
+	if c, ok := w.engine.(interface{ close() }); ok {
+		// Engines that hold machine state (the process engine's cgroups)
+		// release it when the worker stops.
+		defer c.close()
 	}
 	finished := make(chan struct{})
 	defer close(finished)
@@ -288,12 +297,15 @@ func (w *Worker) startRun(tc tcclient.TaskClaim) {
 	w.mu.Lock()
 	w.running++
 	w.claimed++
+	slot := slices.Index(w.slotsBusy, false)
+	w.slotsBusy[slot] = true
 	w.mu.Unlock()
 	w.runs.Add(1)
 	go func() {
 		defer w.runs.Done()
-		outcome := w.runClaim(tc)
+		outcome := w.runClaim(tc, slot)
 		w.mu.Lock()
+		w.slotsBusy[slot] = false
 		w.running--
 		if outcome.State == tcclient.StateException && outcome.Reason == tcclient.ReasonInternalError {
 			w.internalErrors++
@@ -313,7 +325,7 @@ func (w *Worker) startRun(tc tcclient.TaskClaim) {
 
 // runClaim handles one claim from start to finish and returns the outcome
 // of the task that ran (the primary).
-func (w *Worker) runClaim(tc tcclient.TaskClaim) Outcome {
+func (w *Worker) runClaim(tc tcclient.TaskClaim, slot int) Outcome {
 	logger := w.logger.With("taskId", tc.Status.TaskID, "runId", tc.RunID)
 	claim, err := w.HoldClaim(tc)
 	if err != nil {
@@ -328,7 +340,7 @@ func (w *Worker) runClaim(tc tcclient.TaskClaim) Outcome {
 		}
 		return Outcome{State: tcclient.StateException, Reason: tcclient.ReasonInternalError}
 	}
-	r := &taskRun{w: w, claim: claim, logger: logger}
+	r := &taskRun{w: w, claim: claim, logger: logger, slot: slot}
 	if url := supersederURL(claim.Task.Payload); url != "" && w.SupersedeFunc != nil && w.cfg.SupersedingEnabled() {
 		// An immediate shutdown during the superseding step cancels it, so
 		// held claims are released at once (worker.md §6.2 row 14c).

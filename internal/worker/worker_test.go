@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/tcclient/tcclienttest"
+	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
 
 const testQueue = "test-prov/test-wt"
@@ -30,6 +30,10 @@ const testQueue = "test-prov/test-wt"
 // HOPPER_WORKER_TEST_HELPER set it performs that helper action instead of
 // running tests, so tests need no curl or other tools.
 func TestMain(m *testing.M) {
+	if sandbox.IsInitInvocation() {
+		// The worker's sandbox re-executes this binary as its init.
+		os.Exit(sandbox.InitMain())
+	}
 	switch os.Getenv("HOPPER_WORKER_TEST_HELPER") {
 	case "":
 		os.Exit(m.Run())
@@ -74,6 +78,7 @@ func setup(t *testing.T, opts setupOpts) *bundle {
 		WorkerID:      "tw",
 		WorkDir:       t.TempDir(),
 		ClaimInterval: Duration{50 * time.Millisecond},
+		SandboxInit:   sandbox.SelfInit(),
 	}
 	if opts.mutate != nil {
 		opts.mutate(&cfg)
@@ -383,79 +388,6 @@ func TestResolutions(t *testing.T) {
 			}
 		})
 	}
-}
-
-// processGone reports whether pid no longer exists (zombies count as gone:
-// they have been killed, merely not reaped by whatever adopted them).
-func processGone(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	return len(fields) > 0 && fields[0] == "Z"
-}
-
-func readPids(t *testing.T, path string) []int {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(data)) {
-		pid, err := strconv.Atoi(f)
-		require.NoError(t, err)
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
-func TestReclaimConflictKillsProcessGroup(t *testing.T) {
-	t.Parallel()
-	b := setup(t, setupOpts{claimTimeout: 2 * time.Second})
-	pidFile := filepath.Join(t.TempDir(), "pids")
-	id := b.createTask(t, map[string]any{
-		"command": [][]string{sh(`sleep 300 & echo $! >> "$PIDS"; sleep 301 & echo $! >> "$PIDS"; echo $$ >> "$PIDS"; wait`)},
-		"env":     map[string]string{"PIDS": pidFile}, "maxRunTime": 600,
-	}, taskOpts{})
-	b.cfg.NumberOfTasksToRun = 1
-	w := b.newWorker(t)
-	done := make(chan int, 1)
-	go func() {
-		code, _ := w.Run(context.Background())
-		done <- code
-	}()
-	require.Eventually(t, func() bool { return len(readPids(t, pidFile)) == 3 }, 10*time.Second, 20*time.Millisecond)
-	pids := readPids(t, pidFile)
-	for _, p := range pids {
-		require.False(t, processGone(p))
-	}
-	cancelledAt := time.Now()
-	b.fake.Cancel(id)
-	select {
-	case code := <-done:
-		require.Equal(t, ExitOK, code)
-	case <-time.After(20 * time.Second):
-		t.Fatal("worker did not abandon the cancelled task")
-	}
-	// The next reclaim (≤ 1 s after the cancel with 2-s claims) saw 409.
-	require.Less(t, time.Since(cancelledAt), 6*time.Second)
-	for _, p := range pids {
-		require.Eventually(t, func() bool { return processGone(p) }, 3*time.Second, 20*time.Millisecond, "pid %d survived", p)
-	}
-	// No uploads and no report after the cancellation.
-	for _, r := range b.fake.Requests() {
-		require.NotContains(t, r.Path, "/completed")
-		require.NotContains(t, r.Path, "/failed")
-		require.NotContains(t, r.Path, "/exception")
-		require.NotContains(t, r.Path, "live_backing.log")
-	}
-	st := b.status(t, id)
-	require.Equal(t, "canceled", st.Runs[0].ReasonResolved)
-	entries, err := os.ReadDir(filepath.Join(b.cfg.WorkDir, "tasks"))
-	require.NoError(t, err)
-	require.Empty(t, entries)
 }
 
 func TestReclaimUnauthorizedAbandonsRun(t *testing.T) {

@@ -62,8 +62,9 @@ func (s *Server) createArtifact(r *http.Request, c *caller, taskID string, runID
 	}
 	if prev, ok := t.artifacts[runID][name]; ok {
 		compatible := !in.Expires.Before(prev.Expires.Time) &&
-			(in.StorageType == tcclient.StorageLink || in.ContentType == prev.ContentType) &&
-			(in.StorageType == prev.StorageType || prev.StorageType == tcclient.StorageReference && in.StorageType == tcclient.StorageLink)
+			(in.StorageType == tcclient.StorageLink || in.StorageType == tcclient.StorageError || in.ContentType == prev.ContentType) &&
+			(in.StorageType == prev.StorageType || prev.StorageType == tcclient.StorageReference &&
+				(in.StorageType == tcclient.StorageLink || in.StorageType == tcclient.StorageError))
 		if !compatible {
 			return nil, fail(409, "RequestConflict", "artifact %s exists with different properties", name)
 		}

@@ -30,15 +30,18 @@ const (
 
 // Payload is a validated payload with defaults applied.
 type Payload struct {
-	Command      [][]string        `json:"command"`
-	Env          map[string]string `json:"env,omitempty"`
-	MaxRunTime   int               `json:"maxRunTime"`
-	Artifacts    []Artifact        `json:"artifacts,omitempty"`
-	Mounts       []Mount           `json:"mounts,omitempty"`
-	Features     Features          `json:"features"`
-	OnExitStatus ExitStatus        `json:"onExitStatus"`
-	Logs         Logs              `json:"logs"`
-	OSGroups     []string          `json:"osGroups,omitempty"`
+	Command    [][]string        `json:"command"`
+	Env        map[string]string `json:"env,omitempty"`
+	MaxRunTime int               `json:"maxRunTime"`
+	// Limits (a hopper extension) asks for tighter resource limits than
+	// the worker's own.
+	Limits       Limits     `json:"limits"`
+	Artifacts    []Artifact `json:"artifacts,omitempty"`
+	Mounts       []Mount    `json:"mounts,omitempty"`
+	Features     Features   `json:"features"`
+	OnExitStatus ExitStatus `json:"onExitStatus"`
+	Logs         Logs       `json:"logs"`
+	OSGroups     []string   `json:"osGroups,omitempty"`
 	// SupersederURL is the superseding service URL (empty if none).
 	SupersederURL             string `json:"supersederUrl,omitempty"`
 	TaskclusterProxyInterface string `json:"taskclusterProxyInterface,omitempty"`
@@ -53,6 +56,12 @@ type Artifact struct {
 	ContentType     string        `json:"contentType,omitempty"`
 	ContentEncoding string        `json:"contentEncoding,omitempty"`
 	Optional        bool          `json:"optional,omitempty"`
+}
+
+// Limits is payload.limits; zero fields mean the worker's limit.
+type Limits struct {
+	MemoryMB     int `json:"memoryMB,omitempty"`
+	MaxProcesses int `json:"maxProcesses,omitempty"`
 }
 
 // Features are the payload's feature switches after defaults.

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,23 +69,36 @@ func run(m *testing.M) (int, error) {
 	if err := build.Run(); err != nil {
 		return 0, fmt.Errorf("building hopper: %w", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, stop, err := launchServer(bin, filepath.Join(dir, "data"), "4s")
 	if err != nil {
 		return 0, err
+	}
+	defer stop()
+	shared = srv
+	return m.Run(), nil
+}
+
+// launchServer starts `hopper serve` on a free loopback port with its data
+// in dataDir and the given claim timeout, and waits until it answers. The
+// returned function stops it.
+func launchServer(bin, dataDir, claimTimeout string) (*env, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
 	}
 	addr := ln.Addr().String()
 	ln.Close()
 	var tok [33]byte
 	_, _ = rand.Read(tok[:])
 	token := base64.RawURLEncoding.EncodeToString(tok[:])
-	serve := exec.Command(bin, "serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"),
-		"--claim-timeout", "4s", "--log-level", "warn")
+	serve := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dataDir,
+		"--claim-timeout", claimTimeout, "--log-level", "warn")
 	serve.Env = append(os.Environ(), "HOPPER_ROOT_ACCESS_TOKEN="+token)
 	serve.Stdout, serve.Stderr = os.Stderr, os.Stderr
 	if err := serve.Start(); err != nil {
-		return 0, fmt.Errorf("starting hopper serve: %w", err)
+		return nil, nil, fmt.Errorf("starting hopper serve: %w", err)
 	}
-	defer func() {
+	stop := func() {
 		_ = serve.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { _ = serve.Wait(); close(done) }()
@@ -93,7 +107,7 @@ func run(m *testing.M) (int, error) {
 		case <-time.After(10 * time.Second):
 			_ = serve.Process.Kill()
 		}
-	}()
+	}
 	rootURL := "http://" + addr
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -105,14 +119,14 @@ func run(m *testing.M) (int, error) {
 			}
 		}
 		if time.Now().After(deadline) {
-			return 0, errors.New("hopper serve did not become ready")
+			stop()
+			return nil, nil, errors.New("hopper serve did not become ready")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	shared = &env{bin: bin, rootURL: rootURL, token: token, admin: &tcclient.Client{
+	return &env{bin: bin, rootURL: rootURL, token: token, admin: &tcclient.Client{
 		RootURL: rootURL, Credentials: &tcclient.Credentials{ClientID: rootClientID, AccessToken: token},
-	}}
-	return m.Run(), nil
+	}}, stop, nil
 }
 
 // uniqueQueue returns a fresh task queue, so that repeated runs (-count)
@@ -137,13 +151,15 @@ type worker struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
+	// configFile is the worker's config file (credentials included).
+	configFile string
 }
 
 // startWorker starts a worker for queue that exits after n tasks (0 = no
 // limit).
 func startWorker(t *testing.T, queue string, n int) *worker {
 	t.Helper()
-	dir := t.TempDir()
+	dir := reachableDir(t)
 	cfg := map[string]any{
 		"rootUrl":            shared.rootURL,
 		"credentials":        map[string]string{"clientId": rootClientID, "accessToken": shared.token},
@@ -274,29 +290,19 @@ func TestCancelKillsTask(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)
 	queue := uniqueQueue("cancel")
-	pidFile := filepath.Join(t.TempDir(), "pids")
+	hb := heartbeatDir(t)
 	id := createTask(t, queue, map[string]any{
-		"command":    [][]string{{"sh", "-c", `sleep 300 & echo $! >> "$PIDS"; echo $$ >> "$PIDS"; wait`}},
-		"env":        map[string]string{"PIDS": pidFile},
+		"command":    [][]string{{"sh", "-c", `(` + heartbeat("child") + `) & ` + heartbeat("main")}},
+		"env":        map[string]string{"HB": hb},
 		"maxRunTime": 600,
 	})
 	w := startWorker(t, queue, 1)
-	var pids []string
-	require.Eventually(t, func() bool {
-		data, _ := os.ReadFile(pidFile)
-		pids = strings.Fields(string(data))
-		return len(pids) == 2
-	}, 30*time.Second, 50*time.Millisecond)
+	files := []string{filepath.Join(hb, "child"), filepath.Join(hb, "main")}
+	require.Eventually(t, func() bool { return !slices.Contains(beating(files...), false) }, 30*time.Second, 50*time.Millisecond)
 	_, err := shared.admin.CancelTask(context.Background(), id)
 	require.NoError(t, err)
-	// Claims last 4 s, so the next reclaim is at most ~2 s away.
 	require.Equal(t, 0, w.wait(t, 20*time.Second))
-	for _, p := range pids {
-		require.Eventually(t, func() bool {
-			data, err := os.ReadFile("/proc/" + p + "/stat")
-			return err != nil || strings.Contains(string(data), ") Z ")
-		}, 5*time.Second, 50*time.Millisecond, "process %s survived the cancellation", p)
-	}
+	require.Equal(t, []bool{false, false}, beating(files...), "task processes survived the cancellation")
 	st := status(t, id)
 	require.Equal(t, "canceled", st.Runs[0].ReasonResolved)
 	list, err := shared.admin.ListArtifacts(context.Background(), id, 0, tcclient.ListOptions{})

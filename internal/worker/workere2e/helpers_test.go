@@ -27,6 +27,8 @@ type workerOpts struct {
 	tasks int
 	// config holds further top-level keys of the worker's config file.
 	config map[string]any
+	// server is the queue to serve (nil: the shared one).
+	server *env
 }
 
 // startWorkerWith starts `hopper worker` for queue with the root client's
@@ -35,10 +37,14 @@ type workerOpts struct {
 // test ends if it is still running.
 func startWorkerWith(t *testing.T, queue string, o workerOpts) *worker {
 	t.Helper()
-	dir := t.TempDir()
+	dir := reachableDir(t)
+	srv := o.server
+	if srv == nil {
+		srv = shared
+	}
 	cfg := map[string]any{
-		"rootUrl":            shared.rootURL,
-		"credentials":        map[string]string{"clientId": rootClientID, "accessToken": shared.token},
+		"rootUrl":            srv.rootURL,
+		"credentials":        map[string]string{"clientId": rootClientID, "accessToken": srv.token},
 		"taskQueueId":        queue,
 		"workerGroup":        "e2e",
 		"workerId":           o.id,
@@ -56,7 +62,7 @@ func startWorkerWith(t *testing.T, queue string, o workerOpts) *worker {
 	cmd := exec.Command(shared.bin, "worker", "--config", path, "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, cmd.Start())
-	w := &worker{cmd: cmd, done: make(chan struct{})}
+	w := &worker{cmd: cmd, done: make(chan struct{}), configFile: path}
 	go func() {
 		w.err = cmd.Wait()
 		close(w.done)
@@ -76,6 +82,12 @@ func startWorkerWith(t *testing.T, queue string, o workerOpts) *worker {
 // further fields of the definition (scopes, retries, task group).
 func createTaskWith(t *testing.T, queue string, pl any, edit func(*tcclient.TaskDefinition)) string {
 	t.Helper()
+	return createTaskOn(t, shared, queue, pl, edit)
+}
+
+// createTaskOn is createTaskWith on the queue server srv.
+func createTaskOn(t *testing.T, srv *env, queue string, pl any, edit func(*tcclient.TaskDefinition)) string {
+	t.Helper()
 	raw, err := json.Marshal(pl)
 	require.NoError(t, err)
 	now := time.Now()
@@ -90,7 +102,7 @@ func createTaskWith(t *testing.T, queue string, pl any, edit func(*tcclient.Task
 		edit(def)
 	}
 	id := tcclient.NewTaskID()
-	_, err = shared.admin.CreateTask(context.Background(), id, def)
+	_, err = srv.admin.CreateTask(context.Background(), id, def)
 	require.NoError(t, err)
 	return id
 }
@@ -159,21 +171,50 @@ func artifactsByName(t *testing.T, taskID string, runID int) map[string]tcclient
 	return out
 }
 
-// processGone reports whether pid no longer runs: it does not exist, or it
-// is a zombie waiting for a (possibly non-reaping) init to collect it.
-func processGone(pid string) bool {
-	data, err := os.ReadFile("/proc/" + pid + "/stat")
-	return err != nil || strings.Contains(string(data), ") Z ")
+// reachableDir returns a new temporary directory that other users may
+// pass through (t.TempDir's are private to the user running the tests),
+// so that a root worker's task users can reach their task directories.
+func reachableDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+	require.NoError(t, os.Chmod(dir, 0o755))
+	return dir
 }
 
-// readPID waits until file holds a pid written by a task and returns it.
-func readPID(t *testing.T, file string, timeout time.Duration) string {
+// heartbeatDir returns a directory every task user may write heartbeat
+// files to. Tasks write heartbeats rather than PIDs: PIDs inside the
+// sandbox's PID namespace mean nothing outside it.
+func heartbeatDir(t *testing.T) string {
 	t.Helper()
-	var pid string
-	require.Eventually(t, func() bool {
-		data, _ := os.ReadFile(file)
-		pid = strings.TrimSpace(string(data))
-		return pid != "" && strings.HasSuffix(string(data), "\n")
-	}, timeout, 50*time.Millisecond, "the task never wrote %s", file)
-	return pid
+	dir := filepath.Join(reachableDir(t), "hb")
+	require.NoError(t, os.Mkdir(dir, 0o777))
+	require.NoError(t, os.Chmod(dir, 0o777))
+	return dir
+}
+
+// heartbeat is a shell loop appending to $HB/<name> every 50 ms.
+func heartbeat(name string) string {
+	return `while :; do echo beat >> "$HB/` + name + `"; sleep 0.05; done`
+}
+
+// beating reports, for each file, whether it exists and grows over 300 ms.
+func beating(files ...string) []bool {
+	size := func(f string) int64 {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return -1
+		}
+		return fi.Size()
+	}
+	before := make([]int64, len(files))
+	for i, f := range files {
+		before[i] = size(f)
+	}
+	time.Sleep(300 * time.Millisecond)
+	out := make([]bool, len(files))
+	for i, f := range files {
+		out[i] = before[i] >= 0 && size(f) > before[i]
+	}
+	return out
 }

@@ -2,7 +2,7 @@ package workere2e
 
 import (
 	"path/filepath"
-	"strconv"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -10,38 +10,35 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	hopperworker "github.com/hopper-ci/hopper/internal/worker"
 )
 
 // TestKill9ClaimExpiresAndAnotherWorkerRetries kills a worker outright
 // while its task runs. Nothing resolves the run, so the queue's claim
 // expiry must (exception/claim-expired, with a "retry" run), a second
-// worker must run the retry to completion, and the dead worker's task
-// process must not outlive it (Pdeathsig, worker.md §1.8 "crash").
+// worker must run the retry to completion, and nothing the dead worker's
+// task started may outlive it: neither the command, nor a backgrounded
+// grandchild, nor a setsid daemon (the sandbox init dies with the worker
+// and takes its PID namespace along).
 func TestKill9ClaimExpiresAndAnotherWorkerRetries(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)
 	queue := uniqueQueue("kill9")
-	pids := t.TempDir()
-	// Run 0 hangs with a backgrounded grandchild; run 1 finishes at once.
+	hb := heartbeatDir(t)
+	// Run 0 hangs with a grandchild and a daemon; run 1 finishes at once.
 	id := createTaskWith(t, queue, map[string]any{
 		"command": [][]string{{"sh", "-c", `if [ "$RUN_ID" = 1 ]; then echo "second run finished"; exit 0; fi
-sleep 60 & echo $! > "$PIDS/grandchild"
-echo $$ > "$PIDS/child"
-wait`}},
-		"env":        map[string]string{"PIDS": pids},
+(` + heartbeat("grandchild") + `) &
+setsid sh -c '` + heartbeat("daemon") + `' </dev/null >/dev/null 2>&1 &
+` + heartbeat("child")}},
+		"env":        map[string]string{"HB": hb},
 		"maxRunTime": 300,
 	}, nil)
 
 	a := startWorkerWith(t, queue, workerOpts{id: "kill9-a"})
-	child := readPID(t, filepath.Join(pids, "child"), 30*time.Second)
-	grandchild := readPID(t, filepath.Join(pids, "grandchild"), 5*time.Second)
-	t.Cleanup(func() {
-		// The group is the child's pid (Setpgid): this reaps the
-		// orphaned grandchild if the crash left it behind.
-		if pgid, err := strconv.Atoi(child); err == nil && pgid > 1 {
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		}
-	})
+	files := []string{filepath.Join(hb, "child"), filepath.Join(hb, "grandchild"), filepath.Join(hb, "daemon")}
+	require.Eventually(t, func() bool { return !slices.Contains(beating(files...), false) }, 30*time.Second, 50*time.Millisecond,
+		"the task never started all its processes")
 	st := status(t, id)
 	require.Equal(t, tcclient.StateRunning, st.State)
 	require.Equal(t, "kill9-a", st.Runs[0].WorkerID)
@@ -53,13 +50,9 @@ wait`}},
 	case <-time.After(10 * time.Second):
 		t.Fatal("worker A survived SIGKILL")
 	}
-	// The direct child dies with the worker (Pdeathsig).
-	require.Eventually(t, func() bool { return processGone(child) }, 5*time.Second, 20*time.Millisecond,
-		"task process %s outlived its SIGKILLed worker", child)
-	// Grandchildren are outside Pdeathsig's reach: only a worker that
-	// lives to see its task end kills the whole group. Logged, not
-	// asserted, because that is a documented limitation, not a promise.
-	t.Logf("grandchild %s after the worker crash: gone=%v", grandchild, processGone(grandchild))
+	require.Eventually(t, func() bool { return !slices.Contains(beating(files...), true) }, 5*time.Second, 20*time.Millisecond,
+		"task processes outlived their SIGKILLed worker")
+	t.Logf("every task process stopped within %s of the SIGKILL", time.Since(killedAt).Round(time.Millisecond))
 
 	// Claims last 4 s and a reclaim happens halfway, so takenUntil is at
 	// most 4 s after the kill; the queue's resolver ticks every 250 ms.
@@ -78,8 +71,14 @@ wait`}},
 	require.NotContains(t, arts, "public/logs/live_backing.log")
 	require.Equal(t, tcclient.StorageReference, arts["public/logs/live.log"].StorageType)
 
-	b := startWorkerWith(t, queue, workerOpts{id: "kill9-b", tasks: 1})
+	// Worker B takes over A's work dir: at start it must remove the task
+	// cgroups A left behind, and at exit its own.
+	workDir := filepath.Join(filepath.Dir(a.configFile), "work")
+	leftovers := cgroupDirs(t, hopperworker.CgroupName(workDir))
+	t.Logf("cgroup directories left by the crashed worker: %v", leftovers)
+	b := startWorkerWith(t, queue, workerOpts{id: "kill9-b", tasks: 1, config: map[string]any{"workDir": workDir}})
 	require.Equal(t, 0, b.wait(t, 30*time.Second))
+	require.Empty(t, cgroupDirs(t, hopperworker.CgroupName(workDir)), "cgroups outlived the worker that took over")
 	st = status(t, id)
 	require.Equal(t, tcclient.StateCompleted, st.State)
 	require.Len(t, st.Runs, 2)
@@ -87,4 +86,18 @@ wait`}},
 	require.Equal(t, "kill9-b", st.Runs[1].WorkerID)
 	require.Equal(t, tcclient.StateCompleted, st.Runs[1].State)
 	require.Contains(t, backingLog(t, id, 1), "second run finished")
+}
+
+// cgroupDirs lists the directories named name in the cgroup hierarchies
+// (a few levels down: a worker makes its cgroups under its own).
+func cgroupDirs(t *testing.T, name string) []string {
+	t.Helper()
+	var out []string
+	for _, pattern := range []string{"/sys/fs/cgroup/" + name, "/sys/fs/cgroup/*/" + name,
+		"/sys/fs/cgroup/*/*/" + name, "/sys/fs/cgroup/*/*/*/" + name, "/sys/fs/cgroup/*/*/*/*/" + name} {
+		m, err := filepath.Glob(pattern)
+		require.NoError(t, err)
+		out = append(out, m...)
+	}
+	return out
 }

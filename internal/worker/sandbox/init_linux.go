@@ -1,0 +1,213 @@
+package sandbox
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The init's inherited descriptors: the worker writes the initSpec on
+// control and keeps it open for the command's life (its end means the
+// worker is gone); the init writes one initStatus line on status.
+const (
+	controlFD = 3
+	statusFD  = 4
+)
+
+// initSpec is what the worker tells the init to run. It travels on the
+// control pipe, not in argv or the environment, so the init itself runs
+// with an empty environment (no LD_PRELOAD or GODEBUG from a payload into a
+// root process) and the task's environment is not in /proc/1/cmdline.
+type initSpec struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	// UID and GID, when UID > 0, are the credentials the command gets.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// MountProc mounts a fresh /proc (the init is in new PID and mount
+	// namespaces).
+	MountProc bool `json:"mountProc"`
+	// Probe makes the init only set itself up and report success.
+	Probe bool `json:"probe,omitempty"`
+}
+
+// initStatus is the init's report: either why the command did not start,
+// or how it ended.
+type initStatus struct {
+	StartError string `json:"startError,omitempty"`
+	Started    bool   `json:"started"`
+	ExitCode   int    `json:"exitCode"`
+	Signal     int    `json:"signal,omitempty"`
+	UserUsec   int64  `json:"userUsec"`
+	SystemUsec int64  `json:"systemUsec"`
+}
+
+// IsInitInvocation reports whether this process was started as the sandbox
+// init (its first argument is InitArg and the control pipe is there).
+func IsInitInvocation() bool {
+	return len(os.Args) > 1 && os.Args[1] == InitArg
+}
+
+// InitMain is the sandbox init: PID 1 of a task command's PID namespace.
+// It sets a parent-death signal, waits for the worker's go-ahead (which
+// comes after the worker put it into the task's cgroups), mounts a fresh
+// /proc, starts the command with the task user's credentials, reaps every
+// process that is re-parented to it, and exits when the command exits —
+// at which point the kernel kills whatever else is left in the namespace.
+// It returns the process exit code.
+func InitMain() int {
+	// If the worker dies the kernel kills this init, and with it the whole
+	// namespace. The control pipe covers the window before this call.
+	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0)
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	control := os.NewFile(controlFD, "control")
+	status := os.NewFile(statusFD, "status")
+	if control == nil || status == nil {
+		fmt.Fprintln(os.Stderr, "hopper sandbox init: started without its pipes")
+		return 125
+	}
+	line, err := bufio.NewReader(control).ReadBytes('\n')
+	if err != nil {
+		// The worker is gone before it said go: nothing to run.
+		return 125
+	}
+	var spec initSpec
+	if err := json.Unmarshal(line, &spec); err != nil {
+		report(status, initStatus{StartError: fmt.Sprintf("sandbox init: bad spec: %v", err)})
+		return 125
+	}
+	go func() {
+		// EOF on the control pipe: the worker died or wants the command
+		// gone. Exiting kills the namespace.
+		_, _ = io.Copy(io.Discard, control)
+		os.Exit(137)
+	}()
+	if spec.MountProc {
+		if err := mountProc(); err != nil {
+			report(status, initStatus{StartError: err.Error()})
+			return 125
+		}
+	}
+	if spec.Probe {
+		report(status, initStatus{Started: true})
+		return 0
+	}
+	st := runCommand(spec)
+	report(status, st)
+	switch {
+	case !st.Started:
+		return 127
+	case st.Signal != 0:
+		return 128 + st.Signal
+	}
+	return st.ExitCode
+}
+
+func report(w *os.File, st initStatus) {
+	b, _ := json.Marshal(st)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// mountProc makes mounts private to this namespace and mounts a /proc that
+// shows this PID namespace only.
+func mountProc() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("sandbox init: making mounts private: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("sandbox init: mounting /proc: %w", err)
+	}
+	return nil
+}
+
+// runCommand starts the command and reaps children until it exits.
+func runCommand(spec initSpec) initStatus {
+	if len(spec.Argv) == 0 {
+		return initStatus{StartError: "empty command"}
+	}
+	path, err := lookPath(spec.Argv[0], spec.Env)
+	if err != nil {
+		return initStatus{StartError: err.Error()}
+	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return initStatus{StartError: fmt.Sprintf("opening %s: %v", os.DevNull, err)}
+	}
+	attr := &syscall.SysProcAttr{Setsid: true}
+	if spec.UID > 0 {
+		attr.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
+	}
+	proc, err := os.StartProcess(path, spec.Argv, &os.ProcAttr{
+		Env: spec.Env, Files: []*os.File{devNull, os.Stdout, os.Stderr}, Sys: attr,
+	})
+	devNull.Close()
+	if err != nil {
+		return initStatus{StartError: err.Error()}
+	}
+	st := initStatus{Started: true, ExitCode: -1}
+reap:
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			break
+		}
+		if pid != proc.Pid {
+			continue
+		}
+		switch {
+		case ws.Exited():
+			st.ExitCode = ws.ExitStatus()
+		case ws.Signaled():
+			st.Signal = int(ws.Signal())
+		}
+		break reap
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) == nil {
+		st.UserUsec = ru.Utime.Sec*1e6 + ru.Utime.Usec
+		st.SystemUsec = ru.Stime.Sec*1e6 + ru.Stime.Usec
+	}
+	return st
+}
+
+// lookPath finds argv[0] in the PATH of the command's environment (the
+// init's own environment is empty on purpose).
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	pathVar := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathVar = v
+		}
+	}
+	for _, dir := range filepath.SplitList(pathVar) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("exec: %q: %w", name, exec.ErrNotFound)
+}
+
+// durationUsec converts microseconds to a Duration.
+func durationUsec(us int64) time.Duration { return time.Duration(us) * time.Microsecond }

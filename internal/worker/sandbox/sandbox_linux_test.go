@@ -1,0 +1,245 @@
+package sandbox
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets the test binary act as the sandbox init, as the hopper
+// binary does with `hopper sandbox-init`.
+func TestMain(m *testing.M) {
+	if IsInitInvocation() {
+		os.Exit(InitMain())
+	}
+	os.Exit(m.Run())
+}
+
+// syncBuffer is an io.Writer safe for the command's output.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// needStrict skips unless a strict sandbox can be built here (root, PID
+// and mount namespaces, cgroups with memory and pids controllers, useradd).
+func needStrict(t *testing.T, cfg Config) *Manager {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the sandbox needs root (tasks run as per-slot users, cgroups are written)")
+	}
+	cfg.Isolation = Strict
+	cfg.InitCommand = SelfInit()
+	if cfg.Name == "" {
+		cfg.Name = fmt.Sprintf("hopper-test-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
+	}
+	if cfg.Slots == 0 {
+		cfg.Slots = 1
+	}
+	dir := t.TempDir()
+	// TempDir's parents are private to root; task users must pass.
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+	require.NoError(t, os.Chmod(dir, 0o755))
+	cfg.TasksDir, cfg.HomesDir = filepath.Join(dir, "tasks"), filepath.Join(dir, "homes")
+	require.NoError(t, os.MkdirAll(cfg.TasksDir, 0o755))
+	m, err := New(cfg)
+	if err != nil {
+		t.Skipf("no strict sandbox on this machine: %v", err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+func taskDir(t *testing.T, m *Manager, task *Task) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(m.cfg.TasksDir, "task-")
+	require.NoError(t, err)
+	require.NoError(t, task.Own(dir))
+	return dir
+}
+
+func run(t *testing.T, task *Task, dir, script string) (Result, string) {
+	t.Helper()
+	var out syncBuffer
+	p, err := task.Start(Command{Argv: []string{"sh", "-c", script}, Dir: dir,
+		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}, Output: &out})
+	require.NoError(t, err)
+	select {
+	case <-p.Done():
+	case <-time.After(30 * time.Second):
+		p.Kill()
+		t.Fatalf("command did not end; output: %s", out.String())
+	}
+	return p.Wait(), out.String()
+}
+
+// growing reports whether file still grows over a few hundred ms.
+func growing(file string) bool {
+	before, _ := os.Stat(file)
+	time.Sleep(400 * time.Millisecond)
+	after, _ := os.Stat(file)
+	return before != nil && after != nil && after.Size() > before.Size()
+}
+
+func TestCommandEndKillsDaemonsAndDoubleForks(t *testing.T) {
+	t.Parallel()
+	m := needStrict(t, Config{})
+	task, err := m.NewTask(0, Limits{})
+	require.NoError(t, err)
+	defer task.Close()
+	dir := taskDir(t, m, task)
+	res, out := run(t, task, dir, `
+setsid sh -c 'while :; do echo beat >> daemon.hb; sleep 0.05; done' >/dev/null 2>&1 < /dev/null &
+( ( while :; do echo beat >> fork.hb; sleep 0.05; done ) & ) &
+sleep 0.3
+echo "uid=$(id -u) pid=$$"`)
+	require.True(t, res.Started, out)
+	require.Equal(t, 0, res.ExitCode, out)
+	var uid, pid int
+	_, err = fmt.Sscanf(strings.TrimSpace(out), "uid=%d pid=%d", &uid, &pid)
+	require.NoError(t, err, out)
+	require.Less(t, pid, 50, "the command runs in its own PID namespace, under the init (PID 1)")
+	require.Equal(t, m.User(0).UID, uid, "the command runs as the slot user")
+	for _, hb := range []string{"daemon.hb", "fork.hb"} {
+		require.FileExists(t, filepath.Join(dir, hb))
+		require.False(t, growing(filepath.Join(dir, hb)), "%s still beats after the command ended", hb)
+	}
+}
+
+func TestKillEndsEverything(t *testing.T) {
+	t.Parallel()
+	m := needStrict(t, Config{})
+	task, err := m.NewTask(0, Limits{})
+	require.NoError(t, err)
+	defer task.Close()
+	dir := taskDir(t, m, task)
+	var out syncBuffer
+	p, err := task.Start(Command{Argv: []string{"sh", "-c",
+		`setsid sh -c 'while :; do echo b >> hb; sleep 0.05; done' & sleep 60`}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}, Output: &out})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return growing(filepath.Join(dir, "hb")) }, 10*time.Second, 50*time.Millisecond)
+	start := time.Now()
+	p.Kill()
+	res := p.Wait()
+	t.Logf("killed in %s", time.Since(start))
+	require.Equal(t, -1, res.ExitCode)
+	require.False(t, growing(filepath.Join(dir, "hb")))
+}
+
+func TestProcReadsOnlyTheTask(t *testing.T) {
+	t.Parallel()
+	m := needStrict(t, Config{})
+	task, err := m.NewTask(0, Limits{})
+	require.NoError(t, err)
+	defer task.Close()
+	dir := taskDir(t, m, task)
+	res, out := run(t, task, dir, fmt.Sprintf(`ls /proc | grep -c '^[0-9]'; cat /proc/%d/environ && echo LEAKED; exit 0`, os.Getpid()))
+	require.Equal(t, 0, res.ExitCode, out)
+	require.NotContains(t, out, "LEAKED")
+}
+
+func TestLimitsAndUsage(t *testing.T) {
+	t.Parallel()
+	m := needStrict(t, Config{MaxMemory: 256 << 20, MaxProcesses: 100})
+	lim, err := m.ClampLimits(Limits{Memory: 64 << 20, Processes: 30})
+	require.NoError(t, err)
+	_, err = m.ClampLimits(Limits{Memory: 1 << 30})
+	require.Error(t, err)
+	task, err := m.NewTask(0, lim)
+	require.NoError(t, err)
+	dir := taskDir(t, m, task)
+	// A fork bomb stays under the pids limit and ends with the command.
+	res, out := run(t, task, dir, `bomb() { bomb | bomb & }; bomb 2>/dev/null; sleep 1; echo survived`)
+	require.Contains(t, out, "survived", "the bomb's parent keeps running")
+	require.Equal(t, 0, res.ExitCode)
+	// Memory beyond the limit is killed by the kernel.
+	res, out = run(t, task, dir, `sh -c 'x=$(head -c 100000000 /dev/zero | tr "\\0" a); echo allocated'; echo "child exit $?"`)
+	require.Equal(t, 0, res.ExitCode, out)
+	require.Contains(t, out, "child exit 137", "the kernel killed the allocation at the limit")
+	u := task.Close()
+	t.Logf("usage: %s", u)
+	require.True(t, u.Known)
+	require.LessOrEqual(t, u.PeakProcesses, 30)
+	require.Greater(t, u.PeakProcesses, 10, "the bomb reached the limit")
+	require.LessOrEqual(t, u.PeakMemory, int64(64<<20))
+	require.GreaterOrEqual(t, u.OOMKills, 1)
+}
+
+// BenchmarkTaskStart measures what the sandbox adds to a task: preparing
+// it (cgroup, emptied home), running `true` in it to the end, and closing
+// it (kill, usage, cgroup removal), without isolation and with the strict
+// sandbox.
+func BenchmarkTaskStart(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("the strict sandbox needs root")
+	}
+	for _, iso := range []Isolation{None, Strict} {
+		b.Run(string(iso), func(b *testing.B) {
+			dir := b.TempDir()
+			require.NoError(b, os.Chmod(filepath.Dir(dir), 0o755))
+			require.NoError(b, os.Chmod(dir, 0o755))
+			m, err := New(Config{Isolation: iso, Name: fmt.Sprintf("hopper-bench-%d", os.Getpid()), Slots: 1,
+				TasksDir: dir, HomesDir: filepath.Join(dir, "homes"), InitCommand: SelfInit(),
+				MaxMemory: 512 << 20, MaxProcesses: 256})
+			if err != nil {
+				b.Skipf("no %s sandbox here: %v", iso, err)
+			}
+			defer m.Close()
+			lim := Limits{Memory: 512 << 20, Processes: 256}
+			b.ResetTimer()
+			for b.Loop() {
+				task, err := m.NewTask(0, lim)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p, err := task.Start(Command{Argv: []string{"true"}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}, Output: io.Discard})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res := p.Wait(); res.ExitCode != 0 {
+					b.Fatalf("true exited %d (%v)", res.ExitCode, res.StartErr)
+				}
+				task.Close()
+			}
+		})
+	}
+}
+
+// TestIsolationNone is today's behaviour without a sandbox: the command
+// runs as the worker's user, and what it left in its process group dies
+// when it ends.
+func TestIsolationNone(t *testing.T) {
+	t.Parallel()
+	m, err := New(Config{Isolation: None})
+	require.NoError(t, err)
+	require.Empty(t, m.Missing())
+	require.Contains(t, m.Summary(), "isolation none")
+	task, err := m.NewTask(0, Limits{})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	res, out := run(t, task, dir, `(while :; do echo b >> hb; sleep 0.05; done) & sleep 0.3; echo "uid=$(id -u)"`)
+	require.Equal(t, 0, res.ExitCode, out)
+	require.Contains(t, out, fmt.Sprintf("uid=%d", os.Geteuid()))
+	require.False(t, growing(filepath.Join(dir, "hb")), "a background child outlived its command")
+	require.False(t, task.Close().Known, "no cgroup, no usage")
+}

@@ -1,0 +1,139 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// prepareUsers makes sure every slot has its task user (creating missing
+// ones with useradd) and a home directory. Task users exist only when the
+// worker runs as root and task users can reach the tasks directory.
+func prepareUsers(cfg Config) ([]*User, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the worker is not running as root, so tasks run as its own user")
+	}
+	if err := checkSearchable(cfg.TasksDir); err != nil {
+		return nil, err
+	}
+	if cfg.HomesDir == "" {
+		return nil, errors.New("no directory for task homes configured")
+	}
+	if err := os.MkdirAll(cfg.HomesDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating task homes: %w", err)
+	}
+	if err := checkSearchable(cfg.HomesDir); err != nil {
+		return nil, err
+	}
+	users := make([]*User, cfg.Slots)
+	for i := range users {
+		name := cfg.UserPrefix + strconv.Itoa(i+1)
+		u, err := ensureUser(name)
+		if err != nil {
+			return nil, err
+		}
+		u.Home = filepath.Join(cfg.HomesDir, name)
+		if err := resetHome(u); err != nil {
+			return nil, err
+		}
+		users[i] = u
+	}
+	return users, nil
+}
+
+// checkSearchable checks that every directory from / down to dir lets
+// other users pass (o+x), so a task user can reach its directory there.
+func checkSearchable(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err == nil && fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("task users cannot reach %s: %s is not searchable by other users (chmod o+x it, or use another work dir)", abs, d)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// ensureUser looks up name and creates it as a system user with its own
+// group if it does not exist. Concurrent workers may race to create the
+// same user, and useradd fails while another holds the passwd lock, so
+// failures are retried after a look-up.
+func ensureUser(name string) (*User, error) {
+	var lastErr error
+	for attempt := 0; attempt < 20; attempt++ {
+		if u, err := user.Lookup(name); err == nil {
+			uid, _ := strconv.Atoi(u.Uid)
+			gid, _ := strconv.Atoi(u.Gid)
+			if uid == 0 {
+				return nil, fmt.Errorf("task user %s has uid 0", name)
+			}
+			return &User{Name: name, UID: uid, GID: gid}, nil
+		}
+		out, err := exec.Command("useradd", "--system", "--user-group", "--no-create-home",
+			"--home-dir", "/nonexistent", "--shell", "/bin/sh", name).CombinedOutput()
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, fmt.Errorf("creating task user %s: useradd is not installed", name)
+		}
+		lastErr = fmt.Errorf("creating task user %s: %v: %s", name, err, strings.TrimSpace(string(out)))
+		time.Sleep(time.Duration(50+attempt*20) * time.Millisecond)
+	}
+	return nil, lastErr
+}
+
+// resetHome empties the user's home directory, so nothing one task left
+// there reaches the next task of the slot.
+func resetHome(u *User) error {
+	if err := os.RemoveAll(u.Home); err != nil {
+		return fmt.Errorf("emptying the home of %s: %w", u.Name, err)
+	}
+	if err := os.Mkdir(u.Home, 0o700); err != nil {
+		return fmt.Errorf("creating the home of %s: %w", u.Name, err)
+	}
+	if err := os.Chown(u.Home, u.UID, u.GID); err != nil {
+		return fmt.Errorf("handing %s to %s: %w", u.Home, u.Name, err)
+	}
+	return nil
+}
+
+// Own hands the tree at path to the task's user (directories and files
+// the worker prepared, such as mounts and caches), except the subtrees
+// listed, and makes its top private to that user. Without a task user it
+// does nothing.
+func (t *Task) Own(path string, except ...string) error {
+	if t.user == nil {
+		return nil
+	}
+	uid, gid := t.user.UID, t.user.GID
+	err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if slices.Contains(except, p) {
+			return fs.SkipDir
+		}
+		return os.Lchown(p, uid, gid)
+	})
+	if err != nil {
+		return fmt.Errorf("handing %s to %s: %w", path, t.user.Name, err)
+	}
+	if err := os.Chmod(path, 0o700); err != nil {
+		return fmt.Errorf("making %s private: %w", path, err)
+	}
+	return nil
+}
