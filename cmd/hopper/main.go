@@ -91,6 +91,7 @@ func subcommands() []*cobra.Command {
 		cli.NewRoleCommand(),
 		cli.NewSecretCommand(),
 		cli.NewIndexCommand(),
+		cli.NewHookCommand(),
 		cli.NewCacheCommand(),
 		cli.NewJSONECommand(),
 		benchCommand(),

@@ -247,7 +247,8 @@ wget -q -O /dev/null "http://taskcluster/api/queue/v1/task/$OTHER/cancel" --post
 	limits := createTaskWith(t, queue, dockerPayload(`cd /sys/fs/cgroup
 echo "memory limit: $(cat memory/memory.limit_in_bytes 2>/dev/null || cat memory.max)"
 echo "cpu quota: $(cat cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 cpu.max)"`, nil), nil)
-	w := startDockerWorker(t, queue, workerOpts{id: "docker-caps", tasks: 5, config: map[string]any{
+	hog := createTaskWith(t, queue, dockerPayload(`x=$(head -c 200000000 /dev/zero | tr '\0' a); echo survived ${#x}`, nil), nil)
+	w := startDockerWorker(t, queue, workerOpts{id: "docker-caps", tasks: 6, config: map[string]any{
 		"docker": map[string]any{"network": "host", "allowPrivileged": true, "memoryMiB": 64, "cpus": 0.5},
 	}})
 	require.Equal(t, 0, w.wait(t, 120*time.Second))
@@ -263,6 +264,10 @@ echo "cpu quota: $(cat cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 cpu.max
 	require.Equal(t, tcclient.StateCompleted, status(t, limits).State, log)
 	require.Contains(t, log, "memory limit: 67108864\n", "docker.memoryMiB limits the container")
 	require.Contains(t, log, "cpu quota: 50000\n", "docker.cpus limits the container (period 100 ms)")
+	log = logOf(t, hog)
+	require.Equal(t, tcclient.StateFailed, status(t, hog).State, log)
+	require.Contains(t, log, "The container ran out of memory (this worker pool allows 64 MiB)")
+	require.NotContains(t, log, "\nsurvived")
 
 	capEff := func(id string) uint64 {
 		log := logOf(t, id)
