@@ -1,6 +1,7 @@
 package workere2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -190,7 +191,7 @@ func TestDockerMalformedPayloads(t *testing.T) {
 
 // TestDockerCacheSurvivesAndPurges: a cache written by one task is seen by
 // the next on the same worker; an exit code listed in
-// onExitStatus.purgeCaches empties it.
+// onExitStatus.purgeCaches empties it, and so does a purge-cache request.
 func TestDockerCacheSurvivesAndPurges(t *testing.T) {
 	queue := uniqueQueue("docker-cache")
 	scopes := func(d *tcclient.TaskDefinition) { d.Scopes = []string{"docker-worker:cache:hopper-e2e-*"} }
@@ -203,13 +204,21 @@ func TestDockerCacheSurvivesAndPurges(t *testing.T) {
 		scopes(d)
 		d.Dependencies = []string{first}
 	})
-	third := createTaskWith(t, queue, dockerPayload(`if [ -e /cache/note ]; then echo still there; else echo cache is empty; fi`, cache), func(d *tcclient.TaskDefinition) {
+	third := createTaskWith(t, queue, dockerPayload(`if [ -e /cache/note ]; then echo still there; else echo cache is empty; fi; echo again > /cache/note`, cache), func(d *tcclient.TaskDefinition) {
 		scopes(d)
 		d.Dependencies = []string{second}
 		d.Requires = "all-resolved"
 	})
-	w := startDockerWorker(t, queue, workerOpts{id: "docker-cache", tasks: 3})
+	w := startDockerWorker(t, queue, workerOpts{id: "docker-cache", tasks: 4})
+	waitResolved(t, third, 120*time.Second)
+	// A purge request through the Purge-Cache service empties the cache
+	// before the next task that mounts it.
+	require.NoError(t, shared.admin.PurgeCache(context.Background(), queue, "hopper-e2e-c1"))
+	fourth := createTaskWith(t, queue, dockerPayload(`if [ -e /cache/note ]; then echo still there; else echo purged by request; fi`, cache), scopes)
 	require.Equal(t, 0, w.wait(t, 120*time.Second))
+	log4 := logOf(t, fourth)
+	require.Equal(t, tcclient.StateCompleted, status(t, fourth).State, log4)
+	require.Contains(t, log4, "purged by request")
 
 	require.Equal(t, tcclient.StateCompleted, status(t, first).State, logOf(t, first))
 	log2 := logOf(t, second)
