@@ -12,6 +12,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -175,6 +176,8 @@ func (in *createArtifactInput) newArtifact(taskID string, runID int, name string
 		d.Artifact = in.Artifact
 	case storageError:
 		d.Reason, d.Message = in.Reason, in.Message
+	case storageObject:
+		d.UploadID = slugid.New()
 	default:
 		return nil, fmt.Errorf("building artifact %s: unexpected storage type %q", name, in.StorageType)
 	}
@@ -186,10 +189,10 @@ func (in *createArtifactInput) newArtifact(taskID string, runID int, name string
 	if ct == "" {
 		ct = defaultArtifactContentType
 	}
-	// Every supported type is usable as soon as it is recorded: hopper, like
-	// Taskcluster, never learns whether an s3 upload happened.
+	// Every type but object is usable as soon as it is recorded: hopper,
+	// like Taskcluster, never learns whether an s3 upload happened.
 	return &store.Artifact{TaskID: taskID, RunID: runID, Name: name, StorageType: in.StorageType, ContentType: ct,
-		Details: details, Expires: in.Expires.Time, Present: true}, nil
+		Details: details, Expires: in.Expires.Time, Present: in.StorageType != storageObject}, nil
 }
 
 // recreateArtifact applies the re-creation rules (docs/contract/queue.md
@@ -217,6 +220,10 @@ func recreateArtifact(existing, next *store.Artifact) (*store.Artifact, error) {
 			compatible = compatible && oldD.Reason == newD.Reason && oldD.Message == newD.Message
 		case storageS3, storageReference:
 			// s3: the name is the identity; reference: the url may change.
+		case storageObject:
+			// A repeat (a lost answer) until the upload is finished; it
+			// keeps the uploadId.
+			compatible = compatible && !existing.Present && next.Expires.Equal(existing.Expires)
 		default:
 			compatible = false
 		}
@@ -242,6 +249,9 @@ func recreateArtifact(existing, next *store.Artifact) (*store.Artifact, error) {
 	}
 	out := *next
 	out.ContentType = existing.ContentType
+	if next.StorageType == storageObject {
+		out.Details = existing.Details
+	}
 	return &out, nil
 }
 
@@ -253,7 +263,9 @@ func (s *Server) createArtifact(c *Call) (any, error) {
 	}
 	switch in.StorageType {
 	case storageObject:
-		return nil, queue.InputErrorf("Storage type `object` is not supported by this queue (it has no object service); use one of: s3, reference, link, error")
+		if s.objects == nil {
+			return nil, queue.InputErrorf("Storage type `object` is not supported by this queue (it has no object service); use one of: s3, reference, link, error")
+		}
 	case storageS3:
 		if s.blobs == nil {
 			return nil, queue.InputErrorf("This queue has no blob storage configured, so `s3` artifacts cannot be created; use one of: reference, link, error")
@@ -320,6 +332,8 @@ func (s *Server) createArtifact(c *Call) (any, error) {
 			Expires     queue.Time `json:"expires"`
 			ContentType string     `json:"contentType"`
 		}{storageS3, putURL, queue.NewTime(c.Now.Add(artifactPutURLLifetime)), a.ContentType}, nil
+	case storageObject:
+		return s.objectArtifactCreated(c, task, runID, a)
 	default:
 		// s3 artifacts are announced never (the queue cannot know when the
 		// upload ends); the others are complete once recorded.
@@ -328,45 +342,6 @@ func (s *Server) createArtifact(c *Call) (any, error) {
 		}
 		return map[string]string{"storageType": a.StorageType}, nil
 	}
-}
-
-func (s *Server) finishArtifact(c *Call) (any, error) {
-	taskID, name := c.Params["taskId"], c.Params["name"]
-	var in struct {
-		UploadID string `json:"uploadId"`
-	}
-	if err := c.Decode(&in); err != nil {
-		return nil, err
-	}
-	runID, ok := runIDParam(c)
-	notFound := NotFoundf("Artifact with taskId `%s`, runId %s, name `%s` not found", taskID, c.Params["runId"], name)
-	if !ok {
-		return nil, notFound
-	}
-	a, err := s.store.GetArtifact(c.Context(), taskID, runID, name)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	if a.StorageType != storageObject {
-		return nil, queue.InputErrorf("Only object artifacts can be finished")
-	}
-	// hopper creates no object artifacts (it has no object service), so
-	// only records written by another implementation of the queue reach
-	// this point; they are answered as the object service would.
-	if a.Present {
-		return &Response{Status: http.StatusNoContent}, nil
-	}
-	d, err := decodeDetails(a)
-	if err != nil {
-		return nil, err
-	}
-	if d.UploadID != in.UploadID {
-		return nil, queue.InputErrorf("given uploadId does not match that for the artifact")
-	}
-	return nil, queue.InputErrorf("Object storing artifact data does not exist")
 }
 
 // resolveArtifact follows links from name within one run, authorizing the
@@ -491,6 +466,13 @@ func (s *Server) redirectToArtifact(c *Call, latest bool) (any, error) {
 		}
 		h.Set("Location", u)
 		return &Response{Status: http.StatusSeeOther, Header: h, Body: artifactURLReply{a.StorageType, u}}, nil
+	case storageObject:
+		u, err := s.objectDownloadURL(c, a)
+		if err != nil {
+			return nil, err
+		}
+		h.Set("Location", u)
+		return &Response{Status: http.StatusSeeOther, Header: h, Body: artifactURLReply{a.StorageType, u}}, nil
 	case storageError:
 		return &Response{Status: http.StatusFailedDependency, Header: h, Body: errorArtifactReply{d.Reason, d.Message}}, nil
 	}
@@ -514,6 +496,8 @@ func (s *Server) describeArtifact(c *Call, latest bool) (any, error) {
 			return nil, err
 		}
 		return artifactURLReply{a.StorageType, u}, nil
+	case storageObject:
+		return s.objectDownloadCredentials(c, a)
 	case storageError:
 		return struct {
 			StorageType string `json:"storageType"`

@@ -25,6 +25,9 @@ const (
 	CodeResourceExpired         = "ResourceExpired"
 	CodeInputTooLarge           = "InputTooLarge"
 	CodeInternalServerError     = "InternalServerError"
+	// The object service's own codes.
+	CodeNoMatchingMethod  = "NoMatchingMethod"
+	CodeNoMatchingBackend = "NoMatchingBackend"
 )
 
 var codeStatus = map[string]int{
@@ -39,6 +42,8 @@ var codeStatus = map[string]int{
 	CodeResourceExpired:         http.StatusGone,
 	CodeInputTooLarge:           http.StatusRequestEntityTooLarge,
 	CodeInternalServerError:     http.StatusInternalServerError,
+	CodeNoMatchingMethod:        http.StatusNotAcceptable,
+	CodeNoMatchingBackend:       http.StatusBadRequest,
 }
 
 // Error is an API error answered in Taskcluster's error format.

@@ -93,6 +93,7 @@ type Server struct {
 	started time.Time
 	extra   []Route
 	blobs   artifacts.Backend
+	objects ObjectService
 	// tails are the routes ending in "{name...}" (cleanpath.go).
 	tails []tailRoute
 
@@ -116,6 +117,9 @@ type Options struct {
 	Metrics    *Metrics
 	// Artifacts stores artifact data (the s3 storage type).
 	Artifacts artifacts.Backend
+	// Objects, when set, keeps the data of object artifacts
+	// (objectartifacts.go).
+	Objects ObjectService
 	// ExtraRoutes are served too (auth API, artifacts, superseder…).
 	ExtraRoutes []Route
 	// Handlers are mounted verbatim (path prefix → handler), e.g. the blob
@@ -147,7 +151,7 @@ func New(opts Options) (*Server, error) {
 		cfg: cfg, store: opts.Store, clock: opts.Clock, schemas: schemas,
 		authz: opts.Authorizer, creds: opts.Issuer, pub: opts.Publisher, log: opts.Logger,
 		metrics: opts.Metrics, mux: http.NewServeMux(), draining: make(chan struct{}),
-		extra: opts.ExtraRoutes, blobs: opts.Artifacts,
+		extra: opts.ExtraRoutes, blobs: opts.Artifacts, objects: opts.Objects,
 	}
 	if s.clock == nil {
 		s.clock = queue.SystemClock{}

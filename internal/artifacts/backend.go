@@ -27,6 +27,18 @@ import (
 	"unicode/utf8"
 )
 
+// ObjectKeyPrefix starts the keys of the object service's data (artifact
+// keys start with a taskId, never with it). Uploads of such keys through a
+// Local PutURL may come without a Content-Length (chunked), as
+// Taskcluster's Go client sends object data.
+const ObjectKeyPrefix = "objects/"
+
+// unknownSize marks an upload whose length was not declared.
+const unknownSize = -1
+
+// errTooLarge reports an upload beyond the size limit.
+var errTooLarge = errors.New("upload too large")
+
 // MaxKeyLen bounds the length of a key in bytes. Artifact names are at most
 // 1024 characters; the extra room covers "<taskId>/<runId>/".
 const MaxKeyLen = 1100

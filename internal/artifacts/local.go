@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -266,7 +267,7 @@ func (l *Local) Put(ctx context.Context, key, contentType, contentEncoding strin
 // store streams the body into a temporary file, moves it to a fresh
 // versioned data file and commits it by replacing the metadata file.
 func (l *Local) store(ctx context.Context, key, contentType, contentEncoding string, size int64, r io.Reader) (localMeta, error) {
-	if size < 0 {
+	if size < 0 && size != unknownSize {
 		return localMeta{}, fmt.Errorf("storing blob %q: negative size %d", key, size)
 	}
 	tmp, err := os.CreateTemp(l.tmpDir, "upload-*")
@@ -283,11 +284,22 @@ func (l *Local) store(ctx context.Context, key, contentType, contentEncoding str
 	}()
 
 	sum := sha256.New()
-	n, err := copyN(ctx, io.MultiWriter(tmp, sum), r, size)
+	limit := size
+	if size == unknownSize {
+		// Read to the end, but never past the size limit.
+		limit = math.MaxInt64
+		if l.maxSize > 0 {
+			limit = l.maxSize + 1
+		}
+	}
+	n, err := copyN(ctx, io.MultiWriter(tmp, sum), r, limit)
 	if err != nil {
 		return localMeta{}, fmt.Errorf("storing blob %q: receiving bytes: %w", key, err)
 	}
-	if n != size {
+	if size == unknownSize && l.maxSize > 0 && n > l.maxSize {
+		return localMeta{}, fmt.Errorf("storing blob %q: more than %d bytes: %w", key, l.maxSize, errTooLarge)
+	}
+	if size != unknownSize && n != size {
 		return localMeta{}, fmt.Errorf("storing blob %q: got %d of %d bytes: %w: %w", key, n, size, errShortBody, io.ErrUnexpectedEOF)
 	}
 	// Flush to disk before the rename so a crash never leaves metadata

@@ -163,17 +163,27 @@ func (l *Local) serveUpload(w http.ResponseWriter, r *http.Request, key, signedC
 	}
 	// Go sets ContentLength to 0 for a request with neither Content-Length
 	// nor chunked encoding, so the header itself is checked too.
-	if r.ContentLength < 0 || (len(r.Header.Values("Content-Length")) == 0 && r.ProtoMajor < 2) {
-		writeError(w, http.StatusLengthRequired, "LengthRequired", "uploads must carry a Content-Length header")
-		return
+	size := r.ContentLength
+	if size < 0 || (len(r.Header.Values("Content-Length")) == 0 && r.ProtoMajor < 2) {
+		if !strings.HasPrefix(key, ObjectKeyPrefix) || size >= 0 {
+			writeError(w, http.StatusLengthRequired, "LengthRequired", "uploads must carry a Content-Length header")
+			return
+		}
+		// Objects may arrive chunked: Taskcluster's Go client (and so
+		// generic-worker) streams a file without declaring its length.
+		size = unknownSize
 	}
 	if l.maxSize > 0 && r.ContentLength > l.maxSize {
 		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge",
 			fmt.Sprintf("upload of %d bytes exceeds the limit of %d bytes", r.ContentLength, l.maxSize))
 		return
 	}
-	m, err := l.store(r.Context(), key, signedCT, r.Header.Get("Content-Encoding"), r.ContentLength, r.Body)
+	m, err := l.store(r.Context(), key, signedCT, r.Header.Get("Content-Encoding"), size, r.Body)
 	if err != nil {
+		if errors.Is(err, errTooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", fmt.Sprintf("upload exceeds the limit of %d bytes", l.maxSize))
+			return
+		}
 		if errors.Is(err, errShortBody) || errors.Is(err, io.ErrUnexpectedEOF) {
 			writeError(w, http.StatusBadRequest, "InputError", "request body is shorter than its Content-Length")
 			return

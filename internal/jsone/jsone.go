@@ -30,8 +30,9 @@ func Render(template any, context map[string]any) (any, error) {
 // context's `now` defaults to it, and relative times count from it.
 //
 // The result is a JSON value; numbers JavaScript cannot put in JSON (NaN,
-// ±Infinity, as from sqrt(-1)) come out as nil, as JSON.stringify writes
-// them. A failed render returns an *Error whose message is the reference
+// ±Infinity, as from sqrt(-1)) come out as nil and -0 as 0, as
+// JSON.stringify writes them. Renders share no state: RenderAt may be
+// called from many goroutines, and never changes template or context. A failed render returns an *Error whose message is the reference
 // implementation's.
 func RenderAt(template any, context map[string]any, now time.Time) (any, error) {
 	vars := make(map[string]any, len(context)+1)
@@ -147,6 +148,9 @@ func output(v any) any {
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return nil
+		}
+		if x == 0 {
+			return 0.0 // JSON has no -0; JSON.stringify writes 0
 		}
 		return x
 	case *deleted:

@@ -48,6 +48,17 @@ func TestRenderAt(t *testing.T) {
 	}
 }
 
+// TestNegativeZero checks that -0 comes out as 0 (JSON.stringify's "0",
+// where encoding/json would write "-0").
+func TestNegativeZero(t *testing.T) {
+	t.Parallel()
+	got, err := Render([]any{map[string]any{"$eval": "ceil(-0.5)"}, map[string]any{"$eval": "-0"}}, nil)
+	require.NoError(t, err)
+	out, err := json.Marshal(got)
+	require.NoError(t, err)
+	require.Equal(t, "[0,0]", string(out))
+}
+
 func TestRenderRejectsNonJSONValues(t *testing.T) {
 	t.Parallel()
 	_, err := Render(1, map[string]any{"f": func() {}})

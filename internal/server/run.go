@@ -140,12 +140,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if m, ok := blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}
+	side := newSideServices(st, blobs, cfg.Clock, log, cfg.ExpireEvery)
 	hookSvc := newHookService(sec, st, cfg.Clock, log, cfg.Version, cfg.AMQP != "")
 	srv, err := api.New(api.Options{
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
 		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
-		Artifacts: blobs, ExtraRoutes: append(append(append(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st})...), live.Routes(hub)...), hookSvc.routes...), Handlers: handlers,
+		Artifacts: blobs, ExtraRoutes: append(append(append(append(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st})...), live.Routes(hub)...), hookSvc.routes...), side.routes...), Handlers: handlers,
+		Objects: side.objects,
 	})
 	if err != nil {
 		return fmt.Errorf("building API: %w", err)
@@ -153,12 +155,12 @@ func Run(ctx context.Context, cfg Config) error {
 	hookSvc.bind(srv)
 	// The background duties publish what they change through the API
 	// server, so their events and metrics are those of API calls.
-	duties := maintenance.NewMaintainer(
+	duties := maintenance.NewMaintainer(append([]maintenance.Service{
 		&maintenance.ClaimExpirer{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log},
 		&maintenance.DeadlineResolver{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log, Delay: cfg.DeadlineDelay},
 		&maintenance.DataExpirer{Store: st, Blobs: blobs, Clock: cfg.Clock, Logger: log, Interval: cfg.ExpireEvery},
 		&maintenance.HookScheduler{Firer: hookSvc.firer, Logger: log},
-	)
+	}, side.duties...)...)
 	duties.Start(ctx)
 	defer duties.Stop()
 

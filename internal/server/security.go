@@ -36,6 +36,7 @@ var DefaultAnonymousScopes = []string{
 	"queue:list-workers:*", "queue:pending-count:*", "queue:claimed-count:*", "queue:status:*",
 	"queue:pending-list:*", "queue:claimed-list:*",
 	"index:find-task:*", "index:list-namespaces:*", "index:list-tasks:*",
+	"purge-cache:purge-requests:*",
 }
 
 var accessTokenPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{22,66}$`)
@@ -244,6 +245,19 @@ func (i *TaskIssuer) TaskCredentials(taskID string, runID int, workerGroup, work
 	c, err := auth.TaskCredentials(auth.TaskCredentialsOptions{
 		TaskID: taskID, RunID: runID, WorkerGroup: workerGroup, WorkerID: workerID,
 		TakenUntil: takenUntil, TaskScopes: taskScopes, Now: now, Issuer: i.creds,
+	})
+	if err != nil {
+		return api.Credentials{}, err
+	}
+	return api.Credentials{ClientID: c.ClientID, AccessToken: c.AccessToken, Certificate: c.Certificate}, nil
+}
+
+// ScopedCredentials implements api.ScopedIssuer: named temporary
+// credentials signed by the queue's identity (object artifacts hand them to
+// uploaders and downloaders).
+func (i *TaskIssuer) ScopedCredentials(clientID string, scopes []string, start, expiry time.Time) (api.Credentials, error) {
+	c, err := auth.CreateTemporaryCredentials(auth.TemporaryCredentialsOptions{
+		ClientID: clientID, Start: start, Expiry: expiry, Scopes: scopes, Issuer: i.creds,
 	})
 	if err != nil {
 		return api.Credentials{}, err

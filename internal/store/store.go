@@ -78,6 +78,11 @@ type Store interface {
 	// expanded role sets cheaply.
 	RolesVersion(ctx context.Context) (int64, error)
 
+	// The object service (objects.go) and the purge-cache service
+	// (purgecache.go).
+	ObjectStore
+	PurgeCacheStore
+
 	// SubscribePending registers a waiter for runs becoming pending in the
 	// task queue, from this process or (where the driver supports it) from
 	// another process sharing the database; the waiter claims up to

@@ -166,6 +166,10 @@ type Config struct {
 	// when its main dispatches to sandbox.InitMain. Empty: commands run
 	// without PID and mount namespaces.
 	SandboxInit []string `yaml:"-" json:"-"`
+	// ConfigFile is the file LoadConfigFile read (it holds the worker's
+	// credentials): with task users, a file other users can read stops a
+	// strict worker and is a warning in auto mode.
+	ConfigFile string `yaml:"-" json:"-"`
 }
 
 // DockerConfig holds the settings of the docker engine.
@@ -202,6 +206,7 @@ func LoadConfigFile(path string) (Config, error) {
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 		return cfg, fmt.Errorf("parsing worker config %s: %w", path, err)
 	}
+	cfg.ConfigFile = path
 	return cfg, nil
 }
 

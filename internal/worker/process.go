@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
 
@@ -72,7 +74,40 @@ func (t processTask) run() {
 }
 
 func (t processTask) uploads() []artifactUpload {
-	return ExpandArtifacts(t.r.dir, t.r.pl.Artifacts, t.r.claim.Task.Expires.Time)
+	ups := ExpandArtifacts(t.r.dir, t.r.pl.Artifacts, t.r.claim.Task.Expires.Time)
+	if t.r.confined {
+		confineUploads(t.r.dir, ups)
+	}
+	return ups
+}
+
+// confineUploads turns every file upload whose real path lies outside the
+// task directory into an error artifact. A task that ran as a task user
+// could otherwise have the worker, which uploads as root, publish what the
+// task itself may not read: a symlink to the worker's config, an absolute
+// path, "../". Nothing of the task runs any more when this is checked (its
+// processes died with the sandbox), so the paths cannot change before the
+// upload opens them.
+func confineUploads(dir string, ups []artifactUpload) {
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		root = dir
+	}
+	for i := range ups {
+		u := &ups[i]
+		if u.file == "" {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(u.file)
+		if err == nil {
+			if rel, rerr := filepath.Rel(root, real); rerr == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				continue
+			}
+		}
+		msg := fmt.Sprintf("Artifact %s: %s resolves outside the task directory; a sandboxed task may only publish its own files", u.name, u.file)
+		fe := failure("%s", msg)
+		*u = artifactUpload{name: u.name, expires: u.expires, errReason: tcclient.ArtifactInvalidResource, errMessage: msg, failure: &fe}
+	}
 }
 
 // cleanup kills what a panicking run may have left in the sandbox; the

@@ -78,8 +78,11 @@ type taskRun struct {
 	box        *sandbox.Task
 	usage      sandbox.Usage
 	usageKnown bool
-	watchStop  chan struct{}
-	watchOnce  sync.Once
+	// confined is set when the commands ran as a task user: artifacts
+	// must then be the task's own files.
+	confined  bool
+	watchStop chan struct{}
+	watchOnce sync.Once
 }
 
 func (r *taskRun) record(e runErr) {

@@ -34,6 +34,16 @@ func newSandbox(cfg Config, logger *slog.Logger) (*sandbox.Manager, error) {
 	for _, miss := range m.Missing() {
 		logger.Warn("task sandbox incomplete", "missing", miss)
 	}
+	if m.User(0) != nil && cfg.ConfigFile != "" {
+		if fi, err := os.Stat(cfg.ConfigFile); err == nil && fi.Mode().Perm()&0o004 != 0 {
+			msg := fmt.Sprintf("the worker config %s (with the worker's credentials) is readable by every user, task users included: chmod 600 it", cfg.ConfigFile)
+			if m.Isolation() == sandbox.Strict {
+				m.Close()
+				return nil, fmt.Errorf("setting up the task sandbox: isolation strict: %s", msg)
+			}
+			logger.Warn("task sandbox incomplete", "missing", msg)
+		}
+	}
 	if m.User(0) != nil {
 		// Task users may reach their own task directory only: the
 		// caches and downloads stay the worker's until handed over.
@@ -80,6 +90,7 @@ func (r *taskRun) openSandbox(m *sandbox.Manager) {
 		return
 	}
 	if u := box.User(); u != nil {
+		r.confined = true
 		r.log.Infof("Commands run as user %s (uid %d) with home %s", u.Name, u.UID, u.Home)
 	}
 	if lim.Memory > 0 || lim.Processes > 0 {

@@ -99,13 +99,15 @@ func New(cfg Config, logger *slog.Logger) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{
+	w := &Worker{
 		cfg: cfg, logger: logger.With("workerGroup", cfg.WorkerGroup, "workerId", cfg.WorkerID),
 		validator: v, caches: pool, engine: eng, slotsBusy: make([]bool, cfg.Capacity),
 		reclaimRetryDelay: time.Second, queueRetryDelay: 100 * time.Millisecond,
 		creds: *cfg.workerCredentials(),
 		drain: make(chan struct{}), abort: make(chan struct{}), runDone: make(chan struct{}, 1),
-	}, nil
+	}
+	pool.purges, pool.log = w.purgeRequests, w.logger
+	return w, nil
 }
 
 // Config returns the normalised configuration.

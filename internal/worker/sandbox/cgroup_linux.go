@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,8 +42,13 @@ func readCgroupMounts() ([]mountInfo, error) {
 		return nil, fmt.Errorf("reading mounts: %w", err)
 	}
 	defer f.Close()
+	return parseCgroupMounts(f)
+}
+
+// parseCgroupMounts picks the cgroup mounts out of a mountinfo table.
+func parseCgroupMounts(r io.Reader) ([]mountInfo, error) {
 	var out []mountInfo
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		pre, post, ok := strings.Cut(sc.Text(), " - ")
 		if !ok {
@@ -78,6 +84,11 @@ func ownCgroups() (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading own cgroups: %w", err)
 	}
+	return parseOwnCgroups(string(data)), nil
+}
+
+// parseOwnCgroups reads a /proc/<pid>/cgroup table.
+func parseOwnCgroups(data string) map[string]string {
 	out := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		parts := strings.SplitN(line, ":", 3)
@@ -92,7 +103,7 @@ func ownCgroups() (map[string]string, error) {
 			out[c] = parts[2]
 		}
 	}
-	return out, nil
+	return out
 }
 
 // ownDir is this process's cgroup directory in mount m.

@@ -224,3 +224,22 @@ func BenchmarkTaskStart(b *testing.B) {
 		})
 	}
 }
+
+// TestIsolationNone is today's behaviour without a sandbox: the command
+// runs as the worker's user, and what it left in its process group dies
+// when it ends.
+func TestIsolationNone(t *testing.T) {
+	t.Parallel()
+	m, err := New(Config{Isolation: None})
+	require.NoError(t, err)
+	require.Empty(t, m.Missing())
+	require.Contains(t, m.Summary(), "isolation none")
+	task, err := m.NewTask(0, Limits{})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	res, out := run(t, task, dir, `(while :; do echo b >> hb; sleep 0.05; done) & sleep 0.3; echo "uid=$(id -u)"`)
+	require.Equal(t, 0, res.ExitCode, out)
+	require.Contains(t, out, fmt.Sprintf("uid=%d", os.Geteuid()))
+	require.False(t, growing(filepath.Join(dir, "hb")), "a background child outlived its command")
+	require.False(t, task.Close().Known, "no cgroup, no usage")
+}

@@ -10,7 +10,7 @@
 //
 //   npm ci && node gen.mjs [path/to/specification.yml]
 //
-// Besides the specification, EXTRA_CASES below are hopper's own templates
+// Besides the specification, extra.mjs holds hopper's own templates
 // for corners the specification leaves open (number formatting, Unicode,
 // built-in argument checks...): they carry no expectation of their own, the
 // reference implementation decides.

@@ -1,0 +1,78 @@
+// Package purgecache is hopper's Purge-Cache service (Taskcluster's
+// Purge-Cache API v1): operators ask the workers of a pool to empty a named
+// cache; workers ask, before they use their caches, which caches to empty.
+//
+// This file holds the rules, plain Go with the time passed in; routes.go
+// serves them over HTTP and keeps the requests through the store.
+package purgecache
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// RequestLifetime is how long a purge request is kept: a worker that was
+// away longer keeps caches older than the request (as in Taskcluster).
+const RequestLifetime = 24 * time.Hour
+
+// workerPoolIDPattern is <provisionerId>/<workerType>, as the service
+// defines it (either half up to 38 characters, upper case allowed).
+var workerPoolIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,38}/[A-Za-z0-9_-]{1,38}$`)
+
+// ValidWorkerPoolID reports whether id is a well-formed workerPoolId.
+func ValidWorkerPoolID(id string) bool { return workerPoolIDPattern.MatchString(id) }
+
+// NewRequest is the record a purgeCache call leaves: caches of that name
+// created before now are to be emptied.
+func NewRequest(workerPoolID, cacheName string, now time.Time) store.PurgeRequest {
+	return store.PurgeRequest{WorkerPoolID: workerPoolID, CacheName: cacheName, Before: now, Expires: now.Add(RequestLifetime)}
+}
+
+// Since keeps the requests made at or after since (a worker passes the
+// time of its previous question, so it hears of each request once or
+// twice, never not at all).
+func Since(reqs []store.PurgeRequest, since time.Time) []store.PurgeRequest {
+	out := reqs[:0:0]
+	for _, r := range reqs {
+		if !r.Before.Before(since) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Entry is one request as the API lists it.
+type Entry struct {
+	ProvisionerID string `json:"provisionerId"`
+	WorkerType    string `json:"workerType"`
+	CacheName     string `json:"cacheName"`
+	Before        string `json:"before"`
+}
+
+// Entries renders requests for the API.
+func Entries(reqs []store.PurgeRequest) []Entry {
+	out := make([]Entry, 0, len(reqs))
+	for _, r := range reqs {
+		p, w, _ := strings.Cut(r.WorkerPoolID, "/")
+		out = append(out, Entry{ProvisionerID: p, WorkerType: w, CacheName: r.CacheName,
+			Before: r.Before.UTC().Format("2006-01-02T15:04:05.000Z")})
+	}
+	return out
+}
+
+// ParseSince reads the since query parameter: absent means the beginning
+// of time; otherwise an RFC 3339 timestamp.
+func ParseSince(v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("since must be an RFC 3339 timestamp, got %q", v)
+	}
+	return t, nil
+}

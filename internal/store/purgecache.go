@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// PurgeCacheStore persists the purge-cache service's requests (package
+// purgecache holds the rules).
+type PurgeCacheStore interface {
+	// PutPurgeRequest records a request to purge a cache of a worker pool;
+	// a newer request replaces an older one (before and expires never move
+	// backwards).
+	PutPurgeRequest(ctx context.Context, r PurgeRequest) error
+	// ListPurgeRequests lists requests ordered by worker pool and cache
+	// name: of one worker pool, or of all when workerPoolID is "".
+	ListPurgeRequests(ctx context.Context, workerPoolID string, page Page) ([]PurgeRequest, string, error)
+	// ExpirePurgeRequests deletes requests whose expiry passed and says how
+	// many.
+	ExpirePurgeRequests(ctx context.Context, now time.Time) (int, error)
+}
+
+// PurgeRequest asks the workers of a pool to empty a cache created before
+// Before.
+type PurgeRequest struct {
+	WorkerPoolID string
+	CacheName    string
+	Before       time.Time
+	Expires      time.Time
+}
+
+// PutPurgeRequest implements PurgeCacheStore.
+func (db *DB) PutPurgeRequest(ctx context.Context, r PurgeRequest) error {
+	return db.tx(ctx, func(tx *txn) error {
+		_, err := tx.exec(ctx, `INSERT INTO purge_cache_requests (worker_pool_id, cache_name, purge_before, expires) VALUES (?, ?, ?, ?)
+			ON CONFLICT (worker_pool_id, cache_name) DO UPDATE SET
+			purge_before = CASE WHEN excluded.purge_before > purge_cache_requests.purge_before THEN excluded.purge_before ELSE purge_cache_requests.purge_before END,
+			expires = CASE WHEN excluded.expires > purge_cache_requests.expires THEN excluded.expires ELSE purge_cache_requests.expires END`,
+			r.WorkerPoolID, r.CacheName, ms(r.Before), ms(r.Expires))
+		if err != nil {
+			return fmt.Errorf("recording purge request for %s/%s: %w", r.WorkerPoolID, r.CacheName, err)
+		}
+		return nil
+	})
+}
+
+// ListPurgeRequests implements PurgeCacheStore. The continuation token is
+// the last (worker pool, cache) pair of the page.
+func (db *DB) ListPurgeRequests(ctx context.Context, workerPoolID string, page Page) ([]PurgeRequest, string, error) {
+	after, err := decodeToken(page.ContinuationToken)
+	if err != nil {
+		return nil, "", err
+	}
+	afterPool, afterCache := splitPurgeCursor(after)
+	limit := page.size()
+	query := `SELECT worker_pool_id, cache_name, purge_before, expires FROM purge_cache_requests
+		WHERE (worker_pool_id > ? OR (worker_pool_id = ? AND cache_name > ?))`
+	args := []any{afterPool, afterPool, afterCache}
+	if workerPoolID != "" {
+		query += " AND worker_pool_id = ?"
+		args = append(args, workerPoolID)
+	}
+	query += " ORDER BY worker_pool_id, cache_name LIMIT ?"
+	args = append(args, limit+1)
+	rows, err := db.query(ctx, query, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("listing purge requests: %w", err)
+	}
+	defer rows.Close()
+	var out []PurgeRequest
+	for rows.Next() {
+		var (
+			r               PurgeRequest
+			before, expires int64
+		)
+		if err := rows.Scan(&r.WorkerPoolID, &r.CacheName, &before, &expires); err != nil {
+			return nil, "", fmt.Errorf("reading purge requests: %w", err)
+		}
+		r.Before, r.Expires = fromMS(before), fromMS(expires)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("reading purge requests: %w", err)
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[limit-1]
+		next = encodeToken(last.WorkerPoolID + "\x00" + last.CacheName)
+	}
+	return out, next, nil
+}
+
+func splitPurgeCursor(c string) (pool, cache string) {
+	for i := 0; i < len(c); i++ {
+		if c[i] == 0 {
+			return c[:i], c[i+1:]
+		}
+	}
+	return c, ""
+}
+
+// ExpirePurgeRequests implements PurgeCacheStore.
+func (db *DB) ExpirePurgeRequests(ctx context.Context, now time.Time) (int, error) {
+	var n int64
+	err := db.tx(ctx, func(tx *txn) error {
+		res, err := tx.exec(ctx, "DELETE FROM purge_cache_requests WHERE expires < ?", ms(now))
+		if err != nil {
+			return fmt.Errorf("expiring purge requests: %w", err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return int(n), err
+}
