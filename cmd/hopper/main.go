@@ -89,6 +89,7 @@ func subcommands() []*cobra.Command {
 		taskCommand(),
 		cli.NewClientCommand(),
 		cli.NewRoleCommand(),
+		cli.NewHookCommand(),
 		cli.NewCacheCommand(),
 		cli.NewJSONECommand(),
 		benchCommand(),

@@ -197,7 +197,7 @@ func New(opts Options) (*Server, error) {
 }
 
 // Handler returns the HTTP handler.
-func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.routeVerbatim) }
+func (s *Server) Handler() http.Handler { return s.logOtherRequests(http.HandlerFunc(s.routeVerbatim)) }
 
 // Store returns the server's store.
 func (s *Server) Store() store.Store { return s.store }
@@ -352,6 +352,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *Route, names 
 		s.metrics.ObserveRequest(rt.Name, status, took)
 	}
 	s.logAccess(c, status, took)
+	markAPICall(w)
 }
 
 func (s *Server) handle(c *Call) int {

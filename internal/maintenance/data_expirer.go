@@ -12,7 +12,8 @@ import (
 
 // DataExpirer deletes what has expired: tasks with their dependency edges
 // and artifacts (and the artifacts' stored data), task groups, task queues,
-// workers (kept while quarantined) and clients marked deleteOnExpiration.
+// workers (kept while quarantined), clients marked deleteOnExpiration, and
+// hook fire records older than a year.
 // It runs once at Start, then every Interval.
 type DataExpirer struct {
 	Store store.Store
@@ -49,10 +50,10 @@ func (e *DataExpirer) RunOnce(ctx context.Context) error {
 			log.Warn("deleting expired artifact data", "taskId", b.TaskID, "runId", b.RunID, "name", b.Name, "error", err)
 		}
 	}
-	if res.Tasks+res.Artifacts+res.TaskGroups+res.TaskQueues+res.Workers+res.Clients+res.IndexedTasks+res.IndexNamespaces+res.Secrets > 0 {
+	if res.Tasks+res.Artifacts+res.TaskGroups+res.TaskQueues+res.Workers+res.Clients+res.IndexedTasks+res.IndexNamespaces+res.Secrets+res.HookFires > 0 {
 		log.Info("expired data", "tasks", res.Tasks, "artifacts", res.Artifacts, "taskGroups", res.TaskGroups,
 			"taskQueues", res.TaskQueues, "workers", res.Workers, "clients", res.Clients,
-			"indexedTasks", res.IndexedTasks, "indexNamespaces", res.IndexNamespaces, "secrets", res.Secrets)
+			"indexedTasks", res.IndexedTasks, "indexNamespaces", res.IndexNamespaces, "secrets", res.Secrets, "hookFires", res.HookFires)
 	}
 	return nil
 }

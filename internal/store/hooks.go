@@ -89,6 +89,15 @@ type FinishFireParams struct {
 	Fire          *LastFire
 }
 
+// LastFireRetention is how long a hook's fire records are kept, as in
+// Taskcluster.
+const LastFireRetention = 365 * 24 * time.Hour
+
+// expireHookFireSteps deletes fire records older than LastFireRetention.
+func expireHookFireSteps(now time.Time, count *int) []expireStep {
+	return []expireStep{{count, "DELETE FROM hook_last_fires WHERE task_create_time < ?", []any{ms(now.Add(-LastFireRetention))}}}
+}
+
 const hookColumns = "hook_group_id, hook_id, metadata, task, bindings, schedule, trigger_schema, trigger_token, next_task_id, next_scheduled, claimed_until, created, last_modified"
 
 func scanHook(row rowScanner) (*Hook, error) {

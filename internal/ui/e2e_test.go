@@ -1,12 +1,17 @@
 package ui_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,8 +62,6 @@ func TestServedByHopperServe(t *testing.T) {
 	})
 	t.Run("without slash", func(t *testing.T) {
 		res, _ := get(t, "/ui", browserAccept)
-		// ServeMux's own redirect to the subtree (its status varies
-		// between Go releases).
 		require.Contains(t, []int{http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect}, res.StatusCode)
 		require.Equal(t, "/ui/", res.Header.Get("Location"))
 	})
@@ -72,16 +75,9 @@ func TestServedByHopperServe(t *testing.T) {
 			res, body := get(t, "/", accept)
 			require.Equal(t, http.StatusNotFound, res.StatusCode)
 			require.True(t, strings.HasPrefix(res.Header.Get("Content-Type"), "application/json"))
-			var got map[string]string
-			require.NoError(t, json.Unmarshal([]byte(body), &got))
-			require.Equal(t, map[string]string{"error": "Not found"}, got)
+			require.JSONEq(t, `{"error":"Not found"}`, body)
 		})
 	}
-	t.Run("other unmatched paths stay JSON for browsers", func(t *testing.T) {
-		res, body := get(t, "/nope", browserAccept)
-		require.Equal(t, http.StatusNotFound, res.StatusCode)
-		require.JSONEq(t, `{"error":"Not found"}`, body)
-	})
 	t.Run("anonymous can list a queue's pending and claimed tasks", func(t *testing.T) {
 		for _, list := range []string{"pending", "claimed"} {
 			res, body := get(t, "/api/queue/v1/task-queues/ui-test%2Fnone/"+list, "application/json")
@@ -91,88 +87,368 @@ func TestServedByHopperServe(t *testing.T) {
 	})
 }
 
-// TestPageRendersInBrowser loads the page in headless Chromium (skipped
-// where none is installed) against a real server and reads the rendered
-// DOM: the script runs under the CSP, reads the API anonymously, and puts
-// task data into the page as text.
-func TestPageRendersInBrowser(t *testing.T) {
+// fixture is what the browser test (web/browser/console.mjs) works on;
+// it is handed over as JSON in HOPPER_UI_FIXTURE.
+type fixture struct {
+	RootURL     string            `json:"rootUrl"`
+	Root        map[string]string `json:"root"`
+	Limited     map[string]string `json:"limited"`
+	CancelTask  string            `json:"cancelTask"`
+	RerunTask   string            `json:"rerunTask"`
+	Group       string            `json:"group"`
+	GroupSize   int               `json:"groupSize"`
+	GroupToEnd  string            `json:"groupToEnd"`
+	LiveTask    string            `json:"liveTask"`
+	LogTask     string            `json:"logTask"`
+	Superseded  string            `json:"superseded"`
+	Successor   string            `json:"successor"`
+	Worker      []string          `json:"worker"`
+	IndexedTask string            `json:"indexedTask"`
+	BigGroup    string            `json:"bigGroup,omitempty"`
+	BigSize     int               `json:"bigSize,omitempty"`
+	Screenshots string            `json:"screenshots,omitempty"`
+}
+
+// browser returns the system Chromium, or skips.
+func browser(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium installed (CI installs Debian's chromium)")
+	return ""
+}
+
+// TestConsoleInBrowser drives the web console in headless Chromium
+// (puppeteer-core, web/browser/console.mjs) against a real hopper: sign-in,
+// every action with a refusal shown as the queue words it, the group graph
+// and timeline, and a live update when a task resolves while its page is
+// open. HOPPER_UI_SCREENSHOTS=DIR saves the screenshots docs/ shows;
+// HOPPER_UI_BIG_GROUP=N adds an N-task group and reports render times.
+func TestConsoleInBrowser(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: skips running the hopper binary and a headless browser")
 	}
-	browser := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		t.Skip("no headless Chromium installed")
+	chromium := browser(t)
+	webDir := filepath.Join(e2e.RepoRoot(), "web")
+	if _, err := os.Stat(filepath.Join(webDir, "node_modules", "puppeteer-core")); err != nil {
+		t.Skip("puppeteer-core not installed: run `npm ci --prefix web`")
 	}
 	srv := e2e.StartServer(t, e2e.ServerOptions{})
-	client := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
-	taskID, groupID := tcclient.NewTaskID(), tcclient.NewTaskID()
-	now := time.Now()
-	_, err := client.CreateTask(context.Background(), taskID, &tcclient.TaskDefinition{
-		TaskQueueID: "ui-test/browser",
-		TaskGroupID: groupID,
-		Created:     tcclient.NewTime(now),
-		Deadline:    tcclient.NewTime(now.Add(time.Hour)),
-		Payload:     json.RawMessage(`{}`),
-		Metadata: tcclient.TaskMetadata{Name: "<b>bold</b> & <img src=x>", Description: "browser test",
-			Owner: "e2e@example.com", Source: "ssh://example.com/repo?x=<i>"},
-	})
+	root := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	fx := buildFixture(ctx, t, root)
+	// A task a real worker runs, so the task page has a log and artifacts.
+	e2e.StartWorker(t, srv, e2e.WorkerOptions{TaskQueueID: "ui-test/worker"})
+	fx.LogTask = tcclient.NewTaskID()
+	logDef := newTaskDef("ui-test/worker", fx.Group, "build linux (real worker)")
+	logDef.Payload = json.RawMessage(`{"command":[["sh","-c","echo compiling; sleep 1; echo linking; echo done"]],"maxRunTime":60}`)
+	_, err := root.CreateTask(ctx, fx.LogTask, logDef)
+	require.NoError(t, err)
+	fx.GroupSize++
+	require.Eventually(t, func() bool {
+		st, err := root.Status(ctx, fx.LogTask)
+		return err == nil && st.State == tcclient.StateCompleted
+	}, 60*time.Second, 100*time.Millisecond)
+	fx.RootURL = srv.RootURL
+	fx.Root = map[string]string{"clientId": srv.ClientID, "accessToken": srv.Token}
+	fx.Screenshots = os.Getenv("HOPPER_UI_SCREENSHOTS")
+	if n := os.Getenv("HOPPER_UI_BIG_GROUP"); n != "" {
+		_, err := fmt.Sscan(n, &fx.BigSize)
+		require.NoError(t, err)
+		fx.BigGroup = bigGroup(ctx, t, root, fx.BigSize)
+	}
+	fx.IndexedTask = fx.RerunTask
+	serviceFixtures(ctx, t, root, fx.IndexedTask)
+	data, err := json.Marshal(fx)
 	require.NoError(t, err)
 
-	dom := func(t *testing.T, hash string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-			"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-			"--user-data-dir="+t.TempDir(), "--virtual-time-budget=3000", "--dump-dom", srv.RootURL+"/ui/"+hash)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		require.NoError(t, err, stderr.String())
-		return string(out)
-	}
-	const escapedName = "&lt;b&gt;bold&lt;/b&gt; &amp; &lt;img src=x&gt;"
+	cmd := exec.CommandContext(ctx, "node", filepath.Join("browser", "console.mjs"))
+	cmd.Dir = webDir
+	cmd.Env = append(os.Environ(), "HOPPER_UI_FIXTURE="+string(data), "CHROMIUM="+chromium)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	// The script says when the live task's page is open; the task then
+	// resolves here, as a worker would resolve it.
+	var out strings.Builder
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			out.WriteString(line + "\n")
+			if line == "READY live" {
+				resolveAsWorker(ctx, t, root, fx.LiveTask, "ui-test/live")
+				_, _ = io.WriteString(stdin, "go\n")
+			}
+		}
+	}()
+	wg.Wait()
+	err = cmd.Wait()
+	t.Log(out.String())
+	require.NoError(t, err, "browser test failed:\n%s\n%s", out.String(), stderr.String())
+	require.Contains(t, out.String(), "PASS all")
+}
 
-	t.Run("task", func(t *testing.T) {
-		t.Parallel()
-		page := dom(t, "#/task/"+taskID)
-		require.Contains(t, page, "<h1>"+escapedName+"</h1>")
-		require.Contains(t, page, `<span class="state state-pending">pending</span>`)
-		require.Contains(t, page, `href="#/group/`+groupID+`"`)
-		require.Contains(t, page, `href="#/queue/ui-test%2Fbrowser"`)
-		require.NotContains(t, page, "<b>bold</b>")
-		require.NotContains(t, page, `<img src="x"`)
-		require.Contains(t, page, "<dd>ssh://example.com/repo?x=&lt;i&gt;</dd>", "only http(s) sources become links")
+func newTaskDef(queue, group, name string, deps ...string) *tcclient.TaskDefinition {
+	now := time.Now()
+	return &tcclient.TaskDefinition{
+		TaskQueueID: queue, TaskGroupID: group, Dependencies: deps,
+		Created: tcclient.NewTime(now), Deadline: tcclient.NewTime(now.Add(time.Hour)),
+		Payload:  json.RawMessage(`{"command":[["true"]],"maxRunTime":60}`),
+		Metadata: tcclient.TaskMetadata{Name: name, Description: "browser test", Owner: "ui@example.com", Source: "https://example.com/ui"},
+	}
+}
+
+// resolveAsWorker claims the task's pending run on queue and completes it.
+func resolveAsWorker(ctx context.Context, t *testing.T, c *tcclient.Client, taskID, queue string) {
+	runAsWorker(ctx, t, c, taskID, queue, 0)
+}
+
+// runAsWorker is resolveAsWorker holding the claim for hold first, so
+// the run has a duration on the timeline.
+func runAsWorker(ctx context.Context, t *testing.T, c *tcclient.Client, taskID, queue string, hold time.Duration) {
+	for i := 0; i < 50; i++ {
+		// An earlier call may have completed it on the way to its own.
+		if st, err := c.Status(ctx, taskID); err == nil && st.State == tcclient.StateCompleted {
+			return
+		}
+		claim, err := c.ClaimWork(ctx, queue, &tcclient.ClaimWorkRequest{WorkerGroup: "g", WorkerID: "w1", Tasks: 1})
+		if err != nil {
+			t.Errorf("claiming %s: %v", taskID, err)
+			return
+		}
+		for _, ct := range claim.Tasks {
+			if ct.Status.TaskID == taskID {
+				time.Sleep(hold)
+			}
+			if _, err := c.ReportCompleted(ctx, ct.Status.TaskID, ct.RunID); err != nil {
+				t.Errorf("completing %s: %v", ct.Status.TaskID, err)
+			}
+			if ct.Status.TaskID == taskID {
+				return
+			}
+		}
+	}
+	t.Errorf("task %s never became claimable on %s", taskID, queue)
+}
+
+func buildFixture(ctx context.Context, t *testing.T, c *tcclient.Client) fixture {
+	t.Helper()
+	create := func(id string, def *tcclient.TaskDefinition) {
+		t.Helper()
+		_, err := c.CreateTask(ctx, id, def)
+		require.NoError(t, err)
+	}
+	fx := fixture{Worker: []string{"ui-test", "quarantine", "g", "w1"}}
+
+	limitedToken, err := c.CreateClient(ctx, "ui-test/limited", &tcclient.ClientRequest{
+		Expires: tcclient.NewTime(time.Now().Add(time.Hour)), Description: "browser test: reads only",
+		Scopes: []string{"queue:get-task:*", "queue:status:*"},
 	})
-	t.Run("group", func(t *testing.T) {
-		t.Parallel()
-		page := dom(t, "#/group/"+groupID)
-		require.Contains(t, page, "0 / 1 resolved")
-		require.Contains(t, page, `<a href="#/task/`+taskID+`">`+escapedName+"</a>")
+	require.NoError(t, err)
+	fx.Limited = map[string]string{"clientId": "ui-test/limited", "accessToken": limitedToken.AccessToken}
+
+	fx.CancelTask = tcclient.NewTaskID()
+	create(fx.CancelTask, newTaskDef("ui-test/actions", "", "to be cancelled"))
+	fx.RerunTask = tcclient.NewTaskID()
+	create(fx.RerunTask, newTaskDef("ui-test/rerun", "", "to be rerun"))
+	resolveAsWorker(ctx, t, c, fx.RerunTask, "ui-test/rerun")
+	// A claim by the worker the test quarantines makes its record.
+	workerTask := tcclient.NewTaskID()
+	create(workerTask, newTaskDef("ui-test/quarantine", "", "run by the worker to quarantine"))
+	resolveAsWorker(ctx, t, c, workerTask, "ui-test/quarantine")
+
+	// A group shaped like a small CI graph: build → tests → package,
+	// with runs at different times for the timeline.
+	fx.Group = tcclient.NewTaskID()
+	ids := map[string]string{}
+	shape := []struct {
+		name string
+		deps []string
+		hold time.Duration // how long its run takes
+	}{
+		{"decision", nil, 200 * time.Millisecond}, {"build linux", []string{"decision"}, 500 * time.Millisecond},
+		{"build mac", []string{"decision"}, 700 * time.Millisecond}, {"lint", []string{"decision"}, 150 * time.Millisecond},
+		{"test linux 1/2", []string{"build linux"}, 300 * time.Millisecond}, {"test linux 2/2", []string{"build linux"}, 400 * time.Millisecond},
+		{"test mac", []string{"build mac"}, 350 * time.Millisecond}, {"package", []string{"test linux 1/2", "test linux 2/2", "test mac"}, 250 * time.Millisecond},
+		{"sign", []string{"package"}, 0}, {"publish", []string{"sign", "lint"}, 0},
+	}
+	for _, s := range shape {
+		id := tcclient.NewTaskID()
+		if s.name == "decision" {
+			id = fx.Group
+		}
+		ids[s.name] = id
+		var deps []string
+		for _, d := range s.deps {
+			deps = append(deps, ids[d])
+		}
+		create(id, newTaskDef("ui-test/graph", fx.Group, s.name, deps...))
+	}
+	fx.GroupSize = len(shape)
+	// Run all but the last two, so the graph shows every state.
+	for _, s := range shape[:len(shape)-2] {
+		runAsWorker(ctx, t, c, ids[s.name], "ui-test/graph", s.hold)
+	}
+
+	fx.GroupToEnd = tcclient.NewTaskID()
+	create(fx.GroupToEnd, newTaskDef("ui-test/group-end", fx.GroupToEnd, "group to cancel and seal"))
+	create(tcclient.NewTaskID(), newTaskDef("ui-test/group-end", fx.GroupToEnd, "second task of the group"))
+
+	fx.LiveTask = tcclient.NewTaskID()
+	create(fx.LiveTask, newTaskDef("ui-test/live", "", "resolves while watched"))
+
+	// A superseded task and its successor, as the superseding worker
+	// leaves them: exception/superseded and public/superseded-by.json.
+	fx.Superseded, fx.Successor = tcclient.NewTaskID(), tcclient.NewTaskID()
+	create(fx.Superseded, newTaskDef("ui-test/supersede", "", "older build"))
+	create(fx.Successor, newTaskDef("ui-test/supersede", "", "newer build"))
+	claim, err := c.ClaimWork(ctx, "ui-test/supersede", &tcclient.ClaimWorkRequest{WorkerGroup: "g", WorkerID: "w1", Tasks: 2})
+	require.NoError(t, err)
+	require.Len(t, claim.Tasks, 2)
+	for _, ct := range claim.Tasks {
+		if ct.Status.TaskID != fx.Superseded {
+			continue
+		}
+		worker := &tcclient.Client{RootURL: c.RootURL, Credentials: &ct.Credentials}
+		art, err := worker.CreateArtifact(ctx, fx.Superseded, ct.RunID, "public/superseded-by.json", &tcclient.CreateArtifactRequest{
+			StorageType: tcclient.StorageS3, ContentType: "application/json", Expires: tcclient.NewTime(time.Now().Add(time.Hour))})
+		require.NoError(t, err)
+		require.NoError(t, tcclient.BytesUpload(art.PutURL, "application/json", "", []byte(`{"taskId":"`+fx.Successor+`","runId":0}`)).Do(ctx))
+		_, err = worker.ReportException(ctx, fx.Superseded, ct.RunID, "superseded")
+		require.NoError(t, err)
+	}
+	return fx
+}
+
+// callService sends one signed request to another Taskcluster service of
+// the deployment (the typed client speaks queue and auth only).
+func callService(ctx context.Context, t *testing.T, c *tcclient.Client, method, path string, body any) {
+	t.Helper()
+	data, err := json.Marshal(body)
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(ctx, method, c.RootURL+path, strings.NewReader(string(data)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	auth, err := tcclient.AuthorizationHeader(c.Credentials, nil, method, req.URL.String())
+	require.NoError(t, err)
+	req.Header.Set("Authorization", auth)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	reply, _ := io.ReadAll(res.Body)
+	require.Equal(t, http.StatusOK, res.StatusCode, "%s %s: %s", method, path, reply)
+}
+
+// serviceFixtures gives the index, secrets and hooks pages something to
+// show: an indexed task, a secret (whose value must never appear) and a
+// hook that creates a task when triggered.
+func serviceFixtures(ctx context.Context, t *testing.T, c *tcclient.Client, taskID string) {
+	t.Helper()
+	expires := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	callService(ctx, t, c, http.MethodPut, "/api/index/v1/task/ui-test.builds.latest",
+		map[string]any{"taskId": taskID, "rank": 1, "data": map[string]any{}, "expires": expires})
+	callService(ctx, t, c, http.MethodPut, "/api/secrets/v1/secret/ui-test/db-password",
+		map[string]any{"secret": map[string]any{"password": "never-shown-in-the-ui"}, "expires": expires})
+	_, err := c.CreateRole(ctx, "hook-id:ui-test/nightly", &tcclient.RoleRequest{Scopes: []string{"queue:*"}, Description: "browser test hook"})
+	require.NoError(t, err)
+	callService(ctx, t, c, http.MethodPut, "/api/hooks/v1/hooks/ui-test/nightly", map[string]any{
+		"metadata": map[string]any{"name": "nightly build", "description": "browser test hook", "owner": "ui@example.com", "emailOnError": false},
+		"schedule": []string{},
+		"task": map[string]any{
+			"taskQueueId": "ui-test/hooks", "created": map[string]any{"$fromNow": ""}, "deadline": map[string]any{"$fromNow": "1 hour"},
+			"payload":  map[string]any{},
+			"metadata": map[string]any{"name": "made by the nightly hook", "description": "hook", "owner": "ui@example.com", "source": "https://example.com/ui"},
+		},
+		"triggerSchema": map[string]any{"type": "object"},
 	})
-	t.Run("queue lists pending tasks anonymously", func(t *testing.T) {
-		t.Parallel()
-		page := dom(t, "#/queue/ui-test%2Fbrowser")
-		require.Contains(t, page, `href="#/task/`+taskID+`"`)
-		require.Contains(t, page, "No claimed tasks.")
-	})
-	t.Run("search by group id", func(t *testing.T) {
-		t.Parallel()
-		page := dom(t, "#/search/"+groupID)
-		require.Contains(t, page, "Task group")
-		require.Contains(t, page, "0 / 1 resolved")
-	})
-	t.Run("missing task", func(t *testing.T) {
-		t.Parallel()
-		page := dom(t, "#/task/"+tcclient.NewTaskID())
-		require.Contains(t, page, `class="error"`)
-		require.Contains(t, page, "HTTP 404 ResourceNotFound")
-	})
+}
+
+// bigGroup creates an n-task group: layers of 100 tasks, each depending
+// on one task of the layer before.
+func bigGroup(ctx context.Context, t *testing.T, c *tcclient.Client, n int) string {
+	t.Helper()
+	group := tcclient.NewTaskID()
+	ids := make([]string, n)
+	ids[0] = group
+	for i := 1; i < n; i++ {
+		ids[i] = tcclient.NewTaskID()
+	}
+	// Layer by layer: a dependency must exist before its dependents.
+	for start := 0; start < n; start += 100 {
+		end := min(start+100, n)
+		var wg sync.WaitGroup
+		errs := make(chan error, end-start)
+		for i := start; i < end; i++ {
+			wg.Add(1)
+			go func(i, start int) {
+				defer wg.Done()
+				var deps []string
+				if i >= 100 {
+					deps = []string{ids[start-100+(i*7)%100]}
+				}
+				if _, err := c.CreateTask(ctx, ids[i], newTaskDef("ui-test/big", group, fmt.Sprintf("task %d", i), deps...)); err != nil {
+					errs <- err
+				}
+			}(i, start)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+	}
+	// Run them all, so the timeline has n runs.
+	var done sync.WaitGroup
+	var mu sync.Mutex
+	completed := 0
+	for w := 0; w < 4; w++ {
+		done.Add(1)
+		go func(w int) {
+			defer done.Done()
+			for {
+				mu.Lock()
+				finished := completed >= n
+				mu.Unlock()
+				if finished || ctx.Err() != nil {
+					return
+				}
+				// A short wait: once the last tasks are out, the others
+				// should not sit in a long-poll.
+				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				claim, err := c.ClaimWork(cctx, "ui-test/big", &tcclient.ClaimWorkRequest{WorkerGroup: "big", WorkerID: fmt.Sprintf("w%d", w), Tasks: 32})
+				cancel()
+				if cctx.Err() != nil && ctx.Err() == nil {
+					continue
+				}
+				if err != nil {
+					t.Errorf("claiming: %v", err)
+					return
+				}
+				for _, ct := range claim.Tasks {
+					if _, err := c.ReportCompleted(ctx, ct.Status.TaskID, ct.RunID); err != nil {
+						t.Errorf("completing: %v", err)
+						return
+					}
+				}
+				mu.Lock()
+				completed += len(claim.Tasks)
+				mu.Unlock()
+			}
+		}(w)
+	}
+	done.Wait()
+	return group
 }

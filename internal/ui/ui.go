@@ -1,11 +1,12 @@
-// Package ui serves hopper's web UI: a static single page (HTML, vanilla
-// JavaScript and CSS, embedded in the binary) that reads the public Queue
-// REST API of the same origin, unauthenticated, to show task queues, tasks
-// with their runs, artifacts and logs, and task groups.
+// Package ui serves hopper's web console: a single page (TypeScript and
+// Preact, source in web/, bundled by esbuild into static/ and committed)
+// embedded in the binary. It talks to the Taskcluster APIs of the same
+// origin (anonymously, or signed with Hawk in the browser once the user
+// signs in) and follows the live event stream of internal/live.
 //
-// The page needs no credentials: everything it shows is readable by the
-// anonymous role. It has no build step; the files under static/ are what
-// the browser gets.
+// static/ holds the built files: `go build` needs no Node. Rebuild them
+// with `npm ci --prefix web && npm run build --prefix web` after changing
+// web/src; CI checks that the committed files match the source.
 package ui
 
 import (

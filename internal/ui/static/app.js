@@ -1,906 +1,157 @@
-// hopper web UI: a read-only single page over the Queue REST API of the
-// same origin. No framework and no build step. Every piece of data from
-// the API is put into the page as text (textContent / text nodes), never
-// as markup, and links are only made from vetted URLs (see safeHref).
-'use strict';
-
-(() => {
-  const API = '/api/queue/v1';
-  const QUEUE_REFRESH_MS = 2000;
-  const TASK_REFRESH_MS = 2000;
-  const MAX_LOG_CHARS = 2000000;
-  const MAX_GROUP_TASKS = 10000;
-  const SLUGID = /^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$/;
-  const SLUGID_ANYWHERE = /[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]/;
-  const TASK_QUEUE_ID = /^[a-zA-Z0-9_-]{1,38}\/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$/;
-  const STATES = ['unscheduled', 'pending', 'running', 'completed', 'failed', 'exception'];
-  const RESOLVED = new Set(['completed', 'failed', 'exception']);
-  // The progress bar fills from the left with resolved tasks.
-  const BAR_ORDER = ['completed', 'failed', 'exception', 'running', 'pending', 'unscheduled'];
-  const DEFAULT_LIVE_LOG = 'public/logs/live.log';
-  const DEFAULT_BACKING_LOG = 'public/logs/live_backing.log';
-
-  // ---------------------------------------------------------------- DOM
-
-  // h builds an element. Strings among children become text nodes, so data
-  // can never turn into markup. Attributes named on* take functions.
-  function h(tag, attrs, ...children) {
-    const el = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k.startsWith('on') && typeof v === 'function') {
-        el.addEventListener(k.slice(2), v);
-      } else if (k === 'class') {
-        el.className = v;
-      } else if (k === 'href') {
-        const safe = safeHref(v);
-        if (safe !== null) el.setAttribute('href', safe);
-      } else {
-        el.setAttribute(k, v === true ? '' : String(v));
-      }
-    }
-    append(el, children);
-    return el;
-  }
-
-  // fill replaces el's children, with the same conversions as h.
-  function fill(el, ...children) {
-    el.replaceChildren();
-    append(el, children);
-    return el;
-  }
-
-  function append(el, children) {
-    for (const c of children) {
-      if (c === null || c === undefined || c === false) continue;
-      if (Array.isArray(c)) append(el, c);
-      else if (c instanceof Node) el.appendChild(c);
-      else el.appendChild(document.createTextNode(String(c)));
-    }
-  }
-
-  // safeHref lets through in-page routes, same-origin absolute paths and
-  // http(s) URLs; anything else (javascript:, data:…) yields no link.
-  function safeHref(url) {
-    const s = String(url);
-    if (s.startsWith('#') || (s.startsWith('/') && !s.startsWith('//'))) return s;
-    try {
-      const u = new URL(s);
-      if (u.protocol === 'http:' || u.protocol === 'https:') return u.href;
-    } catch (_) { /* not a URL */ }
-    return null;
-  }
-
-  function link(href, ...children) { return h('a', { href }, ...children); }
-  function taskLink(taskId, label) { return h('a', { href: '#/task/' + taskId, class: 'mono' }, label || taskId); }
-  function groupLink(id) { return h('a', { href: '#/group/' + id, class: 'mono' }, id); }
-  function queueLink(id) { return h('a', { href: '#/queue/' + encodeURIComponent(id), class: 'mono' }, id); }
-  function badge(state) { return h('span', { class: 'state state-' + (STATES.includes(state) ? state : 'unknown') }, state || '?'); }
-  function muted(...c) { return h('span', { class: 'muted' }, ...c); }
-
-  function table(headers, rows, empty) {
-    if (!rows.length) return h('p', { class: 'empty' }, empty || 'None.');
-    return h('div', { class: 'table-wrap' },
-      h('table', {},
-        h('thead', {}, h('tr', {}, headers.map((x) => h('th', {}, x)))),
-        h('tbody', {}, rows.map((r) => h('tr', {}, r.map((c) => h('td', {}, c)))))));
-  }
-
-  // kv renders a definition list from [label, value] pairs, skipping
-  // pairs whose value is null.
-  function kv(pairs) {
-    return h('dl', { class: 'kv' }, pairs.filter((p) => p[1] !== null && p[1] !== undefined)
-      .map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
-  }
-
-  function section(title, ...body) {
-    return h('section', { class: 'card' }, title ? h('h2', {}, title) : null, ...body);
-  }
-
-  function errorBox(err) {
-    return h('div', { class: 'error' }, errorText(err));
-  }
-
-  function errorText(err) {
-    if (err instanceof ApiError) {
-      const code = err.code ? err.code + ': ' : '';
-      return 'HTTP ' + err.status + ' ' + code + err.message;
-    }
-    return String(err && err.message ? err.message : err);
-  }
-
-  // ---------------------------------------------------------------- time
-
-  function fmtTime(iso) {
-    if (!iso) return '';
-    const d = new Date(iso);
-    if (isNaN(d)) return String(iso);
-    const p = (n) => String(n).padStart(2, '0');
-    return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + ' ' +
-      p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
-  }
-
-  function fmtDuration(ms) {
-    if (!(ms >= 0)) return '';
-    if (ms < 1000) return Math.round(ms) + ' ms';
-    const s = Math.round(ms / 1000);
-    if (s < 60) return s + ' s';
-    const m = Math.floor(s / 60);
-    if (m < 60) return m + ' min ' + (s % 60) + ' s';
-    const hrs = Math.floor(m / 60);
-    if (hrs < 48) return hrs + ' h ' + (m % 60) + ' min';
-    return Math.floor(hrs / 24) + ' d ' + (hrs % 24) + ' h';
-  }
-
-  function relTime(iso) {
-    const t = Date.parse(iso);
-    if (isNaN(t)) return '';
-    const diff = t - Date.now();
-    if (Math.abs(diff) < 1500) return 'now';
-    return diff < 0 ? fmtDuration(-diff) + ' ago' : 'in ' + fmtDuration(diff);
-  }
-
-  // when shows a time relative to now, with the exact time on hover.
-  function when(iso) {
-    if (!iso) return muted('—');
-    return h('time', { datetime: iso, title: fmtTime(iso) }, relTime(iso));
-  }
-
-  function between(a, b) {
-    const x = Date.parse(a);
-    const y = b ? Date.parse(b) : Date.now();
-    return isNaN(x) || isNaN(y) ? '' : fmtDuration(y - x);
-  }
-
-  // ---------------------------------------------------------------- API
-
-  class ApiError extends Error {
-    constructor(status, code, message) {
-      super(message);
-      this.status = status;
-      this.code = code;
-    }
-  }
-
-  // api calls the Queue API without credentials (the anonymous role).
-  async function api(path, opts = {}) {
-    const init = { signal: opts.signal, cache: 'no-store', credentials: 'omit', headers: { Accept: 'application/json' } };
-    if (opts.body !== undefined) {
-      init.method = 'POST';
-      init.headers['Content-Type'] = 'application/json';
-      init.body = JSON.stringify(opts.body);
-    }
-    const res = await fetch(API + path, init);
-    let data = null;
-    try { data = await res.json(); } catch (_) { /* empty or non-JSON body */ }
-    if (!res.ok) {
-      // Taskcluster error messages append request details after a
-      // "---" line; the first part is what a person needs.
-      const msg = data && typeof data.message === 'string' ? data.message.split(/\n\s*---/)[0].trim() : res.statusText;
-      throw new ApiError(res.status, data && data.code, msg);
-    }
-    return data;
-  }
-
-  // apiPages follows continuation tokens, collecting data[key] until the
-  // list ends or max items were read. It reports whether it stopped early.
-  async function apiPages(path, key, opts = {}) {
-    const max = opts.max || 1000;
-    const items = [];
-    let token = '';
-    for (;;) {
-      const sep = path.includes('?') ? '&' : '?';
-      const page = await api(path + sep + 'limit=' + Math.min(1000, max) + (token ? '&continuationToken=' + encodeURIComponent(token) : ''), opts);
-      items.push(...(page[key] || []));
-      token = page.continuationToken || '';
-      if (!token) return { items, more: false, page };
-      if (items.length >= max) return { items, more: true, page };
-    }
-  }
-
-  // Artifact names keep their slashes in URLs so downloads get a sensible
-  // file name; each segment is escaped.
-  function artifactPath(name) { return name.split('/').map(encodeURIComponent).join('/'); }
-  function artifactURL(taskId, runId, name) { return API + '/task/' + taskId + '/runs/' + runId + '/artifacts/' + artifactPath(name); }
-
-  // ---------------------------------------------------------------- views
-
-  const main = document.getElementById('main');
-  const refreshState = document.getElementById('refresh-state');
-  let current = null;
-
-  // View owns everything a page starts: fetches are aborted and timers
-  // cleared when the user navigates away.
-  class View {
-    constructor() {
-      this.ctl = new AbortController();
-      this.signal = this.ctl.signal;
-      this.timers = new Set();
-    }
-    get stopped() { return this.signal.aborted; }
-    stop() {
-      this.ctl.abort();
-      for (const t of this.timers) clearTimeout(t);
-      this.timers.clear();
-    }
-    later(ms, fn) {
-      if (this.stopped) return;
-      const t = setTimeout(() => { this.timers.delete(t); if (!this.stopped) fn(); }, ms);
-      this.timers.add(t);
-    }
-    // poll runs fn now and again ms after each run finishes while fn
-    // returns true; a hidden tab waits instead of polling.
-    poll(ms, fn) {
-      const tick = async () => {
-        if (document.hidden) { this.later(ms, tick); return; }
-        let again = true;
-        try {
-          again = await fn();
-        } catch (err) {
-          if (this.stopped) return;
-          console.error(err);
-        }
-        if (this.stopped) return;
-        if (again) {
-          setRefresh('Updated ' + fmtTime(new Date().toISOString()).slice(11) + ' · refreshing every ' + ms / 1000 + ' s');
-          this.later(ms, tick);
-        }
-      };
-      tick();
-    }
-  }
-
-  function setRefresh(text) { refreshState.textContent = text; }
-
-  function render(...nodes) { fill(main, nodes); }
-
-  function crumbs(...parts) {
-    const out = [link('#/', 'Task queues')];
-    for (const p of parts) out.push(h('span', { class: 'sep' }, '›'), p);
-    return h('nav', { class: 'crumbs' }, out);
-  }
-
-  function route() {
-    if (current) current.stop();
-    current = new View();
-    setRefresh('');
-    const raw = location.hash.replace(/^#\/?/, '');
-    const parts = raw.split('/');
-    let arg = '';
-    // Queue ids and search queries may hold a slash even when a person
-    // typed the address without escaping it.
-    const rest = parts[0] === 'queue' || parts[0] === 'search' ? parts.slice(1).join('/') : parts[1] || '';
-    try { arg = decodeURIComponent(rest); } catch (_) { arg = rest; }
-    document.getElementById('nav-queues').classList.toggle('active', parts[0] === '' || parts[0] === 'queue');
-    window.scrollTo(0, 0);
-    switch (parts[0]) {
-      case '':
-        return queuesView(current);
-      case 'queue':
-        return queueView(current, arg);
-      case 'task': {
-        const run = parts[2] === 'runs' && /^\d+$/.test(parts[3] || '') ? Number(parts[3]) : null;
-        return taskView(current, arg, run);
-      }
-      case 'group':
-        return groupView(current, arg);
-      case 'search':
-        return searchView(current, arg);
-      default:
-        document.title = 'Not found · hopper';
-        render(crumbs(), h('h1', {}, 'Not found'), h('p', {}, 'This page does not exist.'));
-    }
-  }
-
-  // ---------------------------------------------------------------- queues
-
-  function queuesView(view) {
-    document.title = 'Task queues · hopper';
-    const body = h('div', {}, h('p', { class: 'loading' }, 'Loading…'));
-    render(h('h1', {}, 'Task queues'),
-      h('p', { class: 'lead' }, 'Queues appear once a worker has asked them for work. Click a queue to see its pending and claimed tasks.'),
-      body);
-    view.poll(QUEUE_REFRESH_MS, async () => {
-      let queues;
-      try {
-        ({ items: queues } = await apiPages('/task-queues', 'taskQueues', { signal: view.signal, max: 5000 }));
-      } catch (err) {
-        if (!view.stopped) fill(body, errorBox(err));
-        return true;
-      }
-      const counts = await mapLimit(queues, 8, (q) =>
-        api('/task-queues/' + encodeURIComponent(q.taskQueueId) + '/counts', { signal: view.signal }).catch((err) => ({ err })));
-      if (view.stopped) return false;
-      const described = queues.some((q) => q.description);
-      const rows = queues.map((q, i) => {
-        const c = counts[i];
-        const num = (n, cls) => c.err ? muted('?') : h('span', { class: 'count ' + (n > 0 ? cls : 'zero') }, String(n));
-        const row = [queueLink(q.taskQueueId), num(c.pendingTasks, 'pending'), num(c.claimedTasks, 'running'),
-          when(q.lastDateActive), h('span', { class: 'muted' }, q.stability || '')];
-        return described ? row.concat(q.description || '') : row;
-      });
-      const headers = ['Task queue', 'Pending', 'Claimed', 'Last active', 'Stability'];
-      fill(body, table(described ? headers.concat('Description') : headers, rows,
-        'No task queues yet. Start a worker (hopper dev runs one) and its queue shows up here.'));
-      return true;
-    });
-  }
-
-  async function mapLimit(items, limit, fn) {
-    const out = new Array(items.length);
-    let next = 0;
-    const worker = async () => {
-      while (next < items.length) {
-        const i = next++;
-        out[i] = await fn(items[i]);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-    return out;
-  }
-
-  function queueView(view, id) {
-    document.title = id + ' · hopper';
-    if (!TASK_QUEUE_ID.test(id)) {
-      render(crumbs(), h('h1', {}, 'Not a task queue'), errorBox(new Error('"' + id + '" is not a task queue id (provisionerId/workerType).')));
-      return;
-    }
-    const q = encodeURIComponent(id);
-    const stats = h('div', { class: 'stats' });
-    const info = h('div', {});
-    const pending = h('div', {}, h('p', { class: 'loading' }, 'Loading…'));
-    const claimed = h('div', {}, h('p', { class: 'loading' }, 'Loading…'));
-    render(crumbs(h('span', { class: 'mono' }, id)), h('h1', { class: 'mono' }, id), info, stats,
-      section('Claimed tasks', claimed), section('Pending tasks', pending));
-    api('/task-queues/' + q, { signal: view.signal }).then((tq) => {
-      fill(info, kv([['Description', tq.description || null], ['Stability', tq.stability],
-        ['Last active', when(tq.lastDateActive)], ['Expires', when(tq.expires)]]));
-    }, () => { /* no worker has polled yet: nothing to show */ });
-    view.poll(QUEUE_REFRESH_MS, async () => {
-      const [counts, p, c] = await Promise.allSettled([
-        api('/task-queues/' + q + '/counts', { signal: view.signal }),
-        apiPages('/task-queues/' + q + '/pending', 'tasks', { signal: view.signal, max: 500 }),
-        apiPages('/task-queues/' + q + '/claimed', 'tasks', { signal: view.signal, max: 500 }),
-      ]);
-      if (view.stopped) return false;
-      if (counts.status === 'fulfilled') {
-        fill(stats, stat('Pending', counts.value.pendingTasks, 'pending'), stat('Claimed', counts.value.claimedTasks, 'running'));
-      } else {
-        fill(stats, errorBox(counts.reason));
-      }
-      fill(pending, listOrError(p, (r) => table(['Task', 'Name', 'Run', 'Priority', 'Queued'],
-        r.items.map((e) => [taskLink(e.taskId), taskName(e.task), String(e.runId), e.task.priority, when(e.inserted)]),
-        'No pending tasks.'), 'queue:pending-list:' + id));
-      fill(claimed, listOrError(c, (r) => table(['Task', 'Name', 'Run', 'Worker', 'Claimed'],
-        r.items.map((e) => [taskLink(e.taskId), taskName(e.task), String(e.runId), h('span', { class: 'mono' }, e.workerGroup + '/' + e.workerId), when(e.claimed)]),
-        'No claimed tasks.'), 'queue:claimed-list:' + id));
-      return true;
-    });
-  }
-
-  function listOrError(settled, ok, scope) {
-    if (settled.status === 'rejected') {
-      const err = settled.reason;
-      if (err instanceof ApiError && err.status === 403) {
-        return h('p', { class: 'notice' }, 'Listing these tasks needs the scope ', h('code', {}, scope),
-          ', which the anonymous role does not grant on this deployment.');
-      }
-      return errorBox(err);
-    }
-    const out = [ok(settled.value)];
-    if (settled.value.more) out.push(h('p', { class: 'muted' }, 'Showing the first ' + settled.value.items.length + '.'));
-    return out;
-  }
-
-  function stat(label, n, cls) {
-    return h('div', { class: 'stat' }, h('div', { class: 'stat-n ' + (n > 0 ? cls : 'zero') }, String(n)), h('div', { class: 'stat-l' }, label));
-  }
-
-  function taskName(task) {
-    const n = task && task.metadata && task.metadata.name;
-    return n ? n : muted('(unnamed)');
-  }
-
-  // ---------------------------------------------------------------- task
-
-  function taskView(view, taskId, chosenRun) {
-    document.title = taskId + ' · hopper';
-    if (!SLUGID.test(taskId)) {
-      render(crumbs(), h('h1', {}, 'Not a task id'), errorBox(new Error('"' + taskId + '" is not a taskId.')));
-      return;
-    }
-    const head = h('div', {}, h('h1', { class: 'mono' }, taskId), h('p', { class: 'loading' }, 'Loading…'));
-    const top = h('div', { class: 'crumb-slot' }, crumbs(h('span', { class: 'mono' }, taskId)));
-    const defn = h('div', {});
-    const runs = h('div', {});
-    const artifacts = h('div', {});
-    const deps = h('div', {});
-    const dependents = h('div', {});
-    const logSlot = h('div', {});
-    render(top, head, h('div', { class: 'grid' },
-      section('Definition', defn), section('Runs', runs)),
-    section('Log', logSlot), section('Artifacts', artifacts),
-    h('div', { class: 'grid' }, section('Dependencies', deps), section('Dependents', dependents)));
-
-    let task = null;
-    let log = null;
-    view.poll(TASK_REFRESH_MS, async () => {
-      let status;
-      try {
-        if (!task) {
-          task = await api('/task/' + taskId, { signal: view.signal });
-          fill(top, crumbs(queueLink(task.taskQueueId || task.provisionerId + '/' + task.workerType),
-            h('span', {}, 'group ', groupLink(task.taskGroupId)), h('span', { class: 'mono' }, taskId)));
-          fill(defn, definition(task));
-          log = new LogPanel(view, taskId, logNames(task));
-          fill(logSlot, log.el);
-        }
-        status = (await api('/task/' + taskId + '/status', { signal: view.signal })).status;
-      } catch (err) {
-        if (view.stopped) return false;
-        if (!task) {
-          fill(head, h('h1', { class: 'mono' }, taskId), errorBox(err));
-          return !(err instanceof ApiError && err.status === 404);
-        }
-        fill(head, h('h1', { class: 'mono' }, taskId), errorBox(err));
-        return true;
-      }
-      const name = task.metadata && task.metadata.name;
-      document.title = (name || taskId) + ' · hopper';
-      fill(head, h('div', { class: 'title-row' }, h('h1', {}, name || taskId), badge(status.state)),
-        h('p', { class: 'subtitle' }, h('span', { class: 'mono' }, taskId),
-          task.metadata && task.metadata.description ? ' · ' + task.metadata.description : ''));
-
-      const runId = chosenRun !== null && chosenRun < status.runs.length ? chosenRun : status.runs.length - 1;
-      fill(runs, runsTable(taskId, status, runId));
-      const [arts, depStates, dependentList] = await Promise.allSettled([
-        runId >= 0 ? apiPages('/task/' + taskId + '/runs/' + runId + '/artifacts', 'artifacts', { signal: view.signal }) : Promise.resolve(null),
-        dependencyStates(view, task),
-        apiPages('/task/' + taskId + '/dependents', 'tasks', { signal: view.signal, max: 200 }),
-      ]);
-      if (view.stopped) return false;
-      fill(artifacts, artifactList(taskId, runId, status, arts));
-      fill(deps, dependencyList(task, depStates));
-      fill(dependents, dependentList.status === 'fulfilled'
-        ? table(['Task', 'Name', 'State'], dependentList.value.items.map((t) => [taskLink(t.status.taskId), taskName(t.task), badge(t.status.state)]), 'No task depends on this one.')
-        : errorBox(dependentList.reason));
-      log.update(status, runId);
-      const live = !RESOLVED.has(status.state);
-      if (!live) setRefresh('Task resolved · auto-refresh stopped (reload to check for reruns)');
-      return live;
-    });
-  }
-
-  function definition(task) {
-    const md = task.metadata || {};
-    const list = (xs) => xs && xs.length ? h('ul', { class: 'plain' }, xs.map((x) => h('li', { class: 'mono' }, x))) : null;
-    const tags = task.tags && Object.keys(task.tags).length
-      ? h('ul', { class: 'plain' }, Object.entries(task.tags).map(([k, v]) => h('li', {}, h('span', { class: 'mono' }, k), ': ', v)))
-      : null;
-    return [kv([
-      ['Task queue', queueLink(task.taskQueueId || task.provisionerId + '/' + task.workerType)],
-      ['Task group', groupLink(task.taskGroupId)],
-      ['Owner', md.owner || null],
-      ['Source', md.source ? (safeHref(md.source) && /^https?:/.test(md.source) ? link(md.source, md.source) : md.source) : null],
-      ['Priority', task.priority],
-      ['Retries', task.retries === undefined ? null : String(task.retries)],
-      ['Requires', task.requires],
-      ['Scheduler', h('span', { class: 'mono' }, task.schedulerId)],
-      ['Project', h('span', { class: 'mono' }, task.projectId)],
-      ['Created', when(task.created)],
-      ['Deadline', when(task.deadline)],
-      ['Expires', when(task.expires)],
-      ['Routes', list(task.routes)],
-      ['Scopes', list(task.scopes)],
-      ['Tags', tags],
-    ]),
-    h('details', { class: 'payload' }, h('summary', {}, 'Payload'), h('pre', {}, JSON.stringify(task.payload, null, 2))),
-    h('details', { class: 'payload' }, h('summary', {}, 'Full definition (JSON)'), h('pre', {}, JSON.stringify(task, null, 2)))];
-  }
-
-  function runsTable(taskId, status, selected) {
-    if (!status.runs.length) {
-      return h('p', { class: 'empty' }, status.state === 'unscheduled'
-        ? 'No runs yet: the task is waiting for its dependencies (or to be scheduled).'
-        : 'No runs yet.');
-    }
-    const rows = status.runs.map((r) => [
-      r.runId === selected ? h('strong', {}, String(r.runId)) : link('#/task/' + taskId + '/runs/' + r.runId, String(r.runId)),
-      badge(r.state),
-      h('span', {}, r.reasonCreated || '', r.reasonResolved ? h('span', { class: 'muted' }, ' → ' + r.reasonResolved) : ''),
-      r.workerId ? h('span', { class: 'mono' }, r.workerGroup + '/' + r.workerId) : muted('—'),
-      r.started ? when(r.started) : r.scheduled ? muted('queued ', when(r.scheduled)) : muted('—'),
-      r.started ? between(r.started, r.resolved) : muted('—'),
-    ]);
-    return [kv([['Retries left', String(status.retriesLeft)]]),
-      table(['Run', 'State', 'Reason', 'Worker', 'Started', 'Duration'], rows)];
-  }
-
-  function artifactList(taskId, runId, status, settled) {
-    if (runId < 0) return h('p', { class: 'empty' }, 'No runs, so no artifacts.');
-    if (settled.status === 'rejected') return errorBox(settled.reason);
-    const items = settled.value.items;
-    const note = h('p', { class: 'muted' }, 'Run ' + runId + (runId === status.runs.length - 1 ? ' (latest)' : '') +
-      '. Without credentials only public/ artifacts can be downloaded.');
-    return [note, table(['Name', 'Type', 'Storage', 'Expires'], items.map((a) => [
-      a.name.startsWith('public/') ? h('a', { href: artifactURL(taskId, runId, a.name), class: 'mono', rel: 'noopener' }, a.name)
-        : h('span', { class: 'mono', title: 'needs credentials to download' }, a.name, ' 🔒'),
-      h('span', { class: 'muted' }, a.contentType || ''),
-      a.storageType,
-      when(a.expires),
-    ]), 'No artifacts.')];
-  }
-
-  // dependencyStates reads names and states of (at most 100 of) the
-  // task's dependencies in two batch calls.
-  async function dependencyStates(view, task) {
-    const ids = (task.dependencies || []).slice(0, 100);
-    if (!ids.length) return { names: {}, states: {} };
-    const [defs, sts] = await Promise.all([
-      api('/tasks', { signal: view.signal, body: { taskIds: ids } }),
-      api('/tasks/status', { signal: view.signal, body: { taskIds: ids } }),
-    ]);
-    const names = {};
-    const states = {};
-    for (const t of defs.tasks || []) names[t.taskId] = t.task;
-    for (const s of sts.statuses || []) states[s.taskId] = s.status.state;
-    return { names, states };
-  }
-
-  function dependencyList(task, settled) {
-    const ids = task.dependencies || [];
-    const all = ids.length > 0 && (task.requires === 'all-resolved' ? 'Runs once all of these resolve.' : 'Runs once all of these complete.');
-    if (!ids.length) return h('p', { class: 'empty' }, 'No dependencies.');
-    const known = settled.status === 'fulfilled' ? settled.value : { names: {}, states: {} };
-    const rows = ids.slice(0, 100).map((id) => [taskLink(id), id in known.names ? taskName(known.names[id]) : muted('—'),
-      id in known.states ? badge(known.states[id]) : muted('unknown')]);
-    return [h('p', { class: 'muted' }, all), table(['Task', 'Name', 'State'], rows),
-      ids.length > 100 ? h('p', { class: 'muted' }, 'and ' + (ids.length - 100) + ' more') : null,
-      settled.status === 'rejected' ? errorBox(settled.reason) : null];
-  }
-
-  function logNames(task) {
-    const logs = task.payload && typeof task.payload === 'object' && task.payload.logs && typeof task.payload.logs === 'object' ? task.payload.logs : {};
-    return {
-      live: typeof logs.live === 'string' && logs.live ? logs.live : DEFAULT_LIVE_LOG,
-      backing: typeof logs.backing === 'string' && logs.backing ? logs.backing : DEFAULT_BACKING_LOG,
-    };
-  }
-
-  // ---------------------------------------------------------------- log
-
-  // LogPanel shows one run's log: streamed from the worker's live-log
-  // server while the run is running, the uploaded backing log once it is
-  // resolved. The live log replays from the start on every connection, so
-  // a reconnection clears the panel first.
-  class LogPanel {
-    constructor(view, taskId, names) {
-      this.view = view;
-      this.taskId = taskId;
-      this.names = names;
-      this.key = '';
-      this.ctl = null;
-      this.carry = '';
-      this.size = 0;
-      this.msg = h('p', { class: 'muted' });
-      this.tools = h('div', { class: 'log-tools' });
-      this.pre = h('pre', { class: 'log', tabindex: '0' });
-      this.el = h('div', {}, h('div', { class: 'log-head' }, this.msg, this.tools), this.pre);
-      view.signal.addEventListener('abort', () => this.abort());
-    }
-
-    abort() {
-      if (this.ctl) this.ctl.abort();
-      this.ctl = null;
-    }
-
-    say(...c) { fill(this.msg, c); }
-
-    // update is called on every status refresh; it (re)starts reading
-    // only when the run or its phase changed.
-    update(status, runId) {
-      const run = status.runs[runId];
-      if (!run) {
-        this.show('none', () => this.say('No runs yet, so no log.'));
-        return;
-      }
-      if (run.state === 'pending') {
-        this.show('pending:' + runId, () => this.say('Run ' + runId + ' is pending: the log appears once a worker starts it.'));
-        return;
-      }
-      const phase = run.state === 'running' ? 'live' : 'final';
-      this.show(phase + ':' + runId, () => (phase === 'live' ? this.streamLive(runId) : this.loadFinal(runId)));
-    }
-
-    show(key, start) {
-      if (this.key === key) return;
-      this.key = key;
-      this.abort();
-      this.ctl = new AbortController();
-      this.clear();
-      fill(this.tools);
-      start();
-    }
-
-    clear() {
-      fill(this.pre);
-      this.size = 0;
-      this.carry = '';
-    }
-
-    stillCurrent(ctl) { return this.ctl === ctl && !ctl.signal.aborted; }
-
-    async streamLive(runId) {
-      const ctl = this.ctl;
-      const contentPath = '/task/' + this.taskId + '/runs/' + runId + '/artifact-content/' + artifactPath(this.names.live);
-      let content;
-      for (;;) {
-        try {
-          content = await api(contentPath, { signal: ctl.signal });
-          break;
-        } catch (err) {
-          if (!this.stillCurrent(ctl)) return;
-          if (err instanceof ApiError && err.status === 404) {
-            this.say('Run ' + runId + ' is running; waiting for the worker to publish ' + this.names.live + '…');
-            await sleep(2000, ctl.signal);
-            if (!this.stillCurrent(ctl)) return;
-            continue;
-          }
-          this.say(errorText(err));
-          return;
-        }
-      }
-      if (content.storageType !== 'reference') {
-        // The live log already points at the uploaded log.
-        await this.loadURL(ctl, content, runId, this.names.live);
-        return;
-      }
-      this.say(h('span', { class: 'live-dot' }), 'Streaming the live log of run ' + runId + '…');
-      fill(this.tools, h('a', { href: content.url, target: '_blank', rel: 'noopener noreferrer' }, 'open raw'));
-      try {
-        const res = await fetch(content.url, { signal: ctl.signal, cache: 'no-store', credentials: 'omit' });
-        if (!res.ok || !res.body) throw new Error('HTTP ' + res.status);
-        const reader = res.body.getReader();
-        const dec = new TextDecoder();
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) break;
-          this.write(dec.decode(value, { stream: true }));
-        }
-        this.write(dec.decode());
-        if (this.stillCurrent(ctl)) this.say('The live log ended; the full log follows once the run is resolved.');
-      } catch (err) {
-        if (!this.stillCurrent(ctl)) return;
-        // Browsers refuse cross-origin reads the log server does not
-        // allow (CORS); the link still works as a plain page.
-        fill(this.tools);
-        this.say('This page could not read the live log (', errorText(err),
-          '; the log server may not allow cross-origin reads). Open it directly: ',
-          h('a', { href: content.url, target: '_blank', rel: 'noopener noreferrer' }, 'live log of run ' + runId), '.');
-      }
-    }
-
-    async loadFinal(runId) {
-      const ctl = this.ctl;
-      let lastErr = null;
-      // The backing log first; after the run the live name links to it,
-      // which covers tasks that renamed only one of the two.
-      for (const name of [this.names.backing, this.names.live]) {
-        let content;
-        try {
-          content = await api('/task/' + this.taskId + '/runs/' + runId + '/artifact-content/' + artifactPath(name), { signal: ctl.signal });
-        } catch (err) {
-          if (!this.stillCurrent(ctl)) return;
-          lastErr = err;
-          continue;
-        }
-        if (content.storageType === 'reference') {
-          lastErr = new Error(name + ' still points at a live-log server that is gone (the worker stopped before uploading the log)');
-          continue;
-        }
-        await this.loadURL(ctl, content, runId, name);
-        return;
-      }
-      if (lastErr instanceof ApiError && lastErr.status === 404) {
-        this.say('Run ' + runId + ' has no log artifact.');
-      } else {
-        this.say('No log: ', errorText(lastErr));
-      }
-    }
-
-    async loadURL(ctl, content, runId, name) {
-      if (content.storageType === 'error') {
-        this.say('The worker could not upload ' + name + ': ' + (content.reason || '') + (content.message ? ' — ' + content.message : ''));
-        return;
-      }
-      if (!content.url) {
-        this.say('The log is stored as a ' + content.storageType + ' artifact, which this page cannot read.');
-        return;
-      }
-      this.say('Loading ' + name + '…');
-      try {
-        const res = await fetch(content.url, { signal: ctl.signal, credentials: 'omit' });
-        if (!res.ok) throw new Error('HTTP ' + res.status + ' from the artifact storage');
-        const text = await res.text();
-        if (!this.stillCurrent(ctl)) return;
-        this.clear();
-        this.write(text, true);
-        this.say('Log of run ' + runId + ' (' + name + ', ' + fmtBytes(text.length) + ').');
-        fill(this.tools, h('a', { href: artifactURL(this.taskId, runId, name), rel: 'noopener' }, 'download'));
-      } catch (err) {
-        if (!this.stillCurrent(ctl)) return;
-        this.say('Could not read ' + name + ': ', errorText(err));
-      }
-    }
-
-    // write appends text, without terminal colour codes, keeping the
-    // view pinned to the bottom if it was there and the panel bounded.
-    write(text, flush) {
-      let s = this.carry + text;
-      this.carry = '';
-      const esc = s.lastIndexOf('\x1b');
-      if (!flush && esc >= 0 && !/^\x1b\[[0-9;?]*[ -/]*[@-~]/.test(s.slice(esc))) {
-        // An escape sequence split across chunks: finish it next time.
-        this.carry = s.slice(esc);
-        s = s.slice(0, esc);
-      }
-      s = s.replace(/\x1b\[[0-9;?]*[ -/]*[@-~]/g, '');
-      if (!s) return;
-      const pre = this.pre;
-      const atBottom = pre.scrollHeight - pre.scrollTop - pre.clientHeight < 40;
-      pre.appendChild(document.createTextNode(s));
-      this.size += s.length;
-      if (this.size > MAX_LOG_CHARS) {
-        const all = pre.textContent;
-        const keep = all.slice(all.length - MAX_LOG_CHARS / 2);
-        fill(pre, document.createTextNode('[… earlier output omitted here; download the log for all of it …]\n' + keep));
-        this.size = keep.length;
-      }
-      if (atBottom) pre.scrollTop = pre.scrollHeight;
-    }
-  }
-
-  function sleep(ms, signal) {
-    return new Promise((resolve) => {
-      const t = setTimeout(resolve, ms);
-      signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
-    });
-  }
-
-  function fmtBytes(n) {
-    if (n < 1024) return n + ' bytes';
-    if (n < 1024 * 1024) return (n / 1024).toFixed(1) + ' KiB';
-    return (n / 1024 / 1024).toFixed(1) + ' MiB';
-  }
-
-  // ---------------------------------------------------------------- group
-
-  function groupView(view, groupId) {
-    document.title = 'Group ' + groupId + ' · hopper';
-    if (!SLUGID.test(groupId)) {
-      render(crumbs(), h('h1', {}, 'Not a task group id'), errorBox(new Error('"' + groupId + '" is not a taskGroupId.')));
-      return;
-    }
-    const info = h('div', {}, h('p', { class: 'loading' }, 'Loading…'));
-    const summary = h('div', {});
-    const list = h('div', {});
-    let filterState = '';
-    let filterText = '';
-    let tasks = [];
-    const input = h('input', { type: 'search', placeholder: 'Filter by name or taskId', class: 'filter', 'aria-label': 'Filter tasks',
-      oninput: (e) => { filterText = e.target.value.trim().toLowerCase(); draw(); } });
-    render(crumbs(h('span', {}, 'group ', h('span', { class: 'mono' }, groupId))),
-      h('h1', {}, 'Task group ', h('span', { class: 'mono' }, groupId)), info, summary,
-      section('Tasks', h('div', { class: 'filters' }, input), list));
-
-    function draw() {
-      const counts = Object.fromEntries(STATES.map((s) => [s, 0]));
-      for (const t of tasks) counts[t.status.state] = (counts[t.status.state] || 0) + 1;
-      const total = tasks.length;
-      const done = counts.completed + counts.failed + counts.exception;
-      const chips = BAR_ORDER.map((s) => h('button', {
-        type: 'button', class: 'chip' + (filterState === s ? ' selected' : '') + (counts[s] ? '' : ' none'),
-        'aria-pressed': filterState === s ? 'true' : 'false',
-        onclick: () => { filterState = filterState === s ? '' : s; draw(); },
-      }, badge(s), ' ', String(counts[s])));
-      const bar = h('div', { class: 'progress', role: 'img', 'aria-label': done + ' of ' + total + ' resolved' },
-        BAR_ORDER.filter((s) => counts[s]).map((s) => h('div', {
-          class: 'seg seg-' + s, style: null, title: s + ': ' + counts[s], 'data-w': String(counts[s] / total),
-        })));
-      // Widths are set through the CSSOM, which the CSP allows (inline
-      // style attributes it would not).
-      for (const seg of bar.children) seg.style.width = (Number(seg.dataset.w) * 100).toFixed(3) + '%';
-      fill(summary, h('section', { class: 'card' },
-        h('div', { class: 'progress-head' }, h('strong', {}, done + ' / ' + total + ' resolved'),
-          total ? muted(' (' + Math.round((100 * done) / total) + '%)') : null),
-        bar, h('div', { class: 'chips' }, chips)));
-      const shown = tasks.filter((t) => (!filterState || t.status.state === filterState) &&
-        (!filterText || t.status.taskId.toLowerCase().includes(filterText) ||
-          String((t.task.metadata || {}).name || '').toLowerCase().includes(filterText)));
-      fill(list, table(['Name', 'State', 'Task', 'Runs', 'Started', 'Duration'], shown.map((t) => {
-        const last = t.status.runs[t.status.runs.length - 1];
-        return [h('a', { href: '#/task/' + t.status.taskId }, (t.task.metadata || {}).name || t.status.taskId), badge(t.status.state),
-          h('span', { class: 'mono small' }, t.status.taskId), String(t.status.runs.length),
-          last && last.started ? when(last.started) : muted('—'),
-          last && last.started ? between(last.started, last.resolved) : muted('—')];
-      }), total ? 'No task matches.' : 'The group has no tasks.'));
-    }
-
-    view.poll(3000, async () => {
-      let res;
-      try {
-        res = await apiPages('/task-group/' + groupId + '/list', 'tasks', { signal: view.signal, max: MAX_GROUP_TASKS });
-      } catch (err) {
-        if (view.stopped) return false;
-        fill(info, errorBox(err));
-        return !(err instanceof ApiError && err.status === 404);
-      }
-      tasks = res.items.slice().sort((a, b) => String((a.task.metadata || {}).name || '').localeCompare(String((b.task.metadata || {}).name || '')) ||
-        a.status.taskId.localeCompare(b.status.taskId));
-      const g = res.page;
-      fill(info, kv([
-        ['Scheduler', h('span', { class: 'mono' }, g.schedulerId)],
-        ['Sealed', g.sealed ? when(g.sealed) : 'no'],
-        ['Expires', when(g.expires)],
-        ['Size', String(tasks.length) + (res.more ? '+ (only the first ' + MAX_GROUP_TASKS + ' are shown)' : '')],
-      ]));
-      draw();
-      const live = tasks.some((t) => !RESOLVED.has(t.status.state));
-      if (!live) setRefresh('All tasks resolved · auto-refresh stopped');
-      return live || tasks.length === 0;
-    });
-  }
-
-  // ---------------------------------------------------------------- search
-
-  // searchView goes to whatever the query names: a task (preferred when
-  // the id is both, as for decision tasks), a task group, or a task queue.
-  // Its own route (#/search/<query>) makes lookups linkable; the page it
-  // lands on replaces the search in the history.
-  async function searchView(view, raw) {
-    const input = raw.trim();
-    document.title = 'Search · hopper';
-    const go = (hash) => { if (!view.stopped) location.replace(hash); };
-    const fail = (msg) => render(crumbs(), h('h1', {}, 'Nothing found'), h('div', { class: 'error' }, msg));
-    if (TASK_QUEUE_ID.test(input)) {
-      go('#/queue/' + encodeURIComponent(input));
-      return;
-    }
-    const m = SLUGID.test(input) ? [input] : input.match(SLUGID_ANYWHERE);
-    if (!m) {
-      fail('"' + input + '" is not a taskId, a taskGroupId or a task queue id (provisionerId/workerType).');
-      return;
-    }
-    const id = m[0];
-    render(h('p', { class: 'loading' }, 'Looking up ' + id + '…'));
-    const found = async (path) => {
-      try {
-        await api(path, { signal: view.signal });
-        return true;
-      } catch (err) {
-        if (err instanceof ApiError && err.status === 404) return false;
-        throw err;
-      }
-    };
-    try {
-      if (await found('/task/' + id + '/status')) { go('#/task/' + id); return; }
-      if (await found('/task-group/' + id + '/list?limit=1')) { go('#/group/' + id); return; }
-    } catch (err) {
-      if (!view.stopped) render(crumbs(), h('h1', {}, 'Search failed'), errorBox(err));
-      return;
-    }
-    if (!view.stopped) fail('No task or task group ' + id + ' exists (or it has expired).');
-  }
-
-  document.getElementById('search').addEventListener('submit', (e) => {
-    e.preventDefault();
-    const input = document.getElementById('search-input');
-    const q = input.value.trim();
-    if (!q) return;
-    input.value = '';
-    input.blur();
-    location.hash = '#/search/' + encodeURIComponent(q);
-  });
-  window.addEventListener('hashchange', route);
-  route();
-})();
+"use strict";(()=>{var Bi=Object.defineProperty;var l=(t,e)=>Bi(t,"name",{value:e,configurable:!0});var Ft,M,Bn,Ri,Re,Pn,Rn,Un,Ks,qt,dt,Kn,Hs,js,Fs,Ui,Ut={},Kt=[],Ki=/acit|ex(?:s|g|n|p|$)|rph|grid|ows|mnc|ntw|ine[ch]|zoo|^ord|itera/i,Ht=Array.isArray;function Ce(t,e){for(var s in e)t[s]=e[s];return t}l(Ce,"m");function Vs(t){t&&t.parentNode&&t.parentNode.removeChild(t)}l(Vs,"b");function ji(t,e,s){var n,r,i,o={};for(i in e)i=="key"?n=e[i]:i=="ref"?r=e[i]:o[i]=e[i];if(arguments.length>2&&(o.children=arguments.length>3?Ft.call(arguments,2):s),typeof t=="function"&&t.defaultProps!=null)for(i in t.defaultProps)o[i]===void 0&&(o[i]=t.defaultProps[i]);return Bt(t,o,n,r,null)}l(ji,"k");function Bt(t,e,s,n,r){var i={type:t,props:e,key:s,ref:n,__k:null,__:null,__b:0,__e:null,__c:null,constructor:void 0,__v:r??++Bn,__i:-1,__u:0};return r==null&&M.vnode!=null&&M.vnode(i),i}l(Bt,"x");function X(t){return t.children}l(X,"S");function Rt(t,e){this.props=t,this.context=e}l(Rt,"C");function Ge(t,e){if(e==null)return t.__?Ge(t.__,t.__i+1):null;for(var s;e<t.__k.length;e++)if((s=t.__k[e])!=null&&s.__e!=null)return s.__e;return typeof t.type=="function"?Ge(t):null}l(Ge,"$");function Fi(t){if(t.__P&&t.__d){var e=t.__v,s=e.__e,n=[],r=[],i=Ce({},e);i.__v=e.__v+1,M.vnode&&M.vnode(i),Gs(t.__P,i,e,t.__n,t.__P.namespaceURI,32&e.__u?[s]:null,n,s??Ge(e),!!(32&e.__u),r),i.__v=e.__v,i.__.__k[i.__i]=i,Gn(n,i,r),e.__e=e.__=null,i.__e!=s&&jn(i)}}l(Fi,"I");function jn(t){if((t=t.__)!=null&&t.__c!=null)return t.__e=t.__c.base=null,t.__k.some(function(e){if(e!=null&&e.__e!=null)return t.__e=t.__c.base=e.__e}),jn(t)}l(jn,"P");function Dn(t){(!t.__d&&(t.__d=!0)&&Re.push(t)&&!jt.__r++||Pn!=M.debounceRendering)&&((Pn=M.debounceRendering)||Rn)(jt)}l(Dn,"A");function jt(){try{for(var t,e=1;Re.length;)Re.length>e&&Re.sort(Un),t=Re.shift(),e=Re.length,Fi(t)}finally{Re.length=jt.__r=0}}l(jt,"H");function Fn(t,e,s,n,r,i,o,c,u,f,m){var p,d,h,k,g,y,b=n&&n.__k||Kt,w=e.length;for(u=Hi(s,e,b,u,w),p=0;p<w;p++)(h=s.__k[p])!=null&&(d=h.__i!=-1&&b[h.__i]||Ut,h.__i=p,y=Gs(t,h,d,r,i,o,c,u,f,m),k=h.__e,h.ref&&d.ref!=h.ref&&(d.ref&&Qs(d.ref,null,h),m.push(h.ref,h.__c||k,h)),g==null&&k!=null&&(g=k),4&h.__u?(u=Hn(h,u,t),d.__e&&(d.__e=null)):typeof h.type=="function"&&y!==void 0?u=y:k&&(u=k.nextSibling),h.__u&=-7);return s.__e=g,u}l(Fn,"L");function Hi(t,e,s,n,r){var i,o,c,u,f,m=s.length,p=m,d=0;for(t.__k=new Array(r),i=0;i<r;i++)(o=e[i])!=null&&typeof o!="boolean"&&typeof o!="function"?(typeof o=="string"||typeof o=="number"||typeof o=="bigint"||o.constructor==String?o=t.__k[i]=Bt(null,o,null,null,null):Ht(o)?o=t.__k[i]=Bt(X,{children:o},null,null,null):o.constructor===void 0&&o.__b>0?o=t.__k[i]=Bt(o.type,o.props,o.key,o.ref?o.ref:null,o.__v):t.__k[i]=o,u=i+d,o.__=t,o.__b=t.__b+1,c=null,(f=o.__i=Vi(o,s,u,p))!=-1&&(p--,(c=s[f])&&(c.__u|=2)),c==null||c.__v==null?(f==-1&&(r>m?d--:r<m&&d++),typeof o.type!="function"&&(o.__u|=4)):f!=u&&(f==u-1?d--:f==u+1?d++:(f>u?d--:d++,o.__u|=4))):t.__k[i]=null;if(p)for(i=0;i<m;i++)(c=s[i])!=null&&!(2&c.__u)&&(c.__e==n&&(n=Ge(c)),Wn(c,c));return n}l(Hi,"T");function Hn(t,e,s){var n,r;if(typeof t.type=="function"){for(n=t.__k,r=0;n&&r<n.length;r++)n[r]&&(n[r].__=t,e=Hn(n[r],e,s));return e}t.__e!=e&&(e&&t.type&&!e.parentNode&&(e=Ge(t)),e=s.insertBefore(t.__e,e||null));do e=e&&e.nextSibling;while(e!=null&&e.nodeType==8);return e}l(Hn,"j");function Vi(t,e,s,n){var r,i,o,c=t.key,u=t.type,f=e[s],m=f!=null&&(2&f.__u)==0;if(f===null&&c==null||m&&c==f.key&&u==f.type)return s;if(n>(m?1:0)){for(r=s-1,i=s+1;r>=0||i<e.length;)if((f=e[o=r>=0?r--:i++])!=null&&!(2&f.__u)&&c==f.key&&u==f.type)return o}return-1}l(Vi,"O");function Mn(t,e,s){e[0]=="-"?t.setProperty(e,s??""):t[e]=s==null?"":typeof s!="number"||Ki.test(e)?s:s+"px"}l(Mn,"z");function Mt(t,e,s,n,r){var i,o;e:if(e=="style")if(typeof s=="string")t.style.cssText=s;else{if(typeof n=="string"&&(t.style.cssText=n=""),n)for(e in n)s&&e in s||Mn(t.style,e,"");if(s)for(e in s)n&&s[e]==n[e]||Mn(t.style,e,s[e])}else if(e[0]=="o"&&e[1]=="n")i=e!=(e=e.replace(Kn,"$1")),o=e.toLowerCase(),e=o in t||e=="onFocusOut"||e=="onFocusIn"?o.slice(2):e.slice(2),t.l||(t.l={}),t.l[e+i]=s,s?n?s[dt]=n[dt]:(s[dt]=Hs,t.addEventListener(e,i?Fs:js,i)):t.removeEventListener(e,i?Fs:js,i);else{if(r=="http://www.w3.org/2000/svg")e=e.replace(/xlink(H|:h)/,"h").replace(/sName$/,"s");else if(e!="width"&&e!="height"&&e!="href"&&e!="list"&&e!="form"&&e!="tabIndex"&&e!="download"&&e!="rowSpan"&&e!="colSpan"&&e!="role"&&e!="popover"&&e in t)try{t[e]=s??"";break e}catch{}typeof s=="function"||(s==null||s===!1&&e[4]!="-"?t.removeAttribute(e):t.setAttribute(e,e=="popover"&&s==1?"":s))}}l(Mt,"N");function qn(t){return function(e){if(this.l){var s=this.l[e.type+t];if(e[qt]==null)e[qt]=Hs++;else if(e[qt]<s[dt])return;return s(M.event?M.event(e):e)}}}l(qn,"V");function Gs(t,e,s,n,r,i,o,c,u,f){var m,p,d,h,k,g,y,b,w,v,_,I,N,L,T,R,J=e.type;if(e.constructor!==void 0)return null;128&s.__u&&(u=!!(32&s.__u),i=[c=e.__e=s.__e]),(m=M.__b)&&m(e);e:if(typeof J=="function"){p=o.length;try{if(w=e.props,v=J.prototype&&J.prototype.render,_=(m=J.contextType)&&n[m.__c],I=m?_?_.props.value:m.__:n,s.__c?b=(d=e.__c=s.__c).__=d.__E:(v?e.__c=d=new J(w,I):(e.__c=d=new Rt(w,I),d.constructor=J,d.render=Qi),_&&_.sub(d),d.state||(d.state={}),d.__n=n,h=d.__d=!0,d.__h=[],d._sb=[]),v&&d.__s==null&&(d.__s=d.state),v&&J.getDerivedStateFromProps!=null&&(d.__s==d.state&&(d.__s=Ce({},d.__s)),Ce(d.__s,J.getDerivedStateFromProps(w,d.__s))),k=d.props,g=d.state,d.__v=e,h)v&&J.getDerivedStateFromProps==null&&d.componentWillMount!=null&&d.componentWillMount(),v&&d.componentDidMount!=null&&d.__h.push(d.componentDidMount);else{if(v&&J.getDerivedStateFromProps==null&&w!==k&&d.componentWillReceiveProps!=null&&d.componentWillReceiveProps(w,I),e.__v==s.__v||!d.__e&&d.shouldComponentUpdate!=null&&d.shouldComponentUpdate(w,d.__s,I)===!1){e.__v!=s.__v&&(d.props=w,d.state=d.__s,d.__d=!1),e.__e=s.__e,e.__k=s.__k,e.__k.some(function(re){re&&(re.__=e)}),Kt.push.apply(d.__h,d._sb),d._sb=[],d.__h.length&&o.push(d),c=Ge(s);break e}d.componentWillUpdate!=null&&d.componentWillUpdate(w,d.__s,I),v&&d.componentDidUpdate!=null&&d.__h.push(function(){d.componentDidUpdate(k,g,y)})}if(d.context=I,d.props=w,d.__P=t,d.__e=!1,N=M.__r,L=0,v)d.state=d.__s,d.__d=!1,N&&N(e),m=d.render(d.props,d.state,d.context),Kt.push.apply(d.__h,d._sb),d._sb=[];else do d.__d=!1,N&&N(e),m=d.render(d.props,d.state,d.context),d.state=d.__s;while(d.__d&&++L<25);d.state=d.__s,d.getChildContext!=null&&(n=Ce(Ce({},n),d.getChildContext())),v&&!h&&d.getSnapshotBeforeUpdate!=null&&(y=d.getSnapshotBeforeUpdate(k,g)),T=m!=null&&m.type===X&&m.key==null?Qn(m.props.children):m,c=Fn(t,Ht(T)?T:[T],e,s,n,r,i,o,c,u,f),d.base=e.__e,e.__u&=-161,d.__h.length&&o.push(d),b&&(d.__E=d.__=null)}catch(re){if(o.length=p,e.__v=null,u||i!=null){if(re.then){for(e.__u|=u?160:128;c&&c.nodeType==8&&c.nextSibling;)c=c.nextSibling;i!=null&&(i[i.indexOf(c)]=null),e.__e=c}else if(i!=null)for(R=i.length;R--;)Vs(i[R])}else e.__e=s.__e;e.__k==null&&(e.__k=s.__k||[]),re.then||Vn(e),M.__e(re,e,s)}}else i==null&&e.__v==s.__v?(e.__k=s.__k,e.__e=s.__e):c=e.__e=Gi(s.__e,e,s,n,r,i,o,u,f);return(m=M.diffed)&&m(e),128&e.__u?void 0:c}l(Gs,"q");function Vn(t){t&&(t.__c&&(t.__c.__e=!0),t.__k&&t.__k.some(Vn))}l(Vn,"B");function Gn(t,e,s){for(var n=0;n<s.length;n++)Qs(s[n],s[++n],s[++n]);M.__c&&M.__c(e,t),t.some(function(r){try{t=r.__h,r.__h=[],t.some(function(i){i.call(r)})}catch(i){M.__e(i,r.__v)}})}l(Gn,"D");function Qn(t){return typeof t!="object"||t==null||t.__b>0?t:Ht(t)?t.map(Qn):t.constructor!==void 0?null:Ce({},t)}l(Qn,"E");function Gi(t,e,s,n,r,i,o,c,u){var f,m,p,d,h,k,g,y=s.props||Ut,b=e.props,w=e.type;if(w=="svg"?r="http://www.w3.org/2000/svg":w=="math"?r="http://www.w3.org/1998/Math/MathML":r||(r="http://www.w3.org/1999/xhtml"),i!=null){for(f=0;f<i.length;f++)if((h=i[f])&&"setAttribute"in h==!!w&&(w?h.localName==w:h.nodeType==3)){t=h,i[f]=null;break}}if(t==null){if(w==null)return document.createTextNode(b);t=document.createElementNS(r,w,b.is&&b),c&&(M.__m&&M.__m(e,i),c=!1),i=null}if(w==null)y===b||c&&t.data==b||(t.data=b);else{if(i=w=="textarea"&&b.defaultValue!=null?null:i&&Ft.call(t.childNodes),!c&&i!=null)for(y={},f=0;f<t.attributes.length;f++)y[(h=t.attributes[f]).name]=h.value;for(f in y)h=y[f],f=="dangerouslySetInnerHTML"?p=h:f=="children"||f in b||f=="value"&&"defaultValue"in b||f=="checked"&&"defaultChecked"in b||Mt(t,f,null,h,r);for(f in b)h=b[f],f=="children"?d=h:f=="dangerouslySetInnerHTML"?m=h:f=="value"?k=h:f=="checked"?g=h:c&&typeof h!="function"||y[f]===h||Mt(t,f,h,y[f],r);if(m)c||p&&(m.__html==p.__html||m.__html==t.innerHTML)||(t.innerHTML=m.__html),e.__k=[];else if(p&&(t.innerHTML=""),Fn(e.type=="template"?t.content:t,Ht(d)?d:[d],e,s,n,w=="foreignObject"?"http://www.w3.org/1999/xhtml":r,i,o,i?i[0]:s.__k&&Ge(s,0),c,u),i!=null)for(f=i.length;f--;)Vs(i[f]);c&&w!="textarea"||(f="value",w=="progress"&&k==null?t.removeAttribute("value"):k!=null&&(k!==t[f]||w=="progress"&&!k||w=="option"&&k!=y[f])&&Mt(t,f,k,y[f],r),f="checked",g!=null&&g!=t[f]&&Mt(t,f,g,y[f],r))}return t}l(Gi,"G");function Qs(t,e,s){try{if(typeof t=="function"){var n=typeof t.__u=="function";n&&t.__u(),n&&e==null||(t.__u=t(e))}else t.current=e}catch(r){M.__e(r,s)}}l(Qs,"J");function Wn(t,e,s){var n,r;if(M.unmount&&M.unmount(t),(n=t.ref)&&(n.current&&n.current!=t.__e||Qs(n,null,e)),(n=t.__c)!=null){if(n.componentWillUnmount)try{n.componentWillUnmount()}catch(i){M.__e(i,e)}n.base=n.__P=n.__n=null}if(n=t.__k)for(r=0;r<n.length;r++)n[r]&&Wn(n[r],e,s||typeof t.type!="function");s||Vs(t.__e),t.__c=t.__=t.__e=void 0}l(Wn,"K");function Qi(t,e,s){return this.constructor(t,s)}l(Qi,"Q");function Jn(t,e,s){var n,r,i,o;e==document&&(e=document.documentElement),M.__&&M.__(t,e),r=(n=typeof s=="function")?null:s&&s.__k||e.__k,i=[],o=[],Gs(e,t=(!n&&s||e).__k=ji(X,null,[t]),r||Ut,Ut,e.namespaceURI,!n&&s?[s]:r?null:e.firstChild?Ft.call(e.childNodes):null,i,!n&&s?s:r?r.__e:e.firstChild,n,o),Gn(i,t,o),t.props.children=null}l(Jn,"R");Ft=Kt.slice,M={__e:l(function(t,e,s,n){for(var r,i,o;e=e.__;)if((r=e.__c)&&!r.__)try{if((i=r.constructor)&&i.getDerivedStateFromError!=null&&(r.setState(i.getDerivedStateFromError(t)),o=r.__d),r.componentDidCatch!=null&&(r.componentDidCatch(t,n||{}),o=r.__d),o)return r.__E=r}catch(c){t=c}throw t},"__e")},Bn=0,Ri=l(function(t){return t!=null&&t.constructor===void 0},"t"),Rt.prototype.setState=function(t,e){var s;s=this.__s!=null&&this.__s!=this.state?this.__s:this.__s=Ce({},this.state),typeof t=="function"&&(t=t(Ce({},s),this.props)),t&&Ce(s,t),t!=null&&this.__v&&(e&&this._sb.push(e),Dn(this))},Rt.prototype.forceUpdate=function(t){this.__v&&(this.__e=!0,t&&this.__h.push(t),Dn(this))},Rt.prototype.render=X,Re=[],Rn=typeof Promise=="function"?Promise.prototype.then.bind(Promise.resolve()):setTimeout,Un=l(function(t,e){return t.__v.__b-e.__v.__b},"e"),jt.__r=0,Ks=Math.random().toString(8),qt="__d"+Ks,dt="__a"+Ks,Kn=/(PointerCapture)$|Capture$/i,Hs=0,js=qn(!1),Fs=qn(!0),Ui=0;var pt,H,Ws,Yn,ht=0,rr=[],Q=M,zn=Q.__b,Xn=Q.__r,Zn=Q.diffed,er=Q.__c,tr=Q.unmount,sr=Q.__;function Ys(t,e){Q.__h&&Q.__h(H,t,ht||e),ht=0;var s=H.__H||(H.__H={__:[],__h:[]});return t>=s.__.length&&s.__.push({}),s.__[t]}l(Ys,"s");function A(t){return ht=1,Wi(ar,t)}l(A,"d");function Wi(t,e,s){var n=Ys(pt++,2);if(n.t=t,!n.__c&&(n.__=[s?s(e):ar(void 0,e),function(c){var u=n.__N?n.__N[0]:n.__[0],f=n.t(u,c);u!==f&&(n.__N=[f,n.__[1]],n.__c.setState({}))}],n.__c=H,!H.__f)){var r=l(function(c,u,f){if(!n.__c.__H)return!0;var m=!1,p=n.__c.props!==c;if(n.__c.__H.__.some(function(h){if(h.__N){m=!0;var k=h.__[0];h.__=h.__N,h.__N=void 0,k!==h.__[0]&&(p=!0)}}),i){var d=i.call(this,c,u,f);return m?d||p:d}return!m||p},"f");H.__f=!0;var i=H.shouldComponentUpdate,o=H.componentWillUpdate;H.componentWillUpdate=function(c,u,f){if(this.__e){var m=i;i=void 0,r(c,u,f),i=m}o&&o.call(this,c,u,f)},H.shouldComponentUpdate=r}return n.__N||n.__}l(Wi,"y");function U(t,e){var s=Ys(pt++,3);!Q.__s&&or(s.__H,e)&&(s.__=t,s.u=e,H.__H.__h.push(s))}l(U,"h");function _e(t){return ht=5,oe(function(){return{current:t}},[])}l(_e,"A");function oe(t,e){var s=Ys(pt++,7);return or(s.__H,e)&&(s.__=t(),s.__H=e,s.__h=t),s.__}l(oe,"T");function ir(t,e){return ht=8,oe(function(){return t},e)}l(ir,"q");function Ji(){for(var t;t=rr.shift();){var e=t.__H;if(t.__P&&e)try{e.__h.some(Vt),e.__h.some(Js),e.__h=[]}catch(s){e.__h=[],Q.__e(s,t.__v)}}}l(Ji,"j");Q.__b=function(t){H=null,zn&&zn(t)},Q.__=function(t,e){t&&e.__k&&e.__k.__m&&(t.__m=e.__k.__m),sr&&sr(t,e)},Q.__r=function(t){Xn&&Xn(t),pt=0;var e=(H=t.__c).__H;e&&(Ws===H?(e.__h=[],H.__h=[],e.__.some(function(s){s.__N&&(s.__=s.__N),s.u=s.__N=void 0})):(e.__h.some(Vt),e.__h.some(Js),e.__h=[],pt=0)),Ws=H},Q.diffed=function(t){Zn&&Zn(t);var e=t.__c;e&&e.__H&&(e.__H.__h.length&&(rr.push(e)!==1&&Yn===Q.requestAnimationFrame||((Yn=Q.requestAnimationFrame)||Yi)(Ji)),e.__H.__.some(function(s){s.u&&(s.__H=s.u,s.u=void 0)})),Ws=H=null},Q.__c=function(t,e){e.some(function(s){try{s.__h.some(Vt),s.__h=s.__h.filter(function(n){return!n.__||Js(n)})}catch(n){e.some(function(r){r.__h&&(r.__h=[])}),e=[],Q.__e(n,s.__v)}}),er&&er(t,e)},Q.unmount=function(t){tr&&tr(t);var e,s=t.__c;s&&s.__H&&(s.__H.__.some(function(n){try{Vt(n)}catch(r){e=r}}),s.__H=void 0,e&&Q.__e(e,s.__v))};var nr=typeof requestAnimationFrame=="function";function Yi(t){var e,s=l(function(){clearTimeout(n),nr&&cancelAnimationFrame(e),setTimeout(t)},"r"),n=setTimeout(s,35);nr&&(e=requestAnimationFrame(s))}l(Yi,"w");function Vt(t){var e=H,s=t.__c;typeof s=="function"&&(t.__c=void 0,s()),H=e}l(Vt,"z");function Js(t){var e=H;t.__c=t.__(),H=e}l(Js,"B");function or(t,e){return!t||t.length!==e.length||e.some(function(s,n){return s!==t[n]})}l(or,"C");function ar(t,e){return typeof e=="function"?e(t):e}l(ar,"D");var Gt=new TextEncoder;async function Qt(t,e){let s=await crypto.subtle.importKey("raw",Gt.encode(t),{name:"HMAC",hash:"SHA-256"},!1,["sign"]);return new Uint8Array(await crypto.subtle.sign("HMAC",s,Gt.encode(e)))}l(Qt,"hmac");function mt(t){let e="";for(let s of t)e+=String.fromCharCode(s);return btoa(e)}l(mt,"base64");function Wt(t){return mt(t).replace(/\+/g,"-").replace(/\//g,"_").replace(/=+$/,"")}l(Wt,"base64url");function zi(t){return mt(Gt.encode(t))}l(zi,"utf8Base64");function lr(t,e){return`hawk.1.${t}
+${e.ts}
+${e.nonce}
+${e.method.toUpperCase()}
+${e.resource}
+${e.host.toLowerCase()}
+${e.port}
+${e.hash}
+${e.ext}
+`}l(lr,"normalized");function cr(t){let e=new URL(t),s=e.port||(e.protocol==="http:"?"80":"443"),n=t.slice(t.indexOf("//")+2),r=n.indexOf("/");return{resource:(r<0?"/":n.slice(r)).split("#")[0],host:e.hostname,port:s}}l(cr,"target");function ur(t){return t.certificate?zi(JSON.stringify({certificate:JSON.parse(t.certificate)})):""}l(ur,"ext");function Xi(){return Wt(crypto.getRandomValues(new Uint8Array(6))).slice(0,6)}l(Xi,"nonce");async function fr(t,e,s,n={}){let r=cr(s),i={ts:String(Math.floor((n.now??Date.now())/1e3)),nonce:n.nonce??Xi(),method:e,...r,hash:"",ext:n.ext??ur(t)},o=mt(await Qt(t.accessToken,lr("header",i))),c=`Hawk id="${t.clientId}", ts="${i.ts}", nonce="${i.nonce}"`;return i.ext&&(c+=`, ext="${i.ext}"`),c+`, mac="${o}"`}l(fr,"header");async function Zi(t,e,s,n={}){let r=String(Math.floor((n.now??Date.now())/1e3)+s),i=n.ext??ur(t),o=mt(await Qt(t.accessToken,lr("bewit",{ts:r,nonce:"",method:"GET",...cr(e),hash:"",ext:i})));return Wt(Gt.encode(`${t.clientId}\\${r}\\${o}\\${i}`))}l(Zi,"bewit");async function Jt(t,e,s=900){let n=await Zi(t,e,s);return e+(e.includes("?")?"&":"?")+"bewit="+n}l(Jt,"signedUrl");function eo(t){let e=`version:1
+`;t.issuer&&(e+=`clientId:${t.clientId}
+issuer:${t.issuer}
+`),e+=`seed:${t.seed}
+start:${t.start}
+expiry:${t.expiry}
+scopes:`;for(let s of t.scopes)e+=`
+`+s;return e}l(eo,"signatureText");async function dr(t,e,s,n,r){if(t.certificate)throw new Error("temporary credentials cannot issue temporary credentials");let i=r??Wt(crypto.getRandomValues(new Uint8Array(33))).slice(0,44),o=mt(await Qt(t.accessToken,eo({seed:i,start:s,expiry:n,scopes:e}))),c=JSON.stringify({version:1,scopes:e,start:s,expiry:n,seed:i,signature:o});return{clientId:t.clientId,accessToken:Wt(await Qt(t.accessToken,i)),certificate:c}}l(dr,"temporaryCredentials");var Yt="hopper.credentials",zs=new Set;function pr(){try{let t=sessionStorage.getItem(Yt);if(!t)return null;let e=JSON.parse(t);return e.expires&&e.expires<Date.now()?(sessionStorage.removeItem(Yt),null):e}catch{return null}}l(pr,"read");var ce={credentials:pr,expires(){return pr()?.expires},set(t,e){t?sessionStorage.setItem(Yt,JSON.stringify({...t,expires:e})):sessionStorage.removeItem(Yt),zs.forEach(s=>s())},subscribe(t){return zs.add(t),()=>zs.delete(t)}};async function hr(t,e,s,n=8){if(!e||t.certificate){let o;return t.certificate&&(o=JSON.parse(t.certificate).expiry),{creds:t,expires:o}}let r=Date.now()-5*60*1e3,i=Date.now()+n*3600*1e3;return{creds:await dr(t,s,r,i),expires:i}}l(hr,"prepareCredentials");var ue=class extends Error{constructor(s,n,r){super(r);this.status=s;this.code=n}static{l(this,"ApiError")}get summary(){return this.message.split(`
+
+`)[0]}};function zt(){return location.origin}l(zt,"base");function mr(t,e){return`${zt()}/api/${t}/v1${e}`}l(mr,"serviceUrl");var S=encodeURIComponent;async function W(t,e,s,n,r=ce.credentials()){let i=mr(t,s),o={Accept:"application/json"};n!==void 0&&(o["Content-Type"]="application/json"),r&&(o.Authorization=await fr(r,e,i));let c;try{c=await fetch(i,{method:e,headers:o,body:n===void 0?void 0:JSON.stringify(n)})}catch(m){throw new ue(0,"NetworkError",`Cannot reach hopper at ${zt()}: ${m.message}`)}let u=await c.text(),f=null;try{f=u?JSON.parse(u):null}catch{}if(!c.ok){let m=f??{};throw new ue(c.status,m.code??c.statusText,m.message??m.error??u.slice(0,500))}return f}l(W,"call");var B=l((t,e)=>W(t,"GET",e),"get");async function j(t,e,s,n=1e5,r){let i=[],o;do{let c=e.includes("?")?"&":"?",u=await B(t,e+(o?`${c}continuationToken=${S(o)}`:`${c}limit=1000`)),f=u[s]??[];i.push(...f),r?.(i),o=u.continuationToken}while(o&&i.length<n);return i}l(j,"listAll");async function gr(t,e,s){let n=mr("queue",`/task/${S(t)}/runs/${e}/artifacts/${s.split("/").map(S).join("/")}`),r=ce.credentials();return s.startsWith("public/")||!r?n:Jt(r,n)}l(gr,"artifactUrl");var Qe=["unscheduled","pending","running","completed","failed","exception"],yr=new Set(["completed","failed","exception"]);var to=0,ya=Array.isArray;function a(t,e,s,n,r,i){e||(e={});var o,c,u=e;if("ref"in u)for(c in u={},e)c=="ref"?o=e[c]:u[c]=e[c];var f={type:t,props:u,key:s,ref:o,__k:null,__:null,__b:0,__e:null,__c:null,constructor:void 0,__v:--to,__i:-1,__u:0,__source:r,__self:i};if(typeof t=="function"&&(o=t.defaultProps))for(c in o)u[c]===void 0&&(u[c]=o[c]);return M.vnode&&M.vnode(f),f}l(a,"u");function q(t,e){let[s,n]=A({loading:!0}),r=_e(0),i=ir(async()=>{let o=++r.current;try{let c=await t();r.current===o&&n({data:c,loading:!1})}catch(c){r.current===o&&n(u=>({data:u.data,error:c,loading:!1}))}},e);return U(()=>(n({loading:!0}),i(),()=>{r.current++}),[i]),{...s,reload:i,set:l(o=>n({data:o,loading:!1}),"set")}}l(q,"useAsync");function Ee(t){return t instanceof ue?`HTTP ${t.status} ${t.code}: ${t.summary}`:String(t?.message??t)}l(Ee,"errorText");function K({error:t}){return t?a("div",{class:"error",role:"alert",children:Ee(t)}):null}l(K,"ErrorBox");function ve({state:t}){let e=Qe.includes(t??"");return a("span",{class:`state state-${e?t:"unknown"}`,children:t??"?"})}l(ve,"Badge");function Z({what:t}){return a("p",{class:"loading",children:["Loading ",t,"\u2026"]})}l(Z,"Loading");function E({title:t,children:e,actions:s}){return a("section",{class:"card",children:[(t||s)&&a("div",{class:"card-head",children:[t&&a("h2",{children:t}),s&&a("div",{class:"card-actions",children:s})]}),e]})}l(E,"Card");function Oe({pairs:t}){return a("dl",{class:"kv",children:t.filter(([,e])=>e!=null&&e!=="").map(([e,s])=>[a("dt",{children:e},e+":k"),a("dd",{children:s},e+":v")])})}l(Oe,"Kv");var V=l(({id:t,label:e})=>a("a",{class:e?"":"mono",href:`#/task/${t}`,children:e||t}),"TaskLink"),kr=l(({id:t})=>a("a",{class:"mono",href:`#/group/${t}`,children:t}),"GroupLink"),xe=l(({id:t})=>a("a",{class:"mono",href:`#/queue/${encodeURIComponent(t)}`,children:t}),"QueueLink");function Xs(t){try{let e=new URL(t);return e.protocol==="http:"||e.protocol==="https:"?e.href:void 0}catch{return}}l(Xs,"safeHref");function ae({label:t,run:e,confirm:s,danger:n,id:r}){let[i,o]=A("idle"),[c,u]=A({}),f=l(async()=>{o("busy"),u({});try{let m=await e();u({ok:m||`${t}: done.`})}catch(m){u({error:m})}o("idle")},"go");return a("span",{class:"action","data-action":r??t,children:[i==="confirm"?a(X,{children:[a("span",{class:"confirm-text",children:s}),a("button",{class:n?"danger":"",onClick:f,children:["Yes, ",t.toLowerCase()]}),a("button",{class:"secondary",onClick:()=>o("idle"),children:"No"})]}):a("button",{class:n?"danger":"",disabled:i==="busy",onClick:()=>s?o("confirm"):f(),children:i==="busy"?`${t}\u2026`:t}),c.ok&&a("span",{class:"action-ok",role:"status",children:c.ok}),c.error!==void 0&&a("span",{class:"action-error",role:"alert",children:Ee(c.error)})]})}l(ae,"Action");function Ze({items:t,rowHeight:e,height:s,row:n,class:r}){let[i,o]=A(0),c=Math.max(0,Math.floor(i/e)-10),u=Math.min(t.length,Math.ceil((i+s)/e)+10),f=[];for(let m=c;m<u;m++)f.push(a("div",{class:"vrow",style:{top:`${m*e}px`,height:`${e}px`},children:n(t[m],m)},m));return a("div",{class:`vlist ${r??""}`,style:{height:`${Math.min(s,t.length*e+2)}px`},onScroll:m=>o(m.currentTarget.scrollTop),"data-rows":t.length,children:a("div",{class:"vspace",style:{height:`${t.length*e}px`},children:f})})}l(Ze,"VirtualList");function br({tabs:t,current:e}){return a("nav",{class:"tabs",children:t.map(([s,n,r])=>a("a",{href:r,class:s===e?"active":"",children:n},s))})}l(br,"Tabs");function et(){let[t,e]=A(ce.credentials());return U(()=>ce.subscribe(()=>e(ce.credentials())),[]),t}l(et,"useSession");function wr(){let t=et(),[e,s]=A(!1),[n,r]=A(""),[i,o]=A(""),[c,u]=A(""),[f,m]=A(!0),[p,d]=A(""),[h,k]=A(!1);return t?a("div",{class:"session",children:[a("span",{class:"who",title:"signed in",children:t.clientId}),a("button",{class:"secondary",onClick:()=>ce.set(null),children:"Sign out"})]}):a("div",{class:"session",children:[a("button",{onClick:()=>s(!e),id:"sign-in",children:"Sign in"}),e&&a("form",{class:"signin",onSubmit:l(async y=>{y.preventDefault(),k(!0),d("");try{let b={clientId:n.trim(),accessToken:i.trim()};c.trim()&&(b.certificate=c.trim()),await W("auth","GET","/scopes/current",void 0,b);let w=[];f&&!b.certificate&&(w=(await W("auth","GET",`/clients/${encodeURIComponent(b.clientId)}`,void 0,b)).expandedScopes);let{creds:v,expires:_}=await hr(b,f,w);v!==b&&await W("auth","GET","/scopes/current",void 0,v),ce.set(v,_),s(!1),o("")}catch(b){d(Ee(b))}k(!1)},"submit"),"aria-label":"Sign in",children:[a("label",{children:["Client ID",a("input",{name:"clientId",value:n,autocomplete:"username",required:!0,onInput:y=>r(y.target.value)})]}),a("label",{children:["Access token",a("input",{name:"accessToken",type:"password",value:i,autocomplete:"current-password",required:!0,onInput:y=>o(y.target.value)})]}),a("label",{children:["Certificate (temporary credentials only)",a("textarea",{name:"certificate",rows:2,value:c,onInput:y=>u(y.target.value)})]}),a("label",{class:"check",children:[a("input",{type:"checkbox",checked:f,onChange:y=>m(y.target.checked)})," keep only temporary credentials (8 hours) in this tab"]}),a("p",{class:"small muted",children:"Credentials stay in this tab (sessionStorage) and sign requests with Hawk; they are never sent in the clear."}),p&&a("div",{class:"error",role:"alert",children:p}),a("button",{type:"submit",disabled:h,children:h?"Checking\u2026":"Sign in"})]})]})}l(wr,"SignIn");function P(t){if(!t)return"";let e=new Date(t);if(Number.isNaN(e.getTime()))return t;let s=l(n=>String(n).padStart(2,"0"),"p");return`${e.getFullYear()}-${s(e.getMonth()+1)}-${s(e.getDate())} ${s(e.getHours())}:${s(e.getMinutes())}:${s(e.getSeconds())}`}l(P,"fmtTime");function We(t){if(!Number.isFinite(t)||t<0)return"";if(t<1e3)return`${Math.round(t)} ms`;let e=Math.round(t/1e3);if(e<60)return`${e} s`;let s=Math.floor(e/60);return s<60?`${s} min ${e%60} s`:`${Math.floor(s/60)} h ${s%60} min`}l(We,"fmtDuration");function Je(t,e=Date.now()){if(!t)return"";let s=Date.parse(t);return Number.isNaN(s)?"":We(e-s)+" ago"}l(Je,"since");function Le(t,e,s,n){let r=null,i=!1,o=!1;return l(async()=>{let u=new URLSearchParams(t).toString(),f=`${zt()}/api/live/v1/events${u?"?"+u:""}`,m=ce.credentials();m&&(f=await Jt(m,f,24*3600)),!i&&(r=new EventSource(f),r.onopen=()=>{n?.(!0),o&&s(),o=!0},r.onerror=()=>n?.(!1),r.onmessage=p=>{try{e(JSON.parse(p.data))}catch{}})},"open")(),()=>{i=!0,r?.close()}}l(Le,"subscribe");function Xt(t){let e=t.routingKey.split(".");return e.length>=10?e[1]:void 0}l(Xt,"taskIdOf");var _r=2e6;function so(t){let e=t.payload?.logs??{};return{live:e.live||"public/logs/live.log",backing:e.backing||"public/logs/live_backing.log"}}l(so,"logNames");function vr({taskId:t,status:e,task:s}){let n=e.runs[e.runs.length-1],r=n?n.state==="pending"?"pending":n.state==="running"?"live":"final":"none",i=`${n?.runId}:${r}`,[o,c]=A(""),[u,f]=A(""),[m,p]=A(),d=_e(null);return U(()=>{if(f(""),p(void 0),r==="none")return c("No runs yet, so no log.");if(r==="pending")return c(`Run ${n.runId} is pending: the log appears once a worker starts it.`);let h=new AbortController,k=so(s),g=l(b=>B("queue",`/task/${S(t)}/runs/${n.runId}/artifact-content/${b.split("/").map(S).join("/")}`),"content"),y=l(async(b,w)=>{p(b);let v=await fetch(b,{signal:h.signal,cache:"no-store",credentials:"omit"});if(!v.ok||!v.body)throw new Error(`HTTP ${v.status}`);let _=v.body.getReader(),I=new TextDecoder,N="";for(;;){let{done:L,value:T}=await _.read();if(L)break;N+=I.decode(T,{stream:!0}),N.length>_r&&(N=N.slice(-_r)),w&&f(N)}f(N+I.decode())},"read");return(async()=>{try{if(r==="live"){let w;for(;!h.signal.aborted;)try{w=await g(k.live);break}catch(v){if(!(v instanceof ue&&v.status===404))throw v;c(`Run ${n.runId} is running; waiting for the worker to publish ${k.live}\u2026`),await new Promise(_=>setTimeout(_,2e3))}if(!w?.url)return;c(`Streaming the live log of run ${n.runId}\u2026`),await y(w.url,!0),c("The live log ended; the full log follows once the run is resolved.");return}let b;for(let w of[k.backing,k.live])try{let v=await g(w);if(v.storageType==="error"){c(`The worker could not upload ${w}: ${v.reason??""} ${v.message??""}`);return}if(v.storageType==="reference"||!v.url){b=new Error(`${w} points at a live-log server that is gone`);continue}c(`Log of run ${n.runId} (${w}).`),await y(v.url,!1);return}catch(v){b=v}c(b instanceof ue&&b.status===404?`Run ${n.runId} has no log artifact.`:`No log: ${Ee(b)}`)}catch(b){h.signal.aborted||c(`The log cannot be read here (${Ee(b)}).`)}})(),()=>h.abort()},[t,i]),U(()=>{let h=d.current;h&&r==="live"&&(h.scrollTop=h.scrollHeight)},[u]),a("div",{children:[a("div",{class:"log-head",children:[a("p",{class:"muted",children:o}),m&&a("a",{href:m,target:"_blank",rel:"noopener noreferrer",children:"open raw"})]}),a("pre",{class:"log",ref:d,tabIndex:0,children:u})]})}l(vr,"LogPanel");function Sr({taskId:t}){et();let e=q(async()=>{let[c,u]=await Promise.all([B("queue",`/task/${S(t)}`),B("queue",`/task/${S(t)}/status`)]);return{task:c,status:u.status}},[t]),[s,n]=A(!1);if(U(()=>Le({taskId:t},c=>{c.payload?.status&&e.data?e.set({...e.data,status:c.payload.status}):e.reload()},()=>void e.reload(),n),[t,e.data===void 0]),e.loading&&!e.data)return a(Z,{what:`task ${t}`});if(!e.data)return a(K,{error:e.error});let{task:r,status:i}=e.data,o=i.runs[i.runs.length-1];return a("div",{class:"task-page",children:[a("div",{class:"title-row",children:[a("h1",{children:r.metadata.name}),a(ve,{state:i.state}),a("span",{class:`live ${s?"on":""}`,title:"updates pushed by the server",children:s?"live":"connecting\u2026"})]}),a("p",{class:"subtitle mono",children:t}),o?.reasonResolved==="superseded"&&a(no,{taskId:t,runId:o.runId}),a(E,{title:"Actions",children:a("div",{class:"actions",children:[a(ae,{label:"Cancel",id:"cancel",confirm:"Cancel this task?",danger:!0,run:async()=>{let c=await W("queue","POST",`/task/${S(t)}/cancel`);return e.set({task:r,status:c.status}),`Cancelled: the task is ${c.status.state}.`}}),a(ae,{label:"Rerun",id:"rerun",run:async()=>{let c=await W("queue","POST",`/task/${S(t)}/rerun`);return e.set({task:r,status:c.status}),`Run ${c.status.runs.length-1} added: the task is ${c.status.state}.`}}),i.state==="unscheduled"&&a(ae,{label:"Schedule",id:"schedule",run:async()=>{let c=await W("queue","POST",`/task/${S(t)}/schedule`);return e.set({task:r,status:c.status}),`Scheduled: the task is ${c.status.state}.`}}),a("a",{class:"button",href:`#/retrigger/${t}`,"data-action":"retrigger",children:"Retrigger with edits\u2026"})]})}),a("div",{class:"grid",children:[a(E,{title:"Task",children:a(Oe,{pairs:[["Task queue",a(xe,{id:i.taskQueueId})],["Task group",a(kr,{id:i.taskGroupId})],["Scheduler",i.schedulerId],["Created",P(r.created)],["Deadline",P(i.deadline)],["Expires",P(i.expires)],["Retries left",String(i.retriesLeft)],["Owner",r.metadata.owner],["Source",Xs(r.metadata.source)?a("a",{href:Xs(r.metadata.source),rel:"noopener noreferrer",children:r.metadata.source}):r.metadata.source],["Description",r.metadata.description]]})}),a(E,{title:"Runs",children:i.runs.length===0?a("p",{class:"empty",children:"No runs yet."}):a("div",{class:"table-wrap",children:a("table",{children:[a("thead",{children:a("tr",{children:[a("th",{children:"run"}),a("th",{children:"state"}),a("th",{children:"reason"}),a("th",{children:"worker"}),a("th",{children:"started"}),a("th",{children:"duration"})]})}),a("tbody",{children:i.runs.map(c=>a("tr",{children:[a("td",{children:c.runId}),a("td",{children:a(ve,{state:c.state})}),a("td",{children:[c.reasonCreated,c.reasonResolved?` \u2192 ${c.reasonResolved}`:""]}),a("td",{children:c.workerId?a("a",{class:"mono",href:`#/worker/${S(i.provisionerId)}/${S(i.workerType)}/${S(c.workerGroup)}/${S(c.workerId)}`,children:[c.workerGroup,"/",c.workerId]}):""}),a("td",{children:P(c.started)}),a("td",{children:c.started?We((c.resolved?Date.parse(c.resolved):Date.now())-Date.parse(c.started)):""})]},c.runId))})]})})})]}),o&&a(ro,{taskId:t,runId:o.runId,state:o.state}),a(E,{title:"Log",children:a(vr,{taskId:t,status:i,task:r})}),a(io,{task:r,taskId:t}),a(E,{title:"Definition",children:a("details",{class:"payload",children:[a("summary",{children:"task definition (JSON)"}),a("pre",{children:JSON.stringify(r,null,2)})]})})]})}l(Sr,"TaskPage");function no({taskId:t,runId:e}){let s=q(async()=>{let n=await B("queue",`/task/${S(t)}/runs/${e}/artifact-content/public/superseded-by.json`);return n.url?await(await fetch(n.url)).json():null},[t,e]);return a("div",{class:"notice superseded",children:["This task was superseded",s.data?a(X,{children:[": ",a(V,{id:s.data.taskId})," ran in its place."]}):s.error?" (its public/superseded-by.json cannot be read).":"\u2026"]})}l(no,"Superseded");function ro({taskId:t,runId:e,state:s}){let n=q(()=>j("queue",`/task/${S(t)}/runs/${e}/artifacts`,"artifacts",5e3),[t,e,s]),[r,i]=A({}),o=et();return U(()=>{let c=!1;return(async()=>{let u={};for(let f of n.data??[])u[f.name]=await gr(t,e,f.name);c||i(u)})(),()=>{c=!0}},[n.data,o]),a(E,{title:`Artifacts of run ${e}`,children:[a(K,{error:n.error}),n.data&&n.data.length===0&&a("p",{class:"empty",children:"No artifacts."}),n.data&&n.data.length>0&&a("div",{class:"table-wrap",children:a("table",{children:[a("thead",{children:a("tr",{children:[a("th",{children:"name"}),a("th",{children:"storage"}),a("th",{children:"content type"}),a("th",{children:"expires"})]})}),a("tbody",{children:n.data.map(c=>a("tr",{children:[a("td",{children:[r[c.name]?a("a",{class:"mono artifact",href:r[c.name],rel:"noopener noreferrer",target:"_blank",children:c.name}):a("span",{class:"mono",children:c.name}),!c.name.startsWith("public/")&&a("span",{class:"muted small",children:[" ",o?"private: signed link":"private: sign in to open"]})]}),a("td",{children:c.storageType}),a("td",{children:c.contentType}),a("td",{children:P(c.expires)})]},c.name))})]})})]})}l(ro,"Artifacts");function io({task:t,taskId:e}){let s=t.dependencies??[],n=q(async()=>s.length?(await W("queue","POST","/tasks/status",{taskIds:s.slice(0,1e3)})).statuses.map(c=>c.status):[],[e]),r=q(()=>j("queue",`/task/${S(e)}/dependents`,"tasks",1e3),[e]),i=new Map((n.data??[]).map(o=>[o.taskId,o]));return a("div",{class:"grid",children:[a(E,{title:`Dependencies (${s.length}, requires ${t.requires??"all-completed"})`,children:[s.length===0?a("p",{class:"empty",children:"None."}):a("ul",{class:"plain",children:s.map(o=>a("li",{children:[a(ve,{state:i.get(o)?.state})," ",a(V,{id:o})]},o))}),a(K,{error:n.error})]}),a(E,{title:"Dependents",children:[a(K,{error:r.error}),r.data&&(r.data.length===0?a("p",{class:"empty",children:"None."}):a("ul",{class:"plain",children:r.data.map(o=>a("li",{children:[a(ve,{state:o.status.state})," ",a(V,{id:o.status.taskId,label:o.task.metadata.name})]},o.status.taskId))}))]})]})}l(io,"Dependencies");function Tr(t){let e=new Map;for(let u of t)e.set(u.status.taskId,{taskId:u.status.taskId,name:u.task.metadata?.name??"",state:u.status.state,layer:-1,row:0,deps:(u.task.dependencies??[]).filter(f=>f!==u.status.taskId)});let s=[...e.values()],n=new Map,r=new Map;for(let u of s){let f=0;for(let m of u.deps){if(!e.has(m))continue;f++;let p=r.get(m);p?p.push(u):r.set(m,[u])}n.set(u.taskId,f)}let i=s.filter(u=>n.get(u.taskId)===0);for(let u of i)u.layer=0;for(let u=0;u<i.length;u++){let f=i[u];for(let m of r.get(f.taskId)??[]){m.layer=Math.max(m.layer,f.layer+1);let p=n.get(m.taskId)-1;n.set(m.taskId,p),p===0&&i.push(m)}}for(let u of s)u.layer<0&&(u.layer=0);let o=[];for(let u of s)o[u.layer]=(o[u.layer]??0)+1,u.row=o[u.layer]-1;let c=[];for(let u of s)for(let f of u.deps){let m=e.get(f);m&&c.push([m,u])}return{nodes:s,byId:e,layers:o.length,height:Math.max(0,...o),edges:c}}l(Tr,"layout");var Zt=l(t=>t?Date.parse(t):NaN,"ms");function Ir(t,e){let s=[];for(let n of t)for(let r of n.status.runs){let i=Zt(r.scheduled);if(Number.isNaN(i))continue;let o=Zt(r.started),c=Zt(r.resolved);s.push({taskId:n.status.taskId,name:n.task.metadata?.name??"",runId:r.runId,state:r.state,scheduled:i,start:Number.isNaN(o)?Number.isNaN(c)?e:c:o,end:Number.isNaN(c)?e:c,open:Number.isNaN(c),waiting:Number.isNaN(o)})}return s.sort((n,r)=>n.start-r.start||n.taskId.localeCompare(r.taskId)||n.runId-r.runId),s}l(Ir,"bars");function es(t,e){let s=new Map(t.map(c=>[c.status.taskId,c])),n=l(c=>{let u=c.status.runs;if(!u.length)return-1/0;let f=u[u.length-1],m=Zt(f.resolved);return Number.isNaN(m)?f.started||f.state==="pending"?e:-1/0:m},"endOf"),r;for(let c of t)(!r||n(c)>n(r))&&(r=c);let i=[],o=new Set;for(;r&&n(r)>-1/0&&!o.has(r.status.taskId);){o.add(r.status.taskId),i.push(r.status.taskId);let c;for(let u of r.task.dependencies??[]){let f=s.get(u);f&&(!c||n(f)>n(c))&&(c=f)}r=c}return i.reverse()}l(es,"criticalPath");var Zs=190,ts=26,Nr=250,$r=34,ss=12,Ar=600;function Cr({members:t}){let e=oe(()=>Tr(t),[t]),s=oe(()=>new Set(es(t,Date.now())),[t]),[n,r]=A({left:0,top:0,width:1200}),i=e.layers*Nr+ss*2,o=e.height*$r+ss*2,c=l(h=>ss+h.layer*Nr,"x"),u=l(h=>ss+h.row*$r,"y"),f=200,m=l(h=>c(h)+Zs>=n.left-f&&c(h)<=n.left+n.width+f&&u(h)+ts>=n.top-f&&u(h)<=n.top+Ar+f,"inView"),p=e.nodes.filter(m),d=e.edges.filter(([h,k])=>m(h)||m(k));return a(E,{title:`Dependency graph: ${e.nodes.length} tasks in ${e.layers} levels, ${e.edges.length} dependencies`,children:[a("p",{class:"small muted",children:"Columns are dependency depth within the group; the bold chain is the critical path (what the group's end waited for)."}),a("div",{class:"graph",style:{height:`${Math.min(Ar,o+20)}px`},"data-nodes":e.nodes.length,"data-drawn":p.length,ref:h=>{h&&h.clientWidth&&h.clientWidth!==n.width&&r({...n,width:h.clientWidth})},onScroll:h=>{let k=h.currentTarget;r({left:k.scrollLeft,top:k.scrollTop,width:k.clientWidth})},children:a("svg",{width:i,height:o,role:"img","aria-label":"dependency graph",children:[a("g",{class:"edges",children:d.map(([h,k])=>{let g=c(h)+Zs,y=u(h)+ts/2,b=c(k),w=u(k)+ts/2,v=(g+b)/2,_=s.has(h.taskId)&&s.has(k.taskId);return a("path",{class:_?"edge critical":"edge",d:`M${g},${y} C${v},${y} ${v},${w} ${b},${w}`},`${h.taskId}>${k.taskId}`)})}),p.map(h=>a("a",{href:`#/task/${h.taskId}`,class:`node state-${h.state}${s.has(h.taskId)?" critical":""}`,"data-task":h.taskId,children:[a("title",{children:`${h.name} (${h.state})
+${h.taskId}`}),a("rect",{x:c(h),y:u(h),width:Zs,height:ts,rx:5}),a("text",{x:c(h)+8,y:u(h)+17,children:h.name.length>26?h.name.slice(0,25)+"\u2026":h.name||h.taskId})]},h.taskId))]})})]})}l(Cr,"Graph");var Er=220;function Or({members:t}){let e=Date.now(),s=oe(()=>Ir(t,e),[t]),n=oe(()=>new Set(es(t,e)),[t]);if(!s.length)return a(E,{title:"Timeline",children:a("p",{class:"empty",children:"No runs yet."})});let r=1/0,i=-1/0;for(let d of s)r=Math.min(r,d.scheduled),i=Math.max(i,d.end);i=Math.max(i,r+1e3);let o=i-r,c=l(d=>`${(d-r)/o*100}%`,"pct"),u=l((d,h)=>`${Math.max(.15,(h-d)/o*100)}%`,"wid"),m=s.filter(d=>n.has(d.taskId)).reduce((d,h)=>Math.max(d,h.end),-1/0),p=[0,.25,.5,.75,1].map(d=>r+d*o);return a(E,{title:`Timeline: ${s.length} runs over ${We(o)}`,children:[a("p",{class:"small muted",children:["Critical path: ",n.size," tasks, ending ",m>-1/0?P(new Date(m).toISOString()):"not yet",". Pale: waiting for a worker; solid: running."]}),a("div",{class:"timeline","data-rows":s.length,"data-critical":n.size,children:[a("div",{class:"axis",style:{marginLeft:`${Er}px`},children:p.map((d,h)=>a("span",{style:{left:`${h*25}%`},children:h===0?P(new Date(d).toISOString()):`+${We(d-r)}`},h))}),a(Ze,{items:s,rowHeight:22,height:560,row:d=>a("div",{class:`trow${n.has(d.taskId)?" critical":""}`,children:[a("a",{class:"tlabel",href:`#/task/${d.taskId}`,style:{width:`${Er}px`},title:d.taskId,children:[d.name||d.taskId,d.runId?` (run ${d.runId})`:""]}),a("div",{class:"ttrack",children:[a("div",{class:"twait",style:{left:c(d.scheduled),width:u(d.scheduled,d.start)}}),!d.waiting&&a("div",{class:`tbar seg-${d.state}${d.open?" open":""}`,style:{left:c(d.start),width:u(d.start,d.end)},title:`${d.name} run ${d.runId}: ${d.state}, ${We(d.end-d.start)}`})]})]})})]})]})}l(Or,"Timeline");function xr({taskGroupId:t,view:e}){let[s,n]=A(null),[r,i]=A(null),[o,c]=A(null),[u,f]=A(0),[m,p]=A(!1),d=_e(new Map),h=_e(new Map),k=_e(0),g=l(async()=>{try{let[_,I]=await Promise.all([j("queue",`/task-group/${S(t)}/list`,"tasks",1e5,N=>f(N.length)),B("queue",`/task-group/${S(t)}`).catch(()=>null)]);d.current=new Map(_.map(N=>[N.status.taskId,N])),n(_),i(I),c(null)}catch(_){c(_)}},"load"),y=l(()=>{k.current=0;let _=h.current;h.current=new Map;for(let[I,N]of _)d.current.set(I,N);n([...d.current.values()])},"flush");if(U(()=>(g(),Le({taskGroupId:t},async _=>{if(_.exchange==="task-group-sealed"||_.exchange==="task-group-resolved"){i(await B("queue",`/task-group/${S(t)}`).catch(()=>null));return}let I=Xt(_);if(!I)return;let N=d.current.get(I);if(!N){let T=await B("queue",`/task/${S(I)}`).catch(()=>null);if(!T)return;N={task:T,status:_.payload?.status??(await B("queue",`/task/${S(I)}/status`)).status}}let L=_.payload?.status??(await B("queue",`/task/${S(I)}/status`)).status;h.current.set(I,{task:N.task,status:L}),k.current||(k.current=requestAnimationFrame(y))},()=>void g(),p)),[t]),o&&!s)return a(K,{error:o});if(!s)return a(Z,{what:`task group ${t} (${u} tasks so far)`});let b={};for(let _ of s)b[_.status.state]=(b[_.status.state]??0)+1;let w=s.filter(_=>yr.has(_.status.state)).length,v=`#/group/${t}`;return a("div",{class:"group-page",children:[a("div",{class:"title-row",children:[a("h1",{children:"Task group"}),a("span",{class:`live ${m?"on":""}`,children:m?"live":"connecting\u2026"})]}),a("p",{class:"subtitle mono",children:t}),a(E,{title:`${w} / ${s.length} resolved`,actions:a("div",{class:"actions",children:[a(ae,{label:"Seal group",id:"seal-group",confirm:"Seal this group (no new tasks may join)?",run:async()=>{let _=await W("queue","POST",`/task-group/${S(t)}/seal`);return i(_),`Sealed at ${P(_.sealed)}.`}}),a(ae,{label:"Cancel group",id:"cancel-group",danger:!0,confirm:"Cancel every unresolved task of this (sealed) group?",run:async()=>{let _=await W("queue","POST",`/task-group/${S(t)}/cancel`);return g(),`Cancelled ${_.cancelledCount??"?"} of ${_.taskGroupSize??s.length} tasks.`}})]}),children:[a("div",{class:"progress",role:"img","aria-label":"progress",children:["completed","failed","exception","running","pending","unscheduled"].map(_=>b[_]?a("div",{class:`seg seg-${_}`,style:{flexGrow:b[_]},title:`${_}: ${b[_]}`},_):null)}),a("div",{class:"chips",children:Qe.map(_=>a("span",{class:"chip",children:[a(ve,{state:_})," ",b[_]??0]},_))}),r&&a(Oe,{pairs:[["Scheduler",r.schedulerId],["Expires",P(r.expires)],["Sealed",r.sealed?P(r.sealed):"no"]]})]}),a(br,{current:e,tabs:[["list","Tasks",`${v}/list`],["graph","Dependency graph",`${v}/graph`],["timeline","Timeline",`${v}/timeline`]]}),e==="graph"?a(Cr,{members:s}):e==="timeline"?a(Or,{members:s}):a(oo,{members:s})]})}l(xr,"GroupPage");function oo({members:t}){let[e,s]=A(""),[n,r]=A(""),i=oe(()=>t.filter(o=>(!e||o.status.state===e)&&(!n||o.task.metadata.name.toLowerCase().includes(n.toLowerCase())||o.status.taskId.includes(n))),[t,e,n]);return a(E,{title:`Tasks (${i.length}${i.length!==t.length?` of ${t.length}`:""})`,children:[a("div",{class:"filters",children:[a("select",{value:e,onChange:o=>s(o.target.value),"aria-label":"state",children:[a("option",{value:"",children:"any state"}),Qe.map(o=>a("option",{value:o,children:o},o))]}),a("input",{class:"filter",placeholder:"name or taskId",value:n,onInput:o=>r(o.target.value)})]}),a(Ze,{items:i,rowHeight:30,height:600,class:"members",row:o=>a("div",{class:"member",children:[a(ve,{state:o.status.state}),a(V,{id:o.status.taskId,label:o.task.metadata.name||o.status.taskId}),a("span",{class:"mono muted small",children:o.status.taskId}),a("span",{class:"muted small",children:o.status.taskQueueId})]})})]})}l(oo,"MemberList");function Lr(){let t=q(async()=>{let e=await j("queue","/task-queues","taskQueues",2e3),s=await Promise.all(e.map(n=>B("queue",`/task-queues/${S(n.taskQueueId)}/counts`).catch(()=>null)));return e.map((n,r)=>({...n,counts:s[r]}))},[]);return U(()=>{let e=0,s=0;return Le({},()=>{let n=Math.max(0,e+2e3-Date.now());s||(s=window.setTimeout(()=>{s=0,e=Date.now(),t.reload()},n))},()=>void t.reload())},[]),a("div",{children:[a("h1",{children:"Task queues"}),a("p",{class:"lead",children:["Each queue with the tasks waiting for a worker and those running. ",a("a",{href:"#/tasks",children:"All tasks \u2192"})," \xB7 ",a("a",{href:"#/create",children:"Create a task \u2192"})]}),t.loading&&!t.data&&a(Z,{what:"task queues"}),a(K,{error:t.error}),t.data&&(t.data.length===0?a("p",{class:"empty",children:"No task queue has been used yet. Create a task to start one."}):a("div",{class:"table-wrap",children:a("table",{class:"queues",children:[a("thead",{children:a("tr",{children:[a("th",{children:"task queue"}),a("th",{children:"pending"}),a("th",{children:"claimed"}),a("th",{children:"last active"}),a("th",{children:"workers"})]})}),a("tbody",{children:t.data.map(e=>{let[s,n]=e.taskQueueId.split("/");return a("tr",{children:[a("td",{children:a(xe,{id:e.taskQueueId})}),a("td",{class:`count pending${e.counts?.pendingTasks?"":" zero"}`,children:e.counts?.pendingTasks??"?"}),a("td",{class:`count running${e.counts?.claimedTasks?"":" zero"}`,children:e.counts?.claimedTasks??"?"}),a("td",{children:Je(e.lastDateActive)}),a("td",{children:a("a",{href:`#/workers/${S(s)}/${S(n)}`,children:"workers"})})]},e.taskQueueId)})})]})}))]})}l(Lr,"HomePage");function Pr({taskQueueId:t}){let e=q(async()=>{let[r,i]=await Promise.all([j("queue",`/task-queues/${S(t)}/pending`,"tasks",5e3),j("queue",`/task-queues/${S(t)}/claimed`,"tasks",5e3)]);return{pending:r,claimed:i}},[t]);U(()=>Le({taskQueueId:t},()=>void e.reload(),()=>void e.reload()),[t]);let[s,n]=t.split("/");return a("div",{children:[a("h1",{class:"mono",children:t}),a("p",{class:"lead",children:a("a",{href:`#/workers/${S(s)}/${S(n)}`,children:"Workers of this queue \u2192"})}),a(K,{error:e.error}),e.loading&&!e.data&&a(Z,{what:"tasks"}),e.data&&a("div",{class:"grid",children:[a(E,{title:`Pending (${e.data.pending.length})`,children:e.data.pending.length===0?a("p",{class:"empty",children:"No pending tasks."}):a("ul",{class:"plain",children:e.data.pending.map(r=>a("li",{children:[a(V,{id:r.taskId,label:r.task.metadata.name})," ",a("span",{class:"muted small",children:P(r.inserted)})]},r.taskId))})}),a(E,{title:`Claimed (${e.data.claimed.length})`,children:e.data.claimed.length===0?a("p",{class:"empty",children:"No claimed tasks."}):a("ul",{class:"plain",children:e.data.claimed.map(r=>a("li",{children:[a(V,{id:r.taskId,label:r.task.metadata.name})," ",a("span",{class:"muted small",children:[r.workerGroup,"/",r.workerId," since ",P(r.claimed)]})]},r.taskId))})})]})]})}l(Pr,"QueuePage");function ao(t,e,s){return t.filter(n=>(!e.state||n.state===e.state)&&(!e.queue||n.taskQueueId===e.queue)&&(!e.within||s-n.since<=e.within)).sort((n,r)=>r.since-n.since)}l(ao,"filterRows");var lo=[["any time",0],["last 5 minutes",5*6e4],["last hour",36e5],["last day",864e5]];function Dr({query:t}){let[e,s]=A(t.get("state")??""),[n,r]=A(t.get("queue")??""),[i,o]=A(Number(t.get("within")??0)),c=_e(new Map),[,u]=A(0),f=q(async()=>{let p=await j("queue","/task-queues","taskQueues",2e3),d=[];return await Promise.all(p.map(async h=>{let[k,g]=await Promise.all([j("queue",`/task-queues/${S(h.taskQueueId)}/pending`,"tasks",2e3),j("queue",`/task-queues/${S(h.taskQueueId)}/claimed`,"tasks",2e3)]);for(let y of k)d.push({taskId:y.taskId,name:y.task.metadata.name,state:"pending",taskQueueId:h.taskQueueId,since:Date.parse(y.inserted)});for(let y of g)d.push({taskId:y.taskId,name:y.task.metadata.name,state:"running",taskQueueId:h.taskQueueId,since:Date.parse(y.claimed)})})),{queues:p.map(h=>h.taskQueueId),rows:d}},[]);U(()=>{if(f.data)for(let p of f.data.rows)c.current.has(p.taskId)||c.current.set(p.taskId,p);u(p=>p+1)},[f.data]),U(()=>Le({},p=>{let d=p.payload?.status,h=Xt(p);if(!d||!h)return;let k=c.current.get(h);c.current.set(h,{taskId:h,name:k?.name??h,state:d.state,taskQueueId:d.taskQueueId,since:Date.now()}),u(g=>g+1)},()=>{c.current.clear(),f.reload()}),[]),U(()=>{let p=new URLSearchParams;e&&p.set("state",e),n&&p.set("queue",n),i&&p.set("within",String(i)),history.replaceState(null,"",`#/tasks${p.toString()?"?"+p:""}`)},[e,n,i]);let m=oe(()=>ao([...c.current.values()],{state:e,queue:n,within:i},Date.now()),[c.current.size,e,n,i,f.data,u]);return f.loading&&!f.data?a(Z,{what:"tasks of every queue"}):a("div",{children:[a("h1",{children:"Tasks"}),a("p",{class:"lead",children:"Pending and running tasks of every queue, and tasks that change while this page is open."}),a(K,{error:f.error}),a(E,{title:`${m.length} tasks`,children:[a("div",{class:"filters",children:[a("select",{"aria-label":"state",value:e,onChange:p=>s(p.target.value),children:[a("option",{value:"",children:"any state"}),Qe.map(p=>a("option",{value:p,children:p},p))]}),a("select",{"aria-label":"task queue",value:n,onChange:p=>r(p.target.value),children:[a("option",{value:"",children:"any queue"}),(f.data?.queues??[]).map(p=>a("option",{value:p,children:p},p))]}),a("select",{"aria-label":"time",value:i,onChange:p=>o(Number(p.target.value)),children:lo.map(([p,d])=>a("option",{value:d,children:p},d))})]}),m.length===0?a("p",{class:"empty",children:"No task matches."}):a(Ze,{items:m,rowHeight:30,height:600,class:"task-rows",row:p=>a("div",{class:"member",children:[a(ve,{state:p.state}),a(V,{id:p.taskId,label:p.name}),a(xe,{id:p.taskQueueId}),a("span",{class:"muted small",children:P(new Date(p.since).toISOString())})]})})]})]})}l(Dr,"TasksPage");var ns=l((t,e)=>a("p",{class:"crumbs",children:[a("a",{href:"#/workers",children:"Provisioners"}),t&&a(X,{children:[" ",a("span",{class:"sep",children:"\u203A"})," ",a("a",{href:`#/workers/${S(t)}`,children:t})]}),e&&a(X,{children:[" ",a("span",{class:"sep",children:"\u203A"})," ",a("a",{href:`#/workers/${S(t)}/${S(e)}`,children:e})]})]}),"crumbs");function Mr({provisionerId:t,workerType:e}){return t&&e?a(fo,{provisionerId:t,workerType:e}):t?a(uo,{provisionerId:t}):a(co,{})}l(Mr,"WorkersPage");function co(){let t=q(()=>j("queue","/provisioners","provisioners",1e3),[]);return a("div",{children:[a("h1",{children:"Workers"}),ns(),a(K,{error:t.error}),t.loading&&!t.data&&a(Z,{what:"provisioners"}),t.data&&(t.data.length===0?a("p",{class:"empty",children:"No worker has claimed work yet."}):a("ul",{class:"plain big",children:t.data.map(e=>a("li",{children:[a("a",{href:`#/workers/${S(e.provisionerId)}`,children:e.provisionerId})," ",a("span",{class:"muted small",children:["active ",Je(e.lastDateActive)]})]},e.provisionerId))}))]})}l(co,"Provisioners");function uo({provisionerId:t}){let e=q(()=>j("queue",`/provisioners/${S(t)}/worker-types`,"workerTypes",1e3),[t]);return a("div",{children:[a("h1",{children:t}),ns(t),a(K,{error:e.error}),e.data&&(e.data.length===0?a("p",{class:"empty",children:"No worker types."}):a("ul",{class:"plain big",children:e.data.map(s=>a("li",{children:[a("a",{href:`#/workers/${S(t)}/${S(s.workerType)}`,children:s.workerType})," ",a("span",{class:"muted small",children:["active ",Je(s.lastDateActive)]})]},s.workerType))}))]})}l(uo,"WorkerTypes");function fo({provisionerId:t,workerType:e}){let s=q(()=>j("queue",`/provisioners/${S(t)}/worker-types/${S(e)}/workers`,"workers",5e3),[t,e]);return a("div",{children:[a("h1",{children:[t,"/",e]}),ns(t,e),a("p",{class:"lead",children:["Task queue ",a(xe,{id:`${t}/${e}`})]}),a(K,{error:s.error}),s.loading&&!s.data&&a(Z,{what:"workers"}),s.data&&(s.data.length===0?a("p",{class:"empty",children:"No workers."}):a("div",{class:"table-wrap",children:a("table",{children:[a("thead",{children:a("tr",{children:[a("th",{children:"worker"}),a("th",{children:"latest task"}),a("th",{children:"first claim"}),a("th",{children:"last active"}),a("th",{children:"quarantine"})]})}),a("tbody",{children:s.data.map(n=>a("tr",{children:[a("td",{children:a("a",{class:"mono",href:`#/worker/${S(t)}/${S(e)}/${S(n.workerGroup)}/${S(n.workerId)}`,children:[n.workerGroup,"/",n.workerId]})}),a("td",{children:n.latestTask?a(V,{id:n.latestTask.taskId}):""}),a("td",{children:P(n.firstClaim)}),a("td",{children:Je(n.lastDateActive)}),a("td",{children:n.quarantineUntil&&Date.parse(n.quarantineUntil)>Date.now()?a("span",{class:"state state-exception",children:["until ",P(n.quarantineUntil)]}):""})]},`${n.workerGroup}/${n.workerId}`))})]})}))]})}l(fo,"WorkerList");function qr({provisionerId:t,workerType:e,workerGroup:s,workerId:n}){let r=`/provisioners/${S(t)}/worker-types/${S(e)}/workers/${S(s)}/${S(n)}`,i=q(()=>B("queue",r),[r]),[o,c]=A("24"),[u,f]=A(""),m=i.data?.quarantineUntil&&Date.parse(i.data.quarantineUntil)>Date.now();return a("div",{children:[a("h1",{class:"mono",children:[s,"/",n]}),ns(t,e),a(K,{error:i.error}),i.loading&&!i.data&&a(Z,{what:"worker"}),i.data&&a(X,{children:[a("div",{class:"grid",children:[a(E,{title:"Worker",children:a(Oe,{pairs:[["Task queue",a(xe,{id:`${t}/${e}`})],["First claim",P(i.data.firstClaim)],["Last active",Je(i.data.lastDateActive)],["Expires",P(i.data.expires)],["Quarantined",m?`until ${P(i.data.quarantineUntil)}`:"no"]]})}),a(E,{title:"Quarantine",children:[a("p",{class:"small muted",children:"A quarantined worker gets no new tasks until the date passes; its running tasks go on."}),a("div",{class:"filters",children:[a("label",{children:["for ",a("input",{class:"filter narrow",name:"hours",value:o,onInput:p=>c(p.target.value)})," hours"]}),a("input",{class:"filter",name:"reason",placeholder:"why (shown to other operators)",value:u,onInput:p=>f(p.target.value)})]}),a("div",{class:"actions",children:[a(ae,{label:"Quarantine",id:"quarantine",run:async()=>{let p=new Date(Date.now()+Number(o)*36e5).toISOString(),d=await W("queue","PUT",r,{quarantineUntil:p,...u?{quarantineInfo:u}:{}});return i.set(d),`Quarantined until ${P(d.quarantineUntil)}.`}}),m&&a(ae,{label:"Lift quarantine",id:"unquarantine",run:async()=>{let p=await W("queue","PUT",r,{quarantineUntil:new Date().toISOString(),quarantineInfo:"lifted in the web UI"});return i.set(p),"Quarantine lifted."}})]}),(i.data.quarantineDetails??[]).length>0&&a("ul",{class:"plain small",children:i.data.quarantineDetails.map((p,d)=>a("li",{children:[P(p.updatedAt)," ",p.clientId,": until ",P(p.quarantineUntil)," ",p.quarantineInfo]},d))})]})]}),a(E,{title:`Recent tasks (${i.data.recentTasks.length})`,children:i.data.recentTasks.length===0?a("p",{class:"empty",children:"None."}):a("ul",{class:"plain",children:[...i.data.recentTasks].reverse().map(p=>a("li",{children:[a(V,{id:p.taskId})," run ",p.runId]},`${p.taskId}/${p.runId}`))})})]})]})}l(qr,"WorkerPage");var rs=Symbol.for("yaml.alias"),is=Symbol.for("yaml.document"),fe=Symbol.for("yaml.map"),en=Symbol.for("yaml.pair"),ie=Symbol.for("yaml.scalar"),Pe=Symbol.for("yaml.seq"),se=Symbol.for("yaml.node.type"),de=l(t=>!!t&&typeof t=="object"&&t[se]===rs,"isAlias"),pe=l(t=>!!t&&typeof t=="object"&&t[se]===is,"isDocument"),he=l(t=>!!t&&typeof t=="object"&&t[se]===fe,"isMap"),O=l(t=>!!t&&typeof t=="object"&&t[se]===en,"isPair"),C=l(t=>!!t&&typeof t=="object"&&t[se]===ie,"isScalar"),me=l(t=>!!t&&typeof t=="object"&&t[se]===Pe,"isSeq");function D(t){if(t&&typeof t=="object")switch(t[se]){case fe:case Pe:return!0}return!1}l(D,"isCollection");function x(t){if(t&&typeof t=="object")switch(t[se]){case rs:case fe:case ie:case Pe:return!0}return!1}l(x,"isNode");var os=l(t=>(C(t)||D(t))&&!!t.anchor,"hasAnchor");var ne=Symbol("break visit"),Br=Symbol("skip children"),Se=Symbol("remove node");function Te(t,e){let s=Rr(e);pe(t)?tt(null,t.contents,s,Object.freeze([t]))===Se&&(t.contents=null):tt(null,t,s,Object.freeze([]))}l(Te,"visit");Te.BREAK=ne;Te.SKIP=Br;Te.REMOVE=Se;function tt(t,e,s,n){let r=Ur(t,e,s,n);if(x(r)||O(r))return Kr(t,n,r),tt(t,r,s,n);if(typeof r!="symbol"){if(D(e)){n=Object.freeze(n.concat(e));for(let i=0;i<e.items.length;++i){let o=tt(i,e.items[i],s,n);if(typeof o=="number")i=o-1;else{if(o===ne)return ne;o===Se&&(e.items.splice(i,1),i-=1)}}}else if(O(e)){n=Object.freeze(n.concat(e));let i=tt("key",e.key,s,n);if(i===ne)return ne;i===Se&&(e.key=null);let o=tt("value",e.value,s,n);if(o===ne)return ne;o===Se&&(e.value=null)}}return r}l(tt,"visit_");async function as(t,e){let s=Rr(e);pe(t)?await st(null,t.contents,s,Object.freeze([t]))===Se&&(t.contents=null):await st(null,t,s,Object.freeze([]))}l(as,"visitAsync");as.BREAK=ne;as.SKIP=Br;as.REMOVE=Se;async function st(t,e,s,n){let r=await Ur(t,e,s,n);if(x(r)||O(r))return Kr(t,n,r),st(t,r,s,n);if(typeof r!="symbol"){if(D(e)){n=Object.freeze(n.concat(e));for(let i=0;i<e.items.length;++i){let o=await st(i,e.items[i],s,n);if(typeof o=="number")i=o-1;else{if(o===ne)return ne;o===Se&&(e.items.splice(i,1),i-=1)}}}else if(O(e)){n=Object.freeze(n.concat(e));let i=await st("key",e.key,s,n);if(i===ne)return ne;i===Se&&(e.key=null);let o=await st("value",e.value,s,n);if(o===ne)return ne;o===Se&&(e.value=null)}}return r}l(st,"visitAsync_");function Rr(t){return typeof t=="object"&&(t.Collection||t.Node||t.Value)?Object.assign({Alias:t.Node,Map:t.Node,Scalar:t.Node,Seq:t.Node},t.Value&&{Map:t.Value,Scalar:t.Value,Seq:t.Value},t.Collection&&{Map:t.Collection,Seq:t.Collection},t):t}l(Rr,"initVisitor");function Ur(t,e,s,n){if(typeof s=="function")return s(t,e,n);if(he(e))return s.Map?.(t,e,n);if(me(e))return s.Seq?.(t,e,n);if(O(e))return s.Pair?.(t,e,n);if(C(e))return s.Scalar?.(t,e,n);if(de(e))return s.Alias?.(t,e,n)}l(Ur,"callVisitor");function Kr(t,e,s){let n=e[e.length-1];if(D(n))n.items[t]=s;else if(O(n))t==="key"?n.key=s:n.value=s;else if(pe(n))n.contents=s;else{let r=de(n)?"alias":"scalar";throw new Error(`Cannot replace node with ${r} parent`)}}l(Kr,"replaceNode");var po={"!":"%21",",":"%2C","[":"%5B","]":"%5D","{":"%7B","}":"%7D"},ho=l(t=>t.replace(/[!,[\]{}]/g,e=>po[e]),"escapeTagName"),Ie=class t{static{l(this,"Directives")}constructor(e,s){this.docStart=null,this.docEnd=!1,this.yaml=Object.assign({},t.defaultYaml,e),this.tags=Object.assign({},t.defaultTags,s)}clone(){let e=new t(this.yaml,this.tags);return e.docStart=this.docStart,e}atDocument(){let e=new t(this.yaml,this.tags);switch(this.yaml.version){case"1.1":this.atNextDocument=!0;break;case"1.2":this.atNextDocument=!1,this.yaml={explicit:t.defaultYaml.explicit,version:"1.2"},this.tags=Object.assign({},t.defaultTags);break}return e}add(e,s){this.atNextDocument&&(this.yaml={explicit:t.defaultYaml.explicit,version:"1.1"},this.tags=Object.assign({},t.defaultTags),this.atNextDocument=!1);let n=e.trim().split(/[ \t]+/),r=n.shift();switch(r){case"%TAG":{if(n.length!==2&&(s(0,"%TAG directive should contain exactly two parts"),n.length<2))return!1;let[i,o]=n;return this.tags[i]=o,!0}case"%YAML":{if(this.yaml.explicit=!0,n.length!==1)return s(0,"%YAML directive should contain exactly one part"),!1;let[i]=n;if(i==="1.1"||i==="1.2")return this.yaml.version=i,!0;{let o=/^\d+\.\d+$/.test(i);return s(6,`Unsupported YAML version ${i}`,o),!1}}default:return s(0,`Unknown directive ${r}`,!0),!1}}tagName(e,s){if(e==="!")return"!";if(e[0]!=="!")return s(`Not a valid tag: ${e}`),null;if(e[1]==="<"){let o=e.slice(2,-1);return o==="!"||o==="!!"?(s(`Verbatim tags aren't resolved, so ${e} is invalid.`),null):(e[e.length-1]!==">"&&s("Verbatim tags must end with a >"),o)}let[,n,r]=e.match(/^(.*!)([^!]*)$/s);r||s(`The ${e} tag has no suffix`);let i=this.tags[n];if(i)try{return i+decodeURIComponent(r)}catch(o){return s(String(o)),null}return n==="!"?e:(s(`Could not resolve tag: ${e}`),null)}tagString(e){for(let[s,n]of Object.entries(this.tags))if(e.startsWith(n))return s+ho(e.substring(n.length));return e[0]==="!"?e:`!<${e}>`}toString(e){let s=this.yaml.explicit?[`%YAML ${this.yaml.version||"1.2"}`]:[],n=Object.entries(this.tags),r;if(e&&n.length>0&&x(e.contents)){let i={};Te(e.contents,(o,c)=>{x(c)&&c.tag&&(i[c.tag]=!0)}),r=Object.keys(i)}else r=[];for(let[i,o]of n)i==="!!"&&o==="tag:yaml.org,2002:"||(!e||r.some(c=>c.startsWith(o)))&&s.push(`%TAG ${i} ${o}`);return s.join(`
+`)}};Ie.defaultYaml={explicit:!1,version:"1.2"};Ie.defaultTags={"!!":"tag:yaml.org,2002:"};function ls(t){if(/[\x00-\x19\s,[\]{}]/.test(t)){let s=`Anchor must not contain whitespace or control characters: ${JSON.stringify(t)}`;throw new Error(s)}return!0}l(ls,"anchorIsValid");function tn(t){let e=new Set;return Te(t,{Value(s,n){n.anchor&&e.add(n.anchor)}}),e}l(tn,"anchorNames");function sn(t,e){for(let s=1;;++s){let n=`${t}${s}`;if(!e.has(n))return n}}l(sn,"findNewAnchor");function jr(t,e){let s=[],n=new Map,r=null;return{onAnchor:l(i=>{s.push(i),r??(r=tn(t));let o=sn(e,r);return r.add(o),o},"onAnchor"),setAnchors:l(()=>{for(let i of s){let o=n.get(i);if(typeof o=="object"&&o.anchor&&(C(o.node)||D(o.node)))o.node.anchor=o.anchor;else{let c=new Error("Failed to resolve repeated object (this should not happen)");throw c.source=i,c}}},"setAnchors"),sourceObjects:n}}l(jr,"createNodeAnchors");function Ue(t,e,s,n){if(n&&typeof n=="object")if(Array.isArray(n))for(let r=0,i=n.length;r<i;++r){let o=n[r],c=Ue(t,n,String(r),o);c===void 0?delete n[r]:c!==o&&(n[r]=c)}else if(n instanceof Map)for(let r of Array.from(n.keys())){let i=n.get(r),o=Ue(t,n,r,i);o===void 0?n.delete(r):o!==i&&n.set(r,o)}else if(n instanceof Set)for(let r of Array.from(n)){let i=Ue(t,n,r,r);i===void 0?n.delete(r):i!==r&&(n.delete(r),n.add(i))}else for(let[r,i]of Object.entries(n)){let o=Ue(t,n,r,i);o===void 0?delete n[r]:o!==i&&(n[r]=o)}return t.call(e,s,n)}l(Ue,"applyReviver");function z(t,e,s){if(Array.isArray(t))return t.map((n,r)=>z(n,String(r),s));if(t&&typeof t.toJSON=="function"){if(!s||!os(t))return t.toJSON(e,s);let n={aliasCount:0,count:1,res:void 0};s.anchors.set(t,n),s.onCreate=i=>{n.res=i,delete s.onCreate};let r=t.toJSON(e,s);return s.onCreate&&s.onCreate(r),r}return typeof t=="bigint"&&!s?.keep?Number(t):t}l(z,"toJS");var Ke=class{static{l(this,"NodeBase")}constructor(e){Object.defineProperty(this,se,{value:e})}clone(){let e=Object.create(Object.getPrototypeOf(this),Object.getOwnPropertyDescriptors(this));return this.range&&(e.range=this.range.slice()),e}toJS(e,{mapAsMap:s,maxAliasCount:n,onAnchor:r,reviver:i}={}){if(!pe(e))throw new TypeError("A document argument is required");let o={anchors:new Map,doc:e,keep:!0,mapAsMap:s===!0,mapKeyWarned:!1,maxAliasCount:typeof n=="number"?n:100},c=z(this,"",o);if(typeof r=="function")for(let{count:u,res:f}of o.anchors.values())r(f,u);return typeof i=="function"?Ue(i,{"":c},"",c):c}};var De=class extends Ke{static{l(this,"Alias")}constructor(e){super(rs),this.source=e,Object.defineProperty(this,"tag",{set(){throw new Error("Alias nodes cannot have tags")}})}resolve(e,s){if(s?.maxAliasCount===0)throw new ReferenceError("Alias resolution is disabled");let n;s?.aliasResolveCache?n=s.aliasResolveCache:(n=[],Te(e,{Node:l((i,o)=>{(de(o)||os(o))&&n.push(o)},"Node")}),s&&(s.aliasResolveCache=n));let r;for(let i of n){if(i===this)break;i.anchor===this.source&&(r=i)}if(r&&s){let{anchors:i,doc:o,maxAliasCount:c}=s,u=i.get(r);if(u||(z(r,null,s),u=i.get(r)),u?.res===void 0){let f="This should not happen: Alias anchor was not resolved?";throw new ReferenceError(f)}if(c>=0&&(u.count+=1,u.aliasCount===0&&(u.aliasCount=cs(o,r,i)),u.count*u.aliasCount>c)){let f="Excessive alias count indicates a resource exhaustion attack";throw new ReferenceError(f)}}return r}toJSON(e,s){if(!s)return{source:this.source};let n=this.resolve(s.doc,s);if(!n){let r=`Unresolved alias (the anchor must be set before the alias): ${this.source}`;throw new ReferenceError(r)}return s.anchors.get(n).res}toString(e,s,n){let r=`*${this.source}`;if(e){if(ls(this.source),e.options.verifyAliasOrder&&!e.anchors.has(this.source)){let i=`Unresolved alias (the anchor must be set before the alias): ${this.source}`;throw new Error(i)}if(e.implicitKey)return`${r} `}return r}};function cs(t,e,s){if(de(e)){let n=e.resolve(t),r=s&&n&&s.get(n);return r?r.count*r.aliasCount:0}else if(D(e)){let n=0;for(let r of e.items){let i=cs(t,r,s);i>n&&(n=i)}return n}else if(O(e)){let n=cs(t,e.key,s),r=cs(t,e.value,s);return Math.max(n,r)}return 1}l(cs,"getAliasCount");var us=l(t=>!t||typeof t!="function"&&typeof t!="object","isScalarValue"),$=class extends Ke{static{l(this,"Scalar")}constructor(e){super(ie),this.value=e}toJSON(e,s){return s?.keep?this.value:z(this.value,e,s)}toString(){return String(this.value)}};$.BLOCK_FOLDED="BLOCK_FOLDED";$.BLOCK_LITERAL="BLOCK_LITERAL";$.PLAIN="PLAIN";$.QUOTE_DOUBLE="QUOTE_DOUBLE";$.QUOTE_SINGLE="QUOTE_SINGLE";var mo="tag:yaml.org,2002:";function go(t,e,s){if(e){let n=s.filter(i=>i.tag===e),r=n.find(i=>!i.format)??n[0];if(!r)throw new Error(`Tag ${e} not found`);return r}return s.find(n=>n.identify?.(t)&&!n.format)}l(go,"findTagObject");function Me(t,e,s){if(pe(t)&&(t=t.contents),x(t))return t;if(O(t)){let p=s.schema[fe].createNode?.(s.schema,null,s);return p.items.push(t),p}(t instanceof String||t instanceof Number||t instanceof Boolean||typeof BigInt<"u"&&t instanceof BigInt)&&(t=t.valueOf());let{aliasDuplicateObjects:n,onAnchor:r,onTagObj:i,schema:o,sourceObjects:c}=s,u;if(n&&t&&typeof t=="object"){if(u=c.get(t),u)return u.anchor??(u.anchor=r(t)),new De(u.anchor);u={anchor:null,node:null},c.set(t,u)}e?.startsWith("!!")&&(e=mo+e.slice(2));let f=go(t,e,o.tags);if(!f){if(t&&typeof t.toJSON=="function"&&(t=t.toJSON()),!t||typeof t!="object"){let p=new $(t);return u&&(u.node=p),p}f=t instanceof Map?o[fe]:Symbol.iterator in Object(t)?o[Pe]:o[fe]}i&&(i(f),delete s.onTagObj);let m=f?.createNode?f.createNode(s.schema,t,s):typeof f?.nodeClass?.from=="function"?f.nodeClass.from(s.schema,t,s):new $(t);return e?m.tag=e:f.default||(m.tag=f.tag),u&&(u.node=m),m}l(Me,"createNode");function gt(t,e,s){let n=s;for(let r=e.length-1;r>=0;--r){let i=e[r];if(typeof i=="number"&&Number.isInteger(i)&&i>=0){let o=[];o[i]=n,n=o}else n=new Map([[i,n]])}return Me(n,void 0,{aliasDuplicateObjects:!1,keepUndefined:!1,onAnchor:l(()=>{throw new Error("This should not happen, please report a bug.")},"onAnchor"),schema:t,sourceObjects:new Map})}l(gt,"collectionFromPath");var rt=l(t=>t==null||typeof t=="object"&&!!t[Symbol.iterator]().next().done,"isEmptyPath"),nt=class extends Ke{static{l(this,"Collection")}constructor(e,s){super(e),Object.defineProperty(this,"schema",{value:s,configurable:!0,enumerable:!1,writable:!0})}clone(e){let s=Object.create(Object.getPrototypeOf(this),Object.getOwnPropertyDescriptors(this));return e&&(s.schema=e),s.items=s.items.map(n=>x(n)||O(n)?n.clone(e):n),this.range&&(s.range=this.range.slice()),s}addIn(e,s){if(rt(e))this.add(s);else{let[n,...r]=e,i=this.get(n,!0);if(D(i))i.addIn(r,s);else if(i===void 0&&this.schema)this.set(n,gt(this.schema,r,s));else throw new Error(`Expected YAML collection at ${n}. Remaining path: ${r}`)}}deleteIn(e){let[s,...n]=e;if(n.length===0)return this.delete(s);let r=this.get(s,!0);if(D(r))return r.deleteIn(n);throw new Error(`Expected YAML collection at ${s}. Remaining path: ${n}`)}getIn(e,s){let[n,...r]=e,i=this.get(n,!0);return r.length===0?!s&&C(i)?i.value:i:D(i)?i.getIn(r,s):void 0}hasAllNullValues(e){return this.items.every(s=>{if(!O(s))return!1;let n=s.value;return n==null||e&&C(n)&&n.value==null&&!n.commentBefore&&!n.comment&&!n.tag})}hasIn(e){let[s,...n]=e;if(n.length===0)return this.has(s);let r=this.get(s,!0);return D(r)?r.hasIn(n):!1}setIn(e,s){let[n,...r]=e;if(r.length===0)this.set(n,s);else{let i=this.get(n,!0);if(D(i))i.setIn(r,s);else if(i===void 0&&this.schema)this.set(n,gt(this.schema,r,s));else throw new Error(`Expected YAML collection at ${n}. Remaining path: ${r}`)}}};var Fr=l(t=>t.replace(/^(?!$)(?: $)?/gm,"#"),"stringifyComment");function le(t,e){return/^\n+$/.test(t)?t.substring(1):e?t.replace(/^(?! *$)/gm,e):t}l(le,"indentComment");var Ne=l((t,e,s)=>t.endsWith(`
+`)?le(s,e):s.includes(`
+`)?`
+`+le(s,e):(t.endsWith(" ")?"":" ")+s,"lineComment");var nn="flow",fs="block",yt="quoted";function kt(t,e,s="flow",{indentAtStart:n,lineWidth:r=80,minContentWidth:i=20,onFold:o,onOverflow:c}={}){if(!r||r<0)return t;r<i&&(i=0);let u=Math.max(1+i,1+r-e.length);if(t.length<=u)return t;let f=[],m={},p=r-e.length;typeof n=="number"&&(n>r-Math.max(2,i)?f.push(0):p=r-n);let d,h,k=!1,g=-1,y=-1,b=-1;s===fs&&(g=Hr(t,g,e.length),g!==-1&&(p=g+u));for(let v;v=t[g+=1];){if(s===yt&&v==="\\"){switch(y=g,t[g+1]){case"x":g+=3;break;case"u":g+=5;break;case"U":g+=9;break;default:g+=1}b=g}if(v===`
+`)s===fs&&(g=Hr(t,g,e.length)),p=g+e.length+u,d=void 0;else{if(v===" "&&h&&h!==" "&&h!==`
+`&&h!=="	"){let _=t[g+1];_&&_!==" "&&_!==`
+`&&_!=="	"&&(d=g)}if(g>=p)if(d)f.push(d),p=d+u,d=void 0;else if(s===yt){for(;h===" "||h==="	";)h=v,v=t[g+=1],k=!0;let _=g>b+1?g-2:y-1;if(m[_])return t;f.push(_),m[_]=!0,p=_+u,d=void 0}else k=!0}h=v}if(k&&c&&c(),f.length===0)return t;o&&o();let w=t.slice(0,f[0]);for(let v=0;v<f.length;++v){let _=f[v],I=f[v+1]||t.length;_===0?w=`
+${e}${t.slice(0,I)}`:(s===yt&&m[_]&&(w+=`${t[_]}\\`),w+=`
+${e}${t.slice(_+1,I)}`)}return w}l(kt,"foldFlowLines");function Hr(t,e,s){let n=e,r=e+1,i=t[r];for(;i===" "||i==="	";)if(e<r+s)i=t[++e];else{do i=t[++e];while(i&&i!==`
+`);n=e,r=e+1,i=t[r]}return n}l(Hr,"consumeMoreIndentedLines");var ps=l((t,e)=>({indentAtStart:e?t.indent.length:t.indentAtStart,lineWidth:t.options.lineWidth,minContentWidth:t.options.minContentWidth}),"getFoldOptions"),hs=l(t=>/^(%|---|\.\.\.)/m.test(t),"containsDocumentMarker");function yo(t,e,s){if(!e||e<0)return!1;let n=e-s,r=t.length;if(r<=n)return!1;for(let i=0,o=0;i<r;++i)if(t[i]===`
+`){if(i-o>n)return!0;if(o=i+1,r-o<=n)return!1}return!0}l(yo,"lineLengthOverLimit");function bt(t,e){let s=JSON.stringify(t);if(e.options.doubleQuotedAsJSON)return s;let{implicitKey:n}=e,r=e.options.doubleQuotedMinMultiLineLength,i=e.indent||(hs(t)?"  ":""),o="",c=0;for(let u=0,f=s[u];f;f=s[++u])if(f===" "&&s[u+1]==="\\"&&s[u+2]==="n"&&(o+=s.slice(c,u)+"\\ ",u+=1,c=u,f="\\"),f==="\\")switch(s[u+1]){case"u":{o+=s.slice(c,u);let m=s.substr(u+2,4);switch(m){case"0000":o+="\\0";break;case"0007":o+="\\a";break;case"000b":o+="\\v";break;case"001b":o+="\\e";break;case"0085":o+="\\N";break;case"00a0":o+="\\_";break;case"2028":o+="\\L";break;case"2029":o+="\\P";break;default:m.substr(0,2)==="00"?o+="\\x"+m.substr(2):o+=s.substr(u,6)}u+=5,c=u+1}break;case"n":if(n||s[u+2]==='"'||s.length<r)u+=1;else{for(o+=s.slice(c,u)+`
+
+`;s[u+2]==="\\"&&s[u+3]==="n"&&s[u+4]!=='"';)o+=`
+`,u+=2;o+=i,s[u+2]===" "&&(o+="\\"),u+=1,c=u+1}break;default:u+=1}return o=c?o+s.slice(c):s,n?o:kt(o,i,yt,ps(e,!1))}l(bt,"doubleQuotedString");function rn(t,e){if(e.options.singleQuote===!1||e.implicitKey&&t.includes(`
+`)||/[ \t]\n|\n[ \t]/.test(t))return bt(t,e);let s=e.indent||(hs(t)?"  ":""),n="'"+t.replace(/'/g,"''").replace(/\n+/g,`$&
+${s}`)+"'";return e.implicitKey?n:kt(n,s,nn,ps(e,!1))}l(rn,"singleQuotedString");function it(t,e){let{singleQuote:s}=e.options,n;if(s===!1)n=bt;else{let r=t.includes('"'),i=t.includes("'");r&&!i?n=rn:i&&!r?n=bt:n=s?rn:bt}return n(t,e)}l(it,"quotedString");var on;try{on=new RegExp(`(^|(?<!
+))
++(?!
+|$)`,"g")}catch{on=/\n+(?!\n|$)/g}function ds({comment:t,type:e,value:s},n,r,i){let{blockQuote:o,commentString:c,lineWidth:u}=n.options;if(!o||/\n[\t ]+$/.test(s))return it(s,n);let f=n.indent||(n.forceBlockIndent||hs(s)?"  ":""),m=o==="literal"?!0:o==="folded"||e===$.BLOCK_FOLDED?!1:e===$.BLOCK_LITERAL?!0:!yo(s,u,f.length);if(!s)return m?`|
+`:`>
+`;let p,d;for(d=s.length;d>0;--d){let I=s[d-1];if(I!==`
+`&&I!=="	"&&I!==" ")break}let h=s.substring(d),k=h.indexOf(`
+`);k===-1?p="-":s===h||k!==h.length-1?(p="+",i&&i()):p="",h&&(s=s.slice(0,-h.length),h[h.length-1]===`
+`&&(h=h.slice(0,-1)),h=h.replace(on,`$&${f}`));let g=!1,y,b=-1;for(y=0;y<s.length;++y){let I=s[y];if(I===" ")g=!0;else if(I===`
+`)b=y;else break}let w=s.substring(0,b<y?b+1:y);w&&(s=s.substring(w.length),w=w.replace(/\n+/g,`$&${f}`));let _=(g?f?"2":"1":"")+p;if(t&&(_+=" "+c(t.replace(/ ?[\r\n]+/g," ")),r&&r()),!m){let I=s.replace(/\n+/g,`
+$&`).replace(/(?:^|\n)([\t ].*)(?:([\n\t ]*)\n(?![\n\t ]))?/g,"$1$2").replace(/\n+/g,`$&${f}`),N=!1,L=ps(n,!0);o!=="folded"&&e!==$.BLOCK_FOLDED&&(L.onOverflow=()=>{N=!0});let T=kt(`${w}${I}${h}`,f,fs,L);if(!N)return`>${_}
+${f}${T}`}return s=s.replace(/\n+/g,`$&${f}`),`|${_}
+${f}${w}${s}${h}`}l(ds,"blockString");function ko(t,e,s,n){let{type:r,value:i}=t,{actualString:o,implicitKey:c,indent:u,indentStep:f,inFlow:m}=e;if(c&&i.includes(`
+`)||m&&/[[\]{},]/.test(i))return it(i,e);if(/^[\n\t ,[\]{}#&*!|>'"%@`]|^[?-]$|^[?-][ \t]|[\n:][ \t]|[ \t]\n|[\n\t ]#|[\n\t :]$/.test(i))return c||m||!i.includes(`
+`)?it(i,e):ds(t,e,s,n);if(!c&&!m&&r!==$.PLAIN&&i.includes(`
+`))return ds(t,e,s,n);if(hs(i)){if(u==="")return e.forceBlockIndent=!0,ds(t,e,s,n);if(c&&u===f)return it(i,e)}let p=i.replace(/\n+/g,`$&
+${u}`);if(o){let d=l(g=>g.default&&g.tag!=="tag:yaml.org,2002:str"&&g.test?.test(p),"test"),{compat:h,tags:k}=e.doc.schema;if(k.some(d)||h?.some(d))return it(i,e)}return c?p:kt(p,u,nn,ps(e,!1))}l(ko,"plainString");function Ye(t,e,s,n){let{implicitKey:r,inFlow:i}=e,o=typeof t.value=="string"?t:Object.assign({},t,{value:String(t.value)}),{type:c}=t;c!==$.QUOTE_DOUBLE&&/[\x00-\x08\x0b-\x1f\x7f-\x9f\u{D800}-\u{DFFF}]/u.test(o.value)&&(c=$.QUOTE_DOUBLE);let u=l(m=>{switch(m){case $.BLOCK_FOLDED:case $.BLOCK_LITERAL:return r||i?it(o.value,e):ds(o,e,s,n);case $.QUOTE_DOUBLE:return bt(o.value,e);case $.QUOTE_SINGLE:return rn(o.value,e);case $.PLAIN:return ko(o,e,s,n);default:return null}},"_stringify"),f=u(c);if(f===null){let{defaultKeyType:m,defaultStringType:p}=e.options,d=r&&m||p;if(f=u(d),f===null)throw new Error(`Unsupported default string type ${d}`)}return f}l(Ye,"stringifyString");function ms(t,e){let s=Object.assign({blockQuote:!0,commentString:Fr,defaultKeyType:null,defaultStringType:"PLAIN",directives:null,doubleQuotedAsJSON:!1,doubleQuotedMinMultiLineLength:40,falseStr:"false",flowCollectionPadding:!0,indentSeq:!0,lineWidth:80,minContentWidth:20,nullStr:"null",simpleKeys:!1,singleQuote:null,trailingComma:!1,trueStr:"true",verifyAliasOrder:!0},t.schema.toStringOptions,e),n;switch(s.collectionStyle){case"block":n=!1;break;case"flow":n=!0;break;default:n=null}return{anchors:new Set,doc:t,flowCollectionPadding:s.flowCollectionPadding?" ":"",indent:"",indentStep:typeof s.indent=="number"?" ".repeat(s.indent):"  ",inFlow:n,options:s}}l(ms,"createStringifyContext");function bo(t,e){if(e.tag){let r=t.filter(i=>i.tag===e.tag);if(r.length>0)return r.find(i=>i.format===e.format)??r[0]}let s,n;if(C(e)){n=e.value;let r=t.filter(i=>i.identify?.(n));if(r.length>1){let i=r.filter(o=>o.test);i.length>0&&(r=i)}s=r.find(i=>i.format===e.format)??r.find(i=>!i.format)}else n=e,s=t.find(r=>r.nodeClass&&n instanceof r.nodeClass);if(!s){let r=n?.constructor?.name??(n===null?"null":typeof n);throw new Error(`Tag not resolved for ${r} value`)}return s}l(bo,"getTagObject");function wo(t,e,{anchors:s,doc:n}){if(!n.directives)return"";let r=[],i=(C(t)||D(t))&&t.anchor;i&&ls(i)&&(s.add(i),r.push(`&${i}`));let o=t.tag??(e.default?null:e.tag);return o&&r.push(n.directives.tagString(o)),r.join(" ")}l(wo,"stringifyProps");function qe(t,e,s,n){if(O(t))return t.toString(e,s,n);if(de(t)){if(e.doc.directives)return t.toString(e);if(e.resolvedAliases?.has(t))throw new TypeError("Cannot stringify circular structure without alias nodes");e.resolvedAliases?e.resolvedAliases.add(t):e.resolvedAliases=new Set([t]),t=t.resolve(e.doc)}let r,i=x(t)?t:e.doc.createNode(t,{onTagObj:l(u=>r=u,"onTagObj")});r??(r=bo(e.doc.schema.tags,i));let o=wo(i,r,e);o.length>0&&(e.indentAtStart=(e.indentAtStart??0)+o.length+1);let c=typeof r.stringify=="function"?r.stringify(i,e,s,n):C(i)?Ye(i,e,s,n):i.toString(e,s,n);return o?C(i)||c[0]==="{"||c[0]==="["?`${o} ${c}`:`${o}
+${e.indent}${c}`:c}l(qe,"stringify");function Vr({key:t,value:e},s,n,r){let{allNullValues:i,doc:o,indent:c,indentStep:u,options:{commentString:f,indentSeq:m,simpleKeys:p}}=s,d=x(t)&&t.comment||null;if(p){if(d)throw new Error("With simple keys, key nodes cannot have comments");if(D(t)||!x(t)&&typeof t=="object"){let L="With simple keys, collection cannot be used as a key value";throw new Error(L)}}let h=!p&&(!t||d&&e==null&&!s.inFlow||D(t)||(C(t)?t.type===$.BLOCK_FOLDED||t.type===$.BLOCK_LITERAL:typeof t=="object"));s=Object.assign({},s,{allNullValues:!1,implicitKey:!h&&(p||!i),indent:c+u});let k=!1,g=!1,y=qe(t,s,()=>k=!0,()=>g=!0);if(!h&&!s.inFlow&&y.length>1024){if(p)throw new Error("With simple keys, single line scalar must not span more than 1024 characters");h=!0}if(s.inFlow){if(i||e==null)return k&&n&&n(),y===""?"?":h?`? ${y}`:y}else if(i&&!p||e==null&&h)return y=`? ${y}`,d&&!k?y+=Ne(y,s.indent,f(d)):g&&r&&r(),y;k&&(d=null),h?(d&&(y+=Ne(y,s.indent,f(d))),y=`? ${y}
+${c}:`):(y=`${y}:`,d&&(y+=Ne(y,s.indent,f(d))));let b,w,v;x(e)?(b=!!e.spaceBefore,w=e.commentBefore,v=e.comment):(b=!1,w=null,v=null,e&&typeof e=="object"&&(e=o.createNode(e))),s.implicitKey=!1,!h&&!d&&C(e)&&(s.indentAtStart=y.length+1),g=!1,!m&&u.length>=2&&!s.inFlow&&!h&&me(e)&&!e.flow&&!e.tag&&!e.anchor&&(s.indent=s.indent.substring(2));let _=!1,I=qe(e,s,()=>_=!0,()=>g=!0),N=" ";if(d||b||w){if(N=b?`
+`:"",w){let L=f(w);N+=`
+${le(L,s.indent)}`}I===""&&!s.inFlow?N===`
+`&&v&&(N=`
+
+`):N+=`
+${s.indent}`}else if(!h&&D(e)){let L=I[0],T=I.indexOf(`
+`),R=T!==-1,J=s.inFlow??e.flow??e.items.length===0;if(R||!J){let re=!1;if(R&&(L==="&"||L==="!")){let Y=I.indexOf(" ");L==="&"&&Y!==-1&&Y<T&&I[Y+1]==="!"&&(Y=I.indexOf(" ",Y+1)),(Y===-1||T<Y)&&(re=!0)}re||(N=`
+${s.indent}`)}}else(I===""||I[0]===`
+`)&&(N="");return y+=N+I,s.inFlow?_&&n&&n():v&&!_?y+=Ne(y,s.indent,f(v)):g&&r&&r(),y}l(Vr,"stringifyPair");function gs(t,e){(t==="debug"||t==="warn")&&console.warn(e)}l(gs,"warn");var ys="<<",ge={identify:l(t=>t===ys||typeof t=="symbol"&&t.description===ys,"identify"),default:"key",tag:"tag:yaml.org,2002:merge",test:/^<<$/,resolve:l(()=>Object.assign(new $(Symbol(ys)),{addToJSMap:ln}),"resolve"),stringify:l(()=>ys,"stringify")},Gr=l((t,e)=>(ge.identify(e)||C(e)&&(!e.type||e.type===$.PLAIN)&&ge.identify(e.value))&&t?.doc.schema.tags.some(s=>s.tag===ge.tag&&s.default),"isMergeKey");function ln(t,e,s){let n=Qr(t,s);if(me(n))for(let r of n.items)an(t,e,r);else if(Array.isArray(n))for(let r of n)an(t,e,r);else an(t,e,n)}l(ln,"addMergeToJSMap");function an(t,e,s){let n=Qr(t,s);if(!he(n))throw new Error("Merge sources must be maps or map aliases");let r=n.toJSON(null,t,Map);for(let[i,o]of r)e instanceof Map?e.has(i)||e.set(i,o):e instanceof Set?e.add(i):Object.prototype.hasOwnProperty.call(e,i)||Object.defineProperty(e,i,{value:o,writable:!0,enumerable:!0,configurable:!0});return e}l(an,"mergeValue");function Qr(t,e){return t&&de(e)?e.resolve(t.doc,t):e}l(Qr,"resolveAliasValue");function ks(t,e,{key:s,value:n}){if(x(s)&&s.addToJSMap)s.addToJSMap(t,e,n);else if(Gr(t,s))ln(t,e,n);else{let r=z(s,"",t);if(e instanceof Map)e.set(r,z(n,r,t));else if(e instanceof Set)e.add(r);else{let i=_o(s,r,t),o=z(n,i,t);i in e?Object.defineProperty(e,i,{value:o,writable:!0,enumerable:!0,configurable:!0}):e[i]=o}}return e}l(ks,"addPairToJSMap");function _o(t,e,s){if(e===null)return"";if(typeof e!="object")return String(e);if(x(t)&&s?.doc){let n=ms(s.doc,{});n.anchors=new Set;for(let i of s.anchors.keys())n.anchors.add(i.anchor);n.inFlow=!0,n.inStringifyKey=!0;let r=t.toString(n);if(!s.mapKeyWarned){let i=JSON.stringify(r);i.length>40&&(i=i.substring(0,36)+'..."'),gs(s.doc.options.logLevel,`Keys with collection values will be stringified due to JS Object restrictions: ${i}. Set mapAsMap: true to use object keys.`),s.mapKeyWarned=!0}return r}return JSON.stringify(e)}l(_o,"stringifyKey");function ot(t,e,s){let n=Me(t,void 0,s),r=Me(e,void 0,s);return new F(n,r)}l(ot,"createPair");var F=class t{static{l(this,"Pair")}constructor(e,s=null){Object.defineProperty(this,se,{value:en}),this.key=e,this.value=s}clone(e){let{key:s,value:n}=this;return x(s)&&(s=s.clone(e)),x(n)&&(n=n.clone(e)),new t(s,n)}toJSON(e,s){let n=s?.mapAsMap?new Map:{};return ks(s,n,this)}toString(e,s,n){return e?.doc?Vr(this,e,s,n):JSON.stringify(this)}};function ws(t,e,s){return(e.inFlow??t.flow?So:vo)(t,e,s)}l(ws,"stringifyCollection");function vo({comment:t,items:e},s,{blockItemPrefix:n,flowChars:r,itemIndent:i,onChompKeep:o,onComment:c}){let{indent:u,options:{commentString:f}}=s,m=Object.assign({},s,{indent:i,type:null}),p=!1,d=[];for(let k=0;k<e.length;++k){let g=e[k],y=null;if(x(g))!p&&g.spaceBefore&&d.push(""),bs(s,d,g.commentBefore,p),g.comment&&(y=g.comment);else if(O(g)){let w=x(g.key)?g.key:null;w&&(!p&&w.spaceBefore&&d.push(""),bs(s,d,w.commentBefore,p))}p=!1;let b=qe(g,m,()=>y=null,()=>p=!0);y&&(b+=Ne(b,i,f(y))),p&&y&&(p=!1),d.push(n+b)}let h;if(d.length===0)h=r.start+r.end;else{h=d[0];for(let k=1;k<d.length;++k){let g=d[k];h+=g?`
+${u}${g}`:`
+`}}return t?(h+=`
+`+le(f(t),u),c&&c()):p&&o&&o(),h}l(vo,"stringifyBlockCollection");function So({items:t},e,{flowChars:s,itemIndent:n}){let{indent:r,indentStep:i,flowCollectionPadding:o,options:{commentString:c}}=e;n+=i;let u=Object.assign({},e,{indent:n,inFlow:!0,type:null}),f=!1,m=0,p=[];for(let k=0;k<t.length;++k){let g=t[k],y=null;if(x(g))g.spaceBefore&&p.push(""),bs(e,p,g.commentBefore,!1),g.comment&&(y=g.comment);else if(O(g)){let w=x(g.key)?g.key:null;w&&(w.spaceBefore&&p.push(""),bs(e,p,w.commentBefore,!1),w.comment&&(f=!0));let v=x(g.value)?g.value:null;v?(v.comment&&(y=v.comment),v.commentBefore&&(f=!0)):g.value==null&&w?.comment&&(y=w.comment)}y&&(f=!0);let b=qe(g,u,()=>y=null);f||(f=p.length>m||b.includes(`
+`)),k<t.length-1?b+=",":e.options.trailingComma&&(e.options.lineWidth>0&&(f||(f=p.reduce((w,v)=>w+v.length+2,2)+(b.length+2)>e.options.lineWidth)),f&&(b+=",")),y&&(b+=Ne(b,n,c(y))),p.push(b),m=p.length}let{start:d,end:h}=s;if(p.length===0)return d+h;if(!f){let k=p.reduce((g,y)=>g+y.length+2,2);f=e.options.lineWidth>0&&k>e.options.lineWidth}if(f){let k=d;for(let g of p)k+=g?`
+${i}${r}${g}`:`
+`;return`${k}
+${r}${h}`}else return`${d}${o}${p.join(" ")}${o}${h}`}l(So,"stringifyFlowCollection");function bs({indent:t,options:{commentString:e}},s,n,r){if(n&&r&&(n=n.replace(/^\n+/,"")),n){let i=le(e(n),t);s.push(i.trimStart())}}l(bs,"addCommentBefore");function je(t,e){let s=C(e)?e.value:e;for(let n of t)if(O(n)&&(n.key===e||n.key===s||C(n.key)&&n.key.value===s))return n}l(je,"findPair");var G=class extends nt{static{l(this,"YAMLMap")}static get tagName(){return"tag:yaml.org,2002:map"}constructor(e){super(fe,e),this.items=[]}static from(e,s,n){let{keepUndefined:r,replacer:i}=n,o=new this(e),c=l((u,f)=>{if(typeof i=="function")f=i.call(s,u,f);else if(Array.isArray(i)&&!i.includes(u))return;(f!==void 0||r)&&o.items.push(ot(u,f,n))},"add");if(s instanceof Map)for(let[u,f]of s)c(u,f);else if(s&&typeof s=="object")for(let u of Object.keys(s))c(u,s[u]);return typeof e.sortMapEntries=="function"&&o.items.sort(e.sortMapEntries),o}add(e,s){let n;O(e)?n=e:!e||typeof e!="object"||!("key"in e)?n=new F(e,e?.value):n=new F(e.key,e.value);let r=je(this.items,n.key),i=this.schema?.sortMapEntries;if(r){if(!s)throw new Error(`Key ${n.key} already set`);C(r.value)&&us(n.value)?r.value.value=n.value:r.value=n.value}else if(i){let o=this.items.findIndex(c=>i(n,c)<0);o===-1?this.items.push(n):this.items.splice(o,0,n)}else this.items.push(n)}delete(e){let s=je(this.items,e);return s?this.items.splice(this.items.indexOf(s),1).length>0:!1}get(e,s){let r=je(this.items,e)?.value;return(!s&&C(r)?r.value:r)??void 0}has(e){return!!je(this.items,e)}set(e,s){this.add(new F(e,s),!0)}toJSON(e,s,n){let r=n?new n:s?.mapAsMap?new Map:{};s?.onCreate&&s.onCreate(r);for(let i of this.items)ks(s,r,i);return r}toString(e,s,n){if(!e)return JSON.stringify(this);for(let r of this.items)if(!O(r))throw new Error(`Map items must all be pairs; found ${JSON.stringify(r)} instead`);return!e.allNullValues&&this.hasAllNullValues(!1)&&(e=Object.assign({},e,{allNullValues:!0})),ws(this,e,{blockItemPrefix:"",flowChars:{start:"{",end:"}"},itemIndent:e.indent||"",onChompKeep:n,onComment:s})}};var ye={collection:"map",default:!0,nodeClass:G,tag:"tag:yaml.org,2002:map",resolve(t,e){return he(t)||e("Expected a mapping for this tag"),t},createNode:l((t,e,s)=>G.from(t,e,s),"createNode")};var ee=class extends nt{static{l(this,"YAMLSeq")}static get tagName(){return"tag:yaml.org,2002:seq"}constructor(e){super(Pe,e),this.items=[]}add(e){this.items.push(e)}delete(e){let s=_s(e);return typeof s!="number"?!1:this.items.splice(s,1).length>0}get(e,s){let n=_s(e);if(typeof n!="number")return;let r=this.items[n];return!s&&C(r)?r.value:r}has(e){let s=_s(e);return typeof s=="number"&&s<this.items.length}set(e,s){let n=_s(e);if(typeof n!="number")throw new Error(`Expected a valid index, not ${e}.`);let r=this.items[n];C(r)&&us(s)?r.value=s:this.items[n]=s}toJSON(e,s){let n=[];s?.onCreate&&s.onCreate(n);let r=0;for(let i of this.items)n.push(z(i,String(r++),s));return n}toString(e,s,n){return e?ws(this,e,{blockItemPrefix:"- ",flowChars:{start:"[",end:"]"},itemIndent:(e.indent||"")+"  ",onChompKeep:n,onComment:s}):JSON.stringify(this)}static from(e,s,n){let{replacer:r}=n,i=new this(e);if(s&&Symbol.iterator in Object(s)){let o=0;for(let c of s){if(typeof r=="function"){let u=s instanceof Set?c:String(o++);c=r.call(s,u,c)}i.items.push(Me(c,void 0,n))}}return i}};function _s(t){let e=C(t)?t.value:t;return e&&typeof e=="string"&&(e=Number(e)),typeof e=="number"&&Number.isInteger(e)&&e>=0?e:null}l(_s,"asItemIndex");var ke={collection:"seq",default:!0,nodeClass:ee,tag:"tag:yaml.org,2002:seq",resolve(t,e){return me(t)||e("Expected a sequence for this tag"),t},createNode:l((t,e,s)=>ee.from(t,e,s),"createNode")};var Fe={identify:l(t=>typeof t=="string","identify"),default:!0,tag:"tag:yaml.org,2002:str",resolve:l(t=>t,"resolve"),stringify(t,e,s,n){return e=Object.assign({actualString:!0},e),Ye(t,e,s,n)}};var ze={identify:l(t=>t==null,"identify"),createNode:l(()=>new $(null),"createNode"),default:!0,tag:"tag:yaml.org,2002:null",test:/^(?:~|[Nn]ull|NULL)?$/,resolve:l(()=>new $(null),"resolve"),stringify:l(({source:t},e)=>typeof t=="string"&&ze.test.test(t)?t:e.options.nullStr,"stringify")};var wt={identify:l(t=>typeof t=="boolean","identify"),default:!0,tag:"tag:yaml.org,2002:bool",test:/^(?:[Tt]rue|TRUE|[Ff]alse|FALSE)$/,resolve:l(t=>new $(t[0]==="t"||t[0]==="T"),"resolve"),stringify({source:t,value:e},s){if(t&&wt.test.test(t)){let n=t[0]==="t"||t[0]==="T";if(e===n)return t}return e?s.options.trueStr:s.options.falseStr}};function te({format:t,minFractionDigits:e,tag:s,value:n}){if(typeof n=="bigint")return String(n);let r=typeof n=="number"?n:Number(n);if(!isFinite(r))return isNaN(r)?".nan":r<0?"-.inf":".inf";let i=Object.is(n,-0)?"-0":JSON.stringify(n);if(!t&&e&&(!s||s==="tag:yaml.org,2002:float")&&/^-?\d/.test(i)&&!i.includes("e")){let o=i.indexOf(".");o<0&&(o=i.length,i+=".");let c=e-(i.length-o-1);for(;c-- >0;)i+="0"}return i}l(te,"stringifyNumber");var vs={identify:l(t=>typeof t=="number","identify"),default:!0,tag:"tag:yaml.org,2002:float",test:/^(?:[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$/,resolve:l(t=>t.slice(-3).toLowerCase()==="nan"?NaN:t[0]==="-"?Number.NEGATIVE_INFINITY:Number.POSITIVE_INFINITY,"resolve"),stringify:te},Ss={identify:l(t=>typeof t=="number","identify"),default:!0,tag:"tag:yaml.org,2002:float",format:"EXP",test:/^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$/,resolve:l(t=>parseFloat(t),"resolve"),stringify(t){let e=Number(t.value);return isFinite(e)?e.toExponential():te(t)}},Ts={identify:l(t=>typeof t=="number","identify"),default:!0,tag:"tag:yaml.org,2002:float",test:/^[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*)$/,resolve(t){let e=new $(parseFloat(t)),s=t.indexOf(".");return s!==-1&&t[t.length-1]==="0"&&(e.minFractionDigits=t.length-s-1),e},stringify:te};var Is=l(t=>typeof t=="bigint"||Number.isInteger(t),"intIdentify"),cn=l((t,e,s,{intAsBigInt:n})=>n?BigInt(t):parseInt(t.substring(e),s),"intResolve");function Wr(t,e,s){let{value:n}=t;return Is(n)&&n>=0?s+n.toString(e):te(t)}l(Wr,"intStringify");var Ns={identify:l(t=>Is(t)&&t>=0,"identify"),default:!0,tag:"tag:yaml.org,2002:int",format:"OCT",test:/^0o[0-7]+$/,resolve:l((t,e,s)=>cn(t,2,8,s),"resolve"),stringify:l(t=>Wr(t,8,"0o"),"stringify")},$s={identify:Is,default:!0,tag:"tag:yaml.org,2002:int",test:/^[-+]?[0-9]+$/,resolve:l((t,e,s)=>cn(t,0,10,s),"resolve"),stringify:te},As={identify:l(t=>Is(t)&&t>=0,"identify"),default:!0,tag:"tag:yaml.org,2002:int",format:"HEX",test:/^0x[0-9a-fA-F]+$/,resolve:l((t,e,s)=>cn(t,2,16,s),"resolve"),stringify:l(t=>Wr(t,16,"0x"),"stringify")};var Jr=[ye,ke,Fe,ze,wt,Ns,$s,As,vs,Ss,Ts];function Yr(t){return typeof t=="bigint"||Number.isInteger(t)}l(Yr,"intIdentify");var Cs=l(({value:t})=>JSON.stringify(t),"stringifyJSON"),To=[{identify:l(t=>typeof t=="string","identify"),default:!0,tag:"tag:yaml.org,2002:str",resolve:l(t=>t,"resolve"),stringify:Cs},{identify:l(t=>t==null,"identify"),createNode:l(()=>new $(null),"createNode"),default:!0,tag:"tag:yaml.org,2002:null",test:/^null$/,resolve:l(()=>null,"resolve"),stringify:Cs},{identify:l(t=>typeof t=="boolean","identify"),default:!0,tag:"tag:yaml.org,2002:bool",test:/^true$|^false$/,resolve:l(t=>t==="true","resolve"),stringify:Cs},{identify:Yr,default:!0,tag:"tag:yaml.org,2002:int",test:/^-?(?:0|[1-9][0-9]*)$/,resolve:l((t,e,{intAsBigInt:s})=>s?BigInt(t):parseInt(t,10),"resolve"),stringify:l(({value:t})=>Yr(t)?t.toString():JSON.stringify(t),"stringify")},{identify:l(t=>typeof t=="number","identify"),default:!0,tag:"tag:yaml.org,2002:float",test:/^-?(?:0|[1-9][0-9]*)(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?$/,resolve:l(t=>parseFloat(t),"resolve"),stringify:Cs}],Io={default:!0,tag:"",test:/^/,resolve(t,e){return e(`Unresolved plain scalar ${JSON.stringify(t)}`),t}},zr=[ye,ke].concat(To,Io);var _t={identify:l(t=>t instanceof Uint8Array,"identify"),default:!1,tag:"tag:yaml.org,2002:binary",resolve(t,e){if(typeof atob=="function"){let s=atob(t.replace(/[\n\r]/g,"")),n=new Uint8Array(s.length);for(let r=0;r<s.length;++r)n[r]=s.charCodeAt(r);return n}else return e("This environment does not support reading binary tags; either Buffer or atob is required"),t},stringify({comment:t,type:e,value:s},n,r,i){if(!s)return"";let o=s,c;if(typeof btoa=="function"){let u="";for(let f=0;f<o.length;++f)u+=String.fromCharCode(o[f]);c=btoa(u)}else throw new Error("This environment does not support writing binary tags; either Buffer or btoa is required");if(e??(e=$.BLOCK_LITERAL),e!==$.QUOTE_DOUBLE){let u=Math.max(n.options.lineWidth-n.indent.length,n.options.minContentWidth),f=Math.ceil(c.length/u),m=new Array(f);for(let p=0,d=0;p<f;++p,d+=u)m[p]=c.substr(d,u);c=m.join(e===$.BLOCK_LITERAL?`
+`:" ")}return Ye({comment:t,type:e,value:c},n,r,i)}};function un(t,e){if(me(t))for(let s=0;s<t.items.length;++s){let n=t.items[s];if(!O(n)){if(he(n)){n.items.length>1&&e("Each pair must have its own sequence indicator");let r=n.items[0]||new F(new $(null));if(n.commentBefore&&(r.key.commentBefore=r.key.commentBefore?`${n.commentBefore}
+${r.key.commentBefore}`:n.commentBefore),n.comment){let i=r.value??r.key;i.comment=i.comment?`${n.comment}
+${i.comment}`:n.comment}n=r}t.items[s]=O(n)?n:new F(n)}}else e("Expected a sequence for this tag");return t}l(un,"resolvePairs");function fn(t,e,s){let{replacer:n}=s,r=new ee(t);r.tag="tag:yaml.org,2002:pairs";let i=0;if(e&&Symbol.iterator in Object(e))for(let o of e){typeof n=="function"&&(o=n.call(e,String(i++),o));let c,u;if(Array.isArray(o))if(o.length===2)c=o[0],u=o[1];else throw new TypeError(`Expected [key, value] tuple: ${o}`);else if(o&&o instanceof Object){let f=Object.keys(o);if(f.length===1)c=f[0],u=o[c];else throw new TypeError(`Expected tuple with one key, not ${f.length} keys`)}else c=o;r.items.push(ot(c,u,s))}return r}l(fn,"createPairs");var vt={collection:"seq",default:!1,tag:"tag:yaml.org,2002:pairs",resolve:un,createNode:fn};var at=class t extends ee{static{l(this,"YAMLOMap")}constructor(){super(),this.add=G.prototype.add.bind(this),this.delete=G.prototype.delete.bind(this),this.get=G.prototype.get.bind(this),this.has=G.prototype.has.bind(this),this.set=G.prototype.set.bind(this),this.tag=t.tag}toJSON(e,s){if(!s)return super.toJSON(e);let n=new Map;s?.onCreate&&s.onCreate(n);for(let r of this.items){let i,o;if(O(r)?(i=z(r.key,"",s),o=z(r.value,i,s)):i=z(r,"",s),n.has(i))throw new Error("Ordered maps must not include duplicate keys");n.set(i,o)}return n}static from(e,s,n){let r=fn(e,s,n),i=new this;return i.items=r.items,i}};at.tag="tag:yaml.org,2002:omap";var St={collection:"seq",identify:l(t=>t instanceof Map,"identify"),nodeClass:at,default:!1,tag:"tag:yaml.org,2002:omap",resolve(t,e){let s=un(t,e),n=[];for(let{key:r}of s.items)C(r)&&(n.includes(r.value)?e(`Ordered maps must not include duplicate keys: ${r.value}`):n.push(r.value));return Object.assign(new at,s)},createNode:l((t,e,s)=>at.from(t,e,s),"createNode")};function Xr({value:t,source:e},s){return e&&(t?dn:pn).test.test(e)?e:t?s.options.trueStr:s.options.falseStr}l(Xr,"boolStringify");var dn={identify:l(t=>t===!0,"identify"),default:!0,tag:"tag:yaml.org,2002:bool",test:/^(?:Y|y|[Yy]es|YES|[Tt]rue|TRUE|[Oo]n|ON)$/,resolve:l(()=>new $(!0),"resolve"),stringify:Xr},pn={identify:l(t=>t===!1,"identify"),default:!0,tag:"tag:yaml.org,2002:bool",test:/^(?:N|n|[Nn]o|NO|[Ff]alse|FALSE|[Oo]ff|OFF)$/,resolve:l(()=>new $(!1),"resolve"),stringify:Xr};var Zr={identify:l(t=>typeof t=="number","identify"),default:!0,tag:"tag:yaml.org,2002:float",test:/^(?:[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$/,resolve:l(t=>t.slice(-3).toLowerCase()==="nan"?NaN:t[0]==="-"?Number.NEGATIVE_INFINITY:Number.POSITIVE_INFINITY,"resolve"),stringify:te},ei={identify:l(t=>typeof t=="number","identify"),default:!0,tag:"tag:yaml.org,2002:float",format:"EXP",test:/^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$/,resolve:l(t=>parseFloat(t.replace(/_/g,"")),"resolve"),stringify(t){let e=Number(t.value);return isFinite(e)?e.toExponential():te(t)}},ti={identify:l(t=>typeof t=="number","identify"),default:!0,tag:"tag:yaml.org,2002:float",test:/^[-+]?(?:[0-9][0-9_]*)?\.[0-9_]*$/,resolve(t){let e=new $(parseFloat(t.replace(/_/g,""))),s=t.indexOf(".");if(s!==-1){let n=t.substring(s+1).replace(/_/g,"");n[n.length-1]==="0"&&(e.minFractionDigits=n.length)}return e},stringify:te};var Tt=l(t=>typeof t=="bigint"||Number.isInteger(t),"intIdentify");function Es(t,e,s,{intAsBigInt:n}){let r=t[0];if((r==="-"||r==="+")&&(e+=1),t=t.substring(e).replace(/_/g,""),n){switch(s){case 2:t=`0b${t}`;break;case 8:t=`0o${t}`;break;case 16:t=`0x${t}`;break}let o=BigInt(t);return r==="-"?BigInt(-1)*o:o}let i=parseInt(t,s);return r==="-"?-1*i:i}l(Es,"intResolve");function hn(t,e,s){let{value:n}=t;if(Tt(n)){let r=n.toString(e);return n<0?"-"+s+r.substr(1):s+r}return te(t)}l(hn,"intStringify");var si={identify:Tt,default:!0,tag:"tag:yaml.org,2002:int",format:"BIN",test:/^[-+]?0b[0-1_]+$/,resolve:l((t,e,s)=>Es(t,2,2,s),"resolve"),stringify:l(t=>hn(t,2,"0b"),"stringify")},ni={identify:Tt,default:!0,tag:"tag:yaml.org,2002:int",format:"OCT",test:/^[-+]?0[0-7_]+$/,resolve:l((t,e,s)=>Es(t,1,8,s),"resolve"),stringify:l(t=>hn(t,8,"0"),"stringify")},ri={identify:Tt,default:!0,tag:"tag:yaml.org,2002:int",test:/^[-+]?[0-9][0-9_]*$/,resolve:l((t,e,s)=>Es(t,0,10,s),"resolve"),stringify:te},ii={identify:Tt,default:!0,tag:"tag:yaml.org,2002:int",format:"HEX",test:/^[-+]?0x[0-9a-fA-F_]+$/,resolve:l((t,e,s)=>Es(t,2,16,s),"resolve"),stringify:l(t=>hn(t,16,"0x"),"stringify")};var lt=class t extends G{static{l(this,"YAMLSet")}constructor(e){super(e),this.tag=t.tag}add(e){let s;O(e)?s=e:e&&typeof e=="object"&&"key"in e&&"value"in e&&e.value===null?s=new F(e.key,null):s=new F(e,null),je(this.items,s.key)||this.items.push(s)}get(e,s){let n=je(this.items,e);return!s&&O(n)?C(n.key)?n.key.value:n.key:n}set(e,s){if(typeof s!="boolean")throw new Error(`Expected boolean value for set(key, value) in a YAML set, not ${typeof s}`);let n=je(this.items,e);n&&!s?this.items.splice(this.items.indexOf(n),1):!n&&s&&this.items.push(new F(e))}toJSON(e,s){return super.toJSON(e,s,Set)}toString(e,s,n){if(!e)return JSON.stringify(this);if(this.hasAllNullValues(!0))return super.toString(Object.assign({},e,{allNullValues:!0}),s,n);throw new Error("Set items must all have null values")}static from(e,s,n){let{replacer:r}=n,i=new this(e);if(s&&Symbol.iterator in Object(s))for(let o of s)typeof r=="function"&&(o=r.call(s,o,o)),i.items.push(ot(o,null,n));return i}};lt.tag="tag:yaml.org,2002:set";var It={collection:"map",identify:l(t=>t instanceof Set,"identify"),nodeClass:lt,default:!1,tag:"tag:yaml.org,2002:set",createNode:l((t,e,s)=>lt.from(t,e,s),"createNode"),resolve(t,e){if(he(t)){if(t.hasAllNullValues(!0))return Object.assign(new lt,t);e("Set items must all have null values")}else e("Expected a mapping for this tag");return t}};function mn(t,e){let s=t[0],n=s==="-"||s==="+"?t.substring(1):t,r=l(o=>e?BigInt(o):Number(o),"num"),i=n.replace(/_/g,"").split(":").reduce((o,c)=>o*r(60)+r(c),r(0));return s==="-"?r(-1)*i:i}l(mn,"parseSexagesimal");function oi(t){let{value:e}=t,s=l(o=>o,"num");if(typeof e=="bigint")s=l(o=>BigInt(o),"num");else if(isNaN(e)||!isFinite(e))return te(t);let n="";e<0&&(n="-",e*=s(-1));let r=s(60),i=[e%r];return e<60?i.unshift(0):(e=(e-i[0])/r,i.unshift(e%r),e>=60&&(e=(e-i[0])/r,i.unshift(e))),n+i.map(o=>String(o).padStart(2,"0")).join(":").replace(/000000\d*$/,"")}l(oi,"stringifySexagesimal");var Os={identify:l(t=>typeof t=="bigint"||Number.isInteger(t),"identify"),default:!0,tag:"tag:yaml.org,2002:int",format:"TIME",test:/^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+$/,resolve:l((t,e,{intAsBigInt:s})=>mn(t,s),"resolve"),stringify:oi},xs={identify:l(t=>typeof t=="number","identify"),default:!0,tag:"tag:yaml.org,2002:float",format:"TIME",test:/^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*$/,resolve:l(t=>mn(t,!1),"resolve"),stringify:oi},ct={identify:l(t=>t instanceof Date,"identify"),default:!0,tag:"tag:yaml.org,2002:timestamp",test:RegExp("^([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})(?:(?:t|T|[ \\t]+)([0-9]{1,2}):([0-9]{1,2}):([0-9]{1,2}(\\.[0-9]+)?)(?:[ \\t]*(Z|[-+][012]?[0-9](?::[0-9]{2})?))?)?$"),resolve(t){let e=t.match(ct.test);if(!e)throw new Error("!!timestamp expects a date, starting with yyyy-mm-dd");let[,s,n,r,i,o,c]=e.map(Number),u=e[7]?Number((e[7]+"00").substr(1,3)):0,f=Date.UTC(s,n-1,r,i||0,o||0,c||0,u),m=e[8];if(m&&m!=="Z"){let p=mn(m,!1);Math.abs(p)<30&&(p*=60),f-=6e4*p}return new Date(f)},stringify:l(({value:t})=>t?.toISOString().replace(/(T00:00:00)?\.000Z$/,"")??"","stringify")};var gn=[ye,ke,Fe,ze,dn,pn,si,ni,ri,ii,Zr,ei,ti,_t,ge,St,vt,It,Os,xs,ct];var ai=new Map([["core",Jr],["failsafe",[ye,ke,Fe]],["json",zr],["yaml11",gn],["yaml-1.1",gn]]),li={binary:_t,bool:wt,float:Ts,floatExp:Ss,floatNaN:vs,floatTime:xs,int:$s,intHex:As,intOct:Ns,intTime:Os,map:ye,merge:ge,null:ze,omap:St,pairs:vt,seq:ke,set:It,timestamp:ct},ci={"tag:yaml.org,2002:binary":_t,"tag:yaml.org,2002:merge":ge,"tag:yaml.org,2002:omap":St,"tag:yaml.org,2002:pairs":vt,"tag:yaml.org,2002:set":It,"tag:yaml.org,2002:timestamp":ct};function Ls(t,e,s){let n=ai.get(e);if(n&&!t)return s&&!n.includes(ge)?n.concat(ge):n.slice();let r=n;if(!r)if(Array.isArray(t))r=[];else{let i=Array.from(ai.keys()).filter(o=>o!=="yaml11").map(o=>JSON.stringify(o)).join(", ");throw new Error(`Unknown schema "${e}"; use one of ${i} or define customTags array`)}if(Array.isArray(t))for(let i of t)r=r.concat(i);else typeof t=="function"&&(r=t(r.slice()));return s&&(r=r.concat(ge)),r.reduce((i,o)=>{let c=typeof o=="string"?li[o]:o;if(!c){let u=JSON.stringify(o),f=Object.keys(li).map(m=>JSON.stringify(m)).join(", ");throw new Error(`Unknown custom tag ${u}; use one of ${f}`)}return i.includes(c)||i.push(c),i},[])}l(Ls,"getTags");var No=l((t,e)=>t.key<e.key?-1:t.key>e.key?1:0,"sortMapEntriesByKey"),Nt=class t{static{l(this,"Schema")}constructor({compat:e,customTags:s,merge:n,resolveKnownTags:r,schema:i,sortMapEntries:o,toStringDefaults:c}){this.compat=Array.isArray(e)?Ls(e,"compat"):e?Ls(null,e):null,this.name=typeof i=="string"&&i||"core",this.knownTags=r?ci:{},this.tags=Ls(s,this.name,n),this.toStringOptions=c??null,Object.defineProperty(this,fe,{value:ye}),Object.defineProperty(this,ie,{value:Fe}),Object.defineProperty(this,Pe,{value:ke}),this.sortMapEntries=typeof o=="function"?o:o===!0?No:null}clone(){let e=Object.create(t.prototype,Object.getOwnPropertyDescriptors(this));return e.tags=this.tags.slice(),e}};function ui(t,e){let s=[],n=e.directives===!0;if(e.directives!==!1&&t.directives){let u=t.directives.toString(t);u?(s.push(u),n=!0):t.directives.docStart&&(n=!0)}n&&s.push("---");let r=ms(t,e),{commentString:i}=r.options;if(t.commentBefore){s.length!==1&&s.unshift("");let u=i(t.commentBefore);s.unshift(le(u,""))}let o=!1,c=null;if(t.contents){if(x(t.contents)){if(t.contents.spaceBefore&&n&&s.push(""),t.contents.commentBefore){let m=i(t.contents.commentBefore);s.push(le(m,""))}r.forceBlockIndent=!!t.comment,c=t.contents.comment}let u=c?void 0:()=>o=!0,f=qe(t.contents,r,()=>c=null,u);c&&(f+=Ne(f,"",i(c))),(f[0]==="|"||f[0]===">")&&s[s.length-1]==="---"?s[s.length-1]=`--- ${f}`:s.push(f)}else s.push(qe(t.contents,r));if(t.directives?.docEnd)if(t.comment){let u=i(t.comment);u.includes(`
+`)?(s.push("..."),s.push(le(u,""))):s.push(`... ${u}`)}else s.push("...");else{let u=t.comment;u&&o&&(u=u.replace(/^\n+/,"")),u&&((!o||c)&&s[s.length-1]!==""&&s.push(""),s.push(le(i(u),"")))}return s.join(`
+`)+`
+`}l(ui,"stringifyDocument");var Be=class t{static{l(this,"Document")}constructor(e,s,n){this.commentBefore=null,this.comment=null,this.errors=[],this.warnings=[],Object.defineProperty(this,se,{value:is});let r=null;typeof s=="function"||Array.isArray(s)?r=s:n===void 0&&s&&(n=s,s=void 0);let i=Object.assign({intAsBigInt:!1,keepSourceTokens:!1,logLevel:"warn",prettyErrors:!0,strict:!0,stringKeys:!1,uniqueKeys:!0,version:"1.2"},n);this.options=i;let{version:o}=i;n?._directives?(this.directives=n._directives.atDocument(),this.directives.yaml.explicit&&(o=this.directives.yaml.version)):this.directives=new Ie({version:o}),this.setSchema(o,n),this.contents=e===void 0?null:this.createNode(e,r,n)}clone(){let e=Object.create(t.prototype,{[se]:{value:is}});return e.commentBefore=this.commentBefore,e.comment=this.comment,e.errors=this.errors.slice(),e.warnings=this.warnings.slice(),e.options=Object.assign({},this.options),this.directives&&(e.directives=this.directives.clone()),e.schema=this.schema.clone(),e.contents=x(this.contents)?this.contents.clone(e.schema):this.contents,this.range&&(e.range=this.range.slice()),e}add(e){ut(this.contents)&&this.contents.add(e)}addIn(e,s){ut(this.contents)&&this.contents.addIn(e,s)}createAlias(e,s){if(!e.anchor){let n=tn(this);e.anchor=!s||n.has(s)?sn(s||"a",n):s}return new De(e.anchor)}createNode(e,s,n){let r;if(typeof s=="function")e=s.call({"":e},"",e),r=s;else if(Array.isArray(s)){let y=l(w=>typeof w=="number"||w instanceof String||w instanceof Number,"keyToStr"),b=s.filter(y).map(String);b.length>0&&(s=s.concat(b)),r=s}else n===void 0&&s&&(n=s,s=void 0);let{aliasDuplicateObjects:i,anchorPrefix:o,flow:c,keepUndefined:u,onTagObj:f,tag:m}=n??{},{onAnchor:p,setAnchors:d,sourceObjects:h}=jr(this,o||"a"),k={aliasDuplicateObjects:i??!0,keepUndefined:u??!1,onAnchor:p,onTagObj:f,replacer:r,schema:this.schema,sourceObjects:h},g=Me(e,m,k);return c&&D(g)&&(g.flow=!0),d(),g}createPair(e,s,n={}){let r=this.createNode(e,null,n),i=this.createNode(s,null,n);return new F(r,i)}delete(e){return ut(this.contents)?this.contents.delete(e):!1}deleteIn(e){return rt(e)?this.contents==null?!1:(this.contents=null,!0):ut(this.contents)?this.contents.deleteIn(e):!1}get(e,s){return D(this.contents)?this.contents.get(e,s):void 0}getIn(e,s){return rt(e)?!s&&C(this.contents)?this.contents.value:this.contents:D(this.contents)?this.contents.getIn(e,s):void 0}has(e){return D(this.contents)?this.contents.has(e):!1}hasIn(e){return rt(e)?this.contents!==void 0:D(this.contents)?this.contents.hasIn(e):!1}set(e,s){this.contents==null?this.contents=gt(this.schema,[e],s):ut(this.contents)&&this.contents.set(e,s)}setIn(e,s){rt(e)?this.contents=s:this.contents==null?this.contents=gt(this.schema,Array.from(e),s):ut(this.contents)&&this.contents.setIn(e,s)}setSchema(e,s={}){typeof e=="number"&&(e=String(e));let n;switch(e){case"1.1":this.directives?this.directives.yaml.version="1.1":this.directives=new Ie({version:"1.1"}),n={resolveKnownTags:!1,schema:"yaml-1.1"};break;case"1.2":case"next":this.directives?this.directives.yaml.version=e:this.directives=new Ie({version:e}),n={resolveKnownTags:!0,schema:"core"};break;case null:this.directives&&delete this.directives,n=null;break;default:{let r=JSON.stringify(e);throw new Error(`Expected '1.1', '1.2' or null as first argument, but found: ${r}`)}}if(s.schema instanceof Object)this.schema=s.schema;else if(n)this.schema=new Nt(Object.assign(n,s));else throw new Error("With a null YAML version, the { schema: Schema } option is required")}toJS({json:e,jsonArg:s,mapAsMap:n,maxAliasCount:r,onAnchor:i,reviver:o}={}){let c={anchors:new Map,doc:this,keep:!e,mapAsMap:n===!0,mapKeyWarned:!1,maxAliasCount:typeof r=="number"?r:100},u=z(this.contents,s??"",c);if(typeof i=="function")for(let{count:f,res:m}of c.anchors.values())i(m,f);return typeof o=="function"?Ue(o,{"":u},"",u):u}toJSON(e,s){return this.toJS({json:!0,jsonArg:e,mapAsMap:!1,onAnchor:s})}toString(e={}){if(this.errors.length>0)throw new Error("Document with errors cannot be stringified");if("indent"in e&&(!Number.isInteger(e.indent)||Number(e.indent)<=0)){let s=JSON.stringify(e.indent);throw new Error(`"indent" option must be a positive integer, not ${s}`)}return ui(this,e)}};function ut(t){if(D(t))return!0;throw new Error("Expected a YAML collection as document contents")}l(ut,"assertCollection");var $t=class extends Error{static{l(this,"YAMLError")}constructor(e,s,n,r){super(),this.name=e,this.code=n,this.message=r,this.pos=s}},be=class extends $t{static{l(this,"YAMLParseError")}constructor(e,s,n){super("YAMLParseError",e,s,n)}},At=class extends $t{static{l(this,"YAMLWarning")}constructor(e,s,n){super("YAMLWarning",e,s,n)}},yn=l((t,e)=>s=>{if(s.pos[0]===-1)return;s.linePos=s.pos.map(c=>e.linePos(c));let{line:n,col:r}=s.linePos[0];s.message+=` at line ${n}, column ${r}`;let i=r-1,o=t.substring(e.lineStarts[n-1],e.lineStarts[n]).replace(/[\n\r]+$/,"");if(i>=60&&o.length>80){let c=Math.min(i-39,o.length-79);o="\u2026"+o.substring(c),i-=c-1}if(o.length>80&&(o=o.substring(0,79)+"\u2026"),n>1&&/^ *$/.test(o.substring(0,i))){let c=t.substring(e.lineStarts[n-2],e.lineStarts[n-1]);c.length>80&&(c=c.substring(0,79)+`\u2026
+`),o=c+o}if(/[^ ]/.test(o)){let c=1,u=s.linePos[1];u?.line===n&&u.col>r&&(c=Math.max(1,Math.min(u.col-r,80-i)));let f=" ".repeat(i)+"^".repeat(c);s.message+=`:
+
+${o}
+${f}
+`}},"prettifyError");function $e(t,{flow:e,indicator:s,next:n,offset:r,onError:i,parentIndent:o,startOnNewline:c}){let u=!1,f=c,m=c,p="",d="",h=!1,k=!1,g=null,y=null,b=null,w=null,v=null,_=null,I=null;for(let T of t)switch(k&&(T.type!=="space"&&T.type!=="newline"&&T.type!=="comma"&&i(T.offset,"MISSING_CHAR","Tags and anchors must be separated from the next token by white space"),k=!1),g&&(f&&T.type!=="comment"&&T.type!=="newline"&&i(g,"TAB_AS_INDENT","Tabs are not allowed as indentation"),g=null),T.type){case"space":!e&&(s!=="doc-start"||n?.type!=="flow-collection")&&T.source.includes("	")&&(g=T),m=!0;break;case"comment":{m||i(T,"MISSING_CHAR","Comments must be separated from other tokens by white space characters");let R=T.source.substring(1)||" ";p?p+=d+R:p=R,d="",f=!1;break}case"newline":f?p?p+=T.source:(!_||s!=="seq-item-ind")&&(u=!0):d+=T.source,f=!0,h=!0,(y||b)&&(w=T),m=!0;break;case"anchor":y&&i(T,"MULTIPLE_ANCHORS","A node can have at most one anchor"),T.source.endsWith(":")&&i(T.offset+T.source.length-1,"BAD_ALIAS","Anchor ending in : is ambiguous",!0),y=T,I??(I=T.offset),f=!1,m=!1,k=!0;break;case"tag":{b&&i(T,"MULTIPLE_TAGS","A node can have at most one tag"),b=T,I??(I=T.offset),f=!1,m=!1,k=!0;break}case s:(y||b)&&i(T,"BAD_PROP_ORDER",`Anchors and tags must be after the ${T.source} indicator`),_&&i(T,"UNEXPECTED_TOKEN",`Unexpected ${T.source} in ${e??"collection"}`),_=T,f=s==="seq-item-ind"||s==="explicit-key-ind",m=!1;break;case"comma":if(e){v&&i(T,"UNEXPECTED_TOKEN",`Unexpected , in ${e}`),v=T,f=!1,m=!1;break}default:i(T,"UNEXPECTED_TOKEN",`Unexpected ${T.type} token`),f=!1,m=!1}let N=t[t.length-1],L=N?N.offset+N.source.length:r;return k&&n&&n.type!=="space"&&n.type!=="newline"&&n.type!=="comma"&&(n.type!=="scalar"||n.source!=="")&&i(n.offset,"MISSING_CHAR","Tags and anchors must be separated from the next token by white space"),g&&(f&&g.indent<=o||n?.type==="block-map"||n?.type==="block-seq")&&i(g,"TAB_AS_INDENT","Tabs are not allowed as indentation"),{comma:v,found:_,spaceBefore:u,comment:p,hasNewline:h,anchor:y,tag:b,newlineAfterProp:w,end:L,start:I??L}}l($e,"resolveProps");function He(t){if(!t)return null;switch(t.type){case"alias":case"scalar":case"double-quoted-scalar":case"single-quoted-scalar":if(t.source.includes(`
+`))return!0;if(t.end){for(let e of t.end)if(e.type==="newline")return!0}return!1;case"flow-collection":for(let e of t.items){for(let s of e.start)if(s.type==="newline")return!0;if(e.sep){for(let s of e.sep)if(s.type==="newline")return!0}if(He(e.key)||He(e.value))return!0}return!1;default:return!0}}l(He,"containsNewline");function Ct(t,e,s){if(e?.type==="flow-collection"){let n=e.end[0];n.indent===t&&(n.source==="]"||n.source==="}")&&He(e)&&s(n,"BAD_INDENT","Flow end indicator should be more indented than parent",!0)}}l(Ct,"flowIndentCheck");function Ps(t,e,s){let{uniqueKeys:n}=t.options;if(n===!1)return!1;let r=typeof n=="function"?n:(i,o)=>i===o||C(i)&&C(o)&&i.value===o.value;return e.some(i=>r(i.key,s))}l(Ps,"mapIncludes");var fi="All mapping items must start at the same column";function di({composeNode:t,composeEmptyNode:e},s,n,r,i){let o=i?.nodeClass??G,c=new o(s.schema);s.atRoot&&(s.atRoot=!1);let u=n.offset,f=null;for(let m of n.items){let{start:p,key:d,sep:h,value:k}=m,g=$e(p,{indicator:"explicit-key-ind",next:d??h?.[0],offset:u,onError:r,parentIndent:n.indent,startOnNewline:!0}),y=!g.found;if(y){if(d&&(d.type==="block-seq"?r(u,"BLOCK_AS_IMPLICIT_KEY","A block sequence may not be used as an implicit map key"):"indent"in d&&d.indent!==n.indent&&r(u,"BAD_INDENT",fi)),!g.anchor&&!g.tag&&!h){f=g.end,g.comment&&(c.comment?c.comment+=`
+`+g.comment:c.comment=g.comment);continue}(g.newlineAfterProp||He(d))&&r(d??p[p.length-1],"MULTILINE_IMPLICIT_KEY","Implicit keys need to be on a single line")}else g.found?.indent!==n.indent&&r(u,"BAD_INDENT",fi);s.atKey=!0;let b=g.end,w=d?t(s,d,g,r):e(s,b,p,null,g,r);s.schema.compat&&Ct(n.indent,d,r),s.atKey=!1,Ps(s,c.items,w)&&r(b,"DUPLICATE_KEY","Map keys must be unique");let v=$e(h??[],{indicator:"map-value-ind",next:k,offset:w.range[2],onError:r,parentIndent:n.indent,startOnNewline:!d||d.type==="block-scalar"});if(u=v.end,v.found){y&&(k?.type==="block-map"&&!v.hasNewline&&r(u,"BLOCK_AS_IMPLICIT_KEY","Nested mappings are not allowed in compact mappings"),s.options.strict&&g.start<v.found.offset-1024&&r(w.range,"KEY_OVER_1024_CHARS","The : indicator must be at most 1024 chars after the start of an implicit block mapping key"));let _=k?t(s,k,v,r):e(s,u,h,null,v,r);s.schema.compat&&Ct(n.indent,k,r),u=_.range[2];let I=new F(w,_);s.options.keepSourceTokens&&(I.srcToken=m),c.items.push(I)}else{y&&r(w.range,"MISSING_CHAR","Implicit map keys need to be followed by map values"),v.comment&&(w.comment?w.comment+=`
+`+v.comment:w.comment=v.comment);let _=new F(w);s.options.keepSourceTokens&&(_.srcToken=m),c.items.push(_)}}return f&&f<u&&r(f,"IMPOSSIBLE","Map comment with trailing content"),c.range=[n.offset,u,f??u],c}l(di,"resolveBlockMap");function pi({composeNode:t,composeEmptyNode:e},s,n,r,i){let o=i?.nodeClass??ee,c=new o(s.schema);s.atRoot&&(s.atRoot=!1),s.atKey&&(s.atKey=!1);let u=n.offset,f=null;for(let{start:m,value:p}of n.items){let d=$e(m,{indicator:"seq-item-ind",next:p,offset:u,onError:r,parentIndent:n.indent,startOnNewline:!0});if(!d.found)if(d.anchor||d.tag||p)p?.type==="block-seq"?r(d.end,"BAD_INDENT","All sequence items must start at the same column"):r(u,"MISSING_CHAR","Sequence item without - indicator");else{f=d.end,d.comment&&(c.comment=d.comment);continue}let h=p?t(s,p,d,r):e(s,d.end,m,null,d,r);s.schema.compat&&Ct(n.indent,p,r),u=h.range[2],c.items.push(h)}return c.range=[n.offset,u,f??u],c}l(pi,"resolveBlockSeq");function Ae(t,e,s,n){let r="";if(t){let i=!1,o="";for(let c of t){let{source:u,type:f}=c;switch(f){case"space":i=!0;break;case"comment":{s&&!i&&n(c,"MISSING_CHAR","Comments must be separated from other tokens by white space characters");let m=u.substring(1)||" ";r?r+=o+m:r=m,o="";break}case"newline":r&&(o+=u),i=!0;break;default:n(c,"UNEXPECTED_TOKEN",`Unexpected ${f} at node end`)}e+=u.length}}return{comment:r,offset:e}}l(Ae,"resolveEnd");var kn="Block collections are not allowed within flow collections",bn=l(t=>t&&(t.type==="block-map"||t.type==="block-seq"),"isBlock");function hi({composeNode:t,composeEmptyNode:e},s,n,r,i){let o=n.start.source==="{",c=o?"flow map":"flow sequence",u=i?.nodeClass??(o?G:ee),f=new u(s.schema);f.flow=!0;let m=s.atRoot;m&&(s.atRoot=!1),s.atKey&&(s.atKey=!1);let p=n.offset+n.start.source.length;for(let y=0;y<n.items.length;++y){let b=n.items[y],{start:w,key:v,sep:_,value:I}=b,N=$e(w,{flow:c,indicator:"explicit-key-ind",next:v??_?.[0],offset:p,onError:r,parentIndent:n.indent,startOnNewline:!1});if(!N.found){if(!N.anchor&&!N.tag&&!_&&!I){y===0&&N.comma?r(N.comma,"UNEXPECTED_TOKEN",`Unexpected , in ${c}`):y<n.items.length-1&&r(N.start,"UNEXPECTED_TOKEN",`Unexpected empty item in ${c}`),N.comment&&(f.comment?f.comment+=`
+`+N.comment:f.comment=N.comment),p=N.end;continue}!o&&s.options.strict&&He(v)&&r(v,"MULTILINE_IMPLICIT_KEY","Implicit keys of flow sequence pairs need to be on a single line")}if(y===0)N.comma&&r(N.comma,"UNEXPECTED_TOKEN",`Unexpected , in ${c}`);else if(N.comma||r(N.start,"MISSING_CHAR",`Missing , between ${c} items`),N.comment){let L="";e:for(let T of w)switch(T.type){case"comma":case"space":break;case"comment":L=T.source.substring(1);break e;default:break e}if(L){let T=f.items[f.items.length-1];O(T)&&(T=T.value??T.key),T.comment?T.comment+=`
+`+L:T.comment=L,N.comment=N.comment.substring(L.length+1)}}if(!o&&!_&&!N.found){let L=I?t(s,I,N,r):e(s,N.end,_,null,N,r);f.items.push(L),p=L.range[2],bn(I)&&r(L.range,"BLOCK_IN_FLOW",kn)}else{s.atKey=!0;let L=N.end,T=v?t(s,v,N,r):e(s,L,w,null,N,r);bn(v)&&r(T.range,"BLOCK_IN_FLOW",kn),s.atKey=!1;let R=$e(_??[],{flow:c,indicator:"map-value-ind",next:I,offset:T.range[2],onError:r,parentIndent:n.indent,startOnNewline:!1});if(R.found){if(!o&&!N.found&&s.options.strict){if(_)for(let Y of _){if(Y===R.found)break;if(Y.type==="newline"){r(Y,"MULTILINE_IMPLICIT_KEY","Implicit keys of flow sequence pairs need to be on a single line");break}}N.start<R.found.offset-1024&&r(R.found,"KEY_OVER_1024_CHARS","The : indicator must be at most 1024 chars after the start of an implicit flow sequence key")}}else I&&("source"in I&&I.source?.[0]===":"?r(I,"MISSING_CHAR",`Missing space after : in ${c}`):r(R.start,"MISSING_CHAR",`Missing , or : between ${c} items`));let J=I?t(s,I,R,r):R.found?e(s,R.end,_,null,R,r):null;J?bn(I)&&r(J.range,"BLOCK_IN_FLOW",kn):R.comment&&(T.comment?T.comment+=`
+`+R.comment:T.comment=R.comment);let re=new F(T,J);if(s.options.keepSourceTokens&&(re.srcToken=b),o){let Y=f;Ps(s,Y.items,T)&&r(L,"DUPLICATE_KEY","Map keys must be unique"),Y.items.push(re)}else{let Y=new G(s.schema);Y.flow=!0,Y.items.push(re);let Ln=(J??T).range;Y.range=[T.range[0],Ln[1],Ln[2]],f.items.push(Y)}p=J?J.range[2]:R.end}}let d=o?"}":"]",[h,...k]=n.end,g=p;if(h?.source===d)g=h.offset+h.source.length;else{let y=c[0].toUpperCase()+c.substring(1),b=m?`${y} must end with a ${d}`:`${y} in block collection must be sufficiently indented and end with a ${d}`;r(p,m?"MISSING_CHAR":"BAD_INDENT",b),h&&h.source.length!==1&&k.unshift(h)}if(k.length>0){let y=Ae(k,g,s.options.strict,r);y.comment&&(f.comment?f.comment+=`
+`+y.comment:f.comment=y.comment),f.range=[n.offset,g,y.offset]}else f.range=[n.offset,g,g];return f}l(hi,"resolveFlowCollection");function wn(t,e,s,n,r,i){let o=s.type==="block-map"?di(t,e,s,n,i):s.type==="block-seq"?pi(t,e,s,n,i):hi(t,e,s,n,i),c=o.constructor;return r==="!"||r===c.tagName?(o.tag=c.tagName,o):(r&&(o.tag=r),o)}l(wn,"resolveCollection");function mi(t,e,s,n,r){let i=n.tag,o=i?e.directives.tagName(i.source,d=>r(i,"TAG_RESOLVE_FAILED",d)):null;if(s.type==="block-seq"){let{anchor:d,newlineAfterProp:h}=n,k=d&&i?d.offset>i.offset?d:i:d??i;k&&(!h||h.offset<k.offset)&&r(k,"MISSING_CHAR","Missing newline after block sequence props")}let c=s.type==="block-map"?"map":s.type==="block-seq"?"seq":s.start.source==="{"?"map":"seq";if(!i||!o||o==="!"||o===G.tagName&&c==="map"||o===ee.tagName&&c==="seq")return wn(t,e,s,r,o);let u=e.schema.tags.find(d=>d.tag===o&&d.collection===c);if(!u){let d=e.schema.knownTags[o];if(d?.collection===c)e.schema.tags.push(Object.assign({},d,{default:!1})),u=d;else return d?r(i,"BAD_COLLECTION_TYPE",`${d.tag} used for ${c} collection, but expects ${d.collection??"scalar"}`,!0):r(i,"TAG_RESOLVE_FAILED",`Unresolved tag: ${o}`,!0),wn(t,e,s,r,o)}let f=wn(t,e,s,r,o,u),m=u.resolve?.(f,d=>r(i,"TAG_RESOLVE_FAILED",d),e.options)??f,p=x(m)?m:new $(m);return p.range=f.range,p.tag=o,u?.format&&(p.format=u.format),p}l(mi,"composeCollection");function _n(t,e,s){let n=e.offset,r=$o(e,t.options.strict,s);if(!r)return{value:"",type:null,comment:"",range:[n,n,n]};let i=r.mode===">"?$.BLOCK_FOLDED:$.BLOCK_LITERAL,o=e.source?Ao(e.source):[],c=o.length;for(let g=o.length-1;g>=0;--g){let y=o[g][1];if(y===""||y==="\r")c=g;else break}if(c===0){let g=r.chomp==="+"&&o.length>0?`
+`.repeat(Math.max(1,o.length-1)):"",y=n+r.length;return e.source&&(y+=e.source.length),{value:g,type:i,comment:r.comment,range:[n,y,y]}}let u=e.indent+r.indent,f=e.offset+r.length,m=0;for(let g=0;g<c;++g){let[y,b]=o[g];if(b===""||b==="\r")r.indent===0&&y.length>u&&(u=y.length);else{y.length<u&&s(f+y.length,"MISSING_CHAR","Block scalars with more-indented leading empty lines must use an explicit indentation indicator"),r.indent===0&&(u=y.length),m=g,u===0&&!t.atRoot&&s(f,"BAD_INDENT","Block scalar values in collections must be indented");break}f+=y.length+b.length+1}for(let g=o.length-1;g>=c;--g)o[g][0].length>u&&(c=g+1);let p="",d="",h=!1;for(let g=0;g<m;++g)p+=o[g][0].slice(u)+`
+`;for(let g=m;g<c;++g){let[y,b]=o[g];f+=y.length+b.length+1;let w=b[b.length-1]==="\r";if(w&&(b=b.slice(0,-1)),b&&y.length<u){let _=`Block scalar lines must not be less indented than their ${r.indent?"explicit indentation indicator":"first line"}`;s(f-b.length-(w?2:1),"BAD_INDENT",_),y=""}i===$.BLOCK_LITERAL?(p+=d+y.slice(u)+b,d=`
+`):y.length>u||b[0]==="	"?(d===" "?d=`
+`:!h&&d===`
+`&&(d=`
+
+`),p+=d+y.slice(u)+b,d=`
+`,h=!0):b===""?d===`
+`?p+=`
+`:d=`
+`:(p+=d+b,d=" ",h=!1)}switch(r.chomp){case"-":break;case"+":for(let g=c;g<o.length;++g)p+=`
+`+o[g][0].slice(u);p[p.length-1]!==`
+`&&(p+=`
+`);break;default:p+=`
+`}let k=n+r.length+e.source.length;return{value:p,type:i,comment:r.comment,range:[n,k,k]}}l(_n,"resolveBlockScalar");function $o({offset:t,props:e},s,n){if(e[0].type!=="block-scalar-header")return n(e[0],"IMPOSSIBLE","Block scalar header not found"),null;let{source:r}=e[0],i=r[0],o=0,c="",u=-1;for(let d=1;d<r.length;++d){let h=r[d];if(!c&&(h==="-"||h==="+"))c=h;else{let k=Number(h);!o&&k?o=k:u===-1&&(u=t+d)}}u!==-1&&n(u,"UNEXPECTED_TOKEN",`Block scalar header includes extra characters: ${r}`);let f=!1,m="",p=r.length;for(let d=1;d<e.length;++d){let h=e[d];switch(h.type){case"space":f=!0;case"newline":p+=h.source.length;break;case"comment":s&&!f&&n(h,"MISSING_CHAR","Comments must be separated from other tokens by white space characters"),p+=h.source.length,m=h.source.substring(1);break;case"error":n(h,"UNEXPECTED_TOKEN",h.message),p+=h.source.length;break;default:{let k=`Unexpected token in block scalar header: ${h.type}`;n(h,"UNEXPECTED_TOKEN",k);let g=h.source;g&&typeof g=="string"&&(p+=g.length)}}}return{mode:i,indent:o,chomp:c,comment:m,length:p}}l($o,"parseBlockScalarHeader");function Ao(t){let e=t.split(/\n( *)/),s=e[0],n=s.match(/^( *)/),i=[n?.[1]?[n[1],s.slice(n[1].length)]:["",s]];for(let o=1;o<e.length;o+=2)i.push([e[o],e[o+1]]);return i}l(Ao,"splitLines");function vn(t,e,s){let{offset:n,type:r,source:i,end:o}=t,c,u,f=l((d,h,k)=>s(n+d,h,k),"_onError");switch(r){case"scalar":c=$.PLAIN,u=Co(i,f);break;case"single-quoted-scalar":c=$.QUOTE_SINGLE,u=Eo(i,f);break;case"double-quoted-scalar":c=$.QUOTE_DOUBLE,u=Oo(i,f);break;default:return s(t,"UNEXPECTED_TOKEN",`Expected a flow scalar value, but found: ${r}`),{value:"",type:null,comment:"",range:[n,n+i.length,n+i.length]}}let m=n+i.length,p=Ae(o,m,e,s);return{value:u,type:c,comment:p.comment,range:[n,m,p.offset]}}l(vn,"resolveFlowScalar");function Co(t,e){let s="";switch(t[0]){case"	":s="a tab character";break;case",":s="flow indicator character ,";break;case"%":s="directive indicator character %";break;case"|":case">":{s=`block scalar indicator ${t[0]}`;break}case"@":case"`":{s=`reserved character ${t[0]}`;break}}return s&&e(0,"BAD_SCALAR_START",`Plain value cannot start with ${s}`),gi(t)}l(Co,"plainValue");function Eo(t,e){return(t[t.length-1]!=="'"||t.length===1)&&e(t.length,"MISSING_CHAR","Missing closing 'quote"),gi(t.slice(1,-1)).replace(/''/g,"'")}l(Eo,"singleQuotedValue");function gi(t){let e=/(.*?)\r?\n/sy,s=e.exec(t);if(!s)return t;let n,r;try{n=new RegExp("(?<![ 	])[ 	]+$"),r=new RegExp("^[ 	]+|(?<![ 	])[ 	]+$","g")}catch{n=/[ \t]+$/,r=/^[ \t]+|[ \t]+$/g}let i=s[1].replace(n,""),o=" ",c=e.lastIndex;for(;s=e.exec(t);){let f=s[1].replace(r,"");f===""?o===`
+`?i+=o:o=`
+`:(i+=o+f,o=" "),c=e.lastIndex}let u=/[ \t]*(.*)/sy;return u.lastIndex=c,s=u.exec(t),i+o+(s?.[1]??"")}l(gi,"unfoldLines");function Oo(t,e){let s="";for(let n=1;n<t.length-1;++n){let r=t[n];if(!(r==="\r"&&t[n+1]===`
+`))if(r===`
+`){let{fold:i,offset:o}=xo(t,n);s+=i,n=o}else if(r==="\\"){let i=t[++n],o=Lo[i];if(o)s+=o;else if(i===`
+`)for(i=t[n+1];i===" "||i==="	";)i=t[++n+1];else if(i==="\r"&&t[n+1]===`
+`)for(i=t[++n+1];i===" "||i==="	";)i=t[++n+1];else if(i==="x"||i==="u"||i==="U"){let c=i==="x"?2:i==="u"?4:8;s+=Po(t,n+1,c,e),n+=c}else{let c=t.substr(n-1,2);e(n-1,"BAD_DQ_ESCAPE",`Invalid escape sequence ${c}`),s+=c}}else if(r===" "||r==="	"){let i=n,o=t[n+1];for(;o===" "||o==="	";)o=t[++n+1];o!==`
+`&&!(o==="\r"&&t[n+2]===`
+`)&&(s+=n>i?t.slice(i,n+1):r)}else s+=r}return(t[t.length-1]!=='"'||t.length===1)&&e(t.length,"MISSING_CHAR",'Missing closing "quote'),s}l(Oo,"doubleQuotedValue");function xo(t,e){let s="",n=t[e+1];for(;(n===" "||n==="	"||n===`
+`||n==="\r")&&!(n==="\r"&&t[e+2]!==`
+`);)n===`
+`&&(s+=`
+`),e+=1,n=t[e+1];return s||(s=" "),{fold:s,offset:e}}l(xo,"foldNewline");var Lo={0:"\0",a:"\x07",b:"\b",e:"\x1B",f:"\f",n:`
+`,r:"\r",t:"	",v:"\v",N:"\x85",_:"\xA0",L:"\u2028",P:"\u2029"," ":" ",'"':'"',"/":"/","\\":"\\","	":"	"};function Po(t,e,s,n){let r=t.substr(e,s),o=r.length===s&&/^[0-9a-fA-F]+$/.test(r)?parseInt(r,16):NaN;try{return String.fromCodePoint(o)}catch{let c=t.substr(e-2,s+2);return n(e-2,"BAD_DQ_ESCAPE",`Invalid escape sequence ${c}`),c}}l(Po,"parseCharCode");function Sn(t,e,s,n){let{value:r,type:i,comment:o,range:c}=e.type==="block-scalar"?_n(t,e,n):vn(e,t.options.strict,n),u=s?t.directives.tagName(s.source,p=>n(s,"TAG_RESOLVE_FAILED",p)):null,f;t.options.stringKeys&&t.atKey?f=t.schema[ie]:u?f=Do(t.schema,r,u,s,n):e.type==="scalar"?f=Mo(t,r,e,n):f=t.schema[ie];let m;try{let p=f.resolve(r,d=>n(s??e,"TAG_RESOLVE_FAILED",d),t.options);m=C(p)?p:new $(p)}catch(p){let d=p instanceof Error?p.message:String(p);n(s??e,"TAG_RESOLVE_FAILED",d),m=new $(r)}return m.range=c,m.source=r,i&&(m.type=i),u&&(m.tag=u),f.format&&(m.format=f.format),o&&(m.comment=o),m}l(Sn,"composeScalar");function Do(t,e,s,n,r){if(s==="!")return t[ie];let i=[];for(let c of t.tags)if(!c.collection&&c.tag===s)if(c.default&&c.test)i.push(c);else return c;for(let c of i)if(c.test?.test(e))return c;let o=t.knownTags[s];return o&&!o.collection?(t.tags.push(Object.assign({},o,{default:!1,test:void 0})),o):(r(n,"TAG_RESOLVE_FAILED",`Unresolved tag: ${s}`,s!=="tag:yaml.org,2002:str"),t[ie])}l(Do,"findScalarTagByName");function Mo({atKey:t,directives:e,schema:s},n,r,i){let o=s.tags.find(c=>(c.default===!0||t&&c.default==="key")&&c.test?.test(n))||s[ie];if(s.compat){let c=s.compat.find(u=>u.default&&u.test?.test(n))??s[ie];if(o.tag!==c.tag){let u=e.tagString(o.tag),f=e.tagString(c.tag),m=`Value may be parsed as either ${u} or ${f}`;i(r,"TAG_RESOLVE_FAILED",m,!0)}}return o}l(Mo,"findScalarTagByTest");function yi(t,e,s){if(e){s??(s=e.length);for(let n=s-1;n>=0;--n){let r=e[n];switch(r.type){case"space":case"comment":case"newline":t-=r.source.length;continue}for(r=e[++n];r?.type==="space";)t+=r.source.length,r=e[++n];break}}return t}l(yi,"emptyScalarPosition");var qo={composeNode:Tn,composeEmptyNode:Ds};function Tn(t,e,s,n){let r=t.atKey,{spaceBefore:i,comment:o,anchor:c,tag:u}=s,f,m=!0;switch(e.type){case"alias":f=Bo(t,e,n),(c||u)&&n(e,"ALIAS_PROPS","An alias node must not specify any properties");break;case"scalar":case"single-quoted-scalar":case"double-quoted-scalar":case"block-scalar":f=Sn(t,e,u,n),c&&(f.anchor=c.source.substring(1));break;case"block-map":case"block-seq":case"flow-collection":try{f=mi(qo,t,e,s,n),c&&(f.anchor=c.source.substring(1))}catch(p){let d=p instanceof Error?p.message:String(p);n(e,"RESOURCE_EXHAUSTION",d)}break;default:{let p=e.type==="error"?e.message:`Unsupported token (type: ${e.type})`;n(e,"UNEXPECTED_TOKEN",p),m=!1}}return f??(f=Ds(t,e.offset,void 0,null,s,n)),c&&f.anchor===""&&n(c,"BAD_ALIAS","Anchor cannot be an empty string"),r&&t.options.stringKeys&&(!C(f)||typeof f.value!="string"||f.tag&&f.tag!=="tag:yaml.org,2002:str")&&n(u??e,"NON_STRING_KEY","With stringKeys, all keys must be strings"),i&&(f.spaceBefore=!0),o&&(e.type==="scalar"&&e.source===""?f.comment=o:f.commentBefore=o),t.options.keepSourceTokens&&m&&(f.srcToken=e),f}l(Tn,"composeNode");function Ds(t,e,s,n,{spaceBefore:r,comment:i,anchor:o,tag:c,end:u},f){let m={type:"scalar",offset:yi(e,s,n),indent:-1,source:""},p=Sn(t,m,c,f);return o&&(p.anchor=o.source.substring(1),p.anchor===""&&f(o,"BAD_ALIAS","Anchor cannot be an empty string")),r&&(p.spaceBefore=!0),i&&(p.comment=i,p.range[2]=u),p}l(Ds,"composeEmptyNode");function Bo({options:t},{offset:e,source:s,end:n},r){let i=new De(s.substring(1));i.source===""&&r(e,"BAD_ALIAS","Alias cannot be an empty string"),i.source.endsWith(":")&&r(e+s.length-1,"BAD_ALIAS","Alias ending in : is ambiguous",!0);let o=e+s.length,c=Ae(n,o,t.strict,r);return i.range=[e,o,c.offset],c.comment&&(i.comment=c.comment),i}l(Bo,"composeAlias");function ki(t,e,{offset:s,start:n,value:r,end:i},o){let c=Object.assign({_directives:e},t),u=new Be(void 0,c),f={atKey:!1,atRoot:!0,directives:u.directives,options:u.options,schema:u.schema},m=$e(n,{indicator:"doc-start",next:r??i?.[0],offset:s,onError:o,parentIndent:0,startOnNewline:!0});m.found&&(u.directives.docStart=!0,r&&(r.type==="block-map"||r.type==="block-seq")&&!m.hasNewline&&o(m.end,"MISSING_CHAR","Block collection cannot start on same line with directives-end marker")),u.contents=r?Tn(f,r,m,o):Ds(f,m.end,n,null,m,o);let p=u.contents.range[2],d=Ae(i,p,!1,o);return d.comment&&(u.comment=d.comment),u.range=[s,p,d.offset],u}l(ki,"composeDoc");function Et(t){if(typeof t=="number")return[t,t+1];if(Array.isArray(t))return t.length===2?t:[t[0],t[1]];let{offset:e,source:s}=t;return[e,e+(typeof s=="string"?s.length:1)]}l(Et,"getErrorPos");function bi(t){let e="",s=!1,n=!1;for(let r=0;r<t.length;++r){let i=t[r];switch(i[0]){case"#":e+=(e===""?"":n?`
+
+`:`
+`)+(i.substring(1)||" "),s=!0,n=!1;break;case"%":t[r+1]?.[0]!=="#"&&(r+=1),s=!1;break;default:s||(n=!0),s=!1}}return{comment:e,afterEmptyLine:n}}l(bi,"parsePrelude");var Ot=class{static{l(this,"Composer")}constructor(e={}){this.doc=null,this.atDirectives=!1,this.prelude=[],this.errors=[],this.warnings=[],this.onError=(s,n,r,i)=>{let o=Et(s);i?this.warnings.push(new At(o,n,r)):this.errors.push(new be(o,n,r))},this.directives=new Ie({version:e.version||"1.2"}),this.options=e}decorate(e,s){let{comment:n,afterEmptyLine:r}=bi(this.prelude);if(n){let i=e.contents;if(s)e.comment=e.comment?`${e.comment}
+${n}`:n;else if(r||e.directives.docStart||!i)e.commentBefore=n;else if(D(i)&&!i.flow&&i.items.length>0){let o=i.items[0];O(o)&&(o=o.key);let c=o.commentBefore;o.commentBefore=c?`${n}
+${c}`:n}else{let o=i.commentBefore;i.commentBefore=o?`${n}
+${o}`:n}}if(s){for(let i=0;i<this.errors.length;++i)e.errors.push(this.errors[i]);for(let i=0;i<this.warnings.length;++i)e.warnings.push(this.warnings[i])}else e.errors=this.errors,e.warnings=this.warnings;this.prelude=[],this.errors=[],this.warnings=[]}streamInfo(){return{comment:bi(this.prelude).comment,directives:this.directives,errors:this.errors,warnings:this.warnings}}*compose(e,s=!1,n=-1){for(let r of e)yield*this.next(r);yield*this.end(s,n)}*next(e){switch(e.type){case"directive":this.directives.add(e.source,(s,n,r)=>{let i=Et(e);i[0]+=s,this.onError(i,"BAD_DIRECTIVE",n,r)}),this.prelude.push(e.source),this.atDirectives=!0;break;case"document":{let s=ki(this.options,this.directives,e,this.onError);this.atDirectives&&!s.directives.docStart&&this.onError(e,"MISSING_CHAR","Missing directives-end/doc-start indicator line"),this.decorate(s,!1),this.doc&&(yield this.doc),this.doc=s,this.atDirectives=!1;break}case"byte-order-mark":case"space":break;case"comment":case"newline":this.prelude.push(e.source);break;case"error":{let s=e.source?`${e.message}: ${JSON.stringify(e.source)}`:e.message,n=new be(Et(e),"UNEXPECTED_TOKEN",s);this.atDirectives||!this.doc?this.errors.push(n):this.doc.errors.push(n);break}case"doc-end":{if(!this.doc){let n="Unexpected doc-end without preceding document";this.errors.push(new be(Et(e),"UNEXPECTED_TOKEN",n));break}this.doc.directives.docEnd=!0;let s=Ae(e.end,e.offset+e.source.length,this.doc.options.strict,this.onError);if(this.decorate(this.doc,!0),s.comment){let n=this.doc.comment;this.doc.comment=n?`${n}
+${s.comment}`:s.comment}this.doc.range[2]=s.offset;break}default:this.errors.push(new be(Et(e),"UNEXPECTED_TOKEN",`Unsupported token ${e.type}`))}}*end(e=!1,s=-1){if(this.doc)this.decorate(this.doc,!0),yield this.doc,this.doc=null;else if(e){let n=Object.assign({_directives:this.directives},this.options),r=new Be(void 0,n);this.atDirectives&&this.onError(s,"MISSING_CHAR","Missing directives-end indicator line"),r.range=[0,s,s],this.decorate(r,!1),yield r}}};var In=Symbol("break visit"),Ro=Symbol("skip children"),wi=Symbol("remove item");function Xe(t,e){"type"in t&&t.type==="document"&&(t={start:t.start,value:t.value}),_i(Object.freeze([]),t,e)}l(Xe,"visit");Xe.BREAK=In;Xe.SKIP=Ro;Xe.REMOVE=wi;Xe.itemAtPath=(t,e)=>{let s=t;for(let[n,r]of e){let i=s?.[n];if(i&&"items"in i)s=i.items[r];else return}return s};Xe.parentCollection=(t,e)=>{let s=Xe.itemAtPath(t,e.slice(0,-1)),n=e[e.length-1][0],r=s?.[n];if(r&&"items"in r)return r;throw new Error("Parent collection not found")};function _i(t,e,s){let n=s(e,t);if(typeof n=="symbol")return n;for(let r of["key","value"]){let i=e[r];if(i&&"items"in i){for(let o=0;o<i.items.length;++o){let c=_i(Object.freeze(t.concat([[r,o]])),i.items[o],s);if(typeof c=="number")o=c-1;else{if(c===In)return In;c===wi&&(i.items.splice(o,1),o-=1)}}typeof n=="function"&&r==="key"&&(n=n(e,t))}}return typeof n=="function"?n(e,t):n}l(_i,"_visit");var Nn="\uFEFF",$n="",An="",Ms="";function vi(t){switch(t){case Nn:return"byte-order-mark";case $n:return"doc-mode";case An:return"flow-error-end";case Ms:return"scalar";case"---":return"doc-start";case"...":return"doc-end";case"":case`
+`:case`\r
+`:return"newline";case"-":return"seq-item-ind";case"?":return"explicit-key-ind";case":":return"map-value-ind";case"{":return"flow-map-start";case"}":return"flow-map-end";case"[":return"flow-seq-start";case"]":return"flow-seq-end";case",":return"comma"}switch(t[0]){case" ":case"	":return"space";case"#":return"comment";case"%":return"directive-line";case"*":return"alias";case"&":return"anchor";case"!":return"tag";case"'":return"single-quoted-scalar";case'"':return"double-quoted-scalar";case"|":case">":return"block-scalar-header"}return null}l(vi,"tokenType");function we(t){switch(t){case void 0:case" ":case`
+`:case"\r":case"	":return!0;default:return!1}}l(we,"isEmpty");var Si=new Set("0123456789ABCDEFabcdef"),Ko=new Set("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-#;/?:@&=+$_.!~*'()"),qs=new Set(",[]{}"),jo=new Set(` ,[]{}
+\r	`),Cn=l(t=>!t||jo.has(t),"isNotAnchorChar"),xt=class{static{l(this,"Lexer")}constructor(){this.atEnd=!1,this.blockScalarIndent=-1,this.blockScalarKeep=!1,this.buffer="",this.flowKey=!1,this.flowLevel=0,this.indentNext=0,this.indentValue=0,this.lineEndPos=null,this.next=null,this.pos=0}*lex(e,s=!1){if(e){if(typeof e!="string")throw TypeError("source is not a string");this.buffer=this.buffer?this.buffer+e:e,this.lineEndPos=null}this.atEnd=!s;let n=this.next??"stream";for(;n&&(s||this.hasChars(1));)n=yield*this.parseNext(n)}atLineEnd(){let e=this.pos,s=this.buffer[e];for(;s===" "||s==="	";)s=this.buffer[++e];return!s||s==="#"||s===`
+`?!0:s==="\r"?this.buffer[e+1]===`
+`:!1}charAt(e){return this.buffer[this.pos+e]}continueScalar(e){let s=this.buffer[e];if(this.indentNext>0){let n=0;for(;s===" ";)s=this.buffer[++n+e];if(s==="\r"){let r=this.buffer[n+e+1];if(r===`
+`||!r&&!this.atEnd)return e+n+1}return s===`
+`||n>=this.indentNext||!s&&!this.atEnd?e+n:-1}if(s==="-"||s==="."){let n=this.buffer.substr(e,3);if((n==="---"||n==="...")&&we(this.buffer[e+3]))return-1}return e}getLine(){let e=this.lineEndPos;return(typeof e!="number"||e!==-1&&e<this.pos)&&(e=this.buffer.indexOf(`
+`,this.pos),this.lineEndPos=e),e===-1?this.atEnd?this.buffer.substring(this.pos):null:(this.buffer[e-1]==="\r"&&(e-=1),this.buffer.substring(this.pos,e))}hasChars(e){return this.pos+e<=this.buffer.length}setNext(e){return this.buffer=this.buffer.substring(this.pos),this.pos=0,this.lineEndPos=null,this.next=e,null}peek(e){return this.buffer.substr(this.pos,e)}*parseNext(e){switch(e){case"stream":return yield*this.parseStream();case"line-start":return yield*this.parseLineStart();case"block-start":return yield*this.parseBlockStart();case"doc":return yield*this.parseDocument();case"flow":return yield*this.parseFlowCollection();case"quoted-scalar":return yield*this.parseQuotedScalar();case"block-scalar":return yield*this.parseBlockScalar();case"plain-scalar":return yield*this.parsePlainScalar()}}*parseStream(){let e=this.getLine();if(e===null)return this.setNext("stream");if(e[0]===Nn&&(yield*this.pushCount(1),e=e.substring(1)),e[0]==="%"){let s=e.length,n=e.indexOf("#");for(;n!==-1;){let i=e[n-1];if(i===" "||i==="	"){s=n-1;break}else n=e.indexOf("#",n+1)}for(;;){let i=e[s-1];if(i===" "||i==="	")s-=1;else break}let r=(yield*this.pushCount(s))+(yield*this.pushSpaces(!0));return yield*this.pushCount(e.length-r),this.pushNewline(),"stream"}if(this.atLineEnd()){let s=yield*this.pushSpaces(!0);return yield*this.pushCount(e.length-s),yield*this.pushNewline(),"stream"}return yield $n,yield*this.parseLineStart()}*parseLineStart(){let e=this.charAt(0);if(!e&&!this.atEnd)return this.setNext("line-start");if(e==="-"||e==="."){if(!this.atEnd&&!this.hasChars(4))return this.setNext("line-start");let s=this.peek(3);if((s==="---"||s==="...")&&we(this.charAt(3)))return yield*this.pushCount(3),this.indentValue=0,this.indentNext=0,s==="---"?"doc":"stream"}return this.indentValue=yield*this.pushSpaces(!1),this.indentNext>this.indentValue&&!we(this.charAt(1))&&(this.indentNext=this.indentValue),yield*this.parseBlockStart()}*parseBlockStart(){let[e,s]=this.peek(2);if(!s&&!this.atEnd)return this.setNext("block-start");if((e==="-"||e==="?"||e===":")&&we(s)){let n=(yield*this.pushCount(1))+(yield*this.pushSpaces(!0));return this.indentNext=this.indentValue+1,this.indentValue+=n,"block-start"}return"doc"}*parseDocument(){yield*this.pushSpaces(!0);let e=this.getLine();if(e===null)return this.setNext("doc");let s=yield*this.pushIndicators();switch(e[s]){case"#":yield*this.pushCount(e.length-s);case void 0:return yield*this.pushNewline(),yield*this.parseLineStart();case"{":case"[":return yield*this.pushCount(1),this.flowKey=!1,this.flowLevel=1,"flow";case"}":case"]":return yield*this.pushCount(1),"doc";case"*":return yield*this.pushUntil(Cn),"doc";case'"':case"'":return yield*this.parseQuotedScalar();case"|":case">":return s+=yield*this.parseBlockScalarHeader(),s+=yield*this.pushSpaces(!0),yield*this.pushCount(e.length-s),yield*this.pushNewline(),yield*this.parseBlockScalar();default:return yield*this.parsePlainScalar()}}*parseFlowCollection(){let e,s,n=-1;do e=yield*this.pushNewline(),e>0?(s=yield*this.pushSpaces(!1),this.indentValue=n=s):s=0,s+=yield*this.pushSpaces(!0);while(e+s>0);let r=this.getLine();if(r===null)return this.setNext("flow");if((n!==-1&&n<this.indentNext&&r[0]!=="#"||n===0&&(r.startsWith("---")||r.startsWith("..."))&&we(r[3]))&&!(n===this.indentNext-1&&this.flowLevel===1&&(r[0]==="]"||r[0]==="}")))return this.flowLevel=0,yield An,yield*this.parseLineStart();let i=0;for(;r[i]===",";)i+=yield*this.pushCount(1),i+=yield*this.pushSpaces(!0),this.flowKey=!1;switch(i+=yield*this.pushIndicators(),r[i]){case void 0:return"flow";case"#":return yield*this.pushCount(r.length-i),"flow";case"{":case"[":return yield*this.pushCount(1),this.flowKey=!1,this.flowLevel+=1,"flow";case"}":case"]":return yield*this.pushCount(1),this.flowKey=!0,this.flowLevel-=1,this.flowLevel?"flow":"doc";case"*":return yield*this.pushUntil(Cn),"flow";case'"':case"'":return this.flowKey=!0,yield*this.parseQuotedScalar();case":":{let o=this.charAt(1);if(this.flowKey||we(o)||o===",")return this.flowKey=!1,yield*this.pushCount(1),yield*this.pushSpaces(!0),"flow"}default:return this.flowKey=!1,yield*this.parsePlainScalar()}}*parseQuotedScalar(){let e=this.charAt(0),s=this.buffer.indexOf(e,this.pos+1);if(e==="'")for(;s!==-1&&this.buffer[s+1]==="'";)s=this.buffer.indexOf("'",s+2);else for(;s!==-1;){let i=0;for(;this.buffer[s-1-i]==="\\";)i+=1;if(i%2===0)break;s=this.buffer.indexOf('"',s+1)}let n=this.buffer.substring(0,s),r=n.indexOf(`
+`,this.pos);if(r!==-1){for(;r!==-1;){let i=this.continueScalar(r+1);if(i===-1)break;r=n.indexOf(`
+`,i)}r!==-1&&(s=r-(n[r-1]==="\r"?2:1))}if(s===-1){if(!this.atEnd)return this.setNext("quoted-scalar");s=this.buffer.length}return yield*this.pushToIndex(s+1,!1),this.flowLevel?"flow":"doc"}*parseBlockScalarHeader(){this.blockScalarIndent=-1,this.blockScalarKeep=!1;let e=this.pos;for(;;){let s=this.buffer[++e];if(s==="+")this.blockScalarKeep=!0;else if(s>"0"&&s<="9")this.blockScalarIndent=Number(s)-1;else if(s!=="-")break}return yield*this.pushUntil(s=>we(s)||s==="#")}*parseBlockScalar(){let e=this.pos-1,s=0,n;e:for(let i=this.pos;n=this.buffer[i];++i)switch(n){case" ":s+=1;break;case`
+`:e=i,s=0;break;case"\r":{let o=this.buffer[i+1];if(!o&&!this.atEnd)return this.setNext("block-scalar");if(o===`
+`)break}default:break e}if(!n&&!this.atEnd)return this.setNext("block-scalar");if(s>=this.indentNext){this.blockScalarIndent===-1?this.indentNext=s:this.indentNext=this.blockScalarIndent+(this.indentNext===0?1:this.indentNext);do{let i=this.continueScalar(e+1);if(i===-1)break;e=this.buffer.indexOf(`
+`,i)}while(e!==-1);if(e===-1){if(!this.atEnd)return this.setNext("block-scalar");e=this.buffer.length}}let r=e+1;for(n=this.buffer[r];n===" ";)n=this.buffer[++r];if(n==="	"){for(;n==="	"||n===" "||n==="\r"||n===`
+`;)n=this.buffer[++r];e=r-1}else if(!this.blockScalarKeep)do{let i=e-1,o=this.buffer[i];o==="\r"&&(o=this.buffer[--i]);let c=i;for(;o===" ";)o=this.buffer[--i];if(o===`
+`&&i>=this.pos&&i+1+s>c)e=i;else break}while(!0);return yield Ms,yield*this.pushToIndex(e+1,!0),yield*this.parseLineStart()}*parsePlainScalar(){let e=this.flowLevel>0,s=this.pos-1,n=this.pos-1,r;for(;r=this.buffer[++n];)if(r===":"){let i=this.buffer[n+1];if(we(i)||e&&qs.has(i))break;s=n}else if(we(r)){let i=this.buffer[n+1];if(r==="\r"&&(i===`
+`?(n+=1,r=`
+`,i=this.buffer[n+1]):s=n),i==="#"||e&&qs.has(i))break;if(r===`
+`){let o=this.continueScalar(n+1);if(o===-1)break;n=Math.max(n,o-2)}}else{if(e&&qs.has(r))break;s=n}return!r&&!this.atEnd?this.setNext("plain-scalar"):(yield Ms,yield*this.pushToIndex(s+1,!0),e?"flow":"doc")}*pushCount(e){return e>0?(yield this.buffer.substr(this.pos,e),this.pos+=e,e):0}*pushToIndex(e,s){let n=this.buffer.slice(this.pos,e);return n?(yield n,this.pos+=n.length,n.length):(s&&(yield""),0)}*pushIndicators(){let e=0;e:for(;;){switch(this.charAt(0)){case"!":e+=yield*this.pushTag(),e+=yield*this.pushSpaces(!0);continue e;case"&":e+=yield*this.pushUntil(Cn),e+=yield*this.pushSpaces(!0);continue e;case"-":case"?":case":":{let s=this.flowLevel>0,n=this.charAt(1);if(we(n)||s&&qs.has(n)){s?this.flowKey&&(this.flowKey=!1):this.indentNext=this.indentValue+1,e+=yield*this.pushCount(1),e+=yield*this.pushSpaces(!0);continue e}}}break e}return e}*pushTag(){if(this.charAt(1)==="<"){let e=this.pos+2,s=this.buffer[e];for(;!we(s)&&s!==">";)s=this.buffer[++e];return yield*this.pushToIndex(s===">"?e+1:e,!1)}else{let e=this.pos+1,s=this.buffer[e];for(;s;)if(Ko.has(s))s=this.buffer[++e];else if(s==="%"&&Si.has(this.buffer[e+1])&&Si.has(this.buffer[e+2]))s=this.buffer[e+=3];else break;return yield*this.pushToIndex(e,!1)}}*pushNewline(){let e=this.buffer[this.pos];return e===`
+`?yield*this.pushCount(1):e==="\r"&&this.charAt(1)===`
+`?yield*this.pushCount(2):0}*pushSpaces(e){let s=this.pos-1,n;do n=this.buffer[++s];while(n===" "||e&&n==="	");let r=s-this.pos;return r>0&&(yield this.buffer.substr(this.pos,r),this.pos=s),r}*pushUntil(e){let s=this.pos,n=this.buffer[s];for(;!e(n);)n=this.buffer[++s];return yield*this.pushToIndex(s,!1)}};var Lt=class{static{l(this,"LineCounter")}constructor(){this.lineStarts=[],this.addNewLine=e=>this.lineStarts.push(e),this.linePos=e=>{let s=0,n=this.lineStarts.length;for(;s<n;){let i=s+n>>1;this.lineStarts[i]<e?s=i+1:n=i}if(this.lineStarts[s]===e)return{line:s+1,col:1};if(s===0)return{line:0,col:e};let r=this.lineStarts[s-1];return{line:s,col:e-r+1}}}};function Ve(t,e){for(let s=0;s<t.length;++s)if(t[s].type===e)return!0;return!1}l(Ve,"includesToken");function Ti(t){for(let e=0;e<t.length;++e)switch(t[e].type){case"space":case"comment":case"newline":break;default:return e}return-1}l(Ti,"findNonEmptyIndex");function Ni(t){switch(t?.type){case"alias":case"scalar":case"single-quoted-scalar":case"double-quoted-scalar":case"flow-collection":return!0;default:return!1}}l(Ni,"isFlowToken");function Bs(t){switch(t.type){case"document":return t.start;case"block-map":{let e=t.items[t.items.length-1];return e.sep??e.start}case"block-seq":return t.items[t.items.length-1].start;default:return[]}}l(Bs,"getPrevProps");function ft(t){if(t.length===0)return[];let e=t.length;e:for(;--e>=0;)switch(t[e].type){case"doc-start":case"explicit-key-ind":case"map-value-ind":case"seq-item-ind":case"newline":break e}for(;t[++e]?.type==="space";);return t.splice(e,t.length)}l(ft,"getFirstKeyStartProps");function Rs(t,e){if(e.length<1e5)Array.prototype.push.apply(t,e);else for(let s=0;s<e.length;++s)t.push(e[s])}l(Rs,"arrayPushArray");function Ii(t){if(t.start.type==="flow-seq-start")for(let e of t.items)e.sep&&!e.value&&!Ve(e.start,"explicit-key-ind")&&!Ve(e.sep,"map-value-ind")&&(e.key&&(e.value=e.key),delete e.key,Ni(e.value)?e.value.end?Rs(e.value.end,e.sep):e.value.end=e.sep:Rs(e.start,e.sep),delete e.sep)}l(Ii,"fixFlowSeqItems");var Pt=class{static{l(this,"Parser")}constructor(e){this.atNewLine=!0,this.atScalar=!1,this.indent=0,this.offset=0,this.onKeyLine=!1,this.stack=[],this.source="",this.type="",this.lexer=new xt,this.onNewLine=e}*parse(e,s=!1){this.onNewLine&&this.offset===0&&this.onNewLine(0);for(let n of this.lexer.lex(e,s))yield*this.next(n);s||(yield*this.end())}*next(e){if(this.source=e,this.atScalar){this.atScalar=!1,yield*this.step(),this.offset+=e.length;return}let s=vi(e);if(s)if(s==="scalar")this.atNewLine=!1,this.atScalar=!0,this.type="scalar";else{switch(this.type=s,yield*this.step(),s){case"newline":this.atNewLine=!0,this.indent=0,this.onNewLine&&this.onNewLine(this.offset+e.length);break;case"space":this.atNewLine&&e[0]===" "&&(this.indent+=e.length);break;case"explicit-key-ind":case"map-value-ind":case"seq-item-ind":this.atNewLine&&(this.indent+=e.length);break;case"doc-mode":case"flow-error-end":return;default:this.atNewLine=!1}this.offset+=e.length}else{let n=`Not a YAML token: ${e}`;yield*this.pop({type:"error",offset:this.offset,message:n,source:e}),this.offset+=e.length}}*end(){for(;this.stack.length>0;)yield*this.pop()}get sourceToken(){return{type:this.type,offset:this.offset,indent:this.indent,source:this.source}}*step(){let e=this.peek(1);if(this.type==="doc-end"&&e?.type!=="doc-end"){for(;this.stack.length>0;)yield*this.pop();this.stack.push({type:"doc-end",offset:this.offset,source:this.source});return}if(!e)return yield*this.stream();switch(e.type){case"document":return yield*this.document(e);case"alias":case"scalar":case"single-quoted-scalar":case"double-quoted-scalar":return yield*this.scalar(e);case"block-scalar":return yield*this.blockScalar(e);case"block-map":return yield*this.blockMap(e);case"block-seq":return yield*this.blockSequence(e);case"flow-collection":return yield*this.flowCollection(e);case"doc-end":return yield*this.documentEnd(e)}yield*this.pop()}peek(e){return this.stack[this.stack.length-e]}*pop(e){let s=e??this.stack.pop();if(!s)yield{type:"error",offset:this.offset,source:"",message:"Tried to pop an empty stack"};else if(this.stack.length===0)yield s;else{let n=this.peek(1);switch(s.type==="block-scalar"?s.indent="indent"in n?n.indent:0:s.type==="flow-collection"&&n.type==="document"&&(s.indent=0),s.type==="flow-collection"&&Ii(s),n.type){case"document":n.value=s;break;case"block-scalar":n.props.push(s);break;case"block-map":{let r=n.items[n.items.length-1];if(r.value){n.items.push({start:[],key:s,sep:[]}),this.onKeyLine=!0;return}else if(r.sep)r.value=s;else{Object.assign(r,{key:s,sep:[]}),this.onKeyLine=!r.explicitKey;return}break}case"block-seq":{let r=n.items[n.items.length-1];r.value?n.items.push({start:[],value:s}):r.value=s;break}case"flow-collection":{let r=n.items[n.items.length-1];!r||r.value?n.items.push({start:[],key:s,sep:[]}):r.sep?r.value=s:Object.assign(r,{key:s,sep:[]});return}default:yield*this.pop(),yield*this.pop(s)}if((n.type==="document"||n.type==="block-map"||n.type==="block-seq")&&(s.type==="block-map"||s.type==="block-seq")){let r=s.items[s.items.length-1];r&&!r.sep&&!r.value&&r.start.length>0&&Ti(r.start)===-1&&(s.indent===0||r.start.every(i=>i.type!=="comment"||i.indent<s.indent))&&(n.type==="document"?n.end=r.start:n.items.push({start:r.start}),s.items.splice(-1,1))}}}*stream(){switch(this.type){case"directive-line":yield{type:"directive",offset:this.offset,source:this.source};return;case"byte-order-mark":case"space":case"comment":case"newline":yield this.sourceToken;return;case"doc-mode":case"doc-start":{let e={type:"document",offset:this.offset,start:[]};this.type==="doc-start"&&e.start.push(this.sourceToken),this.stack.push(e);return}}yield{type:"error",offset:this.offset,message:`Unexpected ${this.type} token in YAML stream`,source:this.source}}*document(e){if(e.value)return yield*this.lineEnd(e);switch(this.type){case"doc-start":{Ti(e.start)!==-1?(yield*this.pop(),yield*this.step()):e.start.push(this.sourceToken);return}case"anchor":case"tag":case"space":case"comment":case"newline":e.start.push(this.sourceToken);return}let s=this.startBlockValue(e);s?this.stack.push(s):yield{type:"error",offset:this.offset,message:`Unexpected ${this.type} token in YAML document`,source:this.source}}*scalar(e){if(this.type==="map-value-ind"){let s=Bs(this.peek(2)),n=ft(s),r;e.end?(r=e.end,r.push(this.sourceToken),delete e.end):r=[this.sourceToken];let i={type:"block-map",offset:e.offset,indent:e.indent,items:[{start:n,key:e,sep:r}]};this.onKeyLine=!0,this.stack[this.stack.length-1]=i}else yield*this.lineEnd(e)}*blockScalar(e){switch(this.type){case"space":case"comment":case"newline":e.props.push(this.sourceToken);return;case"scalar":if(e.source=this.source,this.atNewLine=!0,this.indent=0,this.onNewLine){let s=this.source.indexOf(`
+`)+1;for(;s!==0;)this.onNewLine(this.offset+s),s=this.source.indexOf(`
+`,s)+1}yield*this.pop();break;default:yield*this.pop(),yield*this.step()}}*blockMap(e){let s=e.items[e.items.length-1];switch(this.type){case"newline":if(this.onKeyLine=!1,s.value){let n="end"in s.value?s.value.end:void 0;(Array.isArray(n)?n[n.length-1]:void 0)?.type==="comment"?n?.push(this.sourceToken):e.items.push({start:[this.sourceToken]})}else s.sep?s.sep.push(this.sourceToken):s.start.push(this.sourceToken);return;case"space":case"comment":if(s.value)e.items.push({start:[this.sourceToken]});else if(s.sep)s.sep.push(this.sourceToken);else{if(this.atIndentedComment(s.start,e.indent)){let r=e.items[e.items.length-2]?.value?.end;if(Array.isArray(r)){Rs(r,s.start),r.push(this.sourceToken),e.items.pop();return}}s.start.push(this.sourceToken)}return}if(this.indent>=e.indent){let n=!this.onKeyLine&&this.indent===e.indent,r=n&&(s.sep||s.explicitKey)&&this.type!=="seq-item-ind",i=[];if(r&&s.sep&&!s.value){let o=[];for(let c=0;c<s.sep.length;++c){let u=s.sep[c];switch(u.type){case"newline":o.push(c);break;case"space":break;case"comment":u.indent>e.indent&&(o.length=0);break;default:o.length=0}}o.length>=2&&(i=s.sep.splice(o[1]))}switch(this.type){case"anchor":case"tag":r||s.value?(i.push(this.sourceToken),e.items.push({start:i}),this.onKeyLine=!0):s.sep?s.sep.push(this.sourceToken):s.start.push(this.sourceToken);return;case"explicit-key-ind":!s.sep&&!s.explicitKey?(s.start.push(this.sourceToken),s.explicitKey=!0):r||s.value?(i.push(this.sourceToken),e.items.push({start:i,explicitKey:!0})):this.stack.push({type:"block-map",offset:this.offset,indent:this.indent,items:[{start:[this.sourceToken],explicitKey:!0}]}),this.onKeyLine=!0;return;case"map-value-ind":if(s.explicitKey)if(s.sep)if(s.value)e.items.push({start:[],key:null,sep:[this.sourceToken]});else if(Ve(s.sep,"map-value-ind"))this.stack.push({type:"block-map",offset:this.offset,indent:this.indent,items:[{start:i,key:null,sep:[this.sourceToken]}]});else if(Ni(s.key)&&!Ve(s.sep,"newline")){let o=ft(s.start),c=s.key,u=s.sep;u.push(this.sourceToken),delete s.key,delete s.sep,this.stack.push({type:"block-map",offset:this.offset,indent:this.indent,items:[{start:o,key:c,sep:u}]})}else i.length>0?s.sep=s.sep.concat(i,this.sourceToken):s.sep.push(this.sourceToken);else if(Ve(s.start,"newline"))Object.assign(s,{key:null,sep:[this.sourceToken]});else{let o=ft(s.start);this.stack.push({type:"block-map",offset:this.offset,indent:this.indent,items:[{start:o,key:null,sep:[this.sourceToken]}]})}else s.sep?s.value||r?e.items.push({start:i,key:null,sep:[this.sourceToken]}):Ve(s.sep,"map-value-ind")?this.stack.push({type:"block-map",offset:this.offset,indent:this.indent,items:[{start:[],key:null,sep:[this.sourceToken]}]}):s.sep.push(this.sourceToken):Object.assign(s,{key:null,sep:[this.sourceToken]});this.onKeyLine=!0;return;case"alias":case"scalar":case"single-quoted-scalar":case"double-quoted-scalar":{let o=this.flowScalar(this.type);r||s.value?(e.items.push({start:i,key:o,sep:[]}),this.onKeyLine=!0):s.sep?this.stack.push(o):(Object.assign(s,{key:o,sep:[]}),this.onKeyLine=!0);return}default:{let o=this.startBlockValue(e);if(o){if(o.type==="block-seq"){if(!s.explicitKey&&s.sep&&!Ve(s.sep,"newline")){yield*this.pop({type:"error",offset:this.offset,message:"Unexpected block-seq-ind on same line with key",source:this.source});return}}else n&&e.items.push({start:i});this.stack.push(o);return}}}}yield*this.pop(),yield*this.step()}*blockSequence(e){let s=e.items[e.items.length-1];switch(this.type){case"newline":if(s.value){let n="end"in s.value?s.value.end:void 0;(Array.isArray(n)?n[n.length-1]:void 0)?.type==="comment"?n?.push(this.sourceToken):e.items.push({start:[this.sourceToken]})}else s.start.push(this.sourceToken);return;case"space":case"comment":if(s.value)e.items.push({start:[this.sourceToken]});else{if(this.atIndentedComment(s.start,e.indent)){let r=e.items[e.items.length-2]?.value?.end;if(Array.isArray(r)){Rs(r,s.start),r.push(this.sourceToken),e.items.pop();return}}s.start.push(this.sourceToken)}return;case"anchor":case"tag":if(s.value||this.indent<=e.indent)break;s.start.push(this.sourceToken);return;case"seq-item-ind":if(this.indent!==e.indent)break;s.value||Ve(s.start,"seq-item-ind")?e.items.push({start:[this.sourceToken]}):s.start.push(this.sourceToken);return}if(this.indent>e.indent){let n=this.startBlockValue(e);if(n){this.stack.push(n);return}}yield*this.pop(),yield*this.step()}*flowCollection(e){let s=e.items[e.items.length-1];if(this.type==="flow-error-end"){let n;do yield*this.pop(),n=this.peek(1);while(n?.type==="flow-collection")}else if(e.end.length===0){switch(this.type){case"comma":case"explicit-key-ind":!s||s.sep?e.items.push({start:[this.sourceToken]}):s.start.push(this.sourceToken);return;case"map-value-ind":!s||s.value?e.items.push({start:[],key:null,sep:[this.sourceToken]}):s.sep?s.sep.push(this.sourceToken):Object.assign(s,{key:null,sep:[this.sourceToken]});return;case"space":case"comment":case"newline":case"anchor":case"tag":!s||s.value?e.items.push({start:[this.sourceToken]}):s.sep?s.sep.push(this.sourceToken):s.start.push(this.sourceToken);return;case"alias":case"scalar":case"single-quoted-scalar":case"double-quoted-scalar":{let r=this.flowScalar(this.type);!s||s.value?e.items.push({start:[],key:r,sep:[]}):s.sep?this.stack.push(r):Object.assign(s,{key:r,sep:[]});return}case"flow-map-end":case"flow-seq-end":e.end.push(this.sourceToken);return}let n=this.startBlockValue(e);n?this.stack.push(n):(yield*this.pop(),yield*this.step())}else{let n=this.peek(2);if(n.type==="block-map"&&(this.type==="map-value-ind"&&n.indent===e.indent||this.type==="newline"&&!n.items[n.items.length-1].sep))yield*this.pop(),yield*this.step();else if(this.type==="map-value-ind"&&n.type!=="flow-collection"){let r=Bs(n),i=ft(r);Ii(e);let o=e.end.splice(1,e.end.length);o.push(this.sourceToken);let c={type:"block-map",offset:e.offset,indent:e.indent,items:[{start:i,key:e,sep:o}]};this.onKeyLine=!0,this.stack[this.stack.length-1]=c}else yield*this.lineEnd(e)}}flowScalar(e){if(this.onNewLine){let s=this.source.indexOf(`
+`)+1;for(;s!==0;)this.onNewLine(this.offset+s),s=this.source.indexOf(`
+`,s)+1}return{type:e,offset:this.offset,indent:this.indent,source:this.source}}startBlockValue(e){switch(this.type){case"alias":case"scalar":case"single-quoted-scalar":case"double-quoted-scalar":return this.flowScalar(this.type);case"block-scalar-header":return{type:"block-scalar",offset:this.offset,indent:this.indent,props:[this.sourceToken],source:""};case"flow-map-start":case"flow-seq-start":return{type:"flow-collection",offset:this.offset,indent:this.indent,start:this.sourceToken,items:[],end:[]};case"seq-item-ind":return{type:"block-seq",offset:this.offset,indent:this.indent,items:[{start:[this.sourceToken]}]};case"explicit-key-ind":{this.onKeyLine=!0;let s=Bs(e),n=ft(s);return n.push(this.sourceToken),{type:"block-map",offset:this.offset,indent:this.indent,items:[{start:n,explicitKey:!0}]}}case"map-value-ind":{this.onKeyLine=!0;let s=Bs(e),n=ft(s);return{type:"block-map",offset:this.offset,indent:this.indent,items:[{start:n,key:null,sep:[this.sourceToken]}]}}}return null}atIndentedComment(e,s){return this.type!=="comment"||this.indent<=s?!1:e.every(n=>n.type==="newline"||n.type==="space")}*documentEnd(e){this.type!=="doc-mode"&&(e.end?e.end.push(this.sourceToken):e.end=[this.sourceToken],this.type==="newline"&&(yield*this.pop()))}*lineEnd(e){switch(this.type){case"comma":case"doc-start":case"doc-end":case"flow-seq-end":case"flow-map-end":case"map-value-ind":yield*this.pop(),yield*this.step();break;case"newline":this.onKeyLine=!1;case"space":case"comment":default:e.end?e.end.push(this.sourceToken):e.end=[this.sourceToken],this.type==="newline"&&(yield*this.pop())}}};function Fo(t){let e=t.prettyErrors!==!1;return{lineCounter:t.lineCounter||e&&new Lt||null,prettyErrors:e}}l(Fo,"parseOptions");function $i(t,e={}){let{lineCounter:s,prettyErrors:n}=Fo(e),r=new Pt(s?.addNewLine),i=new Ot(e),o=null;for(let c of i.compose(r.parse(t),!0,t.length))if(!o)o=c;else if(o.options.logLevel!=="silent"){o.errors.push(new be(c.range.slice(0,2),"MULTIPLE_DOCS","Source contains multiple documents; please use YAML.parseAllDocuments()"));break}return n&&s&&(o.errors.forEach(yn(t,s)),o.warnings.forEach(yn(t,s))),o}l($i,"parseDocument");function En(t,e,s){let n;typeof e=="function"?n=e:s===void 0&&e&&typeof e=="object"&&(s=e);let r=$i(t,s);if(!r)return null;if(r.warnings.forEach(i=>gs(r.options.logLevel,i)),r.errors.length>0){if(r.options.logLevel!=="silent")throw r.errors[0];r.errors=[]}return r.toJS(Object.assign({reviver:n},s))}l(En,"parse");function On(t,e,s){let n=null;if(typeof e=="function"||Array.isArray(e)?n=e:s===void 0&&e&&(s=e),typeof s=="string"&&(s=s.length),typeof s=="number"){let r=Math.round(s);s=r<1?void 0:r>8?{indent:8}:{indent:r}}if(t===void 0){let{keepUndefined:r}=s??e??{};if(!r)return}return pe(t)&&!n?t.toString(s):new Be(t,n,s).toString(s)}l(On,"stringify");var Ai="hopper/default";function Ci(){let t=crypto.getRandomValues(new Uint8Array(16));t[6]=t[6]&15|64,t[8]=t[8]&63|128,t[0]&=127;let e="";for(let s of t)e+=String.fromCharCode(s);return btoa(e).replace(/\+/g,"-").replace(/\//g,"_").slice(0,22)}l(Ci,"slugid");function Ei(t){let e;try{e=En(t)}catch(s){throw new Error(`The definition is neither YAML nor JSON: ${s.message}`)}if(!e||typeof e!="object"||Array.isArray(e))throw new Error("The definition must be a mapping (an object) of task fields.");return e}l(Ei,"parseDefinition");var Us=l(t=>new Date(t).toISOString(),"iso");function Oi(t,e,s){let n={...t},r=typeof n.taskId=="string"&&n.taskId?n.taskId:Ci();delete n.taskId,n.created??=Us(e),n.deadline??=Us(e+24*3600*1e3),!n.taskQueueId&&!(n.provisionerId&&n.workerType)&&(n.taskQueueId=Ai),n.payload??={};let i={...n.metadata??{}};return i.name??="created in the hopper web UI",i.description??="Created from the hopper web UI.",i.owner??=s,i.source??=`${location.origin}/ui/`,n.metadata=i,{taskId:r,def:n}}l(Oi,"withDefaults");function xi(t,e){let s=Date.parse(t.created),n=l(i=>i?Us(e+(Date.parse(i)-s)):void 0,"shift"),r={taskId:Ci(),...t,created:Us(e),deadline:n(t.deadline)};return t.expires?r.expires=n(t.expires):delete r.expires,On(r,{lineWidth:0})}l(xi,"retriggerText");var Li=`# A task: YAML or JSON. taskId, created, deadline, taskQueueId and
+# metadata are filled in when missing.
+taskQueueId: ${Ai}
+payload:
+  command: [["sh", "-c", "echo hello from the web UI"]]
+  maxRunTime: 60
+metadata:
+  name: hello
+  description: says hello
+`;function xn({fromTaskId:t}){let e=et(),[s,n]=A(t?"":Li),[r,i]=A(null),[o,c]=A(""),[u,f]=A(null),[m,p]=A(!1);return U(()=>{t&&B("queue",`/task/${S(t)}`).then(h=>n(xi(h,Date.now())),i)},[t]),a("div",{children:[a("h1",{children:t?"Retrigger":"Create a task"}),t&&a("p",{class:"lead",children:["A new task from the definition of ",a(V,{id:t}),", with a new taskId and its times moved to now. Edit it, then create it."]}),!e&&a("p",{class:"notice",children:["Creating a task needs credentials with ",a("code",{children:"queue:create-task:\u2026"})," scopes: sign in first (top right)."]}),a(K,{error:r}),a(E,{children:a("form",{onSubmit:l(async h=>{h.preventDefault(),c(""),f(null),p(!0);try{let{taskId:k,def:g}=Oi(Ei(s),Date.now(),e?.clientId??"anonymous"),y=await W("queue","PUT",`/task/${S(k)}`,g);f(y.status)}catch(k){c(Ee(k))}p(!1)},"submit"),class:"create",children:[a("textarea",{name:"definition",class:"definition mono",rows:22,spellcheck:!1,value:s,onInput:h=>n(h.target.value),"aria-label":"task definition (YAML or JSON)"}),a("div",{class:"actions",children:[a("button",{type:"submit",disabled:m,id:"create-task",children:m?"Creating\u2026":"Create task"}),o&&a("span",{class:"action-error",role:"alert",children:o}),u&&a("span",{class:"action-ok",role:"status",children:["Created ",a(V,{id:u.taskId}),": ",u.state,"."]})]})]})})]})}l(xn,"CreatePage");function Dt({error:t,service:e}){return t instanceof ue&&t.status===404&&/not found/i.test(t.message)?a("p",{class:"notice",children:["This hopper does not serve the ",e," service (",a("code",{children:["/api/",e,"/v1"]}),")."]}):a(K,{error:t})}l(Dt,"Missing");function Pi({namespace:t}){let e=q(()=>j("index",`/namespaces${t?"/"+S(t):""}`,"namespaces",5e3),[t]),s=q(()=>j("index",`/tasks${t?"/"+S(t):""}`,"tasks",5e3),[t]),n=q(()=>t?B("index",`/task/${S(t)}`).catch(()=>null):Promise.resolve(null),[t]),r=t?t.split("."):[],i=l(o=>`#/index/${o.map(S).join("/")}`,"href");return a("div",{children:[a("h1",{children:"Index"}),a("p",{class:"crumbs",children:[a("a",{href:"#/index",children:"root"}),r.map((o,c)=>a(X,{children:[" ",a("span",{class:"sep",children:"\u203A"})," ",a("a",{href:i(r.slice(0,c+1)),children:o})]}))]}),n.data&&a(E,{title:"Indexed task",children:a(Oe,{pairs:[["Task",a(V,{id:n.data.taskId})],["Rank",String(n.data.rank)],["Expires",P(n.data.expires)]]})}),e.loading&&!e.data&&a(Z,{what:"namespaces"}),e.error?a(Dt,{error:e.error,service:"index"}):a("div",{class:"grid",children:[a(E,{title:`Namespaces (${e.data?.length??0})`,children:e.data&&(e.data.length===0?a("p",{class:"empty",children:"None."}):a("ul",{class:"plain",children:e.data.map(o=>a("li",{children:a("a",{href:i(o.namespace.split(".")),children:o.name})},o.namespace))}))}),a(E,{title:`Tasks (${s.data?.length??0})`,children:[a(K,{error:s.error}),s.data&&(s.data.length===0?a("p",{class:"empty",children:"None."}):a("ul",{class:"plain",children:s.data.map(o=>a("li",{children:[a("span",{class:"mono",children:o.namespace.split(".").pop()})," \u2192 ",a(V,{id:o.taskId})," ",a("span",{class:"muted small",children:["rank ",o.rank]})]},o.namespace))}))]})]})]})}l(Pi,"IndexPage");function Di(){let t=q(()=>j("secrets","/secrets","secrets",1e4),[]);return a("div",{children:[a("h1",{children:"Secrets"}),a("p",{class:"lead",children:"Names only: this page never reads a secret's value."}),t.loading&&!t.data&&a(Z,{what:"secret names"}),t.error?a(Dt,{error:t.error,service:"secrets"}):t.data&&(t.data.length===0?a("p",{class:"empty",children:"No secrets."}):a("ul",{class:"plain secrets",children:t.data.map(e=>a("li",{class:"mono",children:e},e))}))]})}l(Di,"SecretsPage");function Mi({hookGroupId:t,hookId:e}){if(t&&e)return a(Go,{hookGroupId:t,hookId:e});if(t)return a(Vo,{hookGroupId:t});let s=q(()=>B("hooks","/hooks"),[]);return a("div",{children:[a("h1",{children:"Hooks"}),s.loading&&!s.data&&a(Z,{what:"hook groups"}),s.error?a(Dt,{error:s.error,service:"hooks"}):s.data&&(s.data.groups.length===0?a("p",{class:"empty",children:"No hooks."}):a("ul",{class:"plain big",children:s.data.groups.map(n=>a("li",{children:a("a",{href:`#/hooks/${S(n)}`,children:n})},n))}))]})}l(Mi,"HooksPage");function Vo({hookGroupId:t}){let e=q(()=>B("hooks",`/hooks/${S(t)}`),[t]);return a("div",{children:[a("h1",{children:t}),a("p",{class:"crumbs",children:a("a",{href:"#/hooks",children:"Hooks"})}),e.error?a(Dt,{error:e.error,service:"hooks"}):e.data&&a("ul",{class:"plain big",children:e.data.hooks.map(s=>a("li",{children:[a("a",{href:`#/hooks/${S(t)}/${S(s.hookId)}`,children:s.hookId})," ",a("span",{class:"muted",children:s.metadata.name})]},s.hookId))})]})}l(Vo,"HookGroup");function Go({hookGroupId:t,hookId:e}){let s=`/hooks/${S(t)}/${S(e)}`,n=q(()=>B("hooks",s),[s]),r=q(()=>B("hooks",`${s}/status`),[s]),i=q(()=>j("hooks",`${s}/last-fires`,"lastFires",100),[s]),[o,c]=A("{}");return a("div",{children:[a("h1",{children:[t,"/",e]}),a("p",{class:"crumbs",children:[a("a",{href:"#/hooks",children:"Hooks"})," ",a("span",{class:"sep",children:"\u203A"})," ",a("a",{href:`#/hooks/${S(t)}`,children:t})]}),n.error&&a(Dt,{error:n.error,service:"hooks"}),n.data&&a("div",{class:"grid",children:[a(E,{title:n.data.metadata.name,children:a(Oe,{pairs:[["Description",n.data.metadata.description],["Owner",n.data.metadata.owner],["Schedule",n.data.schedule.join(", ")||"none"],["Last fire",r.data?`${r.data.lastFire.result}${r.data.lastFire.time?" at "+P(r.data.lastFire.time):""}`:""],["Next scheduled",P(r.data?.nextScheduledDate)]]})}),a(E,{title:"Trigger",children:[a("textarea",{class:"definition mono",rows:4,value:o,onInput:u=>c(u.target.value),"aria-label":"trigger payload (JSON)"}),a("div",{class:"actions",children:a(ae,{label:"Trigger hook",id:"trigger-hook",run:async()=>{let u=await W("hooks","POST",`${s}/trigger`,JSON.parse(o));return u.status?`Created task ${u.status.taskId}.`:"Triggered (the hook made no task)."}})})]})]}),a(E,{title:"Last fires",children:[a(K,{error:i.error}),i.data&&(i.data.length===0?a("p",{class:"empty",children:"None."}):a("ul",{class:"plain",children:i.data.map(u=>a("li",{children:[a(V,{id:u.taskId})," ",u.result," ",a("span",{class:"muted small",children:[P(u.taskCreateTime)," by ",u.firedBy]})]},u.taskId))}))]}),n.data&&a(E,{title:"Task template",children:a("details",{class:"payload",children:[a("summary",{children:"hook task (JSON-e template)"}),a("pre",{children:JSON.stringify(n.data.task,null,2)})]})})]})}l(Go,"HookPage");var Qo=/^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$/,Wo=/^[a-zA-Z0-9_-]{1,38}\/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$/;function qi(t){let[e,s]=t.replace(/^#\/?/,"").split("?");return{words:e.split("/").filter(Boolean).map(n=>decodeURIComponent(n)),query:new URLSearchParams(s??"")}}l(qi,"parseRoute");function Jo(){let[t,e]=A(location.hash);return U(()=>{let s=l(()=>e(location.hash),"on");return addEventListener("hashchange",s),()=>removeEventListener("hashchange",s)},[]),t}l(Jo,"useHash");function Yo({hash:t}){let{words:e,query:s}=qi(t),[n,...r]=e;switch(n){case void 0:return a(Lr,{});case"task":return a(Sr,{taskId:r[0]},r[0]);case"group":return a(xr,{taskGroupId:r[0],view:r[1]??"list"},r[0]);case"queue":return a(Pr,{taskQueueId:r[0]},r[0]);case"tasks":return a(Dr,{query:s});case"workers":return a(Mr,{provisionerId:r[0],workerType:r[1]});case"worker":return a(qr,{provisionerId:r[0],workerType:r[1],workerGroup:r[2],workerId:r[3]});case"create":return a(xn,{},t);case"retrigger":return a(xn,{fromTaskId:r[0]},t);case"index":return a(Pi,{namespace:r.join(".")});case"secrets":return a(Di,{});case"hooks":return a(Mi,{hookGroupId:r[0],hookId:r[1]})}return a("div",{class:"error",children:["No page at ",t,"."]})}l(Yo,"Page");function zo(){let[t,e]=A("");return a("form",{class:"search",role:"search",onSubmit:l(n=>{n.preventDefault();let r=t.trim();Qo.test(r)?location.hash=`#/task/${r}`:Wo.test(r)?location.hash=`#/queue/${encodeURIComponent(r)}`:r&&(location.hash=`#/index/${r.split(".").map(encodeURIComponent).join("/")}`)},"go"),children:[a("input",{type:"search",value:t,onInput:n=>e(n.target.value),spellcheck:!1,placeholder:"taskId, provisioner/workerType or index path","aria-label":"Go to a task, task queue or index path"}),a("button",{type:"submit",children:"Go"})]})}l(zo,"Search");var Xo=[["","Task queues"],["tasks","Tasks"],["workers","Workers"],["create","Create task"],["index","Index"],["secrets","Secrets"],["hooks","Hooks"]];function Zo(){let t=Jo(),e=qi(t).words[0]??"";return a(X,{children:[a("header",{class:"topbar",children:[a("a",{class:"brand",href:"#/",children:[a("img",{src:"favicon.svg",alt:"",width:22,height:22}),a("span",{children:"hopper"})]}),a("nav",{children:Xo.map(([s,n])=>a("a",{href:`#/${s}`,class:e===s?"active":"",children:n},s))}),a(zo,{}),a(wr,{})]}),a("main",{id:"main",children:a(Yo,{hash:t})})]})}l(Zo,"App");Jn(a(Zo,{}),document.getElementById("app"));})();

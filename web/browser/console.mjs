@@ -1,0 +1,300 @@
+// Drives hopper's web console in headless Chromium (puppeteer-core with the
+// system's Chromium) against a real hopper that internal/ui's
+// TestConsoleInBrowser started and filled (HOPPER_UI_FIXTURE). Prints one
+// "ok" line per check and "PASS all" at the end; any failure exits 1.
+// "READY live" on stdout asks the Go side to resolve the live task, which
+// answers "go" on stdin.
+import puppeteer from 'puppeteer-core';
+import { createInterface } from 'node:readline';
+import path from 'node:path';
+
+const fx = JSON.parse(process.env.HOPPER_UI_FIXTURE);
+const ui = `${fx.rootUrl}/ui/`;
+const T = 15000;
+
+const browser = await puppeteer.launch({
+  executablePath: process.env.CHROMIUM,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+  defaultViewport: { width: 1300, height: 900 },
+});
+const page = await browser.newPage();
+const pageErrors = [];
+page.on('pageerror', (e) => pageErrors.push(e.message));
+page.on('console', (m) => {
+  if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push(m.text());
+});
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+
+let step = '';
+async function check(name, fn) {
+  step = name;
+  const t0 = Date.now();
+  await fn();
+  console.log(`ok ${name} (${Date.now() - t0} ms)`);
+}
+
+async function go(hash) {
+  await page.evaluate((h) => { location.hash = h; }, hash);
+}
+
+/** waitText waits for an element matching sel whose text includes text. */
+async function waitText(sel, text, timeout = T) {
+  await page.waitForFunction((s, t) => [...document.querySelectorAll(s)].some((e) => e.textContent.includes(t)),
+    { timeout }, sel, text);
+}
+
+async function screenshot(name) {
+  if (!fx.screenshots) return;
+  await new Promise((r) => setTimeout(r, 300));
+  await page.screenshot({ path: path.join(fx.screenshots, name) });
+}
+
+/** act clicks an Action (confirming if asked) and returns its outcome text. */
+async function act(id, confirm = false) {
+  const sel = `[data-action="${id}"]`;
+  await page.waitForSelector(`${sel} button:not([disabled])`, { timeout: T });
+  await page.click(`${sel} button`);
+  if (confirm) {
+    await page.waitForSelector(`${sel} .confirm-text`, { timeout: T });
+    await page.click(`${sel} button`);
+  }
+  await page.waitForSelector(`${sel} .action-ok, ${sel} .action-error`, { timeout: T });
+  return page.$eval(sel, (e) => e.textContent);
+}
+
+function expect(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+
+async function signIn(creds) {
+  await page.click('#sign-in');
+  // The form remembers the last client ID; typing over a selection
+  // replaces it.
+  await page.click('input[name=clientId]', { clickCount: 3 });
+  await page.type('input[name=clientId]', creds.clientId);
+  await page.click('input[name=accessToken]', { clickCount: 3 });
+  await page.type('input[name=accessToken]', creds.accessToken);
+  await page.click('form.signin button[type=submit]');
+  await waitText('.session .who', creds.clientId);
+}
+
+async function setDefinition(text) {
+  await page.$eval('textarea[name=definition]', (el, t) => {
+    el.value = t;
+    el.dispatchEvent(new Event('input', { bubbles: true }));
+  }, text);
+}
+
+try {
+  await page.goto(ui);
+
+  await check('home lists task queues', async () => {
+    await waitText('h1', 'Task queues');
+    await waitText('table.queues a', 'ui-test/graph');
+  });
+
+  await check('sign-in with a client that may only read; cancel is refused with the queue\'s error', async () => {
+    await signIn(fx.limited);
+    await go(`#/task/${fx.cancelTask}`);
+    await waitText('h1', 'to be cancelled');
+    const out = await act('cancel', true);
+    expect(out.includes('HTTP 403 InsufficientScopes'), `expected InsufficientScopes, got: ${out}`);
+    await waitText('.title-row .state', 'pending');
+  });
+
+  await check('sign out, sign in as root: only temporary credentials are kept', async () => {
+    await page.click('.session button.secondary');
+    await page.waitForSelector('#sign-in');
+    await signIn(fx.root);
+    const kept = await page.evaluate(() => JSON.parse(sessionStorage.getItem('hopper.credentials')));
+    expect(kept.certificate && kept.accessToken !== fx.root.accessToken, 'the permanent access token is kept in the tab');
+  });
+
+  await check('cancel', async () => {
+    await go(`#/task/${fx.cancelTask}`);
+    await waitText('h1', 'to be cancelled');
+    const out = await act('cancel', true);
+    expect(out.includes('Cancelled: the task is exception'), out);
+    await waitText('.title-row .state', 'exception');
+  });
+
+  await check('rerun', async () => {
+    await go(`#/task/${fx.rerunTask}`);
+    await waitText('h1', 'to be rerun');
+    const out = await act('rerun');
+    expect(out.includes('Run 1 added'), out);
+  });
+
+  await check('retrigger with edits', async () => {
+    await page.click('a[data-action=retrigger]');
+    await page.waitForFunction(() => document.querySelector('textarea[name=definition]')?.value.includes('to be rerun'), { timeout: T });
+    const text = await page.$eval('textarea[name=definition]', (e) => e.value);
+    await setDefinition(text.replace('name: to be rerun', 'name: retriggered copy'));
+    await page.click('#create-task');
+    await page.waitForSelector('.action-ok a', { timeout: T });
+    await page.click('.action-ok a');
+    await waitText('h1', 'retriggered copy');
+  });
+
+  await check('create a task from YAML', async () => {
+    await go('#/create');
+    await page.waitForSelector('textarea[name=definition]');
+    await setDefinition('taskQueueId: ui-test/created\npayload:\n  command: [["true"]]\n  maxRunTime: 30\nmetadata:\n  name: made from yaml\n');
+    await page.click('#create-task');
+    await page.waitForSelector('.action-ok a', { timeout: T });
+    await page.click('.action-ok a');
+    await waitText('h1', 'made from yaml');
+  });
+
+  await check('create a task from JSON; an invalid one shows InputValidationError', async () => {
+    await go('#/create');
+    await page.waitForSelector('textarea[name=definition]');
+    await setDefinition('{"taskQueueId": "ui-test/created", "payload": {}, "metadata": {"name": "made from json"}}');
+    await page.click('#create-task');
+    await page.waitForSelector('.action-ok a', { timeout: T });
+    await setDefinition('{"taskQueueId": "ui-test/created", "priority": "urgent-ish", "payload": {}}');
+    await page.click('#create-task');
+    await waitText('.action-error', 'InputValidationError');
+  });
+
+  await check('task page with log, artifacts and runs', async () => {
+    await go(`#/task/${fx.logTask}`);
+    await waitText('pre.log', 'linking');
+    await waitText('a.artifact', 'public/logs/live_backing.log');
+    await screenshot('ui-task.png');
+  });
+
+  await check('group as a dependency graph with the critical path', async () => {
+    await go(`#/group/${fx.group}/graph`);
+    await page.waitForSelector('.graph svg a.node', { timeout: T });
+    const nodes = await page.$$eval('.graph svg a.node', (n) => n.length);
+    expect(nodes === fx.groupSize, `graph shows ${nodes} nodes, want ${fx.groupSize}`);
+    const critical = await page.$$eval('.graph svg a.node.critical', (n) => n.length);
+    expect(critical >= 3, `critical path has ${critical} nodes`);
+    await screenshot('ui-group-graph.png');
+  });
+
+  await check('group as a timeline with the critical path', async () => {
+    await go(`#/group/${fx.group}/timeline`);
+    await page.waitForSelector('.timeline .trow', { timeout: T });
+    const rows = await page.$$eval('.timeline .trow', (n) => n.length);
+    expect(rows >= 8, `timeline shows ${rows} runs`);
+    const critical = await page.$$eval('.timeline .trow.critical', (n) => n.length);
+    expect(critical >= 3, `critical path marks ${critical} runs`);
+    await screenshot('ui-group-timeline.png');
+  });
+
+  await check('cancel and seal a task group', async () => {
+    await go(`#/group/${fx.groupToEnd}`);
+    await waitText('.card h2', '0 / 2 resolved');
+    const refused = await act('cancel-group', true);
+    expect(refused.includes('HTTP 409 RequestConflict') && refused.includes('must be sealed'), refused);
+    const sealed = await act('seal-group', true);
+    expect(sealed.includes('Sealed at'), sealed);
+    const cancelled = await act('cancel-group', true);
+    expect(cancelled.includes('Cancelled 2 of 2'), cancelled);
+    await waitText('.card h2', '2 / 2 resolved');
+  });
+
+  await check('workers: provisioner → worker type → worker; quarantine', async () => {
+    const [prov, wt, wg, wid] = fx.worker;
+    await go('#/workers');
+    await waitText('ul.plain a', prov);
+    await go(`#/workers/${prov}`);
+    await waitText('ul.plain a', wt);
+    await go(`#/workers/${prov}/${wt}`);
+    await waitText('table a', `${wg}/${wid}`);
+    await page.click('table a.mono');
+    await waitText('h1', `${wg}/${wid}`);
+    const out = await act('quarantine');
+    expect(out.includes('Quarantined until'), out);
+    await waitText('dd', 'until ');
+  });
+
+  await check('a superseded task links to its successor', async () => {
+    await go(`#/task/${fx.superseded}`);
+    await page.waitForSelector(`.notice.superseded a[href="#/task/${fx.successor}"]`, { timeout: T });
+  });
+
+  await check('task list across queues, filtered by state and queue', async () => {
+    // Queues are listed once a worker asked them for work (as in
+    // Taskcluster): ui-test/graph has, and its one pending task is "sign".
+    await go('#/tasks?state=pending&queue=ui-test/graph');
+    await waitText('.task-rows a', 'sign');
+    const n = await page.$eval('.task-rows', (e) => Number(e.dataset.rows));
+    expect(n === 1, `filter shows ${n} tasks`);
+  });
+
+  await check('index: namespaces and the task indexed under them', async () => {
+    await go('#/index');
+    await waitText('ul.plain a', 'ui-test');
+    await page.click('ul.plain a');
+    await waitText('ul.plain a', 'builds');
+    await go('#/index/ui-test/builds');
+    await page.waitForSelector(`ul.plain a[href="#/task/${fx.indexedTask}"]`, { timeout: T });
+  });
+
+  await check('secrets: names only', async () => {
+    await go('#/secrets');
+    await waitText('ul.secrets li', 'ui-test/db-password');
+    const html = await page.content();
+    expect(!html.includes('never-shown-in-the-ui'), 'a secret value reached the page');
+  });
+
+  await check('hooks: group → hook → trigger', async () => {
+    await go('#/hooks');
+    await waitText('ul.plain a', 'ui-test');
+    await go('#/hooks/ui-test');
+    await waitText('ul.plain a', 'nightly');
+    await go('#/hooks/ui-test/nightly');
+    await waitText('.card h2', 'nightly build');
+    const out = await act('trigger-hook');
+    expect(out.includes('Created task'), out);
+  });
+
+  await check('live: the task page updates when the task resolves elsewhere', async () => {
+    await go(`#/task/${fx.liveTask}`);
+    await waitText('.title-row .state', 'pending');
+    await page.waitForSelector('.title-row .live.on', { timeout: T });
+    console.log('READY live');
+    const answer = await lines.next();
+    expect(answer.value === 'go', `unexpected answer ${answer.value}`);
+    await waitText('.title-row .state', 'completed', 10000);
+  });
+
+  if (fx.bigGroup) {
+    await check(`a ${fx.bigSize}-task group`, async () => {
+      const t0 = Date.now();
+      await go(`#/group/${fx.bigGroup}/list`);
+      await page.waitForSelector(`.members[data-rows="${fx.bigSize}"]`, { timeout: 120000 });
+      console.log(`TIMING load and list ${fx.bigSize} tasks: ${Date.now() - t0} ms`);
+      for (const [tab, sel] of [['graph', '.graph svg a.node'], ['timeline', '.timeline .trow'], ['list', '.members .member']]) {
+        const t1 = Date.now();
+        await page.click(`.tabs a[href$="/${tab}"]`);
+        await page.waitForSelector(sel, { timeout: 60000 });
+        console.log(`TIMING switch to ${tab} of ${fx.bigSize} tasks: ${Date.now() - t1} ms`);
+      }
+      await page.click('.tabs a[href$="/graph"]');
+      await page.waitForSelector('.graph svg a.node');
+      const t2 = Date.now();
+      await page.$eval('.graph', (e) => { e.scrollTop = e.scrollHeight / 2; e.scrollLeft = e.scrollWidth / 2; });
+      await page.waitForFunction(() => document.querySelector('.graph').scrollTop > 0 && document.querySelectorAll('.graph a.node').length > 0);
+      console.log(`TIMING scroll the graph of ${fx.bigSize} tasks: ${Date.now() - t2} ms`);
+      if (fx.screenshots) await page.screenshot({ path: path.join(fx.screenshots, 'ui-big-graph.png') });
+    });
+  }
+
+  expect(pageErrors.length === 0, `errors in the page: ${pageErrors.join('; ')}`);
+  console.log('PASS all');
+} catch (e) {
+  console.log(`FAIL ${step}: ${e.message}`);
+  if (pageErrors.length) console.log(`page errors: ${pageErrors.join('; ')}`);
+  try {
+    await page.screenshot({ path: path.join(process.env.TMPDIR || '/tmp', 'hopper-ui-failure.png') });
+    console.log(`screenshot of the failure: ${path.join(process.env.TMPDIR || '/tmp', 'hopper-ui-failure.png')}`);
+  } catch { /* the browser may be gone */ }
+  await browser.close();
+  process.exit(1);
+}
+await browser.close();
+process.exit(0);

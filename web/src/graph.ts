@@ -1,0 +1,152 @@
+// Pure computations behind the group views: the dependency graph's layered
+// layout and the timeline's critical path. Linear in tasks plus edges, so
+// a 10,000-task group lays out in milliseconds.
+import type { GroupMember, Run } from './types';
+
+export interface Node {
+  taskId: string;
+  name: string;
+  state: string;
+  /** Column (longest dependency chain from a root) and row in it. */
+  layer: number;
+  row: number;
+  deps: string[];
+}
+
+export interface Layout {
+  nodes: Node[];
+  byId: Map<string, Node>;
+  layers: number;
+  /** The largest row count of any layer. */
+  height: number;
+  /** Edges between members [from dependency, to dependent]. */
+  edges: [Node, Node][];
+}
+
+/**
+ * layout places each task in the column after its deepest dependency
+ * inside the group (dependencies outside the group do not count), rows in
+ * the group's order. A cycle cannot exist (the queue refuses them), but a
+ * malformed reply would not loop: each task is visited once.
+ */
+export function layout(members: GroupMember[]): Layout {
+  const byId = new Map<string, Node>();
+  for (const m of members) {
+    byId.set(m.status.taskId, {
+      taskId: m.status.taskId, name: m.task.metadata?.name ?? '', state: m.status.state,
+      layer: -1, row: 0, deps: (m.task.dependencies ?? []).filter((d) => d !== m.status.taskId),
+    });
+  }
+  // Kahn's order over the edges inside the group: a task's column is set
+  // once all its dependencies have theirs. No recursion, so a chain of
+  // 10,000 tasks is as cheap as a wide group.
+  const nodes = [...byId.values()];
+  const waiting = new Map<string, number>();
+  const dependents = new Map<string, Node[]>();
+  for (const n of nodes) {
+    let count = 0;
+    for (const id of n.deps) {
+      if (!byId.has(id)) continue;
+      count++;
+      const list = dependents.get(id);
+      if (list) list.push(n);
+      else dependents.set(id, [n]);
+    }
+    waiting.set(n.taskId, count);
+  }
+  const ready = nodes.filter((n) => waiting.get(n.taskId) === 0);
+  for (const n of ready) n.layer = 0;
+  for (let i = 0; i < ready.length; i++) {
+    const n = ready[i];
+    for (const d of dependents.get(n.taskId) ?? []) {
+      d.layer = Math.max(d.layer, n.layer + 1);
+      const left = waiting.get(d.taskId)! - 1;
+      waiting.set(d.taskId, left);
+      if (left === 0) ready.push(d);
+    }
+  }
+  // Only a cycle (which the queue refuses) leaves a task unplaced.
+  for (const n of nodes) if (n.layer < 0) n.layer = 0;
+  const counts: number[] = [];
+  for (const n of nodes) {
+    counts[n.layer] = (counts[n.layer] ?? 0) + 1;
+    n.row = counts[n.layer] - 1;
+  }
+  const edges: [Node, Node][] = [];
+  for (const n of nodes) {
+    for (const id of n.deps) {
+      const dep = byId.get(id);
+      if (dep) edges.push([dep, n]);
+    }
+  }
+  return { nodes, byId, layers: counts.length, height: Math.max(0, ...counts), edges };
+}
+
+export interface Bar {
+  taskId: string;
+  name: string;
+  runId: number;
+  state: string;
+  /** ms since the epoch; start is when the run started (or was scheduled, if it never started). */
+  scheduled: number;
+  start: number;
+  end: number;
+  /** The run has not resolved yet: end is now. */
+  open: boolean;
+  /** The run never started: it only waited (from scheduled to end). */
+  waiting: boolean;
+}
+
+const ms = (iso?: string) => (iso ? Date.parse(iso) : NaN);
+
+/** bars returns every run of the group as a timeline bar, earliest first. */
+export function bars(members: GroupMember[], now: number): Bar[] {
+  const out: Bar[] = [];
+  for (const m of members) {
+    for (const r of m.status.runs as Run[]) {
+      const scheduled = ms(r.scheduled);
+      if (Number.isNaN(scheduled)) continue;
+      const started = ms(r.started);
+      const resolved = ms(r.resolved);
+      out.push({
+        taskId: m.status.taskId, name: m.task.metadata?.name ?? '', runId: r.runId, state: r.state,
+        scheduled, start: Number.isNaN(started) ? (Number.isNaN(resolved) ? now : resolved) : started,
+        end: Number.isNaN(resolved) ? now : resolved, open: Number.isNaN(resolved), waiting: Number.isNaN(started),
+      });
+    }
+  }
+  out.sort((a, b) => a.start - b.start || a.taskId.localeCompare(b.taskId) || a.runId - b.runId);
+  return out;
+}
+
+/**
+ * criticalPath is the chain of tasks that decided when the group finished:
+ * from the task that resolved last, step to the dependency that resolved
+ * last (the one it waited for), until a task with no dependency in the
+ * group. Returned first task first.
+ */
+export function criticalPath(members: GroupMember[], now: number): string[] {
+  const byId = new Map(members.map((m) => [m.status.taskId, m]));
+  const endOf = (m: GroupMember): number => {
+    const runs = m.status.runs;
+    if (!runs.length) return -Infinity;
+    const last = runs[runs.length - 1];
+    const r = ms(last.resolved);
+    return Number.isNaN(r) ? (last.started || last.state === 'pending' ? now : -Infinity) : r;
+  };
+  let last: GroupMember | undefined;
+  for (const m of members) if (!last || endOf(m) > endOf(last)) last = m;
+  const path: string[] = [];
+  const seen = new Set<string>();
+  while (last && endOf(last) > -Infinity && !seen.has(last.status.taskId)) {
+    seen.add(last.status.taskId);
+    path.push(last.status.taskId);
+    let next: GroupMember | undefined;
+    for (const id of last.task.dependencies ?? []) {
+      const dep = byId.get(id);
+      if (dep && (!next || endOf(dep) > endOf(next))) next = dep;
+    }
+    last = next;
+  }
+  return path.reverse();
+}

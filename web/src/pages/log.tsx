@@ -1,0 +1,114 @@
+// The log of a task's latest run: streamed from the worker's live-log
+// server while the run is running, the uploaded backing log once it is
+// resolved.
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError, enc, get } from '../api';
+import { errorText } from '../components';
+import type { TaskDefinition, TaskStatus } from '../types';
+
+const MAX_CHARS = 2_000_000;
+
+interface Content {
+  storageType: string;
+  url?: string;
+  reason?: string;
+  message?: string;
+}
+
+function logNames(task: TaskDefinition): { live: string; backing: string } {
+  const logs = (task.payload?.logs ?? {}) as { live?: string; backing?: string };
+  return { live: logs.live || 'public/logs/live.log', backing: logs.backing || 'public/logs/live_backing.log' };
+}
+
+export function LogPanel({ taskId, status, task }: { taskId: string; status: TaskStatus; task: TaskDefinition }) {
+  const run = status.runs[status.runs.length - 1];
+  const phase = !run ? 'none' : run.state === 'pending' ? 'pending' : run.state === 'running' ? 'live' : 'final';
+  const key = `${run?.runId}:${phase}`;
+  const [msg, setMsg] = useState('');
+  const [text, setText] = useState('');
+  const [raw, setRaw] = useState<string | undefined>();
+  const pre = useRef<HTMLPreElement>(null);
+
+  useEffect(() => {
+    setText('');
+    setRaw(undefined);
+    if (phase === 'none') return setMsg('No runs yet, so no log.');
+    if (phase === 'pending') return setMsg(`Run ${run.runId} is pending: the log appears once a worker starts it.`);
+    const ctl = new AbortController();
+    const names = logNames(task);
+    const content = (name: string) => get<Content>('queue', `/task/${enc(taskId)}/runs/${run.runId}/artifact-content/${name.split('/').map(enc).join('/')}`);
+    const read = async (url: string, live: boolean) => {
+      setRaw(url);
+      const res = await fetch(url, { signal: ctl.signal, cache: 'no-store', credentials: 'omit' });
+      if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+      const reader = res.body.getReader();
+      const dec = new TextDecoder();
+      let all = '';
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        all += dec.decode(value, { stream: true });
+        if (all.length > MAX_CHARS) all = all.slice(-MAX_CHARS);
+        if (live) setText(all);
+      }
+      setText(all + dec.decode());
+    };
+    void (async () => {
+      try {
+        if (phase === 'live') {
+          let c: Content | undefined;
+          while (!ctl.signal.aborted) {
+            try {
+              c = await content(names.live);
+              break;
+            } catch (e) {
+              if (!(e instanceof ApiError && e.status === 404)) throw e;
+              setMsg(`Run ${run.runId} is running; waiting for the worker to publish ${names.live}…`);
+              await new Promise((r) => setTimeout(r, 2000));
+            }
+          }
+          if (!c?.url) return;
+          setMsg(`Streaming the live log of run ${run.runId}…`);
+          await read(c.url, true);
+          setMsg('The live log ended; the full log follows once the run is resolved.');
+          return;
+        }
+        let last: unknown;
+        for (const name of [names.backing, names.live]) {
+          try {
+            const c = await content(name);
+            if (c.storageType === 'error') {
+              setMsg(`The worker could not upload ${name}: ${c.reason ?? ''} ${c.message ?? ''}`);
+              return;
+            }
+            if (c.storageType === 'reference' || !c.url) {
+              last = new Error(`${name} points at a live-log server that is gone`);
+              continue;
+            }
+            setMsg(`Log of run ${run.runId} (${name}).`);
+            await read(c.url, false);
+            return;
+          } catch (e) {
+            last = e;
+          }
+        }
+        setMsg(last instanceof ApiError && last.status === 404 ? `Run ${run.runId} has no log artifact.` : `No log: ${errorText(last)}`);
+      } catch (e) {
+        if (!ctl.signal.aborted) setMsg(`The log cannot be read here (${errorText(e)}).`);
+      }
+    })();
+    return () => ctl.abort();
+  }, [taskId, key]);
+
+  useEffect(() => {
+    const el = pre.current;
+    if (el && phase === 'live') el.scrollTop = el.scrollHeight;
+  }, [text]);
+
+  return (
+    <div>
+      <div class="log-head"><p class="muted">{msg}</p>{raw && <a href={raw} target="_blank" rel="noopener noreferrer">open raw</a>}</div>
+      <pre class="log" ref={pre} tabIndex={0}>{text}</pre>
+    </div>
+  );
+}

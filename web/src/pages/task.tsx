@@ -1,0 +1,195 @@
+// A task: its definition, runs, artifacts, log and dependencies, the
+// actions an operator takes on it, and live updates pushed by the server.
+import { useEffect, useState } from 'preact/hooks';
+import { artifactUrl, call, enc, get, listAll } from '../api';
+import { Action, Badge, Card, ErrorBox, GroupLink, Kv, Loading, QueueLink, TaskLink, safeHref, useAsync } from '../components';
+import { fmtDuration, fmtTime } from '../format';
+import { subscribe } from '../live';
+import { useSession } from '../signin';
+import type { Artifact, TaskDefinition, TaskStatus } from '../types';
+import { LogPanel } from './log';
+
+interface TaskData {
+  task: TaskDefinition;
+  status: TaskStatus;
+}
+
+export function TaskPage({ taskId }: { taskId: string }) {
+  useSession(); // re-render (and re-sign links) on sign-in
+  const data = useAsync<TaskData>(async () => {
+    const [task, st] = await Promise.all([
+      get<TaskDefinition>('queue', `/task/${enc(taskId)}`),
+      get<{ status: TaskStatus }>('queue', `/task/${enc(taskId)}/status`),
+    ]);
+    return { task, status: st.status };
+  }, [taskId]);
+  const [live, setLive] = useState(false);
+  useEffect(() => subscribe({ taskId }, (e) => {
+    if (e.payload?.status && data.data) data.set({ ...data.data, status: e.payload.status });
+    else void data.reload();
+  }, () => void data.reload(), setLive), [taskId, data.data === undefined]);
+
+  if (data.loading && !data.data) return <Loading what={`task ${taskId}`} />;
+  if (!data.data) return <ErrorBox error={data.error} />;
+  const { task, status } = data.data;
+  const latest = status.runs[status.runs.length - 1];
+  return (
+    <div class="task-page">
+      <div class="title-row">
+        <h1>{task.metadata.name}</h1>
+        <Badge state={status.state} />
+        <span class={`live ${live ? 'on' : ''}`} title="updates pushed by the server">{live ? 'live' : 'connecting…'}</span>
+      </div>
+      <p class="subtitle mono">{taskId}</p>
+      {latest?.reasonResolved === 'superseded' && <Superseded taskId={taskId} runId={latest.runId} />}
+      <Card title="Actions">
+        <div class="actions">
+          <Action label="Cancel" id="cancel" confirm="Cancel this task?" danger run={async () => {
+            const r = await call<{ status: TaskStatus }>('queue', 'POST', `/task/${enc(taskId)}/cancel`);
+            data.set({ task, status: r.status });
+            return `Cancelled: the task is ${r.status.state}.`;
+          }} />
+          <Action label="Rerun" id="rerun" run={async () => {
+            const r = await call<{ status: TaskStatus }>('queue', 'POST', `/task/${enc(taskId)}/rerun`);
+            data.set({ task, status: r.status });
+            return `Run ${r.status.runs.length - 1} added: the task is ${r.status.state}.`;
+          }} />
+          {status.state === 'unscheduled' && (
+            <Action label="Schedule" id="schedule" run={async () => {
+              const r = await call<{ status: TaskStatus }>('queue', 'POST', `/task/${enc(taskId)}/schedule`);
+              data.set({ task, status: r.status });
+              return `Scheduled: the task is ${r.status.state}.`;
+            }} />
+          )}
+          <a class="button" href={`#/retrigger/${taskId}`} data-action="retrigger">Retrigger with edits…</a>
+        </div>
+      </Card>
+      <div class="grid">
+        <Card title="Task">
+          <Kv pairs={[
+            ['Task queue', <QueueLink id={status.taskQueueId} />],
+            ['Task group', <GroupLink id={status.taskGroupId} />],
+            ['Scheduler', status.schedulerId],
+            ['Created', fmtTime(task.created)],
+            ['Deadline', fmtTime(status.deadline)],
+            ['Expires', fmtTime(status.expires)],
+            ['Retries left', String(status.retriesLeft)],
+            ['Owner', task.metadata.owner],
+            ['Source', safeHref(task.metadata.source) ? <a href={safeHref(task.metadata.source)} rel="noopener noreferrer">{task.metadata.source}</a> : task.metadata.source],
+            ['Description', task.metadata.description],
+          ]} />
+        </Card>
+        <Card title="Runs">
+          {status.runs.length === 0 ? <p class="empty">No runs yet.</p> : (
+            <div class="table-wrap">
+              <table>
+                <thead><tr><th>run</th><th>state</th><th>reason</th><th>worker</th><th>started</th><th>duration</th></tr></thead>
+                <tbody>
+                  {status.runs.map((r) => (
+                    <tr key={r.runId}>
+                      <td>{r.runId}</td>
+                      <td><Badge state={r.state} /></td>
+                      <td>{r.reasonCreated}{r.reasonResolved ? ` → ${r.reasonResolved}` : ''}</td>
+                      <td>{r.workerId ? <a class="mono" href={`#/worker/${enc(status.provisionerId)}/${enc(status.workerType)}/${enc(r.workerGroup!)}/${enc(r.workerId)}`}>{r.workerGroup}/{r.workerId}</a> : ''}</td>
+                      <td>{fmtTime(r.started)}</td>
+                      <td>{r.started ? fmtDuration((r.resolved ? Date.parse(r.resolved) : Date.now()) - Date.parse(r.started)) : ''}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+        </Card>
+      </div>
+      {latest && <Artifacts taskId={taskId} runId={latest.runId} state={latest.state} />}
+      <Card title="Log"><LogPanel taskId={taskId} status={status} task={task} /></Card>
+      <Dependencies task={task} taskId={taskId} />
+      <Card title="Definition">
+        <details class="payload"><summary>task definition (JSON)</summary><pre>{JSON.stringify(task, null, 2)}</pre></details>
+      </Card>
+    </div>
+  );
+}
+
+/** Superseded links a superseded task to the task that ran in its place. */
+function Superseded({ taskId, runId }: { taskId: string; runId: number }) {
+  const by = useAsync(async () => {
+    const content = await get<{ url?: string }>('queue', `/task/${enc(taskId)}/runs/${runId}/artifact-content/public/superseded-by.json`);
+    if (!content.url) return null;
+    const res = await fetch(content.url);
+    return (await res.json()) as { taskId: string; runId?: number };
+  }, [taskId, runId]);
+  return (
+    <div class="notice superseded">
+      This task was superseded{by.data ? <>: <TaskLink id={by.data.taskId} /> ran in its place.</> : by.error ? ' (its public/superseded-by.json cannot be read).' : '…'}
+    </div>
+  );
+}
+
+function Artifacts({ taskId, runId, state }: { taskId: string; runId: number; state: string }) {
+  const list = useAsync(() => listAll<Artifact>('queue', `/task/${enc(taskId)}/runs/${runId}/artifacts`, 'artifacts', 5000), [taskId, runId, state]);
+  const [urls, setUrls] = useState<Record<string, string>>({});
+  const creds = useSession();
+  useEffect(() => {
+    let gone = false;
+    void (async () => {
+      const out: Record<string, string> = {};
+      for (const a of list.data ?? []) out[a.name] = await artifactUrl(taskId, runId, a.name);
+      if (!gone) setUrls(out);
+    })();
+    return () => {
+      gone = true;
+    };
+  }, [list.data, creds]);
+  return (
+    <Card title={`Artifacts of run ${runId}`}>
+      <ErrorBox error={list.error} />
+      {list.data && list.data.length === 0 && <p class="empty">No artifacts.</p>}
+      {list.data && list.data.length > 0 && (
+        <div class="table-wrap">
+          <table>
+            <thead><tr><th>name</th><th>storage</th><th>content type</th><th>expires</th></tr></thead>
+            <tbody>
+              {list.data.map((a) => (
+                <tr key={a.name}>
+                  <td>{urls[a.name] ? <a class="mono artifact" href={urls[a.name]} rel="noopener noreferrer" target="_blank">{a.name}</a> : <span class="mono">{a.name}</span>}
+                    {!a.name.startsWith('public/') && <span class="muted small"> {creds ? 'private: signed link' : 'private: sign in to open'}</span>}</td>
+                  <td>{a.storageType}</td>
+                  <td>{a.contentType}</td>
+                  <td>{fmtTime(a.expires)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </Card>
+  );
+}
+
+function Dependencies({ task, taskId }: { task: TaskDefinition; taskId: string }) {
+  const deps = task.dependencies ?? [];
+  const statuses = useAsync(async () => {
+    if (!deps.length) return [] as TaskStatus[];
+    const r = await call<{ statuses: { taskId: string; status: TaskStatus }[] }>('queue', 'POST', '/tasks/status', { taskIds: deps.slice(0, 1000) });
+    return r.statuses.map((s) => s.status);
+  }, [taskId]);
+  const dependents = useAsync(() => listAll<{ status: TaskStatus; task: TaskDefinition }>('queue', `/task/${enc(taskId)}/dependents`, 'tasks', 1000), [taskId]);
+  const byId = new Map((statuses.data ?? []).map((s) => [s.taskId, s]));
+  return (
+    <div class="grid">
+      <Card title={`Dependencies (${deps.length}, requires ${task.requires ?? 'all-completed'})`}>
+        {deps.length === 0 ? <p class="empty">None.</p> : (
+          <ul class="plain">{deps.map((d) => <li key={d}><Badge state={byId.get(d)?.state} /> <TaskLink id={d} /></li>)}</ul>
+        )}
+        <ErrorBox error={statuses.error} />
+      </Card>
+      <Card title="Dependents">
+        <ErrorBox error={dependents.error} />
+        {dependents.data && (dependents.data.length === 0 ? <p class="empty">None.</p> : (
+          <ul class="plain">{dependents.data.map((d) => <li key={d.status.taskId}><Badge state={d.status.state} /> <TaskLink id={d.status.taskId} label={d.task.metadata.name} /></li>)}</ul>
+        ))}
+      </Card>
+    </div>
+  );
+}

@@ -1,0 +1,140 @@
+// Workers: provisioner → worker type → workers, and a worker's page with
+// its recent tasks and quarantine.
+import { useState } from 'preact/hooks';
+import { call, enc, get, listAll } from '../api';
+import { Action, Card, ErrorBox, Kv, Loading, QueueLink, TaskLink, useAsync } from '../components';
+import { fmtTime, since } from '../format';
+import type { Worker, WorkerSummary } from '../types';
+
+const crumbs = (p?: string, wt?: string) => (
+  <p class="crumbs">
+    <a href="#/workers">Provisioners</a>
+    {p && <> <span class="sep">›</span> <a href={`#/workers/${enc(p)}`}>{p}</a></>}
+    {wt && <> <span class="sep">›</span> <a href={`#/workers/${enc(p!)}/${enc(wt)}`}>{wt}</a></>}
+  </p>
+);
+
+export function WorkersPage({ provisionerId, workerType }: { provisionerId?: string; workerType?: string }) {
+  if (provisionerId && workerType) return <WorkerList provisionerId={provisionerId} workerType={workerType} />;
+  if (provisionerId) return <WorkerTypes provisionerId={provisionerId} />;
+  return <Provisioners />;
+}
+
+function Provisioners() {
+  const list = useAsync(() => listAll<{ provisionerId: string; lastDateActive?: string; description?: string }>('queue', '/provisioners', 'provisioners', 1000), []);
+  return (
+    <div>
+      <h1>Workers</h1>
+      {crumbs()}
+      <ErrorBox error={list.error} />
+      {list.loading && !list.data && <Loading what="provisioners" />}
+      {list.data && (list.data.length === 0 ? <p class="empty">No worker has claimed work yet.</p> : (
+        <ul class="plain big">{list.data.map((p) => <li key={p.provisionerId}><a href={`#/workers/${enc(p.provisionerId)}`}>{p.provisionerId}</a> <span class="muted small">active {since(p.lastDateActive)}</span></li>)}</ul>
+      ))}
+    </div>
+  );
+}
+
+function WorkerTypes({ provisionerId }: { provisionerId: string }) {
+  const list = useAsync(() => listAll<{ workerType: string; lastDateActive?: string }>('queue', `/provisioners/${enc(provisionerId)}/worker-types`, 'workerTypes', 1000), [provisionerId]);
+  return (
+    <div>
+      <h1>{provisionerId}</h1>
+      {crumbs(provisionerId)}
+      <ErrorBox error={list.error} />
+      {list.data && (list.data.length === 0 ? <p class="empty">No worker types.</p> : (
+        <ul class="plain big">{list.data.map((w) => <li key={w.workerType}><a href={`#/workers/${enc(provisionerId)}/${enc(w.workerType)}`}>{w.workerType}</a> <span class="muted small">active {since(w.lastDateActive)}</span></li>)}</ul>
+      ))}
+    </div>
+  );
+}
+
+function WorkerList({ provisionerId, workerType }: { provisionerId: string; workerType: string }) {
+  const list = useAsync(() => listAll<WorkerSummary>('queue', `/provisioners/${enc(provisionerId)}/worker-types/${enc(workerType)}/workers`, 'workers', 5000), [provisionerId, workerType]);
+  return (
+    <div>
+      <h1>{provisionerId}/{workerType}</h1>
+      {crumbs(provisionerId, workerType)}
+      <p class="lead">Task queue <QueueLink id={`${provisionerId}/${workerType}`} /></p>
+      <ErrorBox error={list.error} />
+      {list.loading && !list.data && <Loading what="workers" />}
+      {list.data && (list.data.length === 0 ? <p class="empty">No workers.</p> : (
+        <div class="table-wrap">
+          <table>
+            <thead><tr><th>worker</th><th>latest task</th><th>first claim</th><th>last active</th><th>quarantine</th></tr></thead>
+            <tbody>
+              {list.data.map((w) => (
+                <tr key={`${w.workerGroup}/${w.workerId}`}>
+                  <td><a class="mono" href={`#/worker/${enc(provisionerId)}/${enc(workerType)}/${enc(w.workerGroup)}/${enc(w.workerId)}`}>{w.workerGroup}/{w.workerId}</a></td>
+                  <td>{w.latestTask ? <TaskLink id={w.latestTask.taskId} /> : ''}</td>
+                  <td>{fmtTime(w.firstClaim)}</td>
+                  <td>{since(w.lastDateActive)}</td>
+                  <td>{w.quarantineUntil && Date.parse(w.quarantineUntil) > Date.now() ? <span class="state state-exception">until {fmtTime(w.quarantineUntil)}</span> : ''}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ))}
+    </div>
+  );
+}
+
+export function WorkerPage({ provisionerId, workerType, workerGroup, workerId }: { provisionerId: string; workerType: string; workerGroup: string; workerId: string }) {
+  const path = `/provisioners/${enc(provisionerId)}/worker-types/${enc(workerType)}/workers/${enc(workerGroup)}/${enc(workerId)}`;
+  const w = useAsync(() => get<Worker>('queue', path), [path]);
+  const [hours, setHours] = useState('24');
+  const [reason, setReason] = useState('');
+  const quarantined = w.data?.quarantineUntil && Date.parse(w.data.quarantineUntil) > Date.now();
+  return (
+    <div>
+      <h1 class="mono">{workerGroup}/{workerId}</h1>
+      {crumbs(provisionerId, workerType)}
+      <ErrorBox error={w.error} />
+      {w.loading && !w.data && <Loading what="worker" />}
+      {w.data && (
+        <>
+          <div class="grid">
+            <Card title="Worker">
+              <Kv pairs={[
+                ['Task queue', <QueueLink id={`${provisionerId}/${workerType}`} />],
+                ['First claim', fmtTime(w.data.firstClaim)],
+                ['Last active', since(w.data.lastDateActive)],
+                ['Expires', fmtTime(w.data.expires)],
+                ['Quarantined', quarantined ? `until ${fmtTime(w.data.quarantineUntil)}` : 'no'],
+              ]} />
+            </Card>
+            <Card title="Quarantine">
+              <p class="small muted">A quarantined worker gets no new tasks until the date passes; its running tasks go on.</p>
+              <div class="filters">
+                <label>for <input class="filter narrow" name="hours" value={hours} onInput={(e) => setHours((e.target as HTMLInputElement).value)} /> hours</label>
+                <input class="filter" name="reason" placeholder="why (shown to other operators)" value={reason} onInput={(e) => setReason((e.target as HTMLInputElement).value)} />
+              </div>
+              <div class="actions">
+                <Action label="Quarantine" id="quarantine" run={async () => {
+                  const until = new Date(Date.now() + Number(hours) * 3600e3).toISOString();
+                  const r = await call<Worker>('queue', 'PUT', path, { quarantineUntil: until, ...(reason ? { quarantineInfo: reason } : {}) });
+                  w.set(r);
+                  return `Quarantined until ${fmtTime(r.quarantineUntil)}.`;
+                }} />
+                {quarantined && <Action label="Lift quarantine" id="unquarantine" run={async () => {
+                  const r = await call<Worker>('queue', 'PUT', path, { quarantineUntil: new Date().toISOString(), quarantineInfo: 'lifted in the web UI' });
+                  w.set(r);
+                  return 'Quarantine lifted.';
+                }} />}
+              </div>
+              {(w.data.quarantineDetails ?? []).length > 0 && (
+                <ul class="plain small">{w.data.quarantineDetails!.map((d, i) => <li key={i}>{fmtTime(d.updatedAt)} {d.clientId}: until {fmtTime(d.quarantineUntil)} {d.quarantineInfo}</li>)}</ul>
+              )}
+            </Card>
+          </div>
+          <Card title={`Recent tasks (${w.data.recentTasks.length})`}>
+            {w.data.recentTasks.length === 0 ? <p class="empty">None.</p> : (
+              <ul class="plain">{[...w.data.recentTasks].reverse().map((t) => <li key={`${t.taskId}/${t.runId}`}><TaskLink id={t.taskId} /> run {t.runId}</li>)}</ul>
+            )}
+          </Card>
+        </>
+      )}
+    </div>
+  );
+}

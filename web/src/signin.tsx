@@ -1,0 +1,77 @@
+// Sign-in with Taskcluster credentials: a client ID and access token (or
+// temporary credentials with their certificate). They are checked with
+// auth.currentScopes and kept in this tab's sessionStorage only; by
+// default the permanent token is traded for temporary credentials at once.
+import { useEffect, useState } from 'preact/hooks';
+import { call } from './api';
+import { errorText } from './components';
+import { prepareCredentials, session } from './session';
+import type { Credentials } from './hawk';
+
+export function useSession(): Credentials | null {
+  const [c, setC] = useState(session.credentials());
+  useEffect(() => session.subscribe(() => setC(session.credentials())), []);
+  return c;
+}
+
+export function SignIn() {
+  const creds = useSession();
+  const [open, setOpen] = useState(false);
+  const [clientId, setClientId] = useState('');
+  const [accessToken, setAccessToken] = useState('');
+  const [certificate, setCertificate] = useState('');
+  const [temporary, setTemporary] = useState(true);
+  const [error, setError] = useState<string>('');
+  const [busy, setBusy] = useState(false);
+
+  if (creds) {
+    return (
+      <div class="session">
+        <span class="who" title="signed in">{creds.clientId}</span>
+        <button class="secondary" onClick={() => session.set(null)}>Sign out</button>
+      </div>
+    );
+  }
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError('');
+    try {
+      const given: Credentials = { clientId: clientId.trim(), accessToken: accessToken.trim() };
+      if (certificate.trim()) given.certificate = certificate.trim();
+      // Checks the credentials first: a wrong token fails here.
+      await call<{ scopes: string[] }>('auth', 'GET', '/scopes/current', undefined, given);
+      // Temporary credentials may carry only the client's own scopes (not
+      // those every request gets from the anonymous role).
+      let scopes: string[] = [];
+      if (temporary && !given.certificate) {
+        const client = await call<{ expandedScopes: string[] }>('auth', 'GET', `/clients/${encodeURIComponent(given.clientId)}`, undefined, given);
+        scopes = client.expandedScopes;
+      }
+      const { creds: kept, expires } = await prepareCredentials(given, temporary, scopes);
+      if (kept !== given) await call('auth', 'GET', '/scopes/current', undefined, kept);
+      session.set(kept, expires);
+      setOpen(false);
+      setAccessToken('');
+    } catch (err) {
+      setError(errorText(err));
+    }
+    setBusy(false);
+  };
+  return (
+    <div class="session">
+      <button onClick={() => setOpen(!open)} id="sign-in">Sign in</button>
+      {open && (
+        <form class="signin" onSubmit={submit} aria-label="Sign in">
+          <label>Client ID<input name="clientId" value={clientId} autocomplete="username" required onInput={(e) => setClientId((e.target as HTMLInputElement).value)} /></label>
+          <label>Access token<input name="accessToken" type="password" value={accessToken} autocomplete="current-password" required onInput={(e) => setAccessToken((e.target as HTMLInputElement).value)} /></label>
+          <label>Certificate (temporary credentials only)<textarea name="certificate" rows={2} value={certificate} onInput={(e) => setCertificate((e.target as HTMLTextAreaElement).value)} /></label>
+          <label class="check"><input type="checkbox" checked={temporary} onChange={(e) => setTemporary((e.target as HTMLInputElement).checked)} /> keep only temporary credentials (8 hours) in this tab</label>
+          <p class="small muted">Credentials stay in this tab (sessionStorage) and sign requests with Hawk; they are never sent in the clear.</p>
+          {error && <div class="error" role="alert">{error}</div>}
+          <button type="submit" disabled={busy}>{busy ? 'Checking…' : 'Sign in'}</button>
+        </form>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,99 @@
+// The shapes of the Queue API replies the UI reads (Taskcluster's schemas).
+
+export type State = 'unscheduled' | 'pending' | 'running' | 'completed' | 'failed' | 'exception';
+export const STATES: State[] = ['unscheduled', 'pending', 'running', 'completed', 'failed', 'exception'];
+export const RESOLVED = new Set<string>(['completed', 'failed', 'exception']);
+
+export interface Run {
+  runId: number;
+  state: State;
+  reasonCreated: string;
+  reasonResolved?: string;
+  workerGroup?: string;
+  workerId?: string;
+  takenUntil?: string;
+  scheduled: string;
+  started?: string;
+  resolved?: string;
+}
+
+export interface TaskStatus {
+  taskId: string;
+  provisionerId: string;
+  workerType: string;
+  taskQueueId: string;
+  schedulerId: string;
+  projectId?: string;
+  taskGroupId: string;
+  deadline: string;
+  expires: string;
+  retriesLeft: number;
+  state: State;
+  runs: Run[];
+}
+
+export interface TaskDefinition {
+  taskQueueId?: string;
+  provisionerId?: string;
+  workerType?: string;
+  schedulerId?: string;
+  projectId?: string;
+  taskGroupId?: string;
+  dependencies?: string[];
+  requires?: string;
+  routes?: string[];
+  priority?: string;
+  retries?: number;
+  created: string;
+  deadline: string;
+  expires?: string;
+  scopes?: string[];
+  payload: Record<string, unknown>;
+  metadata: { name: string; description: string; owner: string; source: string };
+  tags?: Record<string, string>;
+  extra?: Record<string, unknown>;
+  [k: string]: unknown;
+}
+
+export interface GroupMember {
+  status: TaskStatus;
+  task: TaskDefinition;
+}
+
+export interface Artifact {
+  storageType: string;
+  name: string;
+  expires: string;
+  contentType: string;
+}
+
+export interface WorkerSummary {
+  workerGroup: string;
+  workerId: string;
+  quarantineUntil?: string;
+  firstClaim?: string;
+  latestTask?: { taskId: string; runId: number };
+  lastDateActive?: string;
+}
+
+export interface Worker {
+  provisionerId: string;
+  workerType: string;
+  workerGroup: string;
+  workerId: string;
+  quarantineUntil?: string;
+  quarantineDetails?: { updatedAt: string; clientId: string; quarantineUntil: string; quarantineInfo: string }[];
+  expires: string;
+  firstClaim: string;
+  recentTasks: { taskId: string; runId: number }[];
+  lastDateActive?: string;
+  actions: unknown[];
+}
+
+export interface TaskQueue {
+  taskQueueId: string;
+  expires: string;
+  lastDateActive: string;
+  description: string;
+  stability: string;
+}

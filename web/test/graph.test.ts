@@ -1,0 +1,50 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { bars, criticalPath, layout } from '../src/graph';
+import type { GroupMember, Run } from '../src/types';
+
+const t = (s: number) => new Date(Date.UTC(2030, 0, 1, 0, 0, s)).toISOString();
+
+function member(taskId: string, deps: string[], runs: Partial<Run>[] = [], state = 'completed'): GroupMember {
+  return {
+    task: { dependencies: deps, created: t(0), deadline: t(3600), payload: {}, metadata: { name: taskId, description: '', owner: '', source: '' } },
+    status: { taskId, state, runs: runs.map((r, i) => ({ runId: i, state: 'completed', reasonCreated: 'scheduled', scheduled: t(0), ...r })) } as GroupMember['status'],
+  };
+}
+
+test('layout puts each task one column after its deepest dependency in the group', () => {
+  const g = layout([
+    member('a', []), member('b', ['a']), member('c', ['a', 'b']), member('d', ['outside']), member('e', ['c', 'd']),
+  ]);
+  const col = Object.fromEntries(g.nodes.map((n) => [n.taskId, n.layer]));
+  assert.deepEqual(col, { a: 0, b: 1, c: 2, d: 0, e: 3 });
+  assert.equal(g.layers, 4);
+  assert.equal(g.height, 2);
+  assert.equal(g.edges.length, 5, 'the dependency outside the group draws no edge');
+});
+
+test('layout handles a 10,000-task chain without recursion', () => {
+  const ms: GroupMember[] = [];
+  for (let i = 0; i < 10000; i++) ms.push(member(`t${i}`, i ? [`t${i - 1}`] : []));
+  const g = layout(ms);
+  assert.equal(g.layers, 10000);
+  assert.equal(g.byId.get('t9999')!.layer, 9999);
+});
+
+test('critical path follows the dependency that finished last', () => {
+  const ms = [
+    member('decision', [], [{ started: t(0), resolved: t(10) }]),
+    member('fast', ['decision'], [{ started: t(10), resolved: t(20) }]),
+    member('slow', ['decision'], [{ started: t(10), resolved: t(50) }]),
+    member('package', ['fast', 'slow'], [{ started: t(50), resolved: t(60) }]),
+    member('unrelated', [], [{ started: t(0), resolved: t(5) }]),
+  ];
+  assert.deepEqual(criticalPath(ms, Date.parse(t(100))), ['decision', 'slow', 'package']);
+});
+
+test('bars are runs, earliest first, open runs end now', () => {
+  const now = Date.parse(t(100));
+  const b = bars([member('x', [], [{ started: t(30) }], 'running'), member('y', [], [{ started: t(5), resolved: t(8) }])], now);
+  assert.deepEqual(b.map((r) => [r.taskId, r.open]), [['y', false], ['x', true]]);
+  assert.equal(b[1].end, now);
+});
