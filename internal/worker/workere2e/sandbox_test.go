@@ -38,8 +38,17 @@ var strictProbe struct {
 func needStrictSandbox(t *testing.T) {
 	t.Helper()
 	needBinaries(t)
+	if reason := strictSandboxMissing(t); reason != "" {
+		t.Skip(reason)
+	}
+}
+
+// strictSandboxMissing says why the strict sandbox cannot run here ("" if
+// it can).
+func strictSandboxMissing(t *testing.T) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("the task sandbox needs root (task users, cgroups, /proc mounts); run the tests as root")
+		return "the task sandbox needs root (task users, cgroups, /proc mounts); run the tests as root"
 	}
 	strictProbe.once.Do(func() {
 		dir := reachableDir(t)
@@ -52,8 +61,9 @@ func needStrictSandbox(t *testing.T) {
 		}
 	})
 	if strictProbe.reason != "" {
-		t.Skipf("this machine cannot run the strict sandbox: %s", strictProbe.reason)
+		return "this machine cannot run the strict sandbox: " + strictProbe.reason
 	}
+	return ""
 }
 
 // strictWorker starts a worker with isolation strict and extra config.
