@@ -178,6 +178,7 @@ func (in *createArtifactInput) newArtifact(taskID string, runID int, name string
 		d.Reason, d.Message = in.Reason, in.Message
 	case storageObject:
 		d.UploadID = slugid.New()
+		d.ContentLength = in.ContentLength
 	default:
 		return nil, fmt.Errorf("building artifact %s: unexpected storage type %q", name, in.StorageType)
 	}
