@@ -12,7 +12,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
-// Error codes of Taskcluster's error format (queue-api.md §1.5).
+// Error codes of Taskcluster's error format (docs/contract/queue.md §1.5).
 const (
 	CodeMalformedPayload        = "MalformedPayload"
 	CodeInvalidRequestArguments = "InvalidRequestArguments"

@@ -1,4 +1,4 @@
-// Package tcproxy is hopper's in-process taskcluster-proxy (worker.md §4):
+// Package tcproxy is hopper's in-process taskcluster-proxy (docs/contract/worker.md §4):
 // a per-run HTTP server on a loopback port that forwards requests from task
 // code to Taskcluster APIs, signing them with the run's temporary
 // credentials restricted to authorizedScopes, so task code can use the
