@@ -63,6 +63,9 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 			if cfg.RootURL == "" {
 				cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
 			}
+			if cfg.Docker.Host == "" {
+				cfg.Docker.Host = os.Getenv("DOCKER_HOST")
+			}
 			if cfg.Credentials.ClientID == "" {
 				cfg.Credentials.ClientID = os.Getenv("TASKCLUSTER_CLIENT_ID")
 				cfg.Credentials.AccessToken = os.Getenv("TASKCLUSTER_ACCESS_TOKEN")
@@ -86,8 +89,8 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 	f.StringVar(&flags.WorkDir, "work-dir", "", "directory for task dirs, caches and downloads (default ./hopper-worker)")
 	f.StringVar(&flags.Isolation, "isolation", "", "task sandbox: strict (refuse to start without every protection), auto (default: use what the machine offers) or none")
 	f.StringVar(&flags.Engine, "engine", "", "how tasks run: process (generic-worker payloads, default) or docker (docker-worker payloads)")
-	f.StringVar(&flags.Docker.Host, "docker-host", "", "Docker daemon socket for --engine docker (default unix:///var/run/docker.sock)")
-	f.StringVar(&flags.Docker.Network, "docker-network", "", "network mode of task containers: bridge (default), host or none")
+	f.StringVar(&flags.Docker.Host, "docker-host", "", "Docker daemon socket for --engine docker (DOCKER_HOST; default unix:///var/run/docker.sock)")
+	f.StringVar(&flags.Docker.Network, "docker-network", "", "network mode of task containers: bridge, host or none (default: bridge if the daemon has one, else none)")
 	f.StringVar(&flags.Superseding.Order, "superseding-order", "", "superseder list order: ascending (seed 001, default) or descending (docker-worker)")
 	f.StringVar(&logLevel, "log-level", env("HOPPER_LOG_LEVEL", "info"), "debug, info, warn or error")
 	return cmd

@@ -147,7 +147,14 @@ func TestUncleanArtifactNames(t *testing.T) {
 		require.Empty(t, header.Get("Location"))
 	}
 
+	// Requests that reach no API route are logged too (no method name).
+	resp, err := http.Get(srv.RootURL + "/robots.txt?bewit=not-logged")
+	require.NoError(t, err)
+	resp.Body.Close()
+
 	logs := srv.Logs()
+	require.Regexp(t, `msg=request verb=GET path=/robots.txt status=200 duration=\S+\n`, logs)
+	require.NotContains(t, logs, "not-logged")
 	require.Contains(t, logs, "msg=request verb=POST")
 	require.Regexp(t, `msg=request .*method=createArtifact status=200 duration=\S+ clientId=static/taskcluster/root`, logs)
 	require.Regexp(t, `msg=request verb=GET path=/api/queue/v1/ping method=ping status=200 duration=\S+ clientId=""`, logs)
@@ -155,7 +162,7 @@ func TestUncleanArtifactNames(t *testing.T) {
 	require.NotContains(t, logs, "mac=")
 	require.NotContains(t, logs, c.worker.Credentials.AccessToken)
 
-	resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/")
+	resp, err = http.Get("http://" + pprofAddr + "/debug/pprof/")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)

@@ -2,6 +2,10 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/e2e"
+	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
 // TestHooksOfficialClient drives every method of the Hooks API with the
@@ -29,4 +34,81 @@ func TestHooksOfficialClient(t *testing.T) {
 	for _, token := range strings.Fields(strings.SplitN(tokens, "\n", 2)[0]) {
 		require.NotContains(t, srv.Logs(), token)
 	}
+}
+
+// readmeHook returns the hook definition the README marks as created by
+// TestHookCLI (its nightly-build example).
+func readmeHook(t *testing.T) string {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(e2e.RepoRoot(), "README.md"))
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)<!-- README example: internal/e2e/hooks_test.go creates this hook -->\n```yaml\n(.*?)```").FindSubmatch(readme)
+	require.NotNil(t, m, "README.md has no marked hook example")
+	return string(m[1])
+}
+
+// TestHookCLI drives `hopper hook` against a real server with the README's
+// nightly-build example.
+func TestHookCLI(t *testing.T) {
+	t.Parallel()
+	srv := e2e.StartServer(t, e2e.ServerOptions{})
+	root := srv.Env()
+	nightlyHook := readmeHook(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "nightly.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(nightlyHook), 0o600))
+	ok := func(args ...string) string {
+		t.Helper()
+		stdout, stderr, code := hopperCLI(t, root, args...)
+		require.Equal(t, 0, code, "hopper %v: %s", args, stderr)
+		return stdout
+	}
+	fail := func(want string, args ...string) {
+		t.Helper()
+		stdout, stderr, code := hopperCLI(t, root, args...)
+		require.NotEqual(t, 0, code, "hopper %v should fail: %s", args, stdout)
+		require.Contains(t, stderr, want)
+	}
+
+	ok("role", "create", "hook-id:nightly/*", "--description", "what nightly hooks may do",
+		"--scope", "queue:create-task:lowest:hopper/default", "--scope", "queue:create-task:project:none", "--scope", "queue:scheduler-id:-")
+	out := ok("hook", "create", "nightly", "build", "-f", file, "--json")
+	var created tcclient.Hook
+	require.NoError(t, json.Unmarshal([]byte(out), &created))
+	require.Equal(t, []string{"0 30 2 * * *"}, created.Schedule)
+
+	out = ok("hook", "show", "nightly", "build")
+	require.Regexp(t, `schedule:\s+0 30 2 \* \* \*`, out)
+	require.Regexp(t, `next fire:\s+\d{4}-\d\d-\d\dT02:30:00.000Z`, out)
+	require.Contains(t, out, "never fired")
+	require.Contains(t, ok("hook", "list"), "nightly")
+	require.Contains(t, ok("hook", "list", "nightly"), "build")
+
+	taskID := strings.TrimSpace(ok("hook", "trigger", "nightly", "build"))
+	require.Len(t, taskID, 22)
+	out = ok("hook", "fires", "nightly", "build")
+	require.Contains(t, out, taskID)
+	require.Contains(t, out, "triggerHook")
+	require.Contains(t, out, "pending")
+	require.Contains(t, ok("hook", "show", "nightly", "build"), "created task "+taskID)
+
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte(strings.Replace(nightlyHook, "0 30 2 * * *", "61 * * * *", 1)), 0o600))
+	fail("400 InputError: Constraint error, got value 61 expected range 0-59 in 61 * * * *", "hook", "update", "nightly", "build", "-f", bad)
+	fail("a hook definition needs metadata and task", "hook", "create", "nightly", "x", "-f", writeFile(t, dir, "empty.yaml", "schedule: []\n"))
+
+	weekly := filepath.Join(dir, "weekly.yaml")
+	require.NoError(t, os.WriteFile(weekly, []byte(strings.Replace(nightlyHook, "0 30 2 * * *", "@weekly", 1)), 0o600))
+	ok("hook", "update", "nightly", "build", "-f", weekly)
+	require.Regexp(t, `schedule:\s+@weekly`, ok("hook", "show", "nightly", "build"))
+
+	require.Contains(t, ok("hook", "remove", "nightly", "build"), "removed hook nightly/build")
+	fail("404 ResourceNotFound", "hook", "show", "nightly", "build")
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
 }

@@ -78,3 +78,16 @@ func TestWorkerHonoursPurgeCache(t *testing.T) {
 	run(1)
 	run(2)
 }
+
+// TestOfficialClientPurgeCache runs e2e/node/purgecache.mjs: the
+// Purge-Cache API through the npm client, scopes and paging included.
+func TestOfficialClientPurgeCache(t *testing.T) {
+	t.Parallel()
+	e2e.RequireNode(t)
+	srv := e2e.StartServer(t, e2e.ServerOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := e2e.RunNode(ctx, t, "purgecache.mjs", srv.Env()...)
+	require.Contains(t, out, "purge-cache: all passed")
+	t.Log(out)
+}

@@ -12,7 +12,8 @@ import (
 
 // DataExpirer deletes what has expired: tasks with their dependency edges
 // and artifacts (and the artifacts' stored data), task groups, task queues,
-// workers (kept while quarantined) and clients marked deleteOnExpiration.
+// workers (kept while quarantined), clients marked deleteOnExpiration, and
+// hook fire records older than a year.
 // It runs once at Start, then every Interval.
 type DataExpirer struct {
 	Store store.Store
@@ -23,20 +24,15 @@ type DataExpirer struct {
 	// Interval is the cadence (default DefaultExpireEvery).
 	Interval time.Duration
 
-	loop loop
+	loop // its Stop is the duty's
 }
 
 var _ Service = (*DataExpirer)(nil)
 
 // Start implements Service.
 func (e *DataExpirer) Start(ctx context.Context) {
-	e.loop.start(ctx, interval(e.Interval, DefaultExpireEvery), true, func(ctx context.Context) {
-		_ = e.RunOnce(ctx) // RunOnce logs its own failures
-	})
+	e.loop.start(ctx, e.Logger, "expiring data", interval(e.Interval, DefaultExpireEvery), true, e.RunOnce)
 }
-
-// Stop implements Service.
-func (e *DataExpirer) Stop() { e.loop.stop() }
 
 // RunOnce deletes what has expired now. A blob that cannot be deleted is
 // logged and left (its row is gone, so nothing serves it any more).
@@ -44,9 +40,6 @@ func (e *DataExpirer) RunOnce(ctx context.Context) error {
 	log := logger(e.Logger)
 	res, err := e.Store.ExpireData(ctx, e.Clock.Now())
 	if err != nil {
-		if ctx.Err() == nil {
-			log.Error("expiring data", "error", err)
-		}
 		return err
 	}
 	for _, b := range res.Blobs {
@@ -57,10 +50,10 @@ func (e *DataExpirer) RunOnce(ctx context.Context) error {
 			log.Warn("deleting expired artifact data", "taskId", b.TaskID, "runId", b.RunID, "name", b.Name, "error", err)
 		}
 	}
-	if res.Tasks+res.Artifacts+res.TaskGroups+res.TaskQueues+res.Workers+res.Clients+res.IndexedTasks+res.IndexNamespaces+res.Secrets > 0 {
+	if res.Tasks+res.Artifacts+res.TaskGroups+res.TaskQueues+res.Workers+res.Clients+res.IndexedTasks+res.IndexNamespaces+res.Secrets+res.HookFires > 0 {
 		log.Info("expired data", "tasks", res.Tasks, "artifacts", res.Artifacts, "taskGroups", res.TaskGroups,
 			"taskQueues", res.TaskQueues, "workers", res.Workers, "clients", res.Clients,
-			"indexedTasks", res.IndexedTasks, "indexNamespaces", res.IndexNamespaces, "secrets", res.Secrets)
+			"indexedTasks", res.IndexedTasks, "indexNamespaces", res.IndexNamespaces, "secrets", res.Secrets, "hookFires", res.HookFires)
 	}
 	return nil
 }

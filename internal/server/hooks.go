@@ -8,6 +8,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/hooksapi"
+	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
@@ -19,18 +20,37 @@ import (
 type hookService struct {
 	routes []api.Route
 	firer  *hooksapi.Firer
+	// listener fires hooks for Pulse messages (nil without a broker).
+	listener *maintenance.HookListener
 
 	mu  sync.RWMutex
 	srv *api.Server
 }
 
-func newHookService(sec *Security, st store.Store, clock queue.Clock, log *slog.Logger, version string, pulse bool) *hookService {
+// newHookService builds the service; amqpURL is the broker hooks'
+// bindings consume from ("" refuses bindings).
+func newHookService(sec *Security, st store.Store, clock queue.Clock, log *slog.Logger, version, amqpURL string) *hookService {
 	h := &hookService{}
 	h.firer = &hooksapi.Firer{Store: st, Roles: sec.Roles, Clock: clock, Log: log,
 		Tasks: hooksapi.TaskCreatorFunc(h.createTask)}
+	var changed func()
+	if amqpURL != "" {
+		h.listener = &maintenance.HookListener{Store: st, Firer: h.firer, AMQP: amqpURL, Logger: log}
+		changed = h.listener.Changed
+	}
 	h.routes = hooksapi.Routes(hooksapi.Deps{Store: st, Sealer: sec.Sealer, Firer: h.firer, Caller: sec.Authorizer.Caller,
-		PulseAvailable: pulse, Logger: log, Version: version})
+		PulseAvailable: amqpURL != "", Changed: changed, Logger: log, Version: version})
 	return h
+}
+
+// duties are the service's background duties: the scheduler, and the
+// Pulse listener when there is a broker.
+func (h *hookService) duties(log *slog.Logger) []maintenance.Service {
+	duties := []maintenance.Service{&maintenance.HookScheduler{Firer: h.firer, Logger: log}}
+	if h.listener != nil {
+		duties = append(duties, h.listener)
+	}
+	return duties
 }
 
 // bind gives the service the API server whose createTask hooks use.

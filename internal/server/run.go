@@ -141,7 +141,7 @@ func Run(ctx context.Context, cfg Config) error {
 		handlers[m.MountPath()] = m
 	}
 	side := newSideServices(st, blobs, cfg.Clock, log, cfg.ExpireEvery)
-	hookSvc := newHookService(sec, st, cfg.Clock, log, cfg.Version, cfg.AMQP != "")
+	hookSvc := newHookService(sec, st, cfg.Clock, log, cfg.Version, cfg.AMQP)
 	srv, err := api.New(api.Options{
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
@@ -159,8 +159,7 @@ func Run(ctx context.Context, cfg Config) error {
 		&maintenance.ClaimExpirer{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log},
 		&maintenance.DeadlineResolver{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log, Delay: cfg.DeadlineDelay},
 		&maintenance.DataExpirer{Store: st, Blobs: blobs, Clock: cfg.Clock, Logger: log, Interval: cfg.ExpireEvery},
-		&maintenance.HookScheduler{Firer: hookSvc.firer, Logger: log},
-	}, side.duties...)...)
+	}, append(side.duties, hookSvc.duties(log)...)...)...)
 	duties.Start(ctx)
 	defer duties.Stop()
 

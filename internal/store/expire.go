@@ -97,7 +97,7 @@ type expireStep struct {
 // ExpireData implements Store: deletes tasks, their dependency edges and
 // artifacts, task groups, task queues, workers (kept while quarantined) and
 // clients marked deleteOnExpiration whose expiry has passed, and expired
-// index entries, index namespaces and secrets.
+// index entries, index namespaces, secrets and old hook fire records.
 func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult, error) {
 	var out *ExpireDataResult
 	cutoff := ms(now)
@@ -132,6 +132,7 @@ func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult,
 		}
 		steps = append(steps, expireIndexSteps(cutoff, &out.IndexedTasks, &out.IndexNamespaces)...)
 		steps = append(steps, expireSecretSteps(cutoff, &out.Secrets)...)
+		steps = append(steps, expireHookFireSteps(now, &out.HookFires)...)
 		for _, s := range steps {
 			res, err := tx.exec(ctx, s.query, s.args...)
 			if err != nil {

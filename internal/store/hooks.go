@@ -89,6 +89,15 @@ type FinishFireParams struct {
 	Fire          *LastFire
 }
 
+// LastFireRetention is how long a hook's fire records are kept, as in
+// Taskcluster.
+const LastFireRetention = 365 * 24 * time.Hour
+
+// expireHookFireSteps deletes fire records older than LastFireRetention.
+func expireHookFireSteps(now time.Time, count *int) []expireStep {
+	return []expireStep{{count, "DELETE FROM hook_last_fires WHERE task_create_time < ?", []any{ms(now.Add(-LastFireRetention))}}}
+}
+
 const hookColumns = "hook_group_id, hook_id, metadata, task, bindings, schedule, trigger_schema, trigger_token, next_task_id, next_scheduled, claimed_until, created, last_modified"
 
 func scanHook(row rowScanner) (*Hook, error) {
@@ -245,10 +254,20 @@ func (db *DB) DeleteHook(ctx context.Context, hookGroupID, hookID string) error 
 	})
 }
 
-// ClaimDueHook implements HookStore.
+// ClaimDueHook implements HookStore. A read looks for a due hook first,
+// so a scheduler polling an idle deployment writes nothing.
 func (db *DB) ClaimDueHook(ctx context.Context, now, leaseUntil time.Time) (*Hook, error) {
+	var one int
+	err := db.queryRow(ctx, `SELECT 1 FROM hooks WHERE next_scheduled > 0 AND next_scheduled <= ? AND claimed_until <= ? LIMIT 1`,
+		ms(now), ms(now)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking for a due hook: %w", err)
+	}
 	var h *Hook
-	err := db.tx(ctx, func(tx *txn) error {
+	err = db.tx(ctx, func(tx *txn) error {
 		var err error
 		h, err = scanHook(tx.queryRow(ctx, "SELECT "+hookColumns+` FROM hooks
 			WHERE next_scheduled > 0 AND next_scheduled <= ? AND claimed_until <= ?

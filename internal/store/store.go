@@ -180,7 +180,9 @@ type ExpireDataResult struct {
 	Tasks, TaskGroups, Artifacts, TaskQueues, Workers, Clients int
 	// Index entries and namespaces, and secrets (index.go, secrets.go).
 	IndexedTasks, IndexNamespaces, Secrets int
-	Blobs                                  []ExpiredArtifact
+	// HookFires counts fire records past LastFireRetention (hooks.go).
+	HookFires int
+	Blobs     []ExpiredArtifact
 }
 
 // ExpiredArtifact names an expired artifact whose data may need deleting.

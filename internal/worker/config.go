@@ -58,7 +58,7 @@ type CredentialsConfig struct {
 	Certificate string `yaml:"certificate" json:"certificate,omitempty"`
 }
 
-// SupersedingConfig holds the superseding settings of worker.md §5.2. The
+// SupersedingConfig holds the superseding settings of docs/contract/worker.md §5.2. The
 // worker itself only reads Enabled (to decide whether to call its
 // SupersedeFunc); the rest is for the superseding implementation.
 type SupersedingConfig struct {
@@ -176,8 +176,9 @@ type Config struct {
 type DockerConfig struct {
 	// Host is the daemon's socket (default unix:///var/run/docker.sock).
 	Host string `yaml:"host" json:"host,omitempty"`
-	// Network is the containers' network mode: "bridge" (default, as
-	// docker-worker), "host" or "none".
+	// Network is the containers' network mode: "bridge" (as
+	// docker-worker), "host" or "none". Empty (the default) means bridge
+	// when the daemon has a bridge network, else none.
 	Network string `yaml:"network" json:"network,omitempty"`
 	// AllowPrivileged lets tasks with the scope
 	// docker-worker:capability:privileged run privileged containers.
@@ -324,10 +325,7 @@ func (c Config) Normalize() (Config, error) {
 	if c.Engine != EngineProcess && c.Engine != EngineDocker {
 		problems = append(problems, fmt.Sprintf("engine %q must be %s or %s", c.Engine, EngineProcess, EngineDocker))
 	}
-	if c.Docker.Network == "" {
-		c.Docker.Network = "bridge"
-	}
-	if c.Docker.Network != "bridge" && c.Docker.Network != "host" && c.Docker.Network != "none" {
+	if c.Docker.Network != "" && c.Docker.Network != "bridge" && c.Docker.Network != "host" && c.Docker.Network != "none" {
 		problems = append(problems, fmt.Sprintf("docker.network %q must be bridge, host or none", c.Docker.Network))
 	}
 	for _, d := range c.Docker.AllowedDevices {

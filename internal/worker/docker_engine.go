@@ -45,6 +45,9 @@ var dockerDevices = map[string]dockerDevice{
 type dockerEngine struct {
 	cfg    *Config
 	client *dockerapi.Client
+	// network is the containers' network mode, settled by recover before
+	// the first claim.
+	network string
 }
 
 func newDockerEngine(cfg *Config) (*dockerEngine, error) {
@@ -68,6 +71,20 @@ func (e *dockerEngine) recover(ctx context.Context) error {
 	defer cancel()
 	if _, err := e.client.Version(ctx); err != nil {
 		return fmt.Errorf("the Docker daemon at %s does not answer: %w", e.cfg.Docker.Host, err)
+	}
+	e.network = e.cfg.Docker.Network
+	if e.network == "" || e.network == "bridge" {
+		_, err := e.client.NetworkGateway(ctx, "bridge")
+		switch {
+		case err == nil:
+			e.network = "bridge"
+		case e.network == "" && dockerapi.IsNotFound(err):
+			// A daemon started with --bridge=none: containers get no
+			// network rather than failing to start.
+			e.network = "none"
+		default:
+			return fmt.Errorf("docker.network bridge: the daemon's bridge network is unusable (dockerd --bridge=none? use host or none): %w", err)
+		}
 	}
 	left, err := e.client.ListContainers(ctx, labelWorker, e.workerLabel())
 	if err != nil {
@@ -96,7 +113,7 @@ type dockerTask struct {
 	exitCode    int
 }
 
-// prepare validates the payload (worker.md §6.2 rows 5–8 for docker-worker
+// prepare validates the payload (docs/contract/worker.md §6.2 rows 5–8 for docker-worker
 // payloads): schema, refused features, scopes and worker permissions, then
 // live log, proxy, image and caches.
 func (e *dockerEngine) prepare(r *taskRun) engineTask {
@@ -178,7 +195,7 @@ func (t *dockerTask) check() []string {
 		switch {
 		case !boolOr(cfg.EnableTaskclusterProxy, true):
 			bad = append(bad, fmt.Sprintf("payload.features.taskclusterProxy is requested but the taskcluster proxy is disabled on worker pool %s", pool))
-		case cfg.Docker.Network == "none":
+		case t.e.network == "none":
 			bad = append(bad, fmt.Sprintf("payload.features.taskclusterProxy: containers of worker pool %s have no network, so the proxy cannot be reached", pool))
 		}
 	}
@@ -256,7 +273,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // ephemeral port and TASKCLUSTER_PROXY_URL carries it.
 func (t *dockerTask) startProxy() error {
 	ip := fmt.Sprintf("127.%d.%d.%d", 100+rand.IntN(100), rand.IntN(256), 1+rand.IntN(254))
-	if t.e.cfg.Docker.Network == "bridge" {
+	if t.e.network == "bridge" {
 		ctx, cancel := context.WithTimeout(t.r.workCtx, 30*time.Second)
 		gw, err := t.e.client.NetworkGateway(ctx, "bridge")
 		cancel()

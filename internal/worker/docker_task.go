@@ -59,7 +59,7 @@ func (t *dockerTask) containerEnv() []string {
 func (t *dockerTask) containerConfig() (*dockerapi.ContainerConfig, error) {
 	cfg := t.e.cfg
 	hc := dockerapi.HostConfig{
-		NetworkMode: cfg.Docker.Network,
+		NetworkMode: t.e.network,
 		Binds:       t.binds,
 		Privileged:  t.pl.Capabilities.Privileged,
 		ExtraHosts:  t.extraHosts,
@@ -104,7 +104,7 @@ func (t *dockerTask) containerConfig() (*dockerapi.ContainerConfig, error) {
 
 // run creates and starts the container, streams its output into the task
 // log and waits for it; maxRunTime, a cancelled claim and an immediate
-// shutdown kill it (worker.md §6.2 rows 9–14).
+// shutdown kill it (docs/contract/worker.md §6.2 rows 9–14).
 func (t *dockerTask) run() {
 	r := t.r
 	cfg, err := t.containerConfig()
@@ -140,7 +140,7 @@ func (t *dockerTask) run() {
 		// task's failure, not the worker's.
 		r.log.Errorf("Failure to properly start execution environment: %v", err)
 		res := commandResult{exitCode: -1, wall: time.Since(start), startErr: err}
-		r.log.Infof("%s", res.summary())
+		r.log.Infof("%s", containerSummary(res))
 		r.record(failure("The container could not be started: %v", err))
 		return
 	}
@@ -187,8 +187,17 @@ func (t *dockerTask) run() {
 		r.record(internalError("Waiting for the container: %v", waitErr))
 		return
 	}
-	r.log.Infof("%s", res.summary())
+	if st, err := t.e.client.InspectContainer(ctx, id); err == nil && st.OOMKilled {
+		r.log.Errorf("The container ran out of memory (this worker pool allows %d MiB) and was killed by the kernel", t.e.cfg.Docker.MemoryMiB)
+	}
+	r.log.Infof("%s", containerSummary(res))
 	t.conclude(res)
+}
+
+// containerSummary is the process engine's result block without the CPU
+// times, which the worker cannot see for a container's processes.
+func containerSummary(res commandResult) string {
+	return fmt.Sprintf("Exit Code: %d\nWall Time: %s\nResult: %s", res.exitCode, res.wall.Round(time.Millisecond), res.verdict())
 }
 
 // conclude records the outcome of the container like runCommands does for

@@ -254,4 +254,16 @@ func testHookLastFires(t *testing.T, open Opener) {
 	require.Equal(t, []string{"t4", "t3", "t2", "t1", "t0"}, ids, "newest first")
 	_, _, err := e.s.ListLastFires(e.ctx, "g", "h", store.Page{ContinuationToken: "!!"})
 	require.ErrorIs(t, err, store.ErrBadContinuationToken)
+
+	// Fire records are kept a year.
+	res, err := e.s.ExpireData(e.ctx, Epoch.Add(store.LastFireRetention+2500*time.Millisecond))
+	require.NoError(t, err)
+	require.Equal(t, 4, res.HookFires, "t0, t1, t2 and x are older than a year; t3, t4 are not")
+	ids = nil
+	fires, _, err := e.s.ListLastFires(e.ctx, "g", "h", store.Page{})
+	require.NoError(t, err)
+	for _, f := range fires {
+		ids = append(ids, f.TaskID)
+	}
+	require.Equal(t, []string{"t4", "t3"}, ids)
 }

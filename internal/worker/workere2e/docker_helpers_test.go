@@ -67,8 +67,8 @@ func stopSharedDocker() {
 }
 
 // startDockerWorker starts `hopper worker --engine docker` for queue on
-// the shared daemon, containers without a network unless o.config sets a
-// "docker" object of its own. The worker's environment holds the root
+// the shared daemon, whose lack of a bridge network gives containers none
+// unless o.config sets a "docker" object of its own. The worker's environment holds the root
 // access token, which must never reach a container.
 func startDockerWorker(t *testing.T, queue string, o workerOpts) *worker {
 	t.Helper()
@@ -84,7 +84,7 @@ func startDockerWorker(t *testing.T, queue string, o workerOpts) *worker {
 		"claimInterval":      "200ms",
 		"numberOfTasksToRun": o.tasks,
 		"engine":             "docker",
-		"docker":             map[string]any{"host": d.Host, "network": "none"},
+		"docker":             map[string]any{"host": d.Host},
 	}
 	for k, v := range o.config {
 		cfg[k] = v

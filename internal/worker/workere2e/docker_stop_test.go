@@ -40,6 +40,35 @@ func TestDockerMaxRunTimeAndCancel(t *testing.T) {
 	require.Empty(t, containersOf(t, labelTask, timed+"/0"))
 
 	c := waitRunning(t, cancelled, 0)
+	// While the container runs its output streams through the live log.
+	red, err := shared.admin.GetLatestArtifact(context.Background(), cancelled, "public/logs/live.log")
+	require.NoError(t, err)
+	resp, err := http.Get(red.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	seen := make(chan bool, 1)
+	go func() {
+		var got []byte
+		buf := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(buf)
+			got = append(got, buf[:n]...)
+			if strings.Contains(string(got), "\nstarted\n") {
+				seen <- true
+				return
+			}
+			if err != nil {
+				seen <- false
+				return
+			}
+		}
+	}()
+	select {
+	case ok := <-seen:
+		require.True(t, ok, "the live log ended before the container's output arrived")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the container's output did not reach the live log")
+	}
 	cancelledAt := time.Now()
 	_, err = shared.admin.CancelTask(context.Background(), cancelled)
 	require.NoError(t, err)
@@ -58,6 +87,32 @@ func TestDockerMaxRunTimeAndCancel(t *testing.T) {
 	require.Equal(t, 0, w.wait(t, 30*time.Second))
 	require.Empty(t, containersOf(t, labelTask, cancelled+"/0"))
 	require.Equal(t, "canceled", status(t, cancelled).Runs[0].ReasonResolved)
+}
+
+// TestDockerSIGTERMResolvesWorkerShutdown: an immediate shutdown kills the
+// container, resolves the run exception/worker-shutdown (so the queue
+// retries it at once) and removes the container.
+func TestDockerSIGTERMResolvesWorkerShutdown(t *testing.T) {
+	queue := uniqueQueue("docker-term")
+	id := createTaskWith(t, queue, dockerPayload("echo started; sleep 600", func(pl map[string]any) { pl["maxRunTime"] = 600 }), nil)
+	w := startDockerWorker(t, queue, workerOpts{id: "docker-term"})
+	waitRunning(t, id, 0)
+	require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 72, w.wait(t, 60*time.Second))
+	st := status(t, id)
+	require.Equal(t, "worker-shutdown", st.Runs[0].ReasonResolved)
+	log := backingLog(t, id, 0)
+	require.Contains(t, log, "started")
+	require.Contains(t, log, "Result: ABORTED (worker shutdown)")
+	require.Empty(t, containersOf(t, labelWorker, "e2e/docker-term"))
+}
+
+// TestDockerBridgeMissingStopsTheWorker: asking for the bridge network of
+// a daemon that has none fails at start, not task after task.
+func TestDockerBridgeMissingStopsTheWorker(t *testing.T) {
+	w := startDockerWorker(t, uniqueQueue("docker-nobridge"), workerOpts{id: "docker-nobridge",
+		config: map[string]any{"docker": map[string]any{"network": "bridge"}}})
+	require.Equal(t, 1, w.wait(t, 30*time.Second))
 }
 
 // TestDockerKill9LeavesNoContainer: a worker killed outright cannot stop

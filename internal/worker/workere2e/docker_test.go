@@ -1,6 +1,7 @@
 package workere2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -190,7 +191,7 @@ func TestDockerMalformedPayloads(t *testing.T) {
 
 // TestDockerCacheSurvivesAndPurges: a cache written by one task is seen by
 // the next on the same worker; an exit code listed in
-// onExitStatus.purgeCaches empties it.
+// onExitStatus.purgeCaches empties it, and so does a purge-cache request.
 func TestDockerCacheSurvivesAndPurges(t *testing.T) {
 	queue := uniqueQueue("docker-cache")
 	scopes := func(d *tcclient.TaskDefinition) { d.Scopes = []string{"docker-worker:cache:hopper-e2e-*"} }
@@ -203,13 +204,21 @@ func TestDockerCacheSurvivesAndPurges(t *testing.T) {
 		scopes(d)
 		d.Dependencies = []string{first}
 	})
-	third := createTaskWith(t, queue, dockerPayload(`if [ -e /cache/note ]; then echo still there; else echo cache is empty; fi`, cache), func(d *tcclient.TaskDefinition) {
+	third := createTaskWith(t, queue, dockerPayload(`if [ -e /cache/note ]; then echo still there; else echo cache is empty; fi; echo again > /cache/note`, cache), func(d *tcclient.TaskDefinition) {
 		scopes(d)
 		d.Dependencies = []string{second}
 		d.Requires = "all-resolved"
 	})
-	w := startDockerWorker(t, queue, workerOpts{id: "docker-cache", tasks: 3})
+	w := startDockerWorker(t, queue, workerOpts{id: "docker-cache", tasks: 4})
+	waitResolved(t, third, 120*time.Second)
+	// A purge request through the Purge-Cache service empties the cache
+	// before the next task that mounts it.
+	require.NoError(t, shared.admin.PurgeCache(context.Background(), queue, "hopper-e2e-c1"))
+	fourth := createTaskWith(t, queue, dockerPayload(`if [ -e /cache/note ]; then echo still there; else echo purged by request; fi`, cache), scopes)
 	require.Equal(t, 0, w.wait(t, 120*time.Second))
+	log4 := logOf(t, fourth)
+	require.Equal(t, tcclient.StateCompleted, status(t, fourth).State, log4)
+	require.Contains(t, log4, "purged by request")
 
 	require.Equal(t, tcclient.StateCompleted, status(t, first).State, logOf(t, first))
 	log2 := logOf(t, second)
@@ -247,7 +256,8 @@ wget -q -O /dev/null "http://taskcluster/api/queue/v1/task/$OTHER/cancel" --post
 	limits := createTaskWith(t, queue, dockerPayload(`cd /sys/fs/cgroup
 echo "memory limit: $(cat memory/memory.limit_in_bytes 2>/dev/null || cat memory.max)"
 echo "cpu quota: $(cat cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 cpu.max)"`, nil), nil)
-	w := startDockerWorker(t, queue, workerOpts{id: "docker-caps", tasks: 5, config: map[string]any{
+	hog := createTaskWith(t, queue, dockerPayload(`x=$(head -c 200000000 /dev/zero | tr '\0' a); echo survived ${#x}`, nil), nil)
+	w := startDockerWorker(t, queue, workerOpts{id: "docker-caps", tasks: 6, config: map[string]any{
 		"docker": map[string]any{"network": "host", "allowPrivileged": true, "memoryMiB": 64, "cpus": 0.5},
 	}})
 	require.Equal(t, 0, w.wait(t, 120*time.Second))
@@ -263,6 +273,10 @@ echo "cpu quota: $(cat cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 cpu.max
 	require.Equal(t, tcclient.StateCompleted, status(t, limits).State, log)
 	require.Contains(t, log, "memory limit: 67108864\n", "docker.memoryMiB limits the container")
 	require.Contains(t, log, "cpu quota: 50000\n", "docker.cpus limits the container (period 100 ms)")
+	log = logOf(t, hog)
+	require.Equal(t, tcclient.StateFailed, status(t, hog).State, log)
+	require.Contains(t, log, "The container ran out of memory (this worker pool allows 64 MiB)")
+	require.NotContains(t, log, "\nsurvived")
 
 	capEff := func(id string) uint64 {
 		log := logOf(t, id)

@@ -1,0 +1,98 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/e2e"
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// TestHookPulseBindings: with a broker, a hook bound to the queue's own
+// task-defined exchange fires (firedBy pulseMessage, the message as its
+// payload) for the tasks its routing-key pattern selects, and only those.
+func TestHookPulseBindings(t *testing.T) {
+	t.Parallel()
+	amqpURL := os.Getenv("HOPPER_TEST_AMQP")
+	if amqpURL == "" {
+		t.Skip("HOPPER_TEST_AMQP not set: no RabbitMQ for hook bindings")
+	}
+	srv := e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--amqp", amqpURL}})
+	c := rootClient(srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	run := time.Now().UnixNano() % 1e6
+	prov := fmt.Sprintf("e2e-pulse-%d", run)
+	group, id := fmt.Sprintf("e2e-pulse-%d", run), "on-defined"
+	source, other, target := prov+"/source", prov+"/other", prov+"/fired"
+	_, err := c.CreateRole(ctx, "hook-id:"+group+"/*", &tcclient.RoleRequest{Description: "pulse e2e",
+		Scopes: []string{"queue:create-task:lowest:" + target, "queue:create-task:project:none", "queue:scheduler-id:-"}})
+	require.NoError(t, err)
+	// A first task makes the queue declare its exchange.
+	_, err = c.CreateTask(ctx, tcclient.NewTaskID(), newTask(other))
+	require.NoError(t, err)
+
+	_, err = c.CreateHook(ctx, group, id, &tcclient.Hook{
+		Metadata: json.RawMessage(`{"name":"on defined","description":"e2e","owner":"e2e@example.com"}`),
+		Bindings: json.RawMessage(`[{"exchange":"exchange/taskcluster-queue/v1/task-defined","routingKeyPattern":"primary.*.*.*.*.` + prov + `.source.#"}]`),
+		Task: json.RawMessage(`{"taskQueueId":"` + target + `","payload":{},"deadline":{"$fromNow":"1 hour"},
+			"extra":{"source":{"$eval":"payload.status.taskId"}},
+			"metadata":{"name":"${firedBy}","description":"d","owner":"e2e@example.com","source":"https://example.com"}}`),
+		TriggerSchema: json.RawMessage(`{"type":"object","required":["status"]}`),
+	})
+	require.NoError(t, err)
+
+	// The binding is made in the background: create source tasks until
+	// one fires the hook.
+	var fired tcclient.HookFire
+	var sourceIDs []string
+	require.Eventually(t, func() bool {
+		sourceID := tcclient.NewTaskID()
+		if _, err := c.CreateTask(ctx, sourceID, newTask(source)); err != nil {
+			return false
+		}
+		sourceIDs = append(sourceIDs, sourceID)
+		_, _ = c.CreateTask(ctx, tcclient.NewTaskID(), newTask(other)) // not selected
+		time.Sleep(500 * time.Millisecond)
+		fires, err := c.AllLastFires(ctx, group, id)
+		if err != nil || len(fires) == 0 {
+			return false
+		}
+		fired = fires[len(fires)-1]
+		return true
+	}, time.Minute, 100*time.Millisecond)
+	require.Equal(t, "pulseMessage", fired.FiredBy)
+	require.Equal(t, "success", fired.Result, fired.Error)
+	task, err := c.Task(ctx, fired.TaskID)
+	require.NoError(t, err)
+	require.Equal(t, "pulseMessage", task.Metadata.Name)
+	var extra struct {
+		Source string `json:"source"`
+	}
+	require.NoError(t, json.Unmarshal(task.Extra, &extra))
+	require.Contains(t, sourceIDs, extra.Source, "the payload is the message about a source task")
+
+	// Every selected message fires once; others never do.
+	time.Sleep(2 * time.Second)
+	fires, err := c.AllLastFires(ctx, group, id)
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, f := range fires {
+		tk, err := c.Task(ctx, f.TaskID)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(tk.Extra, &extra))
+		require.Contains(t, sourceIDs, extra.Source)
+		require.False(t, seen[extra.Source], "message about %s fired twice", extra.Source)
+		seen[extra.Source] = true
+	}
+
+	// Removing the hook stops it (and deletes its queue).
+	require.NoError(t, c.RemoveHook(ctx, group, id))
+}
