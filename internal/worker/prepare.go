@@ -194,6 +194,9 @@ func (r *taskRun) proxyScopes() []string {
 func (r *taskRun) startProxy(opts tcproxy.Options) error {
 	opts.RootURL, opts.Credentials, opts.AuthorizedScopes = r.w.cfg.RootURL, r.claim.Credentials(), r.proxyScopes()
 	opts.HTTPClient = r.w.HTTPClient
+	if r.proxyPeerFunc != nil {
+		opts.AllowPeerFunc = r.proxyPeerFunc
+	}
 	p, err := tcproxy.Start(opts)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -80,9 +81,11 @@ type taskRun struct {
 	usageKnown bool
 	// confined is set when the commands ran as a task user: artifacts
 	// must then be the task's own files.
-	confined  bool
-	watchStop chan struct{}
-	watchOnce sync.Once
+	confined bool
+	// proxyPeerFunc, when set, limits who may use the task's proxy.
+	proxyPeerFunc func(local, remote net.Addr) bool
+	watchStop     chan struct{}
+	watchOnce     sync.Once
 }
 
 func (r *taskRun) record(e runErr) {
