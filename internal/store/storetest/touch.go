@@ -20,7 +20,9 @@ func testTouchMany(t *testing.T, open Opener) {
 		return store.WorkerKey{TaskQueueID: testQueue, WorkerGroup: "g", WorkerID: fmt.Sprintf("w%04d", i)}
 	}
 	const n = 1203 // more than two statements' worth
-	at := func(d time.Duration) store.TouchWorkerParams { return store.TouchWorkerParams{Now: Epoch.Add(d), Expires: Epoch.Add(d + time.Hour)} }
+	at := func(d time.Duration) store.TouchWorkerParams {
+		return store.TouchWorkerParams{Now: Epoch.Add(d), Expires: Epoch.Add(d + time.Hour)}
+	}
 	var workers []store.TouchWorkerParams
 	for i := range n {
 		w := at(0)
