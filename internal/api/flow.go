@@ -105,7 +105,7 @@ func (s *Server) failFast(ctx context.Context, t *queue.TaskState, now time.Time
 // flowCollector reports every flow key at scrape time, from the store, so
 // every replica reports the same numbers.
 type flowCollector struct {
-	store                                               store.Store
+	store                                                store.Store
 	pending, running, limit, limited, superseded, cancel *prometheus.Desc
 }
 
