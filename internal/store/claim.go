@@ -25,7 +25,11 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		recorded bool
 		key      = WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}
 	)
-	err := db.tx(ctx, func(tx *txn) error {
+	flows, err := db.queueHasFlowKeys(ctx, p.TaskQueueID)
+	if err != nil {
+		return nil, err
+	}
+	err = db.tx(ctx, func(tx *txn) error {
 		res = &ClaimResult{}
 		var tasks []*queue.TaskState
 		tx.send(Statement{Query: "SELECT " + taskColumns + ` FROM tasks
@@ -41,7 +45,9 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		// Tasks under a flow key's policy are found through their keys, in
 		// the same round trip (flow.go).
 		var keyed []flowCandidate
-		tx.send(tx.flowCandidatesStatement(p, &keyed))
+		if flows {
+			tx.send(tx.flowCandidatesStatement(p, &keyed))
+		}
 		var worker workerClaimRecord
 		if p.RecordRecentTasks || p.CheckQuarantine {
 			tx.send(tx.workerClaimRecordStatement(key, &worker, false))

@@ -51,6 +51,9 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 		// A flow key's row is written (and locked) before the task goes in,
 		// so the counting trigger finds it (flow.go).
 		tx.sendFlowDeclaration(p.Task, p.Flow)
+		if p.Flow.Keyed() {
+			db.flows.known(p.Task.TaskQueueID)
+		}
 		var depStates map[string]string
 		var depRefusal error
 		if len(p.Task.Dependencies) > 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -31,6 +32,62 @@ import (
 //     the older pending tasks of the key are locked the same way and
 //     resolved exception/superseded before the commit, so a task is never
 //     both superseded and running.
+
+// flowQueues remembers which task queues have flow keys, so claims from a
+// queue without any send exactly the statements they sent before flow
+// control existed. A queue is known at once in the process that declared
+// its first key; another process sharing the database looks again at most
+// once a second while it has seen none (keys are never removed, so a
+// queue once known stays known).
+type flowQueues struct {
+	mu      sync.Mutex
+	queues  map[string]bool      // task queue → has keys
+	checked map[string]time.Time // task queue without keys → when last looked
+}
+
+// flowRecheck is how long a task queue seen without flow keys is believed
+// to have none.
+const flowRecheck = time.Second
+
+func (f *flowQueues) known(taskQueueID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.queues == nil {
+		f.queues = map[string]bool{}
+	}
+	f.queues[taskQueueID] = true
+}
+
+// queueHasFlowKeys reports whether claims from the task queue must look for
+// keyed tasks.
+func (db *DB) queueHasFlowKeys(ctx context.Context, taskQueueID string) (bool, error) {
+	f := &db.flows
+	f.mu.Lock()
+	has, last := f.queues[taskQueueID], f.checked[taskQueueID]
+	f.mu.Unlock()
+	if has || time.Since(last) < flowRecheck {
+		return has, nil
+	}
+	var one int
+	err := db.queryRow(ctx, "SELECT 1 FROM flow_keys WHERE task_queue_id = ? LIMIT 1", taskQueueID).Scan(&one)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("looking for flow keys of %s: %w", taskQueueID, err)
+	}
+	if err == nil {
+		f.known(taskQueueID)
+		return true, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.checked == nil {
+		f.checked = map[string]time.Time{}
+	}
+	if len(f.checked) > 100000 {
+		clear(f.checked) // bounded: queue names come from requests
+	}
+	f.checked[taskQueueID] = time.Now()
+	return false, nil
+}
 
 // FlowStore is the flow-control part of the store.
 type FlowStore interface {
