@@ -2,6 +2,7 @@ package jsone
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -52,8 +53,8 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// FuzzRender renders arbitrary JSON templates (seeded with the vectors'
-// templates and contexts): no input panics, and every result is JSON.
+// FuzzRender renders arbitrary JSON templates (seeded with the templates and
+// contexts of both vector files): no input panics, and every result is JSON.
 func FuzzRender(f *testing.F) {
 	for _, c := range loadVectors(f).Cases {
 		tpl, err := json.Marshal(c.Template)
@@ -65,6 +66,26 @@ func FuzzRender(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(string(tpl), string(ctx))
+	}
+	raw, err := os.ReadFile("testdata/random.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	var random struct {
+		Context map[string]any `json:"context"`
+		Cases   []struct {
+			Template json.RawMessage `json:"template"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(raw, &random); err != nil {
+		f.Fatal(err)
+	}
+	ctx, err := json.Marshal(random.Context)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, c := range random.Cases {
+		f.Add(string(c.Template), string(ctx))
 	}
 	now := time.Date(2017, 1, 19, 16, 27, 20, 974e6, time.UTC)
 	f.Fuzz(func(t *testing.T, template, context string) {

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// renderer renders one template: it holds what the reference keeps for the
-// length of one call, the clock and the built-ins.
+// renderer renders one template: it holds what lasts for the length of one
+// render, the clock and the recursion depth (the built-ins, also made per
+// render, live in the root scope).
 type renderer struct {
 	now time.Time
 	// depth counts nested render and eval calls, bounded by maxDepth: a

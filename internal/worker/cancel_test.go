@@ -48,10 +48,18 @@ func TestReclaimConflictKillsProcessGroup(t *testing.T) {
 	b := setup(t, setupOpts{claimTimeout: 2 * time.Second})
 	hb := t.TempDir()
 	require.NoError(t, os.Chmod(hb, 0o777))
+	files := []string{filepath.Join(hb, "a"), filepath.Join(hb, "b")}
+	daemon := ""
+	if os.Geteuid() == 0 {
+		// Only the sandbox's PID namespace (which needs root) reaches a
+		// daemon that left the process group.
+		daemon = "yes"
+		files = append(files, filepath.Join(hb, "daemon"))
+	}
 	id := b.createTask(t, map[string]any{
 		"command": [][]string{sh(`(` + heartbeatScript("a") + `) & (` + heartbeatScript("b") + `) &
-setsid sh -c '` + heartbeatScript("daemon") + `' & wait`)},
-		"env": map[string]string{"HB": hb}, "maxRunTime": 600,
+[ -n "$DAEMON" ] && setsid sh -c '` + heartbeatScript("daemon") + `' & wait`)},
+		"env": map[string]string{"HB": hb, "DAEMON": daemon}, "maxRunTime": 600,
 	}, taskOpts{})
 	b.cfg.NumberOfTasksToRun = 1
 	w := b.newWorker(t)
@@ -60,7 +68,6 @@ setsid sh -c '` + heartbeatScript("daemon") + `' & wait`)},
 		code, _ := w.Run(context.Background())
 		done <- code
 	}()
-	files := []string{filepath.Join(hb, "a"), filepath.Join(hb, "b"), filepath.Join(hb, "daemon")}
 	require.Eventually(t, func() bool { return !slices.Contains(beating(files...), false) }, 10*time.Second, 20*time.Millisecond)
 	cancelledAt := time.Now()
 	b.fake.Cancel(id)
@@ -72,7 +79,7 @@ setsid sh -c '` + heartbeatScript("daemon") + `' & wait`)},
 	}
 	// The status poll (every second) or the next reclaim saw the cancel.
 	require.Less(t, time.Since(cancelledAt), 6*time.Second)
-	require.Equal(t, []bool{false, false, false}, beating(files...), "task processes survived the cancel")
+	require.NotContains(t, beating(files...), true, "task processes survived the cancel")
 	// No uploads and no report after the cancellation.
 	for _, r := range b.fake.Requests() {
 		require.NotContains(t, r.Path, "/completed")

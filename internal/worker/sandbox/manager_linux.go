@@ -124,6 +124,10 @@ type Process struct {
 	cg      *taskCgroup
 	done    chan struct{}
 	result  Result
+	// output and copied: the plain path's output pipe and the end of its
+	// copying.
+	output *os.File
+	copied chan struct{}
 }
 
 // Start starts a command of the task. Without namespaces the command is a
@@ -151,18 +155,31 @@ func (t *Task) startPlain(c Command) (*Process, error) {
 			cmd.Path, cmd.Err = p, nil
 		}
 	}
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = c.Dir, c.Env, c.Output, c.Output
+	// The output pipe is the command's own file, not one exec copies
+	// from: Wait then returns when the command exits, and its group is
+	// killed at once, rather than when whatever it left running closes
+	// the pipe.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating output pipe: %w", err)
+	}
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = c.Dir, c.Env, outW, outW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if t.user != nil {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(t.user.UID), Gid: uint32(t.user.GID), Groups: []uint32{}}
 	}
-	// A grandchild that left the group could hold the output pipe open
-	// forever; do not wait for it longer than this.
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	outW.Close()
+	if err != nil {
+		outR.Close()
 		return nil, err
 	}
-	p := &Process{cmd: cmd, pgid: cmd.Process.Pid, cg: t.cg, done: make(chan struct{})}
+	p := &Process{cmd: cmd, pgid: cmd.Process.Pid, cg: t.cg, done: make(chan struct{}), copied: make(chan struct{})}
+	go func() {
+		defer close(p.copied)
+		_, _ = io.Copy(c.Output, outR)
+	}()
+	p.output = outR
 	if t.cg != nil {
 		// The command may fork before it joins; what it forks before
 		// this point is still in its process group.
@@ -255,6 +272,15 @@ func (p *Process) wait() {
 		}
 		// Leftovers of the group die with the command.
 		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		select {
+		case <-p.copied:
+		case <-time.After(2 * time.Second):
+			// A process that left the group holds the pipe open; stop
+			// reading rather than wait for it.
+			p.output.Close()
+			<-p.copied
+		}
+		p.output.Close()
 	}
 	p.result = res
 }

@@ -25,18 +25,30 @@ func TestKill9ClaimExpiresAndAnotherWorkerRetries(t *testing.T) {
 	needBinaries(t)
 	queue := uniqueQueue("kill9")
 	hb := heartbeatDir(t)
+	files := []string{filepath.Join(hb, "child")}
+	full := ""
+	if reason := strictSandboxMissing(t); reason != "" {
+		// Without the sandbox only the direct child has a parent-death
+		// signal: grandchildren and daemons would live on, so the task
+		// starts none.
+		t.Logf("checking the direct child only: %s", reason)
+	} else {
+		full = "yes"
+		files = append(files, filepath.Join(hb, "grandchild"), filepath.Join(hb, "daemon"))
+	}
 	// Run 0 hangs with a grandchild and a daemon; run 1 finishes at once.
 	id := createTaskWith(t, queue, map[string]any{
 		"command": [][]string{{"sh", "-c", `if [ "$RUN_ID" = 1 ]; then echo "second run finished"; exit 0; fi
-(` + heartbeat("grandchild") + `) &
-setsid sh -c '` + heartbeat("daemon") + `' </dev/null >/dev/null 2>&1 &
+if [ -n "$FULL" ]; then
+  (` + heartbeat("grandchild") + `) &
+  setsid sh -c '` + heartbeat("daemon") + `' </dev/null >/dev/null 2>&1 &
+fi
 ` + heartbeat("child")}},
-		"env":        map[string]string{"HB": hb},
+		"env":        map[string]string{"HB": hb, "FULL": full},
 		"maxRunTime": 300,
 	}, nil)
 
 	a := startWorkerWith(t, queue, workerOpts{id: "kill9-a"})
-	files := []string{filepath.Join(hb, "child"), filepath.Join(hb, "grandchild"), filepath.Join(hb, "daemon")}
 	require.Eventually(t, func() bool { return !slices.Contains(beating(files...), false) }, 30*time.Second, 50*time.Millisecond,
 		"the task never started all its processes")
 	st := status(t, id)
