@@ -58,7 +58,7 @@ type CredentialsConfig struct {
 	Certificate string `yaml:"certificate" json:"certificate,omitempty"`
 }
 
-// SupersedingConfig holds the superseding settings of worker.md §5.2. The
+// SupersedingConfig holds the superseding settings of docs/contract/worker.md §5.2. The
 // worker itself only reads Enabled (to decide whether to call its
 // SupersedeFunc); the rest is for the superseding implementation.
 type SupersedingConfig struct {

@@ -1,7 +1,7 @@
 // Package tcclienttest provides an in-memory fake of the parts of the
 // Taskcluster Queue API that workers use, served over real HTTP with Hawk
 // verification, so that the client and the worker can be tested without the
-// real queue. It follows queue-api.md semantics for the endpoints it serves;
+// real queue. It follows docs/contract/queue.md semantics for the endpoints it serves;
 // it is deliberately small (no dependencies, no priorities, no paging).
 package tcclienttest
 

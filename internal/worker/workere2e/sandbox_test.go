@@ -369,3 +369,38 @@ func TestStrictRefusesWorldReadableConfig(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, string(out), "is readable by every user, task users included: chmod 600 it")
 }
+
+// proxyPing is a bash snippet that GETs the queue's ping through the
+// taskcluster proxy at $1 and prints the status line (nothing if the
+// connection was refused or closed).
+const proxyPing = `ping_proxy() { bash -c 'u=${1#http://}; h=${u%%:*}; p=${u##*:}; p=${p%%/*}
+exec 3<>"/dev/tcp/$h/$p" || exit 0
+printf "GET /api/queue/v1/ping HTTP/1.0\r\nHost: proxy\r\n\r\n" >&3; head -1 <&3 | tr -d "\r"' _ "$1"; }
+`
+
+// TestSandboxProxyServesOnlyItsTask: every task's taskcluster proxy
+// listens on loopback, where other tasks could reach it and act with its
+// scopes; it serves its own task user only.
+func TestSandboxProxyServesOnlyItsTask(t *testing.T) {
+	t.Parallel()
+	needStrictSandbox(t)
+	queue := uniqueQueue("proxyuser")
+	hb := heartbeatDir(t)
+	owner := createTaskWith(t, queue, map[string]any{
+		"command": [][]string{{"sh", "-c", proxyPing + `echo "$TASKCLUSTER_PROXY_URL" > "$HB/proxy-url"
+echo "own proxy: $(ping_proxy "$TASKCLUSTER_PROXY_URL")"
+i=0; while [ ! -f "$HB/snoop-done" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done`}},
+		"features": map[string]any{"taskclusterProxy": true},
+		"env":      map[string]string{"HB": hb}, "maxRunTime": 60,
+	}, nil)
+	snoop := createTaskWith(t, queue, map[string]any{
+		"command": [][]string{{"sh", "-c", proxyPing + `while [ ! -f "$HB/proxy-url" ]; do sleep 0.05; done
+echo "other task's proxy: [$(ping_proxy "$(cat "$HB/proxy-url")")]"; touch "$HB/snoop-done"`}},
+		"env": map[string]string{"HB": hb}, "maxRunTime": 60,
+	}, nil)
+	w := strictWorker(t, queue, "proxyuser", 2, map[string]any{"capacity": 2})
+	require.Equal(t, 0, w.wait(t, 60*time.Second))
+	require.Equal(t, tcclient.StateCompleted, status(t, owner).State)
+	require.Regexp(t, `own proxy: HTTP/1\.[01] 200`, backingLog(t, owner, 0))
+	require.Contains(t, backingLog(t, snoop, 0), "other task's proxy: []")
+}
