@@ -89,6 +89,8 @@ func subcommands() []*cobra.Command {
 		taskCommand(),
 		cli.NewClientCommand(),
 		cli.NewRoleCommand(),
+		cli.NewSecretCommand(),
+		cli.NewIndexCommand(),
 		cli.NewHookCommand(),
 		cli.NewCacheCommand(),
 		cli.NewJSONECommand(),

@@ -73,6 +73,11 @@ await q.createTask(failed, taskDef(tq, { routes: [`index.${ns}.failed`] }));
 await q.claimWork(tq, { ...worker, tasks: 1 });
 await q.reportFailed(failed, 0);
 await expectError(() => index.findTask(`${ns}.failed`), 404, 'ResourceNotFound');
+// hopper's own indexedAt: where each task is found now.
+const at = async (taskId) => JSON.parse((await rawGet(`${rootUrl}/api/index/v1/indexed-at/${taskId}`)).body);
+assert.deepEqual((await at(t1)).tasks.map((e) => e.namespace), [`${ns}.rev1`], 'rank 10 lost latest to an equal rank');
+assert.deepEqual((await at(t3)).tasks.map((e) => e.namespace), [`${ns}.latest`, `${ns}.rev3`]);
+assert.deepEqual((await at(failed)).tasks, []);
 step('findTask: completed tasks indexed at their routes with rank, data and expires');
 
 // ---- listing with continuation tokens ----------------------------------------

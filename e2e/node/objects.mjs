@@ -220,7 +220,7 @@ step('expiry: expired objects and their data go');
   const wq = new taskcluster.Queue({ rootUrl, credentials: claim.credentials, retries: 0 });
 
   const put = async (name, bytes, contentType) => {
-    const res = await wq.createArtifact(taskId, 0, name, { storageType: 'object', expires, contentType });
+    const res = await wq.createArtifact(taskId, 0, name, { storageType: 'object', expires, contentType, contentLength: bytes.length });
     assert.equal(res.storageType, 'object');
     assert.equal(res.name, `t/${taskId}/0/${name}`);
     assert.equal(res.projectId, 'e2e-proj');
@@ -282,6 +282,7 @@ step('expiry: expired objects and their data go');
   const info = await q.artifactInfo(taskId, 0, 'public/build/big.bin');
   assert.equal(info.storageType, 'object');
   assert.equal(info.contentType, 'application/octet-stream');
+  assert.equal(info.contentLength, big.length);
   const list = await q.listArtifacts(taskId, 0);
   const names = list.artifacts.filter((a) => a.storageType === 'object').map((a) => a.name).sort();
   assert.deepEqual(names, ['private/secret.txt', 'public/build/big.bin']);

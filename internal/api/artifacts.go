@@ -16,7 +16,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
-// Artifact timing and size rules (auth-artifacts-events.md §5).
+// Artifact timing and size rules (docs/contract/queue.md §5.7, §7).
 const (
 	// artifactPutURLLifetime is the putUrl lifetime reported to the
 	// uploader; the URL itself is signed a little longer (putURLClockSlack)
@@ -60,7 +60,7 @@ type ArtifactPublisher interface {
 }
 
 // artifactRoutes is the artifact part of the Queue API
-// (auth-artifacts-events.md §5.1).
+// (docs/contract/queue.md §5.1, §5.7).
 func (s *Server) artifactRoutes() []Route {
 	q := func(p string) []string { return []string{queueBase + p} }
 	paged := []string{"continuationToken", "limit"}
@@ -178,6 +178,7 @@ func (in *createArtifactInput) newArtifact(taskID string, runID int, name string
 		d.Reason, d.Message = in.Reason, in.Message
 	case storageObject:
 		d.UploadID = slugid.New()
+		d.ContentLength = in.ContentLength
 	default:
 		return nil, fmt.Errorf("building artifact %s: unexpected storage type %q", name, in.StorageType)
 	}
@@ -195,8 +196,8 @@ func (in *createArtifactInput) newArtifact(taskID string, runID int, name string
 		Details: details, Expires: in.Expires.Time, Present: in.StorageType != storageObject}, nil
 }
 
-// recreateArtifact applies the re-creation rules (auth-artifacts-events.md
-// §5.4) to a createArtifact call naming an existing artifact: it returns
+// recreateArtifact applies the re-creation rules (docs/contract/queue.md
+// §5.7, createArtifact step 5) to a createArtifact call naming an existing artifact: it returns
 // the record to store, or a conflict.
 func recreateArtifact(existing, next *store.Artifact) (*store.Artifact, error) {
 	oldD, err := decodeDetails(existing)
@@ -345,7 +346,7 @@ func (s *Server) createArtifact(c *Call) (any, error) {
 }
 
 // resolveArtifact follows links from name within one run, authorizing the
-// get-artifact scope of every name visited (auth-artifacts-events.md
+// get-artifact scope of every name visited (docs/contract/queue.md
 // §5.7). firstChecked says the caller already authorized name itself.
 func (s *Server) resolveArtifact(c *Call, taskID string, runID int, name string, firstChecked bool) (*store.Artifact, artifactDetails, error) {
 	names := []string{name}

@@ -12,7 +12,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
-// Error codes of Taskcluster's error format (queue-api.md §1.5).
+// Error codes of Taskcluster's error format (docs/contract/queue.md §1.5).
 const (
 	CodeMalformedPayload        = "MalformedPayload"
 	CodeInvalidRequestArguments = "InvalidRequestArguments"
@@ -25,9 +25,9 @@ const (
 	CodeResourceExpired         = "ResourceExpired"
 	CodeInputTooLarge           = "InputTooLarge"
 	CodeInternalServerError     = "InternalServerError"
-	// The object service's own codes.
-	CodeNoMatchingMethod  = "NoMatchingMethod"
-	CodeNoMatchingBackend = "NoMatchingBackend"
+	// CodeNoMatchingMethod is the object service's answer when no
+	// download method the caller accepts is available.
+	CodeNoMatchingMethod = "NoMatchingMethod"
 )
 
 var codeStatus = map[string]int{
@@ -43,7 +43,6 @@ var codeStatus = map[string]int{
 	CodeInputTooLarge:           http.StatusRequestEntityTooLarge,
 	CodeInternalServerError:     http.StatusInternalServerError,
 	CodeNoMatchingMethod:        http.StatusNotAcceptable,
-	CodeNoMatchingBackend:       http.StatusBadRequest,
 }
 
 // Error is an API error answered in Taskcluster's error format.

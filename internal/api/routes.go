@@ -14,7 +14,7 @@ var createTaskScopes = allOf(
 	anyOf(forEach("priority", "priorities", "queue:create-task:<priority>:<provisionerId>/<workerType>")),
 )
 
-// queueRoutes is the Queue API v1 (queue-api.md §5.1), except artifacts,
+// queueRoutes is the Queue API v1 (docs/contract/queue.md §5.1), except artifacts,
 // which artifacts.go adds.
 func (s *Server) queueRoutes() []Route {
 	q := func(paths ...string) []string {
@@ -67,7 +67,7 @@ func (s *Server) queueRoutes() []Route {
 		{Name: "claimTask", Method: http.MethodPost, Paths: q("/task/{taskId}/runs/{runId}/claim"), Input: "claim-task-request",
 			// hopper also accepts the claim-work scope of the task's queue, so
 			// superseding workers need nothing beyond their usual scopes
-			// (queue-api.md §10.8).
+			// (docs/contract/queue.md §10 item 8).
 			Scopes: allOf(
 				anyOf(scope("queue:claim-task:<provisionerId>/<workerType>"), scope("queue:claim-work:<provisionerId>/<workerType>")),
 				scope("queue:worker-id:<workerGroup>/<workerId>")), Handle: s.claimTask},

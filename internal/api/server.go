@@ -234,7 +234,7 @@ type Route struct {
 	CleanPayloadFunc func(payload []byte) []byte
 }
 
-// paramPatterns validate URL parameters (queue-api.md §1.2).
+// paramPatterns validate URL parameters (docs/contract/queue.md §1.2).
 var paramPatterns = map[string]*regexp.Regexp{
 	"taskId":        slugid.Regexp(),
 	"taskGroupId":   slugid.Regexp(),
@@ -274,7 +274,7 @@ func (s *Server) register(rt Route) error {
 	return nil
 }
 
-// maxBodyBytes is the request body limit (queue-api.md §7).
+// maxBodyBytes is the request body limit (docs/contract/queue.md §7).
 const maxBodyBytes = 10 << 20
 
 // Call is one API request being served.
@@ -340,7 +340,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *Route, names 
 		c.Params[n] = r.PathValue(n)
 	}
 	// "<provisionerId>/<workerType>" sent with a raw slash reaches routes
-	// whose canonical parameter is taskQueueId (queue-api.md §1.2).
+	// whose canonical parameter is taskQueueId (docs/contract/queue.md §1.2).
 	if p, ok := c.Params["tqProvisioner"]; ok {
 		c.Params["taskQueueId"] = p + "/" + c.Params["tqWorkerType"]
 		delete(c.Params, "tqProvisioner")

@@ -117,7 +117,7 @@ func (s *Server) getTaskQueue(c *Call) (any, error) {
 }
 
 // The provisioner, worker-type and worker views are deprecated projections
-// of task queues and workers, kept for older consumers (queue-api.md §5.9).
+// of task queues and workers, kept for older consumers (docs/contract/queue.md §5.9).
 
 type provisionerJSON struct {
 	ProvisionerID  string     `json:"provisionerId"`

@@ -12,7 +12,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
-// Bookkeeping lifetimes (queue-api.md §6.7).
+// Bookkeeping lifetimes (docs/contract/queue.md §6.7).
 const (
 	workerRecordLifetime      = 24 * time.Hour
 	taskQueueRecordLifetime   = 24 * time.Hour

@@ -18,7 +18,7 @@ func roleSet(pairs ...any) []Role {
 }
 
 // TestExpandSpecVectors runs the role-expansion table of
-// auth-artifacts-events.md §3.10.
+// docs/contract/auth.md §3.10.
 func TestExpandSpecVectors(t *testing.T) {
 	t.Parallel()
 	r1 := roleSet(
@@ -123,7 +123,7 @@ func TestValidateRoles(t *testing.T) {
 }
 
 // naiveExpand is expand(S) straight from the definition in
-// auth-artifacts-events.md §3.7: repeat "add every scope granted by every
+// docs/contract/auth.md §3.7: repeat "add every scope granted by every
 // role reached by a member" until nothing changes.
 func naiveExpand(roles []Role, input []string) []string {
 	set := map[string]bool{}

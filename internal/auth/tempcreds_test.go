@@ -80,7 +80,7 @@ func TestVectorTemporaryCredentials(t *testing.T) {
 }
 
 // TestSpecTemporaryCredentials covers vectors T1–T4 of
-// auth-artifacts-events.md §2.7.
+// docs/contract/auth.md §2.7.
 func TestSpecTemporaryCredentials(t *testing.T) {
 	t.Parallel()
 	t1Issuer := Credentials{ClientID: "def/ghi@XXX", AccessToken: "tokenABCDEFGH"}

@@ -66,7 +66,7 @@ type InProcess struct {
 
 var dbCounter atomic.Int64
 
-// taskQueuePattern is the API's taskQueueId pattern (queue-api.md §1.2).
+// taskQueuePattern is the API's taskQueueId pattern (docs/contract/queue.md §1.2).
 var taskQueuePattern = regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$`)
 
 // StartInProcess starts a server (internal/server.Run) and waits until it

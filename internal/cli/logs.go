@@ -14,7 +14,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
-// Default log artifact names (worker.md §3); a task may rename them in
+// Default log artifact names (docs/contract/worker.md §3); a task may rename them in
 // payload.logs.
 const (
 	LiveLogName    = "public/logs/live.log"

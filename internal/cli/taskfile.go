@@ -20,7 +20,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
-// Identifier patterns of queue-api.md §1.2 and §2, checked locally so that a
+// Identifier patterns of docs/contract/queue.md §1.2 and §2, checked locally so that a
 // typo is a clear usage error instead of a round trip and a 400.
 var (
 	slugIDPattern    = slugid.Regexp()

@@ -21,7 +21,7 @@ import (
 )
 
 // The superseding end-to-end tests run real `hopper serve` and `hopper
-// worker` processes (worker.md §5, queue-api.md §8).
+// worker` processes (docs/contract/worker.md §5, docs/contract/queue.md §8).
 
 const supQueue = "e2e/worker"
 

@@ -133,6 +133,16 @@ func (c *Consumer) withChannel(fn func(ch *amqp.Channel) error) error {
 
 func (c *Consumer) syncQueue(ctx context.Context, name string, bindings []QueueBinding) error {
 	q := c.queues[name]
+	if q != nil {
+		select {
+		case <-q.done:
+			// The broker ended the consumer (another process deleted the
+			// queue, or its channel failed): start afresh.
+			c.stopQueue(q)
+			q = nil
+		default:
+		}
+	}
 	if q == nil {
 		var err error
 		if q, err = c.consume(ctx, name); err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Vectors H1–H4 and B1–B2 of auth-artifacts-events.md §1.9.
+// Vectors H1–H4 and B1–B2 of docs/contract/auth.md §1.9.
 const (
 	specID    = "tester"
 	specKey   = "no-secret"

@@ -40,7 +40,7 @@ type bundle struct {
 	newFirer func() *hooksapi.Firer
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, t.TempDir()+"/hopper.db")
@@ -79,7 +79,7 @@ func setup(t *testing.T) *bundle {
 }
 
 // hookRole lets the hooks of group create tasks on testQueue.
-func (b *bundle) hookRole(t *testing.T, group string) {
+func (b *bundle) hookRole(t testing.TB, group string) {
 	t.Helper()
 	_, err := b.root.CreateRole(context.Background(), "hook-id:"+group+"/*", &tcclient.RoleRequest{Description: "test",
 		Scopes: []string{"queue:create-task:lowest:" + testQueue, "queue:create-task:project:none", "queue:scheduler-id:-"}})
@@ -94,7 +94,7 @@ func taskTemplate(extra string) json.RawMessage {
 		"metadata":{"name":"${firedBy}","description":"d","owner":"o@example.com","source":"https://example.com"}` + extra + `}`)
 }
 
-func (b *bundle) createHook(t *testing.T, group, id string, schedule []string, task json.RawMessage) {
+func (b *bundle) createHook(t testing.TB, group, id string, schedule []string, task json.RawMessage) {
 	t.Helper()
 	_, err := b.root.CreateHook(context.Background(), group, id, &tcclient.Hook{
 		Metadata: json.RawMessage(`{"name":"n","description":"d","owner":"o@example.com"}`),
@@ -104,7 +104,7 @@ func (b *bundle) createHook(t *testing.T, group, id string, schedule []string, t
 }
 
 // nextDue reads the hook's next due time.
-func (b *bundle) nextDue(t *testing.T, group, id string) time.Time {
+func (b *bundle) nextDue(t testing.TB, group, id string) time.Time {
 	t.Helper()
 	st, err := b.root.GetHookStatus(context.Background(), group, id)
 	require.NoError(t, err)

@@ -1,7 +1,8 @@
 // Package indexapi serves hopper's Index service at <rootUrl>/api/index/v1,
 // every method of Taskcluster's Index API v1: finding tasks by index path,
 // browsing namespaces and their entries, inserting and deleting entries,
-// and redirecting to an indexed task's artifacts.
+// and redirecting to an indexed task's artifacts; and one of hopper's own,
+// indexedAt (GET /indexed-at/<taskId>: the paths a task is found at now).
 //
 // The routes plug into the queue's request pipeline (package api), so they
 // share its error format, body validation and lazy Hawk authentication.
@@ -90,6 +91,9 @@ func Routes(d Deps) []api.Route {
 		{Name: "deleteTask", Method: http.MethodDelete, Paths: p("/task/{namespace}"), Scopes: scopesDeleteTask, Handle: h.deleteTask},
 		{Name: "findArtifactFromTask", Method: http.MethodGet, Paths: p("/task/{indexPath}/artifacts/{name...}"),
 			Scopes: scopesGetArtifact, Handle: h.findArtifactFromTask},
+
+		// hopper's own: where a task is indexed now (for the web UI).
+		{Name: "indexedAt", Method: http.MethodGet, Paths: p("/indexed-at/{taskId}"), Handle: h.indexedAt},
 	}
 }
 
@@ -343,4 +347,30 @@ func (h *handlers) findArtifactFromTask(c *api.Call) (any, error) {
 		return nil, err
 	}
 	return c.RedirectToLatestArtifact(e.TaskID, name)
+}
+
+// indexedAt lists the unexpired entries that hold a task (hopper's own
+// method, not Taskcluster's): the paths a findTask would answer it at,
+// each shown only to callers with its index:find-task:<path> scope.
+func (h *handlers) indexedAt(c *api.Call) (any, error) {
+	entries, err := h.Store.IndexedTaskPaths(c.Context(), c.Params["taskId"], c.Now)
+	if err != nil {
+		return nil, err
+	}
+	visible := []index.Entry{}
+	for _, e := range entries {
+		err := c.Authorize(scopesFindTask, map[string]any{"indexPath": e.Path()})
+		var apiErr *api.Error
+		if errors.As(err, &apiErr) && apiErr.Code == api.CodeInsufficientScopes {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		visible = append(visible, e)
+	}
+	return struct {
+		TaskID string      `json:"taskId"`
+		Tasks  []entryJSON `json:"tasks"`
+	}{c.Params["taskId"], entriesJSON(visible)}, nil
 }

@@ -20,23 +20,18 @@ type ClaimExpirer struct {
 	// Interval is the cadence (default DefaultTick).
 	Interval time.Duration
 
-	loop loop
+	loop // its Stop is the duty's
 }
 
 var _ Service = (*ClaimExpirer)(nil)
 
 // Start implements Service.
 func (e *ClaimExpirer) Start(ctx context.Context) {
-	log := logger(e.Logger)
-	e.loop.start(ctx, interval(e.Interval, DefaultTick), false, func(ctx context.Context) {
-		if _, err := e.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			log.Error("expiring claims", "error", err)
-		}
+	e.loop.start(ctx, e.Logger, "expiring claims", interval(e.Interval, DefaultTick), false, func(ctx context.Context) error {
+		_, err := e.RunOnce(ctx)
+		return err
 	})
 }
-
-// Stop implements Service.
-func (e *ClaimExpirer) Stop() { e.loop.stop() }
 
 // RunOnce expires every claim due now and returns how many tasks changed.
 func (e *ClaimExpirer) RunOnce(ctx context.Context) (int, error) {

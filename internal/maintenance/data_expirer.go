@@ -24,20 +24,15 @@ type DataExpirer struct {
 	// Interval is the cadence (default DefaultExpireEvery).
 	Interval time.Duration
 
-	loop loop
+	loop // its Stop is the duty's
 }
 
 var _ Service = (*DataExpirer)(nil)
 
 // Start implements Service.
 func (e *DataExpirer) Start(ctx context.Context) {
-	e.loop.start(ctx, interval(e.Interval, DefaultExpireEvery), true, func(ctx context.Context) {
-		_ = e.RunOnce(ctx) // RunOnce logs its own failures
-	})
+	e.loop.start(ctx, e.Logger, "expiring data", interval(e.Interval, DefaultExpireEvery), true, e.RunOnce)
 }
-
-// Stop implements Service.
-func (e *DataExpirer) Stop() { e.loop.stop() }
 
 // RunOnce deletes what has expired now. A blob that cannot be deleted is
 // logged and left (its row is gone, so nothing serves it any more).
@@ -45,9 +40,6 @@ func (e *DataExpirer) RunOnce(ctx context.Context) error {
 	log := logger(e.Logger)
 	res, err := e.Store.ExpireData(ctx, e.Clock.Now())
 	if err != nil {
-		if ctx.Err() == nil {
-			log.Error("expiring data", "error", err)
-		}
 		return err
 	}
 	for _, b := range res.Blobs {

@@ -22,23 +22,18 @@ type DeadlineResolver struct {
 	// Interval is the cadence (default DefaultTick).
 	Interval time.Duration
 
-	loop loop
+	loop // its Stop is the duty's
 }
 
 var _ Service = (*DeadlineResolver)(nil)
 
 // Start implements Service.
 func (r *DeadlineResolver) Start(ctx context.Context) {
-	log := logger(r.Logger)
-	r.loop.start(ctx, interval(r.Interval, DefaultTick), false, func(ctx context.Context) {
-		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			log.Error("resolving deadlines", "error", err)
-		}
+	r.loop.start(ctx, r.Logger, "resolving deadlines", interval(r.Interval, DefaultTick), false, func(ctx context.Context) error {
+		_, err := r.RunOnce(ctx)
+		return err
 	})
 }
-
-// Stop implements Service.
-func (r *DeadlineResolver) Stop() { r.loop.stop() }
 
 // RunOnce resolves every task due now and returns how many tasks changed.
 func (r *DeadlineResolver) RunOnce(ctx context.Context) (int, error) {

@@ -70,7 +70,8 @@ func (l *HookListener) Start(ctx context.Context) {
 	l.init()
 	log := logger(l.Logger)
 	every := interval(l.Interval, DefaultHookListenerSync)
-	l.loop.start(ctx, 100*time.Millisecond, true, func(ctx context.Context) {
+	// A failed sync is only a warning: the next one retries it.
+	l.loop.start(ctx, l.Logger, "binding hooks to Pulse exchanges", 100*time.Millisecond, true, func(ctx context.Context) error {
 		if err := l.sync(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("binding hooks to Pulse exchanges (retrying)", "error", err)
 		}
@@ -79,12 +80,13 @@ func (l *HookListener) Start(ctx context.Context) {
 		case <-l.poke:
 		case <-time.After(every):
 		}
+		return nil
 	})
 }
 
 // Stop implements Service.
 func (l *HookListener) Stop() {
-	l.loop.stop()
+	l.loop.Stop()
 	if l.consumer != nil {
 		_ = l.consumer.Close()
 	}

@@ -26,20 +26,15 @@ type HookScheduler struct {
 	// Interval is the cadence (default DefaultHookTick).
 	Interval time.Duration
 
-	loop loop
+	loop // its Stop is the duty's
 }
 
 var _ Service = (*HookScheduler)(nil)
 
 // Start implements Service.
 func (s *HookScheduler) Start(ctx context.Context) {
-	log := logger(s.Logger)
-	s.loop.start(ctx, interval(s.Interval, DefaultHookTick), true, func(ctx context.Context) {
-		if _, err := s.Firer.FireDue(ctx); err != nil && ctx.Err() == nil {
-			log.Error("firing scheduled hooks", "error", err)
-		}
+	s.loop.start(ctx, s.Logger, "firing scheduled hooks", interval(s.Interval, DefaultHookTick), true, func(ctx context.Context) error {
+		_, err := s.Firer.FireDue(ctx)
+		return err
 	})
 }
-
-// Stop implements Service.
-func (s *HookScheduler) Stop() { s.loop.stop() }

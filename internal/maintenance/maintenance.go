@@ -71,8 +71,8 @@ func (m *Maintainer) Stop() {
 	}
 }
 
-// loop runs a pass on a ticker in one goroutine: the shared Start/Stop of
-// the duties.
+// loop runs a pass on a ticker in one goroutine: what every duty's Start
+// and Stop share.
 type loop struct {
 	stopOnce sync.Once
 	cancel   context.CancelFunc
@@ -80,8 +80,15 @@ type loop struct {
 }
 
 // start runs pass every interval (and once at once if immediately) until
-// ctx ends or stop is called.
-func (l *loop) start(ctx context.Context, interval time.Duration, immediately bool, pass func(context.Context)) {
+// ctx ends or stop is called. A pass that fails is logged as what failed
+// (unless the loop is stopping) and retried at the next tick.
+func (l *loop) start(ctx context.Context, log *slog.Logger, what string, interval time.Duration, immediately bool, pass func(context.Context) error) {
+	log = logger(log)
+	run := func(ctx context.Context) {
+		if err := pass(ctx); err != nil && ctx.Err() == nil {
+			log.Error(what, "error", err)
+		}
+	}
 	ctx, l.cancel = context.WithCancel(ctx)
 	l.done = make(chan struct{})
 	go func() {
@@ -89,22 +96,22 @@ func (l *loop) start(ctx context.Context, interval time.Duration, immediately bo
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		if immediately {
-			pass(ctx)
+			run(ctx)
 		}
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				pass(ctx)
+				run(ctx)
 			}
 		}
 	}()
 }
 
-// stop ends the loop and waits for it; safe to call twice, and before
-// start.
-func (l *loop) stop() {
+// Stop ends the loop and waits for it; safe to call twice, and before
+// start. The duties embed a loop, so this is their Service.Stop.
+func (l *loop) Stop() {
 	l.stopOnce.Do(func() {
 		if l.cancel != nil {
 			l.cancel()

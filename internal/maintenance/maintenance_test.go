@@ -73,7 +73,7 @@ func setup(t *testing.T) *bundle {
 }
 
 // createClaimed creates a task and claims its run 0 until now + claimFor.
-func (b *bundle) createClaimed(t *testing.T, taskID string, claimFor time.Duration) {
+func (b *bundle) createClaimed(t testing.TB, taskID string, claimFor time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	now := b.clock.Now()
@@ -213,6 +213,8 @@ func TestStopIsSafe(t *testing.T) {
 		"claim expirer":     func() maintenance.Service { return &maintenance.ClaimExpirer{Store: b.store, Clock: b.clock} },
 		"deadline resolver": func() maintenance.Service { return &maintenance.DeadlineResolver{Store: b.store, Clock: b.clock} },
 		"data expirer":      func() maintenance.Service { return &maintenance.DataExpirer{Store: b.store, Clock: b.clock} },
+		"object expirer":    func() maintenance.Service { return &maintenance.ObjectExpirer{Objects: &sweeper{}} },
+		"purge requests":    func() maintenance.Service { return &maintenance.PurgeRequestExpirer{Store: b.store, Clock: b.clock} },
 		"hook scheduler":    func() maintenance.Service { return &maintenance.HookScheduler{Firer: &countingFirer{}} },
 	}
 	for name, build := range services {
@@ -246,4 +248,57 @@ func TestHookSchedulerPolls(t *testing.T) {
 	after := f.calls.Load()
 	time.Sleep(20 * time.Millisecond)
 	require.Equal(t, after, f.calls.Load(), "no pass after Stop")
+}
+
+// sweeper is an ObjectSweeper that counts its sweeps.
+type sweeper struct{ calls chan struct{} }
+
+func (s *sweeper) Expire(context.Context) (int, error) {
+	select { // never blocks the loop, so Stop always returns
+	case s.calls <- struct{}{}:
+	default:
+	}
+	return 1, nil
+}
+
+// purgeSpy counts the purge-request expiries asked of the store.
+type purgeSpy struct {
+	store.PurgeCacheStore
+	at chan time.Time
+}
+
+func (p *purgeSpy) ExpirePurgeRequests(ctx context.Context, now time.Time) (int, error) {
+	select { // never blocks the loop, so Stop always returns
+	case p.at <- now:
+	default:
+	}
+	return p.PurgeCacheStore.ExpirePurgeRequests(ctx, now)
+}
+
+// TestSideExpirersSweepAtStart: the Object and Purge-Cache expiries run at
+// Start and then on their interval.
+func TestSideExpirersSweepAtStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	objects := &sweeper{calls: make(chan struct{}, 8)}
+	purges := &purgeSpy{PurgeCacheStore: b.store, at: make(chan time.Time, 8)}
+	m := maintenance.NewMaintainer(
+		&maintenance.ObjectExpirer{Objects: objects, Interval: 10 * time.Millisecond},
+		&maintenance.PurgeRequestExpirer{Store: purges, Clock: b.clock, Interval: 10 * time.Millisecond},
+	)
+	m.Start(context.Background())
+	defer m.Stop()
+	for range 2 { // the sweep at Start, then one on the tick
+		select {
+		case <-objects.calls:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the object expirer did not sweep")
+		}
+		select {
+		case at := <-purges.at:
+			require.Equal(t, b.clock.Now(), at, "purge requests expire at the clock's time")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the purge-request expirer did not sweep")
+		}
+	}
 }

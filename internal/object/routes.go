@@ -144,11 +144,10 @@ func apiError(err error) error {
 		return err
 	}
 	code := map[ErrorKind]string{
-		KindConflict:     api.CodeRequestConflict,
-		KindNotFound:     api.CodeResourceNotFound,
-		KindInput:        api.CodeInputError,
-		KindNoMatch:      api.CodeNoMatchingMethod,
-		KindNotAvailable: api.CodeNoMatchingBackend,
+		KindConflict: api.CodeRequestConflict,
+		KindNotFound: api.CodeResourceNotFound,
+		KindInput:    api.CodeInputError,
+		KindNoMatch:  api.CodeNoMatchingMethod,
 	}[e.Kind]
 	if code == "" {
 		return err

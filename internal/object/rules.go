@@ -53,11 +53,10 @@ type ErrorKind int
 
 // Error kinds.
 const (
-	KindConflict     ErrorKind = iota + 1 // 409 RequestConflict
-	KindNotFound                          // 404 ResourceNotFound
-	KindInput                             // 400 InputError
-	KindNoMatch                           // 406 NoMatchingMethod
-	KindNotAvailable                      // 400 NoMatchingBackend
+	KindConflict ErrorKind = iota + 1 // 409 RequestConflict
+	KindNotFound                      // 404 ResourceNotFound
+	KindInput                         // 400 InputError
+	KindNoMatch                       // 406 NoMatchingMethod
 )
 
 // Error is a call refused by the rules.

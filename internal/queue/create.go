@@ -30,7 +30,7 @@ type CreateTaskInput struct {
 	Extra         json.RawMessage   `json:"extra"`
 }
 
-// NormalizeQueueIdentity applies queue-api.md §3.2: it settles taskQueueId,
+// NormalizeQueueIdentity applies docs/contract/queue.md §3.2: it settles taskQueueId,
 // provisionerId and workerType, which callers may give in either form.
 func (in *CreateTaskInput) NormalizeQueueIdentity() error {
 	switch {
@@ -49,7 +49,7 @@ func (in *CreateTaskInput) NormalizeQueueIdentity() error {
 }
 
 // BuildTask turns a validated input into the stored definition, applying the
-// rules of queue-api.md §3.4 steps 2–7 (identity, defaults, date limits and
+// rules of docs/contract/queue.md §3.4 steps 2–7 (identity, defaults, date limits and
 // scope shape). maxDependencies is the deployment's limit (at most
 // MaxDependencies).
 func BuildTask(taskID string, in CreateTaskInput, now time.Time, maxDependencies int) (*Task, error) {

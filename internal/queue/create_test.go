@@ -25,7 +25,7 @@ func validInput() queue.CreateTaskInput {
 	}
 }
 
-// TestBuildTaskQueueIdentity covers the four cases of queue-api.md §3.2.
+// TestBuildTaskQueueIdentity covers the four cases of docs/contract/queue.md §3.2.
 func TestBuildTaskQueueIdentity(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -72,7 +72,7 @@ func TestBuildTaskQueueIdentity(t *testing.T) {
 	}
 }
 
-// TestBuildTaskDates covers the date checks of queue-api.md §3.4 step 6, in
+// TestBuildTaskDates covers the date checks of docs/contract/queue.md §3.4 step 6, in
 // their order: when several checks fail, the first one is reported.
 func TestBuildTaskDates(t *testing.T) {
 	t.Parallel()
@@ -168,7 +168,7 @@ func TestBuildTaskDefaultExpires(t *testing.T) {
 	}
 }
 
-// TestBuildTaskDefaults checks every default of queue-api.md §3.1 on a
+// TestBuildTaskDefaults checks every default of docs/contract/queue.md §3.1 on a
 // minimal input.
 func TestBuildTaskDefaults(t *testing.T) {
 	t.Parallel()

@@ -141,7 +141,7 @@ func (t *TaskState) resolveAsException(reason string, now time.Time, tr *Transit
 		ev := runEvent(EventTaskException, r)
 		if reason == ReasonDeadlineExceeded {
 			// The deadline sweep announces only the run: no worker is
-			// resolving it (auth-artifacts-events.md §6.3).
+			// resolving it (docs/contract/queue.md §9).
 			ev.WorkerGroup, ev.WorkerID = "", ""
 		}
 		tr.emit(ev)

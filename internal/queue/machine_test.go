@@ -10,7 +10,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/queue"
 )
 
-// TestTransitions walks every row of queue-api.md §4.4 and checks the runs,
+// TestTransitions walks every row of docs/contract/queue.md §4.4 and checks the runs,
 // retry budget and events each one leaves behind.
 func TestTransitions(t *testing.T) {
 	t.Parallel()
@@ -335,7 +335,7 @@ func TestTransitions(t *testing.T) {
 	}
 }
 
-// TestRetries covers queue-api.md §4.5: which exception reasons create a
+// TestRetries covers docs/contract/queue.md §4.5: which exception reasons create a
 // retry run, with and without budget.
 func TestRetries(t *testing.T) {
 	t.Parallel()
@@ -565,7 +565,7 @@ func TestRerunRetriesReset(t *testing.T) {
 }
 
 // TestIdempotentRepeats checks the calls that succeed without change when
-// repeated (queue-api.md §5.5, §5.6).
+// repeated (docs/contract/queue.md §5.5, §5.6).
 func TestIdempotentRepeats(t *testing.T) {
 	t.Parallel()
 	const later = 3 * time.Hour
@@ -840,7 +840,7 @@ func TestConflicts(t *testing.T) {
 }
 
 // TestReportsIgnoreDeadline checks that worker reports keep working on a
-// still-running run after the deadline (queue-api.md §4.3), until the
+// still-running run after the deadline (docs/contract/queue.md §4.3), until the
 // deadline sweep resolves the task.
 func TestReportsIgnoreDeadline(t *testing.T) {
 	t.Parallel()
@@ -883,7 +883,7 @@ func TestReportsIgnoreDeadline(t *testing.T) {
 	}
 }
 
-// TestExpireClaim covers queue-api.md §6.1: only the exact, due claim of a
+// TestExpireClaim covers docs/contract/queue.md §6.1: only the exact, due claim of a
 // running last run before the deadline expires.
 func TestExpireClaim(t *testing.T) {
 	t.Parallel()
@@ -933,7 +933,7 @@ func TestExpireClaim(t *testing.T) {
 	}
 }
 
-// TestExpireDeadline covers queue-api.md §6.2 for every state.
+// TestExpireDeadline covers docs/contract/queue.md §6.2 for every state.
 func TestExpireDeadline(t *testing.T) {
 	t.Parallel()
 	past := taskLife + time.Minute
@@ -1079,7 +1079,7 @@ func TestBecameResolved(t *testing.T) {
 	})
 }
 
-// TestArtifactUploadAllowed checks the upload window of queue-api.md §5.7:
+// TestArtifactUploadAllowed checks the upload window of docs/contract/queue.md §5.7:
 // running, or up to 25 minutes after an exception; never after completed or
 // failed.
 func TestArtifactUploadAllowed(t *testing.T) {

@@ -74,7 +74,7 @@ func TestTaskStateViews(t *testing.T) {
 	}
 }
 
-// TestStatusJSON checks the status structure of queue-api.md §4.1-4.2:
+// TestStatusJSON checks the status structure of docs/contract/queue.md §4.1-4.2:
 // fields copied from the definition, runs rendered with only the fields
 // they have, timestamps canonical.
 func TestStatusJSON(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Limits and constants of the task life-cycle (queue-api.md §2, §7).
+// Limits and constants of the task life-cycle (docs/contract/queue.md §2, §7).
 const (
 	MaxRuns                     = 50
 	MaxRetries                  = 49
@@ -104,7 +104,7 @@ func SplitTaskQueueID(id string) (provisionerID, workerType string) {
 }
 
 // SameDefinition reports whether two definitions are equal in the sense of
-// createTask idempotency (queue-api.md §3.5): every field compared, arrays in
+// createTask idempotency (docs/contract/queue.md §3.5): every field compared, arrays in
 // order, JSON values structurally, timestamps at millisecond precision.
 func SameDefinition(a, b *Task) bool {
 	if a.TaskQueueID != b.TaskQueueID || a.SchedulerID != b.SchedulerID ||

@@ -101,7 +101,7 @@ func buildFromBody(t *testing.T, body map[string]any) *queue.Task {
 	return task
 }
 
-// TestSameDefinition covers createTask idempotency (queue-api.md §3.5).
+// TestSameDefinition covers createTask idempotency (docs/contract/queue.md §3.5).
 func TestSameDefinition(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -14,7 +14,7 @@ var _ queue.Clock = queue.SystemClock{}
 
 // TestTimeUnmarshalCanonical checks that any RFC 3339 input is truncated to
 // milliseconds and re-serialised in Taskcluster's canonical form
-// (queue-api.md §1.4).
+// (docs/contract/queue.md §1.4).
 func TestTimeUnmarshalCanonical(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -218,7 +218,7 @@ func (r *Registry) Names() []string {
 // unmarshalled into a Go struct.
 //
 // raw must be a single JSON value; an empty or all-whitespace body is treated
-// as {} (queue-api.md §1.3). Defaults are filled for absent properties before
+// as {} (docs/contract/queue.md §1.3). Defaults are filled for absent properties before
 // validation, recursively through properties, array items and, for oneOf and
 // anyOf, the first alternative that validates once filled. The returned bytes
 // have object keys sorted and numbers in their original spelling (see the

@@ -31,13 +31,11 @@ func newSideServices(st store.Store, blobs artifacts.Backend, clock queue.Clock,
 		svc := &object.Service{Store: st, Blobs: b, Clock: clock, Log: log}
 		s.routes = append(s.routes, object.Routes(svc)...)
 		s.objects = svc
-		exp := &object.Expirer{Service: svc, Every: expireEvery, Log: log}
-		s.duties = append(s.duties, exp)
+		s.duties = append(s.duties, &maintenance.ObjectExpirer{Objects: svc, Interval: expireEvery, Logger: log})
 	} else {
 		log.Warn("the blob store cannot hold objects: the Object service and object artifacts are off")
 	}
 	s.routes = append(s.routes, purgecache.Routes(st, clock)...)
-	pexp := &purgecache.Expirer{Store: st, Clock: clock, Every: expireEvery, Log: log}
-	s.duties = append(s.duties, pexp)
+	s.duties = append(s.duties, &maintenance.PurgeRequestExpirer{Store: st, Clock: clock, Interval: expireEvery, Logger: log})
 	return s
 }

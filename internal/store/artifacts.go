@@ -73,32 +73,18 @@ func (db *DB) GetArtifact(ctx context.Context, taskID string, runID int, name st
 
 // ListArtifacts implements Store: ordered by name.
 func (db *DB) ListArtifacts(ctx context.Context, taskID string, runID int, page Page) ([]Artifact, string, error) {
-	after, err := decodeToken(page.ContinuationToken)
-	if err != nil {
-		return nil, "", err
-	}
-	limit := page.size()
-	rows, err := db.query(ctx, "SELECT "+artifactColumns+" FROM artifacts WHERE task_id = ? AND run_id = ? AND name > ? ORDER BY name LIMIT ?",
-		taskID, runID, after, limit+1)
+	out, next, err := listPage(ctx, db, page, func(after string) (string, []any, error) {
+		return "SELECT " + artifactColumns + " FROM artifacts WHERE task_id = ? AND run_id = ? AND name > ? ORDER BY name LIMIT ?",
+			[]any{taskID, runID, after}, nil
+	}, func(row rowScanner) (Artifact, error) {
+		a, err := scanArtifact(row)
+		if err != nil {
+			return Artifact{}, err
+		}
+		return *a, nil
+	}, func(a Artifact) string { return a.Name })
 	if err != nil {
 		return nil, "", fmt.Errorf("listing artifacts: %w", err)
-	}
-	defer rows.Close()
-	var out []Artifact
-	for rows.Next() {
-		a, err := scanArtifact(rows)
-		if err != nil {
-			return nil, "", err
-		}
-		out = append(out, *a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = encodeToken(out[limit-1].Name)
 	}
 	return out, next, nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/queue"
 )
 
-// createTaskAlone runs one createTask (queue-api.md §3.4 steps 8–11) in a
+// createTaskAlone runs one createTask (docs/contract/queue.md §3.4 steps 8–11) in a
 // transaction of its own: the path for tasks with dependencies, and for
 // every create a batch could not settle (a repeat, a refusal).
 func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result, error) {

@@ -23,7 +23,7 @@ type createCall struct {
 	err error
 }
 
-// CreateTask implements Store (queue-api.md §3.4 steps 8–11). A new task
+// CreateTask implements Store (docs/contract/queue.md §3.4 steps 8–11). A new task
 // without dependencies, the common case, is written by a batch that
 // inserts every task of the batch whose group takes it and whose taskId is
 // free; concurrent creates share that

@@ -254,10 +254,20 @@ func (db *DB) DeleteHook(ctx context.Context, hookGroupID, hookID string) error 
 	})
 }
 
-// ClaimDueHook implements HookStore.
+// ClaimDueHook implements HookStore. A read looks for a due hook first,
+// so a scheduler polling an idle deployment writes nothing.
 func (db *DB) ClaimDueHook(ctx context.Context, now, leaseUntil time.Time) (*Hook, error) {
+	var one int
+	err := db.queryRow(ctx, `SELECT 1 FROM hooks WHERE next_scheduled > 0 AND next_scheduled <= ? AND claimed_until <= ? LIMIT 1`,
+		ms(now), ms(now)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking for a due hook: %w", err)
+	}
 	var h *Hook
-	err := db.tx(ctx, func(tx *txn) error {
+	err = db.tx(ctx, func(tx *txn) error {
 		var err error
 		h, err = scanHook(tx.queryRow(ctx, "SELECT "+hookColumns+` FROM hooks
 			WHERE next_scheduled > 0 AND next_scheduled <= ? AND claimed_until <= ?

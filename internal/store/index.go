@@ -37,6 +37,9 @@ type IndexStore interface {
 	// DeleteIndexedTask removes the entry at namespace.name (if any); its
 	// namespaces stay until they expire.
 	DeleteIndexedTask(ctx context.Context, namespace, name string) error
+	// IndexedTaskPaths returns the unexpired entries holding taskID, by
+	// path (at most 1000): where a task can be found now.
+	IndexedTaskPaths(ctx context.Context, taskID string, now time.Time) ([]index.Entry, error)
 }
 
 const indexEntryColumns = "namespace, name, rank, task_id, data, expires"
@@ -239,6 +242,32 @@ func (db *DB) ListIndexNamespaces(ctx context.Context, parent string, now time.T
 		return nil, "", fmt.Errorf("listing the namespaces under %q: %w", parent, err)
 	}
 	return out, next, nil
+}
+
+// maxPathsOfTask bounds IndexedTaskPaths: a task has at most as many
+// entries as routes, which createTask caps far lower.
+const maxPathsOfTask = 1000
+
+// IndexedTaskPaths implements IndexStore.
+func (db *DB) IndexedTaskPaths(ctx context.Context, taskID string, now time.Time) ([]index.Entry, error) {
+	rows, err := db.query(ctx, "SELECT "+indexEntryColumns+" FROM index_tasks WHERE task_id = ? AND expires > ? ORDER BY namespace, name LIMIT ?",
+		taskID, ms(now), maxPathsOfTask)
+	if err != nil {
+		return nil, fmt.Errorf("finding where task %s is indexed: %w", taskID, err)
+	}
+	defer rows.Close()
+	var out []index.Entry
+	for rows.Next() {
+		e, err := scanIndexEntry(rows)
+		if err != nil {
+			return nil, fmt.Errorf("finding where task %s is indexed: %w", taskID, err)
+		}
+		out = append(out, *e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("finding where task %s is indexed: %w", taskID, err)
+	}
+	return out, nil
 }
 
 // DeleteIndexedTask implements IndexStore.

@@ -48,46 +48,29 @@ func (db *DB) PutPurgeRequest(ctx context.Context, r PurgeRequest) error {
 // ListPurgeRequests implements PurgeCacheStore. The continuation token is
 // the last (worker pool, cache) pair of the page.
 func (db *DB) ListPurgeRequests(ctx context.Context, workerPoolID string, page Page) ([]PurgeRequest, string, error) {
-	after, err := decodeToken(page.ContinuationToken)
-	if err != nil {
-		return nil, "", err
-	}
-	afterPool, afterCache := splitPurgeCursor(after)
-	limit := page.size()
-	query := `SELECT worker_pool_id, cache_name, purge_before, expires FROM purge_cache_requests
+	out, next, err := listPage(ctx, db, page, func(after string) (string, []any, error) {
+		afterPool, afterCache := splitPurgeCursor(after)
+		query := `SELECT worker_pool_id, cache_name, purge_before, expires FROM purge_cache_requests
 		WHERE (worker_pool_id > ? OR (worker_pool_id = ? AND cache_name > ?))`
-	args := []any{afterPool, afterPool, afterCache}
-	if workerPoolID != "" {
-		query += " AND worker_pool_id = ?"
-		args = append(args, workerPoolID)
-	}
-	query += " ORDER BY worker_pool_id, cache_name LIMIT ?"
-	args = append(args, limit+1)
-	rows, err := db.query(ctx, query, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("listing purge requests: %w", err)
-	}
-	defer rows.Close()
-	var out []PurgeRequest
-	for rows.Next() {
+		args := []any{afterPool, afterPool, afterCache}
+		if workerPoolID != "" {
+			query += " AND worker_pool_id = ?"
+			args = append(args, workerPoolID)
+		}
+		return query + " ORDER BY worker_pool_id, cache_name LIMIT ?", args, nil
+	}, func(row rowScanner) (PurgeRequest, error) {
 		var (
 			r               PurgeRequest
 			before, expires int64
 		)
-		if err := rows.Scan(&r.WorkerPoolID, &r.CacheName, &before, &expires); err != nil {
-			return nil, "", fmt.Errorf("reading purge requests: %w", err)
+		if err := row.Scan(&r.WorkerPoolID, &r.CacheName, &before, &expires); err != nil {
+			return PurgeRequest{}, err
 		}
 		r.Before, r.Expires = fromMS(before), fromMS(expires)
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("reading purge requests: %w", err)
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		last := out[limit-1]
-		next = encodeToken(last.WorkerPoolID + "\x00" + last.CacheName)
+		return r, nil
+	}, func(r PurgeRequest) string { return r.WorkerPoolID + "\x00" + r.CacheName })
+	if err != nil {
+		return nil, "", fmt.Errorf("listing purge requests: %w", err)
 	}
 	return out, next, nil
 }

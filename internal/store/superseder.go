@@ -19,7 +19,7 @@ const maxRouteScan = 5000
 // PendingWithRoute implements Store: the claimable pending tasks of a task
 // queue (last run pending, deadline after now) whose definition lists route
 // among its routes — the candidates of hopper's built-in superseder
-// (worker.md §5.9).
+// (docs/contract/worker.md §5.9).
 //
 // Routes live inside the definition JSON, so the SQL narrows the queue's
 // pending rows with a LIKE on the route's JSON encoding (the exact bytes

@@ -1,5 +1,5 @@
 // Package superseder is the built-in superseder service that `hopper
-// serve` answers from its own store (worker.md §5): the server side of
+// serve` answers from its own store (docs/contract/worker.md §5): the server side of
 // superseding. The worker-side flow, which calls a superseder and claims
 // what it lists, is internal/worker/superseding; the two meet only over
 // HTTP.

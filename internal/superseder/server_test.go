@@ -84,7 +84,7 @@ func (noCredentials) TaskCredentials(string, int, string, string, time.Time, tim
 }
 
 // TestListEndpoint serves the built-in superseder from a real SQLite store
-// and checks the answers of worker.md §5.9 and the package documentation.
+// and checks the answers of docs/contract/worker.md §5.9 and the package documentation.
 func TestListEndpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -20,7 +20,7 @@ type TaskMetadata struct {
 }
 
 // TaskDefinition is a task as createTask accepts it and task returns it
-// (queue-api.md §3.1). Optional fields are omitted when empty so that the
+// (docs/contract/queue.md §3.1). Optional fields are omitted when empty so that the
 // queue applies its defaults; Retries is a pointer because 0 is meaningful.
 type TaskDefinition struct {
 	TaskQueueID   string            `json:"taskQueueId,omitempty"`
@@ -54,7 +54,7 @@ const (
 	StateException   = "exception"
 )
 
-// Exception reasons a worker may report (queue-api.md §5.6, plus hopper's
+// Exception reasons a worker may report (docs/contract/queue.md §5.6, plus hopper's
 // re-enabled "superseded").
 const (
 	ReasonWorkerShutdown      = "worker-shutdown"
@@ -65,7 +65,7 @@ const (
 	ReasonSuperseded          = "superseded"
 )
 
-// Run is one attempt at executing a task (queue-api.md §4.2).
+// Run is one attempt at executing a task (docs/contract/queue.md §4.2).
 type Run struct {
 	RunID          int    `json:"runId"`
 	State          string `json:"state"`
@@ -79,7 +79,7 @@ type Run struct {
 	Resolved       Time   `json:"resolved,omitzero"`
 }
 
-// TaskStatus is the status structure of a task (queue-api.md §4.1).
+// TaskStatus is the status structure of a task (docs/contract/queue.md §4.1).
 type TaskStatus struct {
 	TaskID        string `json:"taskId"`
 	ProvisionerID string `json:"provisionerId"`
@@ -155,7 +155,7 @@ const (
 	StorageError     = "error"
 )
 
-// Error artifact reasons (queue-api.md §5.7).
+// Error artifact reasons (docs/contract/queue.md §5.7).
 const (
 	ArtifactFileMissing     = "file-missing-on-worker"
 	ArtifactInvalidResource = "invalid-resource-on-worker"

@@ -20,7 +20,7 @@ import (
 )
 
 // compressedExtensions are file types that gain nothing from gzip, so they
-// are uploaded with identity encoding by default (worker.md §2.4).
+// are uploaded with identity encoding by default (docs/contract/worker.md §2.4).
 var compressedExtensions = map[string]bool{
 	"7z": true, "aab": true, "apk": true, "br": true, "bz2": true, "deb": true, "dmg": true, "flv": true,
 	"gif": true, "gz": true, "jar": true, "jpeg": true, "jpg": true, "lz": true, "lz4": true, "mz": true,
@@ -155,7 +155,7 @@ func ExpandArtifacts(dir string, arts []payload.Artifact, defaultExpires time.Ti
 	return out
 }
 
-// uploadErr classifies an artifact upload failure (worker.md §1.6): a
+// uploadErr classifies an artifact upload failure (docs/contract/worker.md §1.6): a
 // conflict or a rejected request is the payload's fault, anything transient
 // that survived retries is resource-unavailable.
 func uploadErr(err error) runErr {

@@ -54,7 +54,7 @@ type Claim struct {
 	reclaimDone chan struct{}
 }
 
-// ValidateClaim checks the structural fields of a claim (worker.md §1.3
+// ValidateClaim checks the structural fields of a claim (docs/contract/worker.md §1.3
 // step 1); a broken claim is a queue bug reported as internal-error.
 func ValidateClaim(c *tcclient.TaskClaim) error {
 	var missing []string

@@ -113,7 +113,7 @@ type dockerTask struct {
 	exitCode    int
 }
 
-// prepare validates the payload (worker.md §6.2 rows 5–8 for docker-worker
+// prepare validates the payload (docs/contract/worker.md §6.2 rows 5–8 for docker-worker
 // payloads): schema, refused features, scopes and worker permissions, then
 // live log, proxy, image and caches.
 func (e *dockerEngine) prepare(r *taskRun) engineTask {

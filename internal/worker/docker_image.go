@@ -269,7 +269,7 @@ func (t *dockerTask) ensureArtifactImage(taskID, path string) *runErr {
 }
 
 // imageError classifies a download or decompression failure like mounts
-// do (worker.md §1.6).
+// do (docs/contract/worker.md §1.6).
 func (t *dockerTask) imageError(err error) *runErr {
 	var me *mountError
 	switch {

@@ -104,7 +104,7 @@ func (t *dockerTask) containerConfig() (*dockerapi.ContainerConfig, error) {
 
 // run creates and starts the container, streams its output into the task
 // log and waits for it; maxRunTime, a cancelled claim and an immediate
-// shutdown kill it (worker.md §6.2 rows 9–14).
+// shutdown kill it (docs/contract/worker.md §6.2 rows 9–14).
 func (t *dockerTask) run() {
 	r := t.r
 	cfg, err := t.containerConfig()

@@ -32,7 +32,7 @@ func rawFeatureRequested(raw json.RawMessage, name string) bool {
 }
 
 // supersederURL reads payload.supersederUrl leniently from the raw payload
-// (before validation, worker.md §5.2).
+// (before validation, docs/contract/worker.md §5.2).
 func supersederURL(raw json.RawMessage) string {
 	var loose struct {
 		URL any `json:"supersederUrl"`
@@ -56,7 +56,7 @@ func scopeSatisfied(scopes []string, required string) bool {
 }
 
 // prepare validates the payload and sets up features and mounts
-// (worker.md §6.2 rows 5–8). Problems are recorded, not returned.
+// (docs/contract/worker.md §6.2 rows 5–8). Problems are recorded, not returned.
 func (r *taskRun) prepare() {
 	raw := r.claim.Task.Payload
 	r.logs, r.backing = payload.DefaultLogsOnly(raw)
@@ -194,6 +194,9 @@ func (r *taskRun) proxyScopes() []string {
 func (r *taskRun) startProxy(opts tcproxy.Options) error {
 	opts.RootURL, opts.Credentials, opts.AuthorizedScopes = r.w.cfg.RootURL, r.claim.Credentials(), r.proxyScopes()
 	opts.HTTPClient = r.w.HTTPClient
+	if r.proxyPeerFunc != nil {
+		opts.AllowPeerFunc = r.proxyPeerFunc
+	}
 	p, err := tcproxy.Start(opts)
 	if err != nil {
 		return err
@@ -209,7 +212,7 @@ func (r *taskRun) startProxy(opts tcproxy.Options) error {
 	return nil
 }
 
-// taskEnv builds the command environment (worker.md §2.2): the worker's
+// taskEnv builds the command environment (docs/contract/worker.md §2.2): the worker's
 // environment without any of its secrets, overlaid with payload.env, then
 // the forced variables.
 func (r *taskRun) taskEnv() []string {

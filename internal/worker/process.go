@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -53,6 +54,14 @@ func (e *processEngine) close() {
 
 func (e *processEngine) prepare(r *taskRun) engineTask {
 	r.log.Infof("Sandbox: %s", e.sandbox.Summary())
+	if u := e.sandbox.User(r.slot); u != nil {
+		// The proxy listens on loopback, where every task could reach
+		// it: it serves the slot's user only.
+		r.proxyPeerFunc = func(local, remote net.Addr) bool {
+			uid, err := sandbox.PeerUID(local, remote)
+			return err == nil && uid == u.UID
+		}
+	}
 	r.prepare()
 	if r.pl == nil {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -28,7 +29,7 @@ type logLine struct {
 }
 
 // runErr is one recorded error of a run; the first one decides the
-// resolution (worker.md §1.6).
+// resolution (docs/contract/worker.md §1.6).
 type runErr struct {
 	failed  bool   // reportFailed rather than reportException
 	reason  string // exception reason
@@ -39,14 +40,16 @@ type runErr struct {
 func malformed(format string, args ...any) runErr {
 	return runErr{reason: tcclient.ReasonMalformedPayload, msg: fmt.Sprintf(format, args...)}
 }
+
 func internalError(format string, args ...any) runErr {
 	return runErr{reason: tcclient.ReasonInternalError, msg: fmt.Sprintf(format, args...)}
 }
+
 func failure(format string, args ...any) runErr {
 	return runErr{failed: true, msg: fmt.Sprintf(format, args...)}
 }
 
-// taskRun is the state of one run (worker.md §6.2).
+// taskRun is the state of one run (docs/contract/worker.md §6.2).
 type taskRun struct {
 	w           *Worker
 	claim       *Claim
@@ -80,9 +83,11 @@ type taskRun struct {
 	usageKnown bool
 	// confined is set when the commands ran as a task user: artifacts
 	// must then be the task's own files.
-	confined  bool
-	watchStop chan struct{}
-	watchOnce sync.Once
+	confined bool
+	// proxyPeerFunc, when set, limits who may use the task's proxy.
+	proxyPeerFunc func(local, remote net.Addr) bool
+	watchStop     chan struct{}
+	watchOnce     sync.Once
 }
 
 func (r *taskRun) record(e runErr) {
@@ -91,6 +96,7 @@ func (r *taskRun) record(e runErr) {
 		r.log.Errorf("%s", e.msg)
 	}
 }
+
 func (r *taskRun) lost() bool { return closed(r.claim.Lost()) }
 
 func (r *taskRun) aborting() bool { return closed(r.w.abort) }
@@ -135,7 +141,7 @@ func (r *taskRun) execute() (out Outcome) {
 
 	if err := r.createDirs(); err != nil {
 		// Setup failures before the run starts are reported at once, with
-		// no log (worker.md §1.3 step 6).
+		// no log (docs/contract/worker.md §1.3 step 6).
 		r.logger.Error("preparing task directory", "error", err)
 		return r.conclude(Outcome{State: tcclient.StateException, Reason: tcclient.ReasonInternalError})
 	}
@@ -175,7 +181,7 @@ func (r *taskRun) conclude(o Outcome) Outcome {
 	return o
 }
 
-// cancelled handles a lost claim: no uploads, no report (worker.md §1.5).
+// cancelled handles a lost claim: no uploads, no report (docs/contract/worker.md §1.5).
 func (r *taskRun) cancelled() Outcome {
 	r.logger.Warn("claim lost; abandoning the run without uploads or report", "reason", r.claim.LostReason())
 	o := Outcome{Lost: true, Aborted: true}
@@ -184,6 +190,7 @@ func (r *taskRun) cancelled() Outcome {
 	}
 	return o
 }
+
 func (r *taskRun) outcome() Outcome {
 	if len(r.errs) == 0 {
 		return Outcome{State: tcclient.StateCompleted}
@@ -194,6 +201,7 @@ func (r *taskRun) outcome() Outcome {
 	}
 	return Outcome{State: tcclient.StateException, Reason: first.reason, Aborted: first.aborted}
 }
+
 func (r *taskRun) resolve(o Outcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -249,6 +257,7 @@ func (r *taskRun) createDirs() error {
 	r.tmpDir = tmp
 	return nil
 }
+
 func (r *taskRun) writeHeader() {
 	cfg := &r.w.cfg
 	meta := map[string]any{
@@ -278,6 +287,7 @@ func (r *taskRun) writeHeader() {
 		}
 	}
 }
+
 func (r *taskRun) writeFooter() {
 	r.log.Infof("=== Task Finished ===")
 	r.log.Infof("Task Duration: %s", time.Since(r.started).Round(time.Millisecond))
@@ -295,7 +305,7 @@ func (r *taskRun) writeFooter() {
 	r.log.Infof("Task resolution: completed")
 }
 
-// runCommands executes payload.command in order (worker.md §6.2 rows 9–14).
+// runCommands executes payload.command in order (docs/contract/worker.md §6.2 rows 9–14).
 func (r *taskRun) runCommands() {
 	env := r.taskEnv()
 	maxRun := time.Duration(r.pl.MaxRunTime) * time.Second
@@ -361,10 +371,10 @@ func (r *taskRun) runCommands() {
 }
 
 // uploadPhase uploads payload artifacts, closes and uploads the backing log
-// and switches the live log to it (worker.md §6.2 row 18).
+// and switches the live log to it (docs/contract/worker.md §6.2 row 18).
 func (r *taskRun) uploadPhase() {
 	// Uploads get the shutdown budget from the moment an immediate
-	// shutdown is requested (worker.md §6.2 row 14b).
+	// shutdown is requested (docs/contract/worker.md §6.2 row 14b).
 	ctx, cancel := context.WithCancel(r.ctx)
 	defer cancel()
 	go func() {

@@ -38,14 +38,14 @@ type SupersedeResult struct {
 // does not resolve them itself; it hands the primary's outcome to Finish.
 type SecondarySet interface {
 	// Finish resolves the secondaries according to the primary's outcome
-	// (worker.md §5.6). It is called exactly once: after the primary's
+	// (docs/contract/worker.md §5.6). It is called exactly once: after the primary's
 	// payload artifacts and logs were uploaded and before the primary is
 	// resolved, or — when the primary's claim was lost — instead of that.
 	// It must stop the secondaries' reclaimers.
 	Finish(ctx context.Context, primary *Claim, outcome Outcome)
 }
 
-// SupersedeFunc is the superseding step (worker.md §5): it runs after the
+// SupersedeFunc is the superseding step (docs/contract/worker.md §5): it runs after the
 // claim and before preparing, may swap the primary task and returns the
 // secondary claims to resolve later. An error means "run the initial task
 // alone" and is logged as a warning in the task log.
@@ -67,7 +67,7 @@ type Outcome struct {
 
 // TaskCodeConcluded reports whether the primary's task code ran to a
 // conclusion: completed, failed by exit code or missing artifact, or
-// intermittent-task (worker.md §5.6 case A).
+// intermittent-task (docs/contract/worker.md §5.6 case A).
 func (o Outcome) TaskCodeConcluded() bool {
 	if o.Lost || o.Aborted {
 		return false

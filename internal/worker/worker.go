@@ -1,4 +1,4 @@
-// Package worker is hopper's worker (worker.md §1–4, §6): it claims tasks
+// Package worker is hopper's worker (docs/contract/worker.md §1–4, §6): it claims tasks
 // from a Taskcluster queue over the public HTTP API, runs generic-worker
 // style posix payloads as child processes, streams and uploads their logs
 // and artifacts, keeps its claims alive and resolves each run. Signals are
@@ -343,7 +343,7 @@ func (w *Worker) runClaim(tc tcclient.TaskClaim, slot int) Outcome {
 	r := &taskRun{w: w, claim: claim, logger: logger, slot: slot}
 	if url := supersederURL(claim.Task.Payload); url != "" && w.SupersedeFunc != nil && w.cfg.SupersedingEnabled() {
 		// An immediate shutdown during the superseding step cancels it, so
-		// held claims are released at once (worker.md §6.2 row 14c).
+		// held claims are released at once (docs/contract/worker.md §6.2 row 14c).
 		superCtx, cancelSuper := context.WithCancel(context.Background())
 		go func() {
 			select {

@@ -141,6 +141,17 @@ func BenchmarkCreateClaimComplete(b *testing.B) {
 	storetest.BenchCreateClaimComplete(b, openSchema(b, url, newSchema(b, url), 4))
 }
 
+// BenchmarkReportCompleted measures the store's part of reportCompleted
+// for tasks without routes and for tasks indexed at two paths.
+func BenchmarkReportCompleted(b *testing.B) {
+	for name, routes := range map[string][]string{"plain": nil, "indexed": {"index.bench.latest", "index.bench.each.t%d"}} {
+		b.Run(name, func(b *testing.B) {
+			url := testURL(b)
+			storetest.BenchReportCompleted(b, openSchema(b, url, newSchema(b, url), 4), routes)
+		})
+	}
+}
+
 // TestListenerReconnectWakesWaiters: announcements sent while the LISTEN
 // connection is down are lost, so once it is back every waiter is woken to
 // look for itself.

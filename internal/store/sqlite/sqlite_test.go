@@ -96,3 +96,13 @@ func BenchmarkFlowClaimWork(b *testing.B) {
 func BenchmarkCreateClaimComplete(b *testing.B) {
 	storetest.BenchCreateClaimComplete(b, openFile(b, filepath.Join(b.TempDir(), "hopper.db")))
 }
+
+// BenchmarkReportCompleted measures the store's part of reportCompleted
+// for tasks without routes and for tasks indexed at two paths.
+func BenchmarkReportCompleted(b *testing.B) {
+	for name, routes := range map[string][]string{"plain": nil, "indexed": {"index.bench.latest", "index.bench.each.t%d"}} {
+		b.Run(name, func(b *testing.B) {
+			storetest.BenchReportCompleted(b, openFile(b, filepath.Join(b.TempDir(), "hopper.db")), routes)
+		})
+	}
+}

@@ -82,6 +82,7 @@ func (l *errorList) add(err error) {
 	l.errs = append(l.errs, err)
 	l.mu.Unlock()
 }
+
 func (l *errorList) require(t *testing.T) {
 	t.Helper()
 	require.NoError(t, errors.Join(l.errs...))
@@ -115,6 +116,7 @@ func createMany(t *testing.T, stores []store.Store, taskIDs []string, now time.T
 	wg.Wait()
 	errs.require(t)
 }
+
 func seqIDs(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {

@@ -103,6 +103,17 @@ func testIndexCompletedTasks(t *testing.T, open Opener) {
 	entries, _, err := e.s.ListIndexedTasks(e.ctx, "proj.app", later, store.Page{})
 	require.NoError(t, err)
 	require.Equal(t, []entryRef{{"proj.app.latest", "t5", 5}, {"proj.app.t1", "t1", 5}}, refsOf(entries))
+
+	// Where each task can be found now: t1 lost proj.app.latest to t5.
+	at, err := e.s.IndexedTaskPaths(e.ctx, "t1", later)
+	require.NoError(t, err)
+	require.Equal(t, []entryRef{{"proj.app.t1", "t1", 5}}, refsOf(at))
+	at, err = e.s.IndexedTaskPaths(e.ctx, "t5", later)
+	require.NoError(t, err)
+	require.Equal(t, []entryRef{{"proj.app.latest", "t5", 5}}, refsOf(at))
+	at, err = e.s.IndexedTaskPaths(e.ctx, "t5", expires)
+	require.NoError(t, err)
+	require.Empty(t, at, "expired entries are left out")
 }
 
 // testIndexConcurrentCompletions: tasks completed at once (sharing

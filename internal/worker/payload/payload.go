@@ -1,5 +1,5 @@
 // Package payload parses and validates task payloads in generic-worker's
-// native posix format (worker.md §2) against an embedded JSON schema, and
+// native posix format (docs/contract/worker.md §2) against an embedded JSON schema, and
 // explains validation failures in sentences a task author can act on.
 package payload
 
@@ -238,7 +238,7 @@ func (p *Payload) applyDefaults(doc map[string]any) {
 
 // DefaultLogsOnly returns the log settings a payload would get from
 // defaults; used when the payload is invalid but a backing log is still
-// written (worker.md §2: defaults are applied before validation). It reads
+// written (docs/contract/worker.md §2: defaults are applied before validation). It reads
 // "logs" and "features.backingLog" leniently from raw.
 func DefaultLogsOnly(raw json.RawMessage) (logs Logs, backingLog bool) {
 	logs = Logs{Live: DefaultLiveLogName, Backing: DefaultBackingLogName}

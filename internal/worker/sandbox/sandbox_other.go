@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"errors"
+	"net"
 	"os/exec"
 	"syscall"
 	"time"
@@ -87,3 +88,8 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 
 // cgroups do not exist outside Linux.
 type cgroups struct{}
+
+// PeerUID cannot tell who owns a connection outside Linux.
+func PeerUID(local, remote net.Addr) (int, error) {
+	return -1, errors.New("peer credentials of TCP connections are only known on Linux")
+}

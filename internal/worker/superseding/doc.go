@@ -1,4 +1,4 @@
-// Package superseding is the worker side of superseding (worker.md §5): it
+// Package superseding is the worker side of superseding (docs/contract/worker.md §5): it
 // lets one run stand in for a backlog of equivalent tasks. It talks to the
 // queue and to the superseder only over HTTP (tcclient), so it works
 // against any Taskcluster deployment; hopper's own superseder service is

@@ -25,7 +25,7 @@ const MaxResponseBytes = 1 << 20
 // maxRedirects is how many redirects the superseder request follows.
 const maxRedirects = 3
 
-// Artifact names and their content type (worker.md §5.7).
+// Artifact names and their content type (docs/contract/worker.md §5.7).
 const (
 	SupersededByArtifact = "public/superseded-by.json"
 	SupersedesArtifact   = "public/supersedes.json"
@@ -65,7 +65,7 @@ type TaskRef struct {
 	RunID  int    `json:"runId"`
 }
 
-// NewSupersedeFunc returns the worker-side superseding step (worker.md
+// NewSupersedeFunc returns the worker-side superseding step (docs/contract/worker.md
 // §5.2–5.7) for worker.Worker.SupersedeFunc. It reads its settings from the
 // worker's configuration (superseding.*) on every call.
 func NewSupersedeFunc(opts WorkerOptions) worker.SupersedeFunc {
@@ -145,7 +145,7 @@ func (f *flow) run(ctx context.Context) (worker.SupersedeResult, error) {
 		f.info("Superseding: %s", n)
 	}
 	if ctx.Err() != nil {
-		// Shutdown while claiming (worker.md §6.2 row 14c): the initial
+		// Shutdown while claiming (docs/contract/worker.md §6.2 row 14c): the initial
 		// task is aborted by the worker; every other claim is released
 		// with worker-shutdown so the queue retries it at once.
 		others := make([]*worker.Claim, 0, len(held))
@@ -247,7 +247,7 @@ func RequestURL(raw, initial string) (string, error) {
 	return u.String(), nil
 }
 
-// fetch makes the one superseder request (worker.md §5.2 step 2) and
+// fetch makes the one superseder request (docs/contract/worker.md §5.2 step 2) and
 // returns the body of a 200 answer; anything else is an *UnusableError.
 func fetch(ctx context.Context, hc *http.Client, raw, initial string, timeout time.Duration) ([]byte, error) {
 	target, err := RequestURL(raw, initial)
@@ -286,7 +286,7 @@ func fetch(ctx context.Context, hc *http.Client, raw, initial string, timeout ti
 	return body, nil
 }
 
-// claimAll claims every listed task other than the initial one (worker.md
+// claimAll claims every listed task other than the initial one (docs/contract/worker.md
 // §5.3) with bounded concurrency and returns the held claims by taskId (the
 // initial claim included) and one note per entry for the task log. Calls
 // already started finish even if ctx ends; no new ones start after.
@@ -342,7 +342,7 @@ func (f *flow) claimAll(ctx context.Context, list []string) (map[string]*worker.
 func (f *flow) claimOne(ctx context.Context, id string) (*worker.Claim, string) {
 	q := f.w.Queue()
 	cfg := f.w.Config()
-	// Hardening (worker.md §5.3 step 1): only tasks this worker could
+	// Hardening (docs/contract/worker.md §5.3 step 1): only tasks this worker could
 	// run and that name the same superseder.
 	def, err := q.Task(ctx, id)
 	if err != nil {
@@ -361,7 +361,7 @@ func (f *flow) claimOne(ctx context.Context, id string) (*worker.Claim, string) 
 	if _, ok := queueFlowKey(def.Extra); ok {
 		return nil, fmt.Sprintf("%s skipped: it is under the queue's flow control, which decides when it runs", id)
 	}
-	// Claim the last run, and only while it is pending (worker.md §5.3
+	// Claim the last run, and only while it is pending (docs/contract/worker.md §5.3
 	// step 2). The status is read even with runIdZeroOnly, so a run that
 	// is already running is skipped without a refused claim.
 	st, err := q.Status(ctx, id)

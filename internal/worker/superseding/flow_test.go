@@ -181,7 +181,7 @@ func (h *harness) requireRunState(taskID, state, reason string) {
 }
 
 // artifactJSON returns an artifact's decoded body after checking how it
-// was stored (worker.md §5.7).
+// was stored (docs/contract/worker.md §5.7).
 func (h *harness) artifactJSON(taskID string, runID int, name string, v any) {
 	h.t.Helper()
 	a, ok := h.fake.Artifacts(taskID, runID)[name]
@@ -496,7 +496,7 @@ func TestSupersedeLaterRuns(t *testing.T) {
 	}
 }
 
-// TestSupersedeOutcomes checks worker.md §5.6: only when the primary's task
+// TestSupersedeOutcomes checks docs/contract/worker.md §5.6: only when the primary's task
 // code concluded are the secondaries superseded; otherwise they are
 // released with worker-shutdown (and retried by the queue), without
 // artifacts.

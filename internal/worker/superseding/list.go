@@ -8,7 +8,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/slugid"
 )
 
-// List orders a superseder may use (worker.md §5.1).
+// List orders a superseder may use (docs/contract/worker.md §5.1).
 const (
 	// Ascending is seed 001's convention and hopper's default: each task
 	// supersedes those earlier in the list; the highest index held wins.
@@ -32,7 +32,7 @@ func unusable(format string, args ...any) error {
 	return &UnusableError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// ParseList validates the body of a 200 answer (worker.md §5.2 step 4): a
+// ParseList validates the body of a 200 answer (docs/contract/worker.md §5.2 step 4): a
 // JSON object whose "supersedes" is an array of distinct taskIds, at most
 // maxTasks long, containing initial. Other properties are ignored. An empty
 // array is valid (nothing to supersede). Every failure is an
@@ -79,7 +79,7 @@ func ParseList(body []byte, initial string, maxTasks int) ([]string, error) {
 }
 
 // Normalize returns list in ascending order: a copy, reversed when order is
-// Descending (worker.md §5.1: everything after receipt works on ascending
+// Descending (docs/contract/worker.md §5.1: everything after receipt works on ascending
 // lists).
 func Normalize(list []string, order string) []string {
 	out := slices.Clone(list)
@@ -89,7 +89,7 @@ func Normalize(list []string, order string) []string {
 	return out
 }
 
-// ChoosePrimary applies worker.md §5.4 to an ascending list: among the
+// ChoosePrimary applies docs/contract/worker.md §5.4 to an ascending list: among the
 // entries held says the worker holds a claim on, the highest-indexed is the
 // primary and the others, in list order, are its secondaries. Entries above
 // the primary that are not held are left alone. It returns -1 and nil when

@@ -74,7 +74,7 @@ func TestParseList(t *testing.T) {
 	}
 }
 
-// TestChoosePrimary covers worker.md §5.4 under both orders: the
+// TestChoosePrimary covers docs/contract/worker.md §5.4 under both orders: the
 // descending form of a list must pick the same primary and secondaries as
 // its ascending form.
 func TestChoosePrimary(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/worker"
 )
 
-// secondarySet holds the claims a primary supersedes (worker.md §5.5–5.6).
+// secondarySet holds the claims a primary supersedes (docs/contract/worker.md §5.5–5.6).
 // Each member keeps its own reclaimer, and so its own fresh credentials,
 // until Finish; a member whose claim is lost meanwhile is dropped: never
 // resolved, never listed.

@@ -1,4 +1,4 @@
-// Package tasklog implements a task's backing log (worker.md §3): a file
+// Package tasklog implements a task's backing log (docs/contract/worker.md §3): a file
 // that receives everything the worker says about a run and all command
 // output, with the Taskcluster line prefixes log parsers key on, and a live
 // log server that lets a user follow the file over HTTP while the task runs.
@@ -68,7 +68,7 @@ func (l *Log) writeLocked(p []byte) (int, error) {
 	return n, nil
 }
 
-// Prefixes of worker lines (worker.md §3).
+// Prefixes of worker lines (docs/contract/worker.md §3).
 const (
 	infoPrefix  = "[taskcluster %s] "
 	warnPrefix  = "[taskcluster:warn %s] "

@@ -1,4 +1,4 @@
-// Package tcproxy is hopper's in-process taskcluster-proxy (worker.md §4):
+// Package tcproxy is hopper's in-process taskcluster-proxy (docs/contract/worker.md §4):
 // a per-run HTTP server on a loopback port that forwards requests from task
 // code to Taskcluster APIs, signing them with the run's temporary
 // credentials restricted to authorizedScopes, so task code can use the
@@ -50,6 +50,11 @@ type Options struct {
 	MaxRetries int
 	// RetryDelay is the back-off base (default 100 ms).
 	RetryDelay time.Duration
+	// AllowPeerFunc, when set, decides for each accepted connection
+	// (local and remote address) whether to serve it; refused ones are
+	// closed at once. The worker's sandbox uses it to serve only the
+	// task's own user, not other tasks on the machine.
+	AllowPeerFunc func(local, remote net.Addr) bool
 }
 
 // Proxy is a running proxy.
@@ -87,6 +92,9 @@ func Start(opts Options) (*Proxy, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("listening for the taskcluster proxy: %w", err)
+	}
+	if opts.AllowPeerFunc != nil {
+		ln = filteredListener{Listener: ln, allow: opts.AllowPeerFunc}
 	}
 	p := &Proxy{opts: opts, creds: opts.Credentials, ln: ln, done: make(chan struct{}), rootURL: root}
 	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: 30 * time.Second}
@@ -288,4 +296,23 @@ func (p *Proxy) attempt(r *http.Request, target string, body []byte) (*http.Resp
 		return nil, fmt.Errorf("%s %s: %w", r.Method, target, err)
 	}
 	return resp, nil
+}
+
+// filteredListener drops the connections allow refuses.
+type filteredListener struct {
+	net.Listener
+	allow func(local, remote net.Addr) bool
+}
+
+func (f filteredListener) Accept() (net.Conn, error) {
+	for {
+		c, err := f.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if f.allow(c.LocalAddr(), c.RemoteAddr()) {
+			return c, nil
+		}
+		c.Close()
+	}
 }

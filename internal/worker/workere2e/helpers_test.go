@@ -150,7 +150,7 @@ func fetchArtifact(t *testing.T, taskID string, runID int, name string) fetched 
 }
 
 // backingLog returns the backing log of run runID (< 0: latest run),
-// checking that it is stored gzip-encoded plain text as worker.md §3 says.
+// checking that it is stored gzip-encoded plain text as docs/contract/worker.md §3 says.
 func backingLog(t *testing.T, taskID string, runID int) string {
 	t.Helper()
 	f := fetchArtifact(t, taskID, runID, "public/logs/live_backing.log")

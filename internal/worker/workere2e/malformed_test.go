@@ -13,7 +13,7 @@ import (
 // TestBadPayloadsAreMalformed gives a real worker one payload per kind of
 // bad field. Each must end exception/malformed-payload without running
 // anything, and the backing log (the run's only log) must say which field
-// is wrong and why, in words a task author can act on (worker.md §1.6,
+// is wrong and why, in words a task author can act on (docs/contract/worker.md §1.6,
 // §2). The worker pool caps maxRunTime at 600 s and disables the proxy so
 // that the pool-dependent checks are exercised too.
 func TestBadPayloadsAreMalformed(t *testing.T) {

@@ -38,7 +38,7 @@ call create-artifact -X POST -H 'Content-Type: application/json' \
 // taskclusterProxy: calls its scopes allow succeed, calls beyond them get
 // 403 InsufficientScopes, and the run's own credentials cannot be used to
 // resolve the run (authorizedScopes = task.scopes + create-artifact,
-// worker.md §4). The anonymous role may read any task, so the decisive
+// docs/contract/worker.md §4). The anonymous role may read any task, so the decisive
 // checks are writes anonymous cannot make.
 func TestProxyEnforcesTaskScopes(t *testing.T) {
 	t.Parallel()

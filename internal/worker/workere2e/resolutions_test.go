@@ -14,7 +14,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
-// TestResolutions runs one task per outcome of worker.md §1.6 that the
+// TestResolutions runs one task per outcome of docs/contract/worker.md §1.6 that the
 // other end-to-end tests do not already cover (completed, plain failure,
 // malformed schema, cancellation, worker-shutdown and claim expiry are
 // elsewhere) through a real worker, and checks the run states, the log
@@ -171,7 +171,7 @@ func TestResolutions(t *testing.T) {
 // directory artifact as its own s3 artifact with the content type of its
 // extension (or the payload's), gzip-encoded unless already compressed,
 // byte-identical on download; the backing log as gzip text; and the live
-// log switched to a link to it (worker.md §2.4, §3).
+// log switched to a link to it (docs/contract/worker.md §2.4, §3).
 func TestArtifactTypes(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)

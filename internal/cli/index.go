@@ -1,0 +1,162 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// printIndexedTask prints an index entry for humans.
+func printIndexedTask(w io.Writer, e *tcclient.IndexedTask) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "namespace:\t%s\n", e.Namespace)
+	fmt.Fprintf(tw, "taskId:\t%s\n", e.TaskID)
+	fmt.Fprintf(tw, "rank:\t%s\n", formatRank(e.Rank))
+	fmt.Fprintf(tw, "expires:\t%s\n", e.Expires)
+	fmt.Fprintf(tw, "data:\t%s\n", e.Data)
+	return tw.Flush()
+}
+
+// NewIndexCommand is `hopper index`: find, browse and insert entries of the
+// Index service.
+func NewIndexCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "index",
+		Short: "Find, list and insert indexed tasks",
+		Long: `Use the Index service. A task that completes with a route
+"index.<path>" is indexed at <path> (rank from extra.index.rank, expiry
+from extra.index.expires or the task's); "hopper index find <path>" names
+the task found there.
+
+` + authCLIEnvHelp,
+		Args: cobra.NoArgs,
+	}
+	var asJSON bool
+	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the API's JSON reply instead of text")
+
+	find := &cobra.Command{
+		Use:   "find PATH",
+		Short: "Show the task indexed at a path",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			e, err := c.FindIndexedTask(cmd.Context(), args[0])
+			if err != nil {
+				return authCLIError("finding "+args[0], err)
+			}
+			if asJSON {
+				return printAuthJSON(cmd.OutOrStdout(), e)
+			}
+			return printIndexedTask(cmd.OutOrStdout(), e)
+		},
+	}
+
+	list := &cobra.Command{
+		Use:   "list [NAMESPACE]",
+		Short: "List the namespaces and entries directly under a namespace (default: the root)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ns := ""
+			if len(args) == 1 {
+				ns = args[0]
+			}
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			namespaces := []tcclient.IndexNamespace{}
+			for opts := (tcclient.ListOptions{}); ; {
+				page, err := c.ListIndexNamespaces(cmd.Context(), ns, opts)
+				if err != nil {
+					return authCLIError("listing namespace "+quoteRoot(ns), err)
+				}
+				namespaces = append(namespaces, page.Namespaces...)
+				if opts.ContinuationToken = page.ContinuationToken; opts.ContinuationToken == "" {
+					break
+				}
+			}
+			tasks := []tcclient.IndexedTask{}
+			for opts := (tcclient.ListOptions{}); ; {
+				page, err := c.ListIndexedTasks(cmd.Context(), ns, opts)
+				if err != nil {
+					return authCLIError("listing namespace "+quoteRoot(ns), err)
+				}
+				tasks = append(tasks, page.Tasks...)
+				if opts.ContinuationToken = page.ContinuationToken; opts.ContinuationToken == "" {
+					break
+				}
+			}
+			if asJSON {
+				return printAuthJSON(cmd.OutOrStdout(), map[string]any{"namespaces": namespaces, "tasks": tasks})
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PATH\tTASK ID\tRANK\tEXPIRES")
+			for _, n := range namespaces {
+				fmt.Fprintf(tw, "%s.\t-\t-\t%s\n", n.Namespace, n.Expires)
+			}
+			for _, t := range tasks {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Namespace, t.TaskID, formatRank(t.Rank), t.Expires)
+			}
+			return tw.Flush()
+		},
+	}
+
+	var (
+		rank          float64
+		expires, data string
+	)
+	insert := &cobra.Command{
+		Use:   "insert PATH TASK_ID",
+		Short: "Index a task at a path (kept unless an entry of higher rank is there)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			until, err := parseClientExpiry(expires, time.Now())
+			if err != nil {
+				return usagef("%v", err)
+			}
+			if !json.Valid([]byte(data)) || len(data) == 0 || data[0] != '{' {
+				return usagef("--data must be a JSON object")
+			}
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			e, err := c.InsertIndexedTask(cmd.Context(), args[0], &tcclient.InsertIndexedTaskRequest{
+				TaskID: args[1], Rank: rank, Data: json.RawMessage(data), Expires: tcclient.NewTime(until)})
+			if err != nil {
+				return authCLIError("indexing "+args[1]+" at "+args[0], err)
+			}
+			if asJSON {
+				return printAuthJSON(cmd.OutOrStdout(), e)
+			}
+			return printIndexedTask(cmd.OutOrStdout(), e)
+		},
+	}
+	insert.Flags().Float64Var(&rank, "rank", 0, "the entry's rank: an entry of higher rank at the path is kept")
+	insert.Flags().StringVar(&expires, "expires", "1y", "when the entry expires: a date-time or a duration from now (90d, 1y, 36h)")
+	insert.Flags().StringVar(&data, "data", "{}", "JSON object stored with the entry")
+
+	cmd.AddCommand(find, list, insert)
+	return cmd
+}
+
+// formatRank prints a rank as its digits (1700000000, not 1.7e+09).
+func formatRank(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) }
+
+// quoteRoot names a namespace in messages, the root included.
+func quoteRoot(ns string) string {
+	if ns == "" {
+		return "(root)"
+	}
+	return ns
+}
