@@ -38,6 +38,9 @@ type initSpec struct {
 	// MountProc mounts a fresh /proc (the init is in new PID and mount
 	// namespaces).
 	MountProc bool `json:"mountProc"`
+	// Hide lists files the command must not read whatever their mode
+	// (the worker's config): each is covered with /dev/null.
+	Hide []string `json:"hide,omitempty"`
 	// Probe makes the init only set itself up and report success.
 	Probe bool `json:"probe,omitempty"`
 }
@@ -98,11 +101,20 @@ func InitMain() int {
 			report(status, initStatus{StartError: err.Error()})
 			return 125
 		}
+		for _, path := range spec.Hide {
+			if err := unix.Mount("/dev/null", path, "", unix.MS_BIND, ""); err != nil && !errors.Is(err, unix.ENOENT) {
+				report(status, initStatus{StartError: fmt.Sprintf("sandbox init: hiding %s: %v", path, err)})
+				return 125
+			}
+		}
 	}
 	if spec.Probe {
 		report(status, initStatus{Started: true})
 		return 0
 	}
+	// Should the machine run out of memory, the kernel kills task
+	// processes before the worker (which set itself to -500).
+	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("500"), 0)
 	st := runCommand(spec)
 	report(status, st)
 	switch {

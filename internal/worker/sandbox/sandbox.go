@@ -91,6 +91,10 @@ type Config struct {
 	// re-executing a program that does not dispatch to InitMain (a test
 	// binary, say) would run that program instead.
 	InitCommand []string
+	// Hide lists files commands must not read whatever their mode, such
+	// as the worker's config file; in the command's mount namespace each
+	// is covered with /dev/null.
+	Hide []string
 	// Logger receives warnings (nil: discarded).
 	Logger *slog.Logger
 }
