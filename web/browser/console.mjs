@@ -216,6 +216,16 @@ try {
     await page.waitForSelector(`.notice.superseded a[href="#/task/${fx.successor}"]`, { timeout: T });
   });
 
+  await check('a private artifact opens through a signed link', async () => {
+    await page.click(`.notice.superseded a[href="#/task/${fx.successor}"]`);
+    await waitText('h1', 'newer build');
+    await page.waitForSelector('a.artifact[href*="bewit="]', { timeout: T });
+    const href = await page.$eval('a.artifact[href*="bewit="]', (a) => a.href);
+    expect(href.includes('/artifacts/private/report.txt?bewit='), href);
+    const body = await page.evaluate(async (u) => (await fetch(u)).text(), href);
+    expect(body === 'for signed-in eyes only', `signed link gave: ${body.slice(0, 200)}`);
+  });
+
   await check('task list across queues, filtered by state and queue', async () => {
     // Queues are listed once a worker asked them for work (as in
     // Taskcluster): ui-test/graph has, and its one pending task is "sign".
