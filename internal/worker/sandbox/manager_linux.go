@@ -146,7 +146,7 @@ func (t *Task) Start(c Command) (*Process, error) {
 	}
 	spec := initSpec{Argv: c.Argv, Env: c.Env, MountProc: true, Hide: t.m.cfg.Hide}
 	if t.user != nil {
-		spec.UID, spec.GID = t.user.UID, t.user.GID
+		spec.UID, spec.GID, spec.PrivateShm = t.user.UID, t.user.GID, true
 	}
 	return t.m.startInit(spec, c.Output, c.Dir, t.cg)
 }
