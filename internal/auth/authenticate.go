@@ -223,6 +223,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, req Request) (*Result,
 	a.remember(b.ID, b.Ext, creds)
 	return creds.result(SchemeBewit), nil
 }
+
 func anonymous(e *Expander, now time.Time) *Result {
 	return &Result{
 		Scopes:  e.Expand([]string{anonymousScope}),
@@ -267,6 +268,7 @@ func (a *Authenticator) remember(id, ext string, c *loadedCredentials) {
 		a.verified.put(id, ext, c.fresh)
 	}
 }
+
 func (c *loadedCredentials) result(s Scheme) *Result {
 	return &Result{ClientID: c.clientID, Scopes: c.scopes, Expires: c.expires, HasCredentials: true, Scheme: s}
 }

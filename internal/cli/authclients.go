@@ -45,7 +45,8 @@ func authCLIClient() (*tcclient.Client, error) {
 func authCLIError(doing string, err error) error {
 	var apiErr *tcclient.APIError
 	if !errors.As(err, &apiErr) {
-		return fmt.Errorf("%s: %w", doing, err)
+		// failure keeps only the innermost cause and says what to check.
+		return failure(doing, err)
 	}
 	msg, _, _ := strings.Cut(apiErr.Message, "\n\n---")
 	// For scope failures the missing scopes are what matters; the full
@@ -56,7 +57,11 @@ func authCLIError(doing string, err error) error {
 	if code == "" {
 		code = "error"
 	}
-	return fmt.Errorf("%s: %d %s: %s", doing, apiErr.StatusCode, code, msg)
+	line := fmt.Sprintf("%s: %d %s: %s", doing, apiErr.StatusCode, code, msg)
+	if hint := hintFor(err); hint != "" {
+		line += " (" + hint + ")"
+	}
+	return &ExitError{Code: ExitFailed, Msg: line, Err: err}
 }
 
 // parseClientExpiry reads --expires: an RFC 3339 date-time, or a duration from

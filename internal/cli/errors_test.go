@@ -61,3 +61,38 @@ func TestErrorsSayWhatToCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestClientCommandErrorsSayWhatToCheck: `hopper client` and `hopper role`
+// word their failures the same way.
+// It sets the environment (the commands read os.Getenv), so it does not
+// run in parallel.
+func TestClientCommandErrorsSayWhatToCheck(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedURL := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	badMac := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"code":"AuthenticationFailed","message":"Unauthorized: Bad mac"}`))
+	}))
+	t.Cleanup(badMac.Close)
+
+	for _, tt := range []struct{ root, want string }{
+		{closedURL, "listing clients: connection refused (is hopper running at " + closedURL + "? check TASKCLUSTER_ROOT_URL)"},
+		{badMac.URL, "listing clients: 401 AuthenticationFailed: Unauthorized: Bad mac (check TASKCLUSTER_ACCESS_TOKEN: it does not match TASKCLUSTER_CLIENT_ID)"},
+	} {
+		vars := map[string]string{"TASKCLUSTER_ROOT_URL": tt.root, "TASKCLUSTER_CLIENT_ID": "someone", "TASKCLUSTER_ACCESS_TOKEN": "wrong"}
+		cmd := NewClientCommand()
+		cmd.SetArgs([]string{"list"})
+		var out strings.Builder
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		for k, v := range vars {
+			t.Setenv(k, v)
+		}
+		err := cmd.Execute()
+		require.EqualError(t, err, tt.want)
+	}
+}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/e2e"
@@ -93,6 +95,38 @@ func TestHookPulseBindings(t *testing.T) {
 		seen[extra.Source] = true
 	}
 
+	// Hook changes are published as Taskcluster's hooks service publishes
+	// them (the exchange exists since the first hook was created).
+	conn, err := amqp.Dial(amqpURL)
+	require.NoError(t, err)
+	defer conn.Close()
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.QueueBind(q.Name, "#", "exchange/taskcluster-hooks/v1/hook-created", false, nil))
+	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
+	require.NoError(t, err)
+	_, err = c.CreateHook(ctx, group, "second", &tcclient.Hook{
+		Metadata: json.RawMessage(`{"name":"second","description":"e2e","owner":"e2e@example.com"}`),
+		Task:     json.RawMessage(`{}`),
+	})
+	require.NoError(t, err)
+	for {
+		select {
+		case d := <-deliveries:
+			if !strings.Contains(string(d.Body), group) {
+				continue // another test's hook
+			}
+			require.Equal(t, "_", d.RoutingKey)
+			require.JSONEq(t, `{"hookGroupId":"`+group+`","hookId":"second"}`, string(d.Body))
+		case <-time.After(20 * time.Second):
+			t.Fatal("no hook-created message")
+		}
+		break
+	}
+
 	// Removing the hook stops it (and deletes its queue).
 	require.NoError(t, c.RemoveHook(ctx, group, id))
+	require.NoError(t, c.RemoveHook(ctx, group, "second"))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/hooks"
 	"github.com/hopper-ci/hopper/internal/store"
 )
@@ -92,7 +93,7 @@ func (h *handlers) createHook(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.audit(c, "created", def)
+	h.audit(c, "created", def, "hook-created")
 	return def, nil
 }
 
@@ -131,7 +132,7 @@ func (h *handlers) updateHook(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.audit(c, "updated", def)
+	h.audit(c, "updated", def, "hook-updated")
 	return def, nil
 }
 
@@ -143,12 +144,13 @@ func (h *handlers) removeHook(c *api.Call) (any, error) {
 	if err := h.Store.DeleteHook(c.Context(), group, id); err != nil {
 		return nil, err
 	}
-	h.audit(c, "deleted", &hooks.Definition{HookGroupID: group, HookID: id})
+	h.audit(c, "deleted", &hooks.Definition{HookGroupID: group, HookID: id}, "hook-deleted")
 	return map[string]any{}, nil
 }
 
-// audit logs a change of a hook and who made it; never a secret.
-func (h *handlers) audit(c *api.Call, action string, def *hooks.Definition) {
+// audit logs a change of a hook and who made it (never a secret), tells
+// the Pulse listener, and publishes the change on exchange.
+func (h *handlers) audit(c *api.Call, action string, def *hooks.Definition, exchange string) {
 	clientID := ""
 	if res, err := h.Caller(c); err == nil && res != nil {
 		clientID = res.ClientID
@@ -156,5 +158,13 @@ func (h *handlers) audit(c *api.Call, action string, def *hooks.Definition) {
 	h.Logger.Info("hook "+action, "hookGroupId", def.HookGroupID, "hookId", def.HookID, "clientId", clientID)
 	if h.Changed != nil {
 		h.Changed()
+	}
+	if h.Events != nil {
+		body, _ := json.Marshal(map[string]string{"hookGroupId": def.HookGroupID, "hookId": def.HookID})
+		// The routing key has one reserved word, always "_" (Taskcluster's).
+		msg := events.Message{Exchange: exchange, RoutingKey: "_", Body: body}
+		if err := h.Events.Publish(c.Context(), msg); err != nil {
+			h.Logger.Warn("publishing a hook change", "exchange", exchange, "hookGroupId", def.HookGroupID, "hookId", def.HookID, "error", err)
+		}
 	}
 }

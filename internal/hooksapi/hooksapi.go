@@ -23,12 +23,17 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/hooks"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
 // BasePath is where the Hooks API lives below the root URL.
 const BasePath = "/api/hooks/v1"
+
+// HooksExchangePrefix starts the names of the exchanges the Hooks service
+// publishes hook changes to, as Taskcluster's does.
+const HooksExchangePrefix = "exchange/taskcluster-hooks/v1/"
 
 // Deps are what the Hooks API needs. Every field is required except
 // Logger (default slog.Default()) and Started (default: when Routes is
@@ -47,6 +52,10 @@ type Deps struct {
 	// Changed, if set, is called after a hook is created, updated or
 	// removed (the Pulse listener reconciles its bindings).
 	Changed func()
+	// Events, if set, receives Taskcluster's hook-created, hook-updated
+	// and hook-deleted messages (an AMQP publisher whose exchange prefix is
+	// HooksExchangePrefix).
+	Events  events.Publisher
 	Logger  *slog.Logger
 	Started time.Time
 	// Version is reported by __version__.

@@ -3,11 +3,14 @@ package hooksapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/store"
 )
 
 // TestScheduledFiresOncePerDueTime moves a fake clock across a hook's due
@@ -147,4 +150,49 @@ func TestLeaseOfADeadReplicaRunsOut(t *testing.T) {
 	fires := b.fires(t, "g", "h")
 	require.Len(t, fires, 1)
 	require.Equal(t, claimed.NextTaskID, fires[0].TaskID, "the due time's own taskId")
+}
+
+// crashAfterCreate is a store through which a replica "dies" right after
+// creating a scheduled fire's task, before recording the fire.
+type crashAfterCreate struct {
+	store.Store
+}
+
+func (crashAfterCreate) FinishScheduledFire(context.Context, store.FinishFireParams) (bool, error) {
+	return false, errors.New("replica killed")
+}
+
+// TestFireRepeatedAfterACrashCreatesOneTask: a replica that created a due
+// time's task and died before recording it leaves the hook leased; when
+// the lease runs out another replica fires the due time again, the queue
+// takes the same createTask as the same task, and the fire is recorded
+// once, as a success.
+func TestFireRepeatedAfterACrashCreatesOneTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.hookRole(t, "g")
+	b.createHook(t, "g", "h", []string{"0 * * * * *"}, taskTemplate(`,"created":{"$fromNow":"0 seconds"},"extra":{"at":{"$eval":"now"}}`))
+	due := b.nextDue(t, "g", "h")
+	b.clock.Set(due.Add(time.Second))
+	dying := b.newFirer()
+	dying.Store = crashAfterCreate{b.store}
+	_, err := dying.FireDue(ctx)
+	require.ErrorContains(t, err, "replica killed")
+	counts, err := b.root.TaskQueueCounts(ctx, testQueue)
+	require.NoError(t, err)
+	require.Equal(t, 1, counts.PendingTasks, "the dead replica created the task")
+	require.Empty(t, b.fires(t, "g", "h"))
+
+	b.clock.Set(due.Add(5 * time.Second))
+	require.Zero(t, b.fireDue(t, b.firer), "its lease still holds")
+	b.clock.Set(due.Add(15 * time.Second))
+	require.Equal(t, 1, b.fireDue(t, b.firer))
+	fires := b.fires(t, "g", "h")
+	require.Len(t, fires, 1)
+	require.Equal(t, "success", fires[0].Result, fires[0].Error)
+	counts, err = b.root.TaskQueueCounts(ctx, testQueue)
+	require.NoError(t, err)
+	require.Equal(t, 1, counts.PendingTasks, "the repeat is the same task")
+	require.Equal(t, due.Add(time.Minute), b.nextDue(t, "g", "h"))
 }

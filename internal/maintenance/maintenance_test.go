@@ -73,7 +73,7 @@ func setup(t *testing.T) *bundle {
 }
 
 // createClaimed creates a task and claims its run 0 until now + claimFor.
-func (b *bundle) createClaimed(t *testing.T, taskID string, claimFor time.Duration) {
+func (b *bundle) createClaimed(t testing.TB, taskID string, claimFor time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	now := b.clock.Now()

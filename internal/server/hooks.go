@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 
 	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/hooksapi"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -20,8 +22,10 @@ import (
 type hookService struct {
 	routes []api.Route
 	firer  *hooksapi.Firer
-	// listener fires hooks for Pulse messages (nil without a broker).
+	// listener fires hooks for Pulse messages, and amqp publishes hook
+	// changes (both nil without a broker).
 	listener *maintenance.HookListener
+	amqp     *events.AMQP
 
 	mu  sync.RWMutex
 	srv *api.Server
@@ -29,18 +33,34 @@ type hookService struct {
 
 // newHookService builds the service; amqpURL is the broker hooks'
 // bindings consume from ("" refuses bindings).
-func newHookService(sec *Security, st store.Store, clock queue.Clock, log *slog.Logger, version, amqpURL string) *hookService {
+func newHookService(sec *Security, st store.Store, clock queue.Clock, log *slog.Logger, version, amqpURL string) (*hookService, error) {
 	h := &hookService{}
 	h.firer = &hooksapi.Firer{Store: st, Roles: sec.Roles, Clock: clock, Log: log,
 		Tasks: hooksapi.TaskCreatorFunc(h.createTask)}
-	var changed func()
+	var (
+		changed   func()
+		publisher events.Publisher
+	)
 	if amqpURL != "" {
 		h.listener = &maintenance.HookListener{Store: st, Firer: h.firer, AMQP: amqpURL, Logger: log}
 		changed = h.listener.Changed
+		amqp, err := events.NewAMQP(events.AMQPOptions{URL: amqpURL, ExchangePrefix: hooksapi.HooksExchangePrefix,
+			ConnectionName: events.DefaultConnectionName + "-hooks", Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("starting the hooks' AMQP publisher: %w", err)
+		}
+		h.amqp, publisher = amqp, amqp
 	}
 	h.routes = hooksapi.Routes(hooksapi.Deps{Store: st, Sealer: sec.Sealer, Firer: h.firer, Caller: sec.Authorizer.Caller,
-		PulseAvailable: amqpURL != "", Changed: changed, Logger: log, Version: version})
-	return h
+		PulseAvailable: amqpURL != "", Changed: changed, Events: publisher, Logger: log, Version: version})
+	return h, nil
+}
+
+// Close stops the service's publisher.
+func (h *hookService) Close() {
+	if h.amqp != nil {
+		_ = h.amqp.Close()
+	}
 }
 
 // duties are the service's background duties: the scheduler, and the

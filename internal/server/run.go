@@ -141,7 +141,11 @@ func Run(ctx context.Context, cfg Config) error {
 		handlers[m.MountPath()] = m
 	}
 	side := newSideServices(st, blobs, cfg.Clock, log, cfg.ExpireEvery)
-	hookSvc := newHookService(sec, st, cfg.Clock, log, cfg.Version, cfg.AMQP)
+	hookSvc, err := newHookService(sec, st, cfg.Clock, log, cfg.Version, cfg.AMQP)
+	if err != nil {
+		return err
+	}
+	defer hookSvc.Close()
 	srv, err := api.New(api.Options{
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,

@@ -102,6 +102,9 @@ type Store interface {
 	// Hooks (hooks.go).
 	HookStore
 
+	// Flow control (flow.go).
+	FlowStore
+
 	Close() error
 }
 
@@ -137,6 +140,9 @@ type CreateTaskParams struct {
 	TaskID string
 	Task   *queue.Task
 	Now    time.Time
+	// Flow is the task's flow policy (queue.ParseFlow); CreateTask reads it
+	// from the definition when nil.
+	Flow *queue.FlowPolicy
 }
 
 // UpdateTaskParams describes a transition of one task. Apply runs inside the
@@ -178,6 +184,9 @@ type ClaimResult struct {
 	QuarantinedUntil time.Time
 	// Skipped says SkipKnownEmpty applied: the database was not asked.
 	Skipped bool
+	// Supersessions lists the claims that superseded older tasks of their
+	// flow key (flow.go); the caller writes their artifacts.
+	Supersessions []Supersession
 }
 
 // Claimed is one claimed run.

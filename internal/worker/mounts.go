@@ -28,14 +28,17 @@ type mountError struct {
 }
 
 func (e *mountError) Error() string { return e.err.Error() }
+
 func (e *mountError) Unwrap() error { return e.err }
 
 func permanent(format string, args ...any) error {
 	return &mountError{err: fmt.Errorf(format, args...)}
 }
+
 func temporary(format string, args ...any) error {
 	return &mountError{temporary: true, err: fmt.Errorf(format, args...)}
 }
+
 func (r *taskRun) resolvePath(p string) string {
 	if filepath.IsAbs(p) {
 		return filepath.Clean(p)
@@ -110,6 +113,7 @@ func (r *taskRun) applyMounts() *runErr {
 	}
 	return nil
 }
+
 func (r *taskRun) applyMount(m payload.Mount) error {
 	switch m.Kind {
 	case payload.MountFile:
@@ -226,6 +230,7 @@ func (r *taskRun) fetchContent(c *payload.Content) (string, error) {
 	}
 	return "", permanent("mount content has no source")
 }
+
 func (r *taskRun) writeTemp(data []byte) (string, error) {
 	f, err := os.CreateTemp(r.tmpDir, "mount-*")
 	if err != nil {
@@ -305,6 +310,7 @@ func (r *taskRun) download(key, wantSHA string, locate func(context.Context) (st
 	}
 	return "", temporary("downloading %s failed after retries: %v", key, lastErr)
 }
+
 func (r *taskRun) fetchURL(ctx context.Context, url string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

@@ -40,9 +40,11 @@ type runErr struct {
 func malformed(format string, args ...any) runErr {
 	return runErr{reason: tcclient.ReasonMalformedPayload, msg: fmt.Sprintf(format, args...)}
 }
+
 func internalError(format string, args ...any) runErr {
 	return runErr{reason: tcclient.ReasonInternalError, msg: fmt.Sprintf(format, args...)}
 }
+
 func failure(format string, args ...any) runErr {
 	return runErr{failed: true, msg: fmt.Sprintf(format, args...)}
 }
@@ -94,6 +96,7 @@ func (r *taskRun) record(e runErr) {
 		r.log.Errorf("%s", e.msg)
 	}
 }
+
 func (r *taskRun) lost() bool { return closed(r.claim.Lost()) }
 
 func (r *taskRun) aborting() bool { return closed(r.w.abort) }
@@ -187,6 +190,7 @@ func (r *taskRun) cancelled() Outcome {
 	}
 	return o
 }
+
 func (r *taskRun) outcome() Outcome {
 	if len(r.errs) == 0 {
 		return Outcome{State: tcclient.StateCompleted}
@@ -197,6 +201,7 @@ func (r *taskRun) outcome() Outcome {
 	}
 	return Outcome{State: tcclient.StateException, Reason: first.reason, Aborted: first.aborted}
 }
+
 func (r *taskRun) resolve(o Outcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -252,6 +257,7 @@ func (r *taskRun) createDirs() error {
 	r.tmpDir = tmp
 	return nil
 }
+
 func (r *taskRun) writeHeader() {
 	cfg := &r.w.cfg
 	meta := map[string]any{
@@ -281,6 +287,7 @@ func (r *taskRun) writeHeader() {
 		}
 	}
 }
+
 func (r *taskRun) writeFooter() {
 	r.log.Infof("=== Task Finished ===")
 	r.log.Infof("Task Duration: %s", time.Since(r.started).Round(time.Millisecond))

@@ -56,6 +56,8 @@ func RunConcurrency(t *testing.T, opts ConcurrencyOptions) {
 	t.Run("CombinedCreates", func(t *testing.T) { t.Parallel(); testCombinedCreates(t, stores(t)) })
 	t.Run("ClaimsOfOneWorker", func(t *testing.T) { t.Parallel(); testClaimsOfOneWorker(t, stores(t)) })
 	t.Run("GroupResolvedRace", func(t *testing.T) { t.Parallel(); testGroupResolvedRace(t, stores(t)) })
+	t.Run("FlowLimitRace", func(t *testing.T) { t.Parallel(); testFlowLimitRace(t, stores(t)) })
+	t.Run("FlowSupersedeRace", func(t *testing.T) { t.Parallel(); testFlowSupersedeRace(t, stores(t)) })
 	if opts.CrossProcessWakeup {
 		t.Run("CrossProcessWakeup", func(t *testing.T) {
 			t.Parallel()
@@ -80,6 +82,7 @@ func (l *errorList) add(err error) {
 	l.errs = append(l.errs, err)
 	l.mu.Unlock()
 }
+
 func (l *errorList) require(t *testing.T) {
 	t.Helper()
 	require.NoError(t, errors.Join(l.errs...))
@@ -113,6 +116,7 @@ func createMany(t *testing.T, stores []store.Store, taskIDs []string, now time.T
 	wg.Wait()
 	errs.require(t)
 }
+
 func seqIDs(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {

@@ -46,6 +46,7 @@ func testCreateTask(t *testing.T, open Opener) {
 	_, err = e.s.GetTaskGroup(e.ctx, "unknown")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
 func testCreateTaskIdempotency(t *testing.T, open Opener) {
 	e := setup(t, open)
 	now := Epoch
@@ -96,6 +97,7 @@ func testCreateTaskIdempotency(t *testing.T, open Opener) {
 	_, err = e.s.GetTaskGroup(e.ctx, "other")
 	require.ErrorIs(t, err, store.ErrNotFound, "a refused create must not create its group")
 }
+
 func testGetTasks(t *testing.T, open Opener) {
 	e := setup(t, open)
 	e.create("t1", Epoch)
@@ -107,6 +109,7 @@ func testGetTasks(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.Empty(t, got)
 }
+
 func uniq(s []string) []string {
 	seen := map[string]bool{}
 	out := []string{}
@@ -118,6 +121,7 @@ func uniq(s []string) []string {
 	}
 	return out
 }
+
 func testScheduleTask(t *testing.T, open Opener) {
 	e := setup(t, open)
 	now := Epoch.Add(time.Minute)
@@ -147,6 +151,7 @@ func testScheduleTask(t *testing.T, open Opener) {
 	_, err = e.apply("unknown", now, schedule(now))
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
 func testRerunTask(t *testing.T, open Opener) {
 	now := Epoch.Add(time.Minute)
 	tests := []struct {
@@ -225,6 +230,7 @@ func testRerunRunCap(t *testing.T, open Opener) {
 		require.Equal(t, queue.ReasonCanceled, r.ReasonResolved)
 	}
 }
+
 func testCancelTask(t *testing.T, open Opener) {
 	now := Epoch.Add(time.Minute)
 	tests := []struct {

@@ -82,6 +82,7 @@ type client struct {
 	scopes  []string
 	expires time.Time // zero = never
 }
+
 type task struct {
 	def       tcclient.TaskDefinition
 	status    tcclient.TaskStatus
@@ -194,6 +195,7 @@ func (s *Server) Cancel(taskID string) {
 		s.cancelLocked(t)
 	}
 }
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if strings.HasPrefix(r.URL.Path, "/blobs/") {
@@ -225,6 +227,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(out)
 }
+
 func (s *Server) takeFault(method string) *apiError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -241,6 +244,7 @@ func (s *Server) takeFault(method string) *apiError {
 	}
 	return fail(status, code, "injected fault for %s", method)
 }
+
 func (s *Server) route(r *http.Request, c *caller) (int, any, map[string]string, *apiError) {
 	path, ok := strings.CutPrefix(r.URL.EscapedPath(), "/api/queue/v1/")
 	if !ok {
@@ -409,11 +413,13 @@ func (s *Server) createTask(c *caller, taskID string, body []byte) (any, *apiErr
 	s.pushPendingLocked(taskID)
 	return tcclient.StatusResponse{Status: t.statusCopy()}, nil
 }
+
 func (s *Server) pushPendingLocked(taskID string) {
 	s.pending = append(s.pending, taskID)
 	close(s.wake)
 	s.wake = make(chan struct{})
 }
+
 func (s *Server) getTask(c *caller, taskID string) (any, *apiError) {
 	if e := requireScope(c, "queue:get-task:"+taskID); e != nil {
 		return nil, e
@@ -426,6 +432,7 @@ func (s *Server) getTask(c *caller, taskID string) (any, *apiError) {
 	}
 	return t.def, nil
 }
+
 func (s *Server) getStatus(c *caller, taskID string) (any, *apiError) {
 	if e := requireScope(c, "queue:status:"+taskID); e != nil {
 		return nil, e

@@ -2,6 +2,7 @@ package workere2e
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,9 +20,9 @@ import (
 )
 
 // publishImageTask creates a task on a queue of its own, claims it as a
-// worker would and publishes the tarball at file as its artifact name,
+// worker would and publishes each file as the artifact named by its key,
 // then completes it: an image "built" by another task.
-func publishImageTask(t *testing.T, name, file string) string {
+func publishImageTask(t *testing.T, files map[string]string) string {
 	t.Helper()
 	ctx := context.Background()
 	queue := uniqueQueue("image-producer")
@@ -31,13 +32,15 @@ func publishImageTask(t *testing.T, name, file string) string {
 	require.Len(t, resp.Tasks, 1)
 	claim := resp.Tasks[0]
 	q := shared.admin.WithCredentials(&claim.Credentials)
-	art, err := q.CreateArtifact(ctx, id, claim.RunID, name, &tcclient.CreateArtifactRequest{
-		StorageType: tcclient.StorageS3, Expires: claim.Task.Expires, ContentType: "application/x-tar",
-	})
-	require.NoError(t, err)
-	up, err := tcclient.FileUpload(art.PutURL, "application/x-tar", "", file)
-	require.NoError(t, err)
-	require.NoError(t, up.Do(ctx))
+	for name, file := range files {
+		art, err := q.CreateArtifact(ctx, id, claim.RunID, name, &tcclient.CreateArtifactRequest{
+			StorageType: tcclient.StorageS3, Expires: claim.Task.Expires, ContentType: "application/octet-stream",
+		})
+		require.NoError(t, err)
+		up, err := tcclient.FileUpload(art.PutURL, "application/octet-stream", "", file)
+		require.NoError(t, err)
+		require.NoError(t, up.Do(ctx))
+	}
 	_, err = q.ReportCompleted(ctx, id, claim.RunID)
 	require.NoError(t, err)
 	return id
@@ -80,9 +83,16 @@ func TestDockerImageFromArtifact(t *testing.T) {
 	rc.Close()
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(file, data, 0o644))
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, err = zw.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	gzFile := file + ".gz"
+	require.NoError(t, os.WriteFile(gzFile, gz.Bytes(), 0o644))
 	require.NoError(t, d.Client.RemoveImage(ctx, repo+":1"))
 
-	producer := publishImageTask(t, "public/image.tar", file)
+	producer := publishImageTask(t, map[string]string{"public/image.tar": file, "public/image.tar.gz": gzFile})
 	namespace := fmt.Sprintf("hopper.e2e.images.n%d", time.Now().UnixNano())
 	indexTask(t, namespace, producer)
 
@@ -95,10 +105,14 @@ func TestDockerImageFromArtifact(t *testing.T) {
 		"image":   map[string]any{"type": "indexed-image", "namespace": namespace, "path": "public/image.tar"},
 		"command": []string{"cat", "/etc/marker"}, "maxRunTime": 60,
 	}, func(d *tcclient.TaskDefinition) { d.Dependencies = []string{second} })
-	w := startDockerWorker(t, queue, workerOpts{id: "docker-image", tasks: 3})
+	gzipped := createTaskWith(t, queue, map[string]any{
+		"image":   map[string]any{"type": "task-image", "taskId": producer, "path": "public/image.tar.gz"},
+		"command": []string{"cat", "/etc/marker"}, "maxRunTime": 60,
+	}, func(d *tcclient.TaskDefinition) { d.Dependencies = []string{indexed} })
+	w := startDockerWorker(t, queue, workerOpts{id: "docker-image", tasks: 4})
 	require.Equal(t, 0, w.wait(t, 120*time.Second))
 
-	for _, id := range []string{first, second, indexed} {
+	for _, id := range []string{first, second, indexed, gzipped} {
 		log := logOf(t, id)
 		require.Equal(t, tcclient.StateCompleted, status(t, id).State, log)
 		require.Contains(t, log, "image from an artifact")
@@ -107,4 +121,5 @@ func TestDockerImageFromArtifact(t *testing.T) {
 	require.Contains(t, logOf(t, first), "Loaded image "+repo+":1")
 	require.Contains(t, logOf(t, second), "was loaded before")
 	require.Contains(t, logOf(t, indexed), "Namespace "+namespace+" is indexed to task "+producer)
+	require.Contains(t, logOf(t, gzipped), "Loaded image "+repo+":1", "a gzipped tarball is another digest, loaded again")
 }
