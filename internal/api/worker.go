@@ -139,6 +139,7 @@ func (s *Server) claimWork(c *Call) (any, error) {
 		}
 		if len(res.Claims) > 0 {
 			s.publish(ctx, res.Changes)
+			s.writeSupersessions(ctx, res.Supersessions, now)
 			claims := make([]*claimResponse, 0, len(res.Claims))
 			for _, cl := range res.Claims {
 				cr, err := s.claimFor(cl.Task, cl.RunID, now, true)
@@ -180,6 +181,11 @@ func (s *Server) claimTask(c *Call) (any, error) {
 	}
 	if !t.Task.Deadline.After(c.Now) {
 		return nil, queue.Conflictf("Task %s can't be claimed past its deadline of %s", t.TaskID, t.Task.Deadline)
+	}
+	if p, _ := queue.ParseFlow(&t.Task); p.Keyed() && (p.Limit > 0 || p.Supersede) {
+		// Only claimWork keeps a key within its limit and supersedes in
+		// the claim's transaction.
+		return nil, queue.Conflictf("Task %s is under the flow control of key %q (limit or supersede): only claimWork hands it out", t.TaskID, p.Key)
 	}
 	key := store.WorkerKey{TaskQueueID: t.Task.TaskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
 	// A quarantined worker is refused with 409 (Taskcluster answers an
@@ -276,6 +282,7 @@ func (s *Server) reportFailed(c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.failFast(c.Context(), res.Task, c.Now)
 	return statusResponse{res.Task.Status()}, nil
 }
 

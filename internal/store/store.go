@@ -98,6 +98,9 @@ type Store interface {
 	// Hooks (hooks.go).
 	HookStore
 
+	// Flow control (flow.go).
+	FlowStore
+
 	Close() error
 }
 
@@ -133,6 +136,9 @@ type CreateTaskParams struct {
 	TaskID string
 	Task   *queue.Task
 	Now    time.Time
+	// Flow is the task's flow policy (queue.ParseFlow); CreateTask reads it
+	// from the definition when nil.
+	Flow *queue.FlowPolicy
 }
 
 // UpdateTaskParams describes a transition of one task. Apply runs inside the
@@ -166,6 +172,9 @@ type ClaimResult struct {
 	// QuarantinedUntil is set, and nothing claimed, when CheckQuarantine
 	// found the worker quarantined.
 	QuarantinedUntil time.Time
+	// Supersessions lists the claims that superseded older tasks of their
+	// flow key (flow.go); the caller writes their artifacts.
+	Supersessions []Supersession
 }
 
 // Claimed is one claimed run.

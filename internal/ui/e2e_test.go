@@ -321,10 +321,15 @@ func buildFixture(ctx context.Context, t *testing.T, c *tcclient.Client) fixture
 	require.NoError(t, err)
 	require.Len(t, claim.Tasks, 2)
 	for _, ct := range claim.Tasks {
-		if ct.Status.TaskID != fx.Superseded {
+		worker := &tcclient.Client{RootURL: c.RootURL, Credentials: &ct.Credentials}
+		if ct.Status.TaskID == fx.Successor {
+			// A private artifact: only a signed-in user's signed link opens it.
+			art, err := worker.CreateArtifact(ctx, fx.Successor, ct.RunID, "private/report.txt", &tcclient.CreateArtifactRequest{
+				StorageType: tcclient.StorageS3, ContentType: "text/plain", Expires: tcclient.NewTime(time.Now().Add(time.Hour))})
+			require.NoError(t, err)
+			require.NoError(t, tcclient.BytesUpload(art.PutURL, "text/plain", "", []byte("for signed-in eyes only")).Do(ctx))
 			continue
 		}
-		worker := &tcclient.Client{RootURL: c.RootURL, Credentials: &ct.Credentials}
 		art, err := worker.CreateArtifact(ctx, fx.Superseded, ct.RunID, "public/superseded-by.json", &tcclient.CreateArtifactRequest{
 			StorageType: tcclient.StorageS3, ContentType: "application/json", Expires: tcclient.NewTime(time.Now().Add(time.Hour))})
 		require.NoError(t, err)

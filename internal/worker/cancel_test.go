@@ -77,7 +77,7 @@ func TestReclaimConflictKillsProcessGroup(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("worker did not abandon the cancelled task")
 	}
-	// The status poll (every second) or the next reclaim saw the cancel.
+	// The status poll (every 500 ms) or the next reclaim saw the cancel.
 	require.Less(t, time.Since(cancelledAt), 6*time.Second)
 	require.NotContains(t, beating(files...), true, "task processes survived the cancel")
 	// No uploads and no report after the cancellation.

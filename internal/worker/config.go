@@ -153,12 +153,14 @@ type Config struct {
 	// machine offers and says what is missing, "none" runs commands as
 	// plain child processes.
 	Isolation string `yaml:"isolation" json:"isolation,omitempty"`
-	// MaxTaskMemoryMB and MaxTaskProcesses limit every task's memory and
-	// process count (0: no limit); payload.limits may ask for less.
+	// MaxTaskMemoryMB limits every task's memory (0: no limit) and
+	// MaxTaskProcesses its processes and threads (default 4096, so a fork
+	// bomb cannot take the machine; -1: no limit); payload.limits may ask
+	// for less.
 	MaxTaskMemoryMB  int `yaml:"maxTaskMemoryMB" json:"maxTaskMemoryMB,omitempty"`
 	MaxTaskProcesses int `yaml:"maxTaskProcesses" json:"maxTaskProcesses,omitempty"`
 	// CancelPollInterval is how often the worker asks the queue whether a
-	// running task was cancelled or otherwise resolved (default 1 s), so it
+	// running task was cancelled or otherwise resolved (default 500 ms), so it
 	// stops such a task long before its next reclaim.
 	CancelPollInterval Duration `yaml:"cancelPollInterval" json:"cancelPollInterval,omitzero"`
 	// SandboxInit starts the sandbox init (sandbox.Config.InitCommand);
@@ -167,8 +169,7 @@ type Config struct {
 	// without PID and mount namespaces.
 	SandboxInit []string `yaml:"-" json:"-"`
 	// ConfigFile is the file LoadConfigFile read (it holds the worker's
-	// credentials): with task users, a file other users can read stops a
-	// strict worker and is a warning in auto mode.
+	// credentials): commands in the sandbox see /dev/null in its place.
 	ConfigFile string `yaml:"-" json:"-"`
 }
 
@@ -344,11 +345,14 @@ func (c Config) Normalize() (Config, error) {
 	} else {
 		c.Isolation = string(iso)
 	}
-	if c.MaxTaskMemoryMB < 0 || c.MaxTaskProcesses < 0 {
-		problems = append(problems, "maxTaskMemoryMB and maxTaskProcesses must not be negative")
+	if c.MaxTaskProcesses == 0 {
+		c.MaxTaskProcesses = 4096
+	}
+	if c.MaxTaskMemoryMB < 0 || c.MaxTaskProcesses < -1 {
+		problems = append(problems, "maxTaskMemoryMB must not be negative, maxTaskProcesses must be positive or -1")
 	}
 	if c.CancelPollInterval.Duration <= 0 {
-		c.CancelPollInterval.Duration = time.Second
+		c.CancelPollInterval.Duration = 500 * time.Millisecond
 	}
 	if len(problems) > 0 {
 		return c, fmt.Errorf("invalid worker config: %s", strings.Join(problems, "; "))

@@ -24,8 +24,9 @@ func newSandbox(cfg Config, logger *slog.Logger) (*sandbox.Manager, error) {
 		HomesDir:     filepath.Join(cfg.WorkDir, "homes"),
 		TasksDir:     cfg.TasksDir,
 		MaxMemory:    int64(cfg.MaxTaskMemoryMB) << 20,
-		MaxProcesses: cfg.MaxTaskProcesses,
+		MaxProcesses: max(cfg.MaxTaskProcesses, 0),
 		InitCommand:  cfg.SandboxInit,
+		Hide:         hiddenFiles(cfg),
 		Logger:       logger,
 	})
 	if err != nil {
@@ -34,14 +35,10 @@ func newSandbox(cfg Config, logger *slog.Logger) (*sandbox.Manager, error) {
 	for _, miss := range m.Missing() {
 		logger.Warn("task sandbox incomplete", "missing", miss)
 	}
-	if m.User(0) != nil && cfg.ConfigFile != "" {
+	if !m.Namespaces() && cfg.ConfigFile != "" && m.Isolation() != sandbox.None {
 		if fi, err := os.Stat(cfg.ConfigFile); err == nil && fi.Mode().Perm()&0o004 != 0 {
-			msg := fmt.Sprintf("the worker config %s (with the worker's credentials) is readable by every user, task users included: chmod 600 it", cfg.ConfigFile)
-			if m.Isolation() == sandbox.Strict {
-				m.Close()
-				return nil, fmt.Errorf("setting up the task sandbox: isolation strict: %s", msg)
-			}
-			logger.Warn("task sandbox incomplete", "missing", msg)
+			logger.Warn("task sandbox incomplete", "missing", fmt.Sprintf(
+				"the worker config %s (with the worker's credentials) is readable by every user, tasks included: chmod 600 it", cfg.ConfigFile))
 		}
 	}
 	if m.User(0) != nil {
@@ -57,6 +54,22 @@ func newSandbox(cfg Config, logger *slog.Logger) (*sandbox.Manager, error) {
 		}
 	}
 	return m, nil
+}
+
+// hiddenFiles are the files a task must not read even if their mode lets
+// it: the worker's config, which holds its credentials.
+func hiddenFiles(cfg Config) []string {
+	if cfg.ConfigFile == "" {
+		return nil
+	}
+	abs, err := filepath.Abs(cfg.ConfigFile)
+	if err != nil {
+		return nil
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	return []string{abs}
 }
 
 // CgroupName names the cgroups of the worker whose work dir is workDir.

@@ -216,6 +216,16 @@ try {
     await page.waitForSelector(`.notice.superseded a[href="#/task/${fx.successor}"]`, { timeout: T });
   });
 
+  await check('a private artifact opens through a signed link', async () => {
+    await page.click(`.notice.superseded a[href="#/task/${fx.successor}"]`);
+    await waitText('h1', 'newer build');
+    await page.waitForSelector('a.artifact[href*="bewit="]', { timeout: T });
+    const href = await page.$eval('a.artifact[href*="bewit="]', (a) => a.href);
+    expect(href.includes('/artifacts/private/report.txt?bewit='), href);
+    const body = await page.evaluate(async (u) => (await fetch(u)).text(), href);
+    expect(body === 'for signed-in eyes only', `signed link gave: ${body.slice(0, 200)}`);
+  });
+
   await check('task list across queues, filtered by state and queue', async () => {
     // Queues are listed once a worker asked them for work (as in
     // Taskcluster): ui-test/graph has, and its one pending task is "sign".
@@ -252,14 +262,22 @@ try {
     expect(out.includes('Created task'), out);
   });
 
-  await check('live: the task page updates when the task resolves elsewhere', async () => {
+  await check('live: the task page and (in an anonymous tab) its group update when the task resolves elsewhere', async () => {
     await go(`#/task/${fx.liveTask}`);
     await waitText('.title-row .state', 'pending');
     await page.waitForSelector('.title-row .live.on', { timeout: T });
+    // The task is its own group.
+    const tab = await browser.newPage();
+    tab.on('pageerror', (e) => pageErrors.push(e.message));
+    await tab.goto(`${ui}#/group/${fx.liveTask}`);
+    await tab.waitForFunction(() => [...document.querySelectorAll('.card h2')].some((e) => e.textContent.includes('0 / 1 resolved')), { timeout: T });
+    await tab.waitForSelector('.title-row .live.on', { timeout: T });
     console.log('READY live');
     const answer = await lines.next();
     expect(answer.value === 'go', `unexpected answer ${answer.value}`);
     await waitText('.title-row .state', 'completed', 10000);
+    await tab.waitForFunction(() => [...document.querySelectorAll('.card h2')].some((e) => e.textContent.includes('1 / 1 resolved')), { timeout: 10000 });
+    await tab.close();
   });
 
   if (fx.bigGroup) {

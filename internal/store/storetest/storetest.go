@@ -150,6 +150,10 @@ func Run(t *testing.T, open Opener) {
 		{"HookSchedule", testHookSchedule},
 		{"HookClaimRace", testHookClaimRace},
 		{"HookLastFires", testHookLastFires},
+		{"FlowLimit", testFlowLimit},
+		{"FlowSupersede", testFlowSupersede},
+		{"FlowCancelInProgress", testFlowCancelInProgress},
+		{"FlowFailFast", testFlowFailFast},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

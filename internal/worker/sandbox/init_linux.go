@@ -38,6 +38,12 @@ type initSpec struct {
 	// MountProc mounts a fresh /proc (the init is in new PID and mount
 	// namespaces).
 	MountProc bool `json:"mountProc"`
+	// Hide lists files the command must not read whatever their mode
+	// (the worker's config): each is covered with /dev/null.
+	Hide []string `json:"hide,omitempty"`
+	// PrivateShm gives /dev/shm a fresh tmpfs: the task's shared memory
+	// files are its own.
+	PrivateShm bool `json:"privateShm,omitempty"`
 	// Probe makes the init only set itself up and report success.
 	Probe bool `json:"probe,omitempty"`
 }
@@ -98,11 +104,26 @@ func InitMain() int {
 			report(status, initStatus{StartError: err.Error()})
 			return 125
 		}
+		if spec.PrivateShm {
+			if err := privateShm(); err != nil {
+				report(status, initStatus{StartError: err.Error()})
+				return 125
+			}
+		}
+		for _, path := range spec.Hide {
+			if err := unix.Mount("/dev/null", path, "", unix.MS_BIND, ""); err != nil && !errors.Is(err, unix.ENOENT) {
+				report(status, initStatus{StartError: fmt.Sprintf("sandbox init: hiding %s: %v", path, err)})
+				return 125
+			}
+		}
 	}
 	if spec.Probe {
 		report(status, initStatus{Started: true})
 		return 0
 	}
+	// Should the machine run out of memory, the kernel kills task
+	// processes before the worker (which set itself to -500).
+	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("500"), 0)
 	st := runCommand(spec)
 	report(status, st)
 	switch {
@@ -127,6 +148,16 @@ func mountProc() error {
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("sandbox init: mounting /proc: %w", err)
+	}
+	return nil
+}
+
+// privateShm gives the command its own /dev/shm (skipped where the
+// machine has none).
+func privateShm() error {
+	err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("sandbox init: mounting the task's /dev/shm: %w", err)
 	}
 	return nil
 }

@@ -57,6 +57,10 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
+// Namespaces reports whether commands run in their own PID and mount
+// namespaces.
+func (m *Manager) Namespaces() bool { return m.namespaces }
+
 // Isolation returns the mode the manager runs in.
 func (m *Manager) Isolation() Isolation { return m.cfg.Isolation }
 

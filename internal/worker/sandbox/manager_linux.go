@@ -26,6 +26,11 @@ func (m *Manager) setup() {
 	if cg == nil {
 		m.missing = append(m.missing, "resource limits and usage (no cgroups)")
 	}
+	if os.Geteuid() == 0 {
+		// The OOM killer picks task processes (+500, set by the init)
+		// before the worker that would report their end.
+		_ = os.WriteFile("/proc/self/oom_score_adj", []byte("-500"), 0)
+	}
 	users, err := prepareUsers(m.cfg)
 	if err != nil {
 		m.missing = append(m.missing, "task users: "+err.Error())
@@ -139,9 +144,9 @@ func (t *Task) Start(c Command) (*Process, error) {
 	if t.m.cfg.Isolation == None || !t.m.namespaces {
 		return t.startPlain(c)
 	}
-	spec := initSpec{Argv: c.Argv, Env: c.Env, MountProc: true}
+	spec := initSpec{Argv: c.Argv, Env: c.Env, MountProc: true, Hide: t.m.cfg.Hide}
 	if t.user != nil {
-		spec.UID, spec.GID = t.user.UID, t.user.GID
+		spec.UID, spec.GID, spec.PrivateShm = t.user.UID, t.user.GID, true
 	}
 	return t.m.startInit(spec, c.Output, c.Dir, t.cg)
 }

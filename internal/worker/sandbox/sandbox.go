@@ -91,6 +91,10 @@ type Config struct {
 	// re-executing a program that does not dispatch to InitMain (a test
 	// binary, say) would run that program instead.
 	InitCommand []string
+	// Hide lists files commands must not read whatever their mode, such
+	// as the worker's config file; in the command's mount namespace each
+	// is covered with /dev/null.
+	Hide []string
 	// Logger receives warnings (nil: discarded).
 	Logger *slog.Logger
 }
@@ -175,4 +179,8 @@ type User struct {
 	UID, GID int
 	// Home is the user's home directory, emptied before every task.
 	Home string
+	// Tmp is the user's temporary directory (TMPDIR), emptied before
+	// every task. /tmp itself stays the machine's: mounting over it would
+	// hide work directories that live there.
+	Tmp string
 }

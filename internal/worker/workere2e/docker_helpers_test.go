@@ -45,6 +45,14 @@ func needDocker(t *testing.T) *dockertest.Daemon {
 	if m := dockertest.Missing(); m != "" {
 		t.Skip("needs Docker: " + m)
 	}
+	d, err := startSharedDocker()
+	require.NoError(t, err, "starting the private dockerd")
+	return d
+}
+
+// startSharedDocker starts the shared daemon once and builds the busybox
+// image in it.
+func startSharedDocker() (*dockertest.Daemon, error) {
 	sharedDocker.once.Do(func() {
 		d, err := dockertest.Start()
 		if err != nil {
@@ -55,8 +63,7 @@ func needDocker(t *testing.T) *dockertest.Daemon {
 		sharedDocker.err = d.ImportBusybox(context.Background(), "hopper-test/busybox", "1",
 			map[string]string{"etc/marker": "hello from the image\n"})
 	})
-	require.NoError(t, sharedDocker.err, "starting the private dockerd")
-	return sharedDocker.daemon
+	return sharedDocker.daemon, sharedDocker.err
 }
 
 // stopSharedDocker stops the private daemon if a test started it.

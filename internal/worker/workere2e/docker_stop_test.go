@@ -174,3 +174,35 @@ func TestDockerSuperseding(t *testing.T) {
 		})
 	}
 }
+
+// TestDockerCapacityTwo runs two docker tasks at once on one worker: each
+// has its own container, its own entry of the same cache and its own
+// taskcluster proxy at http://taskcluster.
+func TestDockerCapacityTwo(t *testing.T) {
+	queue := uniqueQueue("docker-cap2")
+	script := `echo "$TASK_ID" > /cache/owner; sleep 1
+wget -q -O /dev/null "http://taskcluster/api/queue/v1/task/$TASK_ID" && echo "proxy ok"
+echo "owner: $(cat /cache/owner)"`
+	pl := dockerPayload(script, func(pl map[string]any) {
+		pl["cache"] = map[string]string{"hopper-e2e-shared": "/cache"}
+		pl["features"] = map[string]bool{"taskclusterProxy": true}
+	})
+	scopes := func(d *tcclient.TaskDefinition) { d.Scopes = []string{"docker-worker:cache:hopper-e2e-shared"} }
+	a := createTaskWith(t, queue, pl, scopes)
+	b := createTaskWith(t, queue, pl, scopes)
+	w := startDockerWorker(t, queue, workerOpts{id: "docker-cap2", tasks: 2, config: map[string]any{
+		"capacity": 2, "docker": map[string]any{"network": "host"},
+	}})
+	require.Equal(t, 0, w.wait(t, 60*time.Second))
+	var runs []tcclient.Run
+	for _, id := range []string{a, b} {
+		log := logOf(t, id)
+		st := status(t, id)
+		require.Equal(t, tcclient.StateCompleted, st.State, log)
+		require.Contains(t, log, "proxy ok")
+		require.Contains(t, log, "owner: "+id, "a cache entry is never shared by two running tasks")
+		runs = append(runs, st.Runs[0])
+	}
+	require.True(t, runs[0].Started.Before(runs[1].Resolved.Time) && runs[1].Started.Before(runs[0].Resolved.Time),
+		"the two tasks ran at the same time")
+}

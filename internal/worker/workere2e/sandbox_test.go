@@ -95,8 +95,9 @@ sleep 0.3; echo started`},
 			{"sh", "-c", `echo "user=$(id -un) home=$HOME"
 if cat "/proc/$WORKER_PID/environ" >/dev/null 2>&1; then echo WORKER""-ENVIRON-READ; else echo "worker environ: unreadable"; fi
 if [ -e "/proc/$WORKER_PID" ]; then echo WORKER""-VISIBLE; fi
-if cat "$WORKER_CONFIG" >/dev/null 2>&1; then echo WORKER""-CONFIG-READ; else echo "worker config: unreadable"; fi
-head="$TOKEN_A$TOKEN_B"; for f in /proc/[0-9]*/environ; do grep -l "$head" "$f" 2>/dev/null; done | grep -q . && echo TOKEN""-FOUND
+head="$TOKEN_A$TOKEN_B"
+if grep -q "$head" "$WORKER_CONFIG" 2>/dev/null; then echo WORKER""-CONFIG-READ; else echo "worker config: unreadable"; fi
+for f in /proc/[0-9]*/environ; do grep -l "$head" "$f" 2>/dev/null; done | grep -q . && echo TOKEN""-FOUND
 echo "processes visible: $(ls -d /proc/[0-9]* | wc -l)"`},
 		},
 		"env": map[string]string{
@@ -134,7 +135,9 @@ func TestSandboxOtherTasksDirUnreadable(t *testing.T) {
 	queue := uniqueQueue("othertask")
 	hb := heartbeatDir(t)
 	owner := createTaskWith(t, queue, map[string]any{
-		"command": [][]string{{"sh", "-c", `echo "the owner's secret" > secret.txt; echo "$TASK_WORKDIR" > "$HB/owner-dir"
+		"command": [][]string{{"sh", "-c", `echo "the owner's secret" > secret.txt; echo "the owner's secret" > "$TMPDIR/secret.txt"
+echo "the owner's secret" > /dev/shm/owner-secret.txt; chmod 644 "$TMPDIR/secret.txt" /dev/shm/owner-secret.txt
+echo "$TMPDIR" > "$HB/owner-tmp"; echo "$TASK_WORKDIR" > "$HB/owner-dir"
 i=0; while [ ! -f "$HB/snoop-done" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; echo "owner is $(id -un)"`}},
 		"env": map[string]string{"HB": hb}, "maxRunTime": 60,
 	}, nil)
@@ -143,6 +146,8 @@ i=0; while [ ! -f "$HB/snoop-done" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)
 echo "snooping on $d as $(id -un)"
 if cat "$d/secret.txt"; then echo READ""-OTHER-TASK; else echo "other task's file: unreadable"; fi
 if ls "$d" >/dev/null 2>&1; then echo LISTED""-OTHER-TASK; else echo "other task's dir: unlistable"; fi
+if cat "$(cat "$HB/owner-tmp")/secret.txt"; then echo READ""-OTHER-TMP; else echo "other task's TMPDIR: unreadable"; fi
+if cat /dev/shm/owner-secret.txt; then echo READ""-OTHER-SHM; else echo "other task's /dev/shm: not there"; fi
 touch "$HB/snoop-done"`}},
 		"env": map[string]string{"HB": hb}, "maxRunTime": 60,
 	}, nil)
@@ -156,6 +161,10 @@ touch "$HB/snoop-done"`}},
 	require.NotContains(t, log, "the owner's secret")
 	require.NotContains(t, log, "READ-OTHER-TASK")
 	require.NotContains(t, log, "LISTED-OTHER-TASK")
+	require.Contains(t, log, "other task's TMPDIR: unreadable")
+	require.Contains(t, log, "other task's /dev/shm: not there")
+	require.NotContains(t, log, "READ-OTHER-TMP")
+	require.NotContains(t, log, "READ-OTHER-SHM")
 }
 
 // TestSandboxForkBombUnderPidsLimit: a fork bomb hits the worker's process
@@ -199,7 +208,7 @@ func TestSandboxMemoryLimit(t *testing.T) {
 
 	require.Equal(t, tcclient.StateCompleted, status(t, within).State)
 	log := backingLog(t, within, 0)
-	require.Contains(t, log, "Limits: memory 32.0 MiB, processes unlimited")
+	require.Contains(t, log, "Limits: memory 32.0 MiB, processes 4096")
 	require.Contains(t, log, "allocation exit 137", "the kernel killed the allocation at the limit")
 	require.NotContains(t, log, "allocated\n")
 	require.Contains(t, log, "killed at the memory limit")
@@ -235,8 +244,8 @@ func TestCancelLatency(t *testing.T) {
 		}, nil)
 		files := []string{filepath.Join(hb, name), filepath.Join(hb, name+"-main")}
 		require.Eventually(t, func() bool { return !slices.Contains(beating(files...), false) }, 30*time.Second, 20*time.Millisecond)
-		// Cancel at a random point of the worker's 1 s polling cycle.
-		time.Sleep(time.Duration(mrand.Int64N(int64(time.Second))))
+		// Cancel at a random point of the worker's polling cycle.
+		time.Sleep(time.Duration(mrand.Int64N(int64(500 * time.Millisecond))))
 		_, err := srv.admin.CancelTask(context.Background(), id)
 		require.NoError(t, err)
 		cancelled := time.Now()
@@ -256,7 +265,7 @@ func TestCancelLatency(t *testing.T) {
 	}
 	require.Equal(t, 0, w.wait(t, 30*time.Second))
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	t.Logf("cancel latency over %d runs (cancelTask reply to last heartbeat, 50 ms beats, 1 s status polls): min %s, median %s, max %s",
+	t.Logf("cancel latency over %d runs (cancelTask reply to last heartbeat, 50 ms beats, 500 ms status polls): min %s, median %s, max %s",
 		runs, latencies[0].Round(time.Millisecond), latencies[runs/2].Round(time.Millisecond), latencies[runs-1].Round(time.Millisecond))
 	// The issue's bound: a cancelled task stops within 2 s of cancelTask
 	// (claims here last 20 minutes, so no reclaim can be what noticed).
@@ -353,21 +362,25 @@ func TestSandboxArtifactsCannotEscape(t *testing.T) {
 	require.NotContains(t, backingLog(t, id, 0), shared.token)
 }
 
-// TestStrictRefusesWorldReadableConfig: with task users, a config file
-// (holding the worker's credentials) that every user can read would undo
-// the sandbox, so a strict worker refuses to start.
-func TestStrictRefusesWorldReadableConfig(t *testing.T) {
+// TestSandboxHidesWorldReadableConfig: the worker's config file (with its
+// credentials) stays unreadable to tasks even when its mode would let
+// every user read it: in the command's mount namespace it is /dev/null.
+func TestSandboxHidesWorldReadableConfig(t *testing.T) {
 	t.Parallel()
 	needStrictSandbox(t)
-	dir := reachableDir(t)
-	path := filepath.Join(dir, "worker.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(
-		"rootUrl: %s\ncredentials: {clientId: %s, accessToken: %s}\ntaskQueueId: e2e/readable\nworkerGroup: e2e\nworkerId: readable\nworkDir: %s\nisolation: strict\n",
-		shared.rootURL, rootClientID, shared.token, filepath.Join(dir, "work"))), 0o644))
-	require.NoError(t, os.Chmod(path, 0o644))
-	out, err := exec.Command(shared.bin, "worker", "--config", path).CombinedOutput()
-	require.Error(t, err)
-	require.Contains(t, string(out), "is readable by every user, task users included: chmod 600 it")
+	queue := uniqueQueue("readable")
+	w := strictWorker(t, queue, "readable", 1, nil)
+	require.NoError(t, os.Chmod(w.configFile, 0o644))
+	id := createTaskWith(t, queue, map[string]any{
+		"command":    [][]string{{"sh", "-c", `echo "config bytes: $(wc -c < "$WORKER_CONFIG")"; cat "$WORKER_CONFIG"`}},
+		"env":        map[string]string{"WORKER_CONFIG": w.configFile},
+		"maxRunTime": 60,
+	}, nil)
+	require.Equal(t, 0, w.wait(t, 60*time.Second))
+	require.Equal(t, tcclient.StateCompleted, status(t, id).State)
+	log := backingLog(t, id, 0)
+	require.Contains(t, log, "config bytes: 0")
+	require.NotContains(t, log, shared.token)
 }
 
 // proxyPing is a bash snippet that GETs the queue's ping through the

@@ -31,7 +31,8 @@ export function TasksPage({ query }: { query: URLSearchParams }) {
   const [queue, setQueue] = useState(query.get('queue') ?? '');
   const [within, setWithin] = useState(Number(query.get('within') ?? 0));
   const seen = useRef(new Map<string, Row>());
-  const [, bump] = useState(0);
+  // seen is mutated in place; version makes the list re-derive.
+  const [version, bump] = useState(0);
   const data = useAsync(async () => {
     const queues = await listAll<TaskQueue>('queue', '/task-queues', 'taskQueues', 2000);
     const rows: Row[] = [];
@@ -67,7 +68,7 @@ export function TasksPage({ query }: { query: URLSearchParams }) {
     if (within) q.set('within', String(within));
     history.replaceState(null, '', `#/tasks${q.toString() ? '?' + q : ''}`);
   }, [state, queue, within]);
-  const rows = useMemo(() => filterRows([...seen.current.values()], { state, queue, within }, Date.now()), [seen.current.size, state, queue, within, data.data, bump]);
+  const rows = useMemo(() => filterRows([...seen.current.values()], { state, queue, within }, Date.now()), [version, state, queue, within]);
   if (data.loading && !data.data) return <Loading what="tasks of every queue" />;
   return (
     <div>
