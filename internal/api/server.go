@@ -100,6 +100,7 @@ type Server struct {
 	// touched remembers when this process last wrote a worker's
 	// bookkeeping records (store.WorkerKey → time.Time).
 	touched sync.Map
+	touches touches
 
 	drainOnce sync.Once
 	draining  chan struct{}
