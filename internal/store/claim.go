@@ -25,6 +25,10 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		recorded bool
 		key      = WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}
 	)
+	generation, empty := db.hub.knownEmpty(p.TaskQueueID)
+	if p.SkipKnownEmpty && empty {
+		return &ClaimResult{Skipped: true}, nil
+	}
 	flows, err := db.queueHasFlowKeys(ctx, p.TaskQueueID)
 	if err != nil {
 		return nil, err
@@ -102,6 +106,11 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		// Best effort: the claims stand whatever happens to the worker's
 		// bookkeeping.
 		_ = db.AddRecentTasks(ctx, key, recent)
+	}
+	if p.SkipKnownEmpty && len(res.Claims) < p.Count && res.QuarantinedUntil.IsZero() {
+		// The queue was drained at this claim's snapshot: until a run is
+		// announced, the waiters of this process need not look.
+		db.hub.markEmpty(p.TaskQueueID, generation)
 	}
 	if len(res.Claims) == p.Count {
 		// Runs may be left: the next waiter of this process looks (the hub

@@ -133,6 +133,7 @@ func Run(t *testing.T, open Opener) {
 		{"TaskQueues", testTaskQueues},
 		{"Workers", testWorkers},
 		{"RecentTasks", testRecentTasks},
+		{"TouchMany", testTouchMany},
 		{"Artifacts", testArtifacts},
 		{"Clients", testClients},
 		{"Roles", testRoles},
