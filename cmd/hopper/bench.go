@@ -18,7 +18,7 @@ func benchCommand() *cobra.Command {
 	var (
 		rootURL, db, only, backlogs, logLevel string
 		dbBatches                             int
-		asJSON, noDrain                       bool
+		asJSON, noDrain, serverProcess        bool
 		opts                                  bench.Options
 	)
 	cmd := &cobra.Command{
@@ -33,6 +33,13 @@ func benchCommand() *cobra.Command {
              delay from the createTask reply to the claimWork reply.
   backlog    with --backlogs tasks pending, one worker's claimWork(1) +
              reportCompleted latency (flat is good).
+  fleet      --fleet N idle workers long-poll an empty queue: the server's
+             memory, the life-cycle rate beside them against without them,
+             then one task each and the wake-up latency (off by default).
+
+With --server-process the server runs as a child process and the life-cycle
+reports CPU time per task of the server, of this client and of the
+PostgreSQL backends apart (from /proc).
 
 Either target a running deployment with --root-url (default
 TASKCLUSTER_ROOT_URL) and TASKCLUSTER_CLIENT_ID / TASKCLUSTER_ACCESS_TOKEN
@@ -45,8 +52,11 @@ backlogs are then queued straight through the store.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext()
 			defer cancel()
-			if only != "" {
+			switch {
+			case only != "":
 				opts.Benchmarks = strings.Split(only, ",")
+			case opts.Fleet > 0:
+				opts.Benchmarks = []string{bench.Fleet}
 			}
 			sizes, err := parseSizes(backlogs)
 			if err != nil {
@@ -60,14 +70,26 @@ backlogs are then queued straight through the store.`,
 			case db != "" && cmd.Flags().Changed("root-url"):
 				return errors.New("give either --root-url or --db, not both")
 			case db != "":
-				srv, err := bench.StartInProcess(ctx, bench.InProcessOptions{DB: db, Logger: newLogger("warn"), DBBatches: dbBatches})
+				inOpts := bench.InProcessOptions{DB: db, Logger: newLogger("warn"), DBBatches: dbBatches}
+				if serverProcess {
+					exe, err := os.Executable()
+					if err != nil {
+						return fmt.Errorf("finding the hopper executable: %w", err)
+					}
+					inOpts.ServerCommand = []string{exe, "serve"}
+				}
+				srv, err := bench.StartInProcess(ctx, inOpts)
 				if err != nil {
 					return err
 				}
+				opts.Processes = srv.Processes
 				defer srv.Close()
 				opts.RootURL, opts.Credentials = srv.RootURL, srv.Credentials
 				opts.Prefill, opts.PrefillMethod = srv.Prefill, srv.PrefillMethod()
 				target = fmt.Sprintf("in-process hopper on %s at %s", srv.Kind, srv.RootURL)
+				if serverProcess {
+					target = fmt.Sprintf("hopper serve (pid %d) on %s at %s", srv.ServerPID(), srv.Kind, srv.RootURL)
+				}
 			default:
 				if rootURL == "" {
 					return errors.New("no queue to measure: give --root-url (or TASKCLUSTER_ROOT_URL), or --db to start one in-process")
@@ -98,11 +120,13 @@ backlogs are then queued straight through the store.`,
 	f.StringVar(&rootURL, "root-url", env("TASKCLUSTER_ROOT_URL", ""), "deployment to measure (TASKCLUSTER_ROOT_URL)")
 	f.IntVar(&dbBatches, "db-batches", 0, "with --db on PostgreSQL: concurrent combined transactions (0: the default; -1: none)")
 	f.StringVar(&db, "db", "", "run an in-process server on this store instead: sqlite, sqlite:PATH or a postgres:// URL")
-	f.StringVar(&only, "only", "", "comma-separated benchmarks to run: lifecycle, wake, backlog (default all)")
+	f.StringVar(&only, "only", "", "comma-separated benchmarks to run: lifecycle, wake, backlog, fleet (default all but fleet)")
 	f.IntVar(&opts.Tasks, "tasks", 2000, "life-cycle: tasks")
 	f.IntVar(&opts.Creators, "creators", 8, "life-cycle: concurrent createTask loops")
 	f.IntVar(&opts.Workers, "workers", 8, "life-cycle and drain: concurrent workers")
 	f.IntVar(&opts.ClaimBatch, "batch", 32, "tasks asked for per claimWork (1-32)")
+	f.IntVar(&opts.Fleet, "fleet", 0, "fleet: idle workers to hold long-polling while the life-cycle runs (alone, it runs only the fleet benchmark)")
+	f.BoolVar(&serverProcess, "server-process", false, "with --db: run the server as a child process, so its CPU time per task and memory are reported apart")
 	f.IntVar(&opts.WakeSamples, "wake-samples", 200, "wake: samples")
 	f.StringVar(&backlogs, "backlogs", "1000,100000", "backlog: comma-separated pending-queue sizes")
 	f.IntVar(&opts.BacklogSamples, "backlog-samples", 200, "backlog: claim+complete cycles timed per size")

@@ -92,6 +92,7 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 	f.StringVar(&flags.Docker.Host, "docker-host", "", "Docker daemon socket for --engine docker (DOCKER_HOST; default unix:///var/run/docker.sock)")
 	f.StringVar(&flags.Docker.Network, "docker-network", "", "network mode of task containers: bridge, host or none (default: bridge if the daemon has one, else none)")
 	f.StringVar(&flags.Superseding.Order, "superseding-order", "", "superseder list order: ascending (seed 001, default) or descending (docker-worker)")
+	f.StringSliceVar(&flags.Superseding.AllowedURLPrefixes, "superseder-allow", nil, "URL prefix a task's supersederUrl must start with (repeatable; default: any superseder)")
 	f.StringVar(&logLevel, "log-level", env("HOPPER_LOG_LEVEL", "info"), "debug, info, warn or error")
 	return cmd
 }
@@ -116,6 +117,7 @@ func overlayWorkerFlags(cmd *cobra.Command, cfg *worker.Config, flags worker.Con
 	set("work-dir", func() { cfg.WorkDir = flags.WorkDir })
 	set("isolation", func() { cfg.Isolation = flags.Isolation })
 	set("superseding-order", func() { cfg.Superseding.Order = flags.Superseding.Order })
+	set("superseder-allow", func() { cfg.Superseding.AllowedURLPrefixes = flags.Superseding.AllowedURLPrefixes })
 	set("engine", func() { cfg.Engine = flags.Engine })
 	set("docker-host", func() { cfg.Docker.Host = flags.Docker.Host })
 	set("docker-network", func() { cfg.Docker.Network = flags.Docker.Network })
@@ -131,6 +133,7 @@ func runWorker(cfg worker.Config, log *slog.Logger) error {
 		return err
 	}
 	w.SupersedeFunc = superseding.NewSupersedeFunc(superseding.WorkerOptions{Logger: log})
+	superseding.AnnounceAllowList(log, w.Config().Superseding)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sigs)

@@ -177,6 +177,12 @@ err = await expectError(() => hooks.createHook(group, 'bound', { ...definition, 
 assert.match(err.message, /AMQP/);
 await expectError(() => hooks.createHook(group, 'no-task', { metadata: definition.metadata }), 400, 'InputValidationError');
 await expectError(() => hooks.createHook(group, 'ids', { ...definition, hookId: 'other' }), 400, 'InputError');
+// Ids outside the URL patterns, worded as Taskcluster words them (its own
+// tests match /hookGroupId.*must match/).
+err = await expectError(() => hooks.createHook('foo/slash', 'x', definition), 400, 'InvalidRequestArguments');
+assert.match(err.message, /hookGroupId.*must match/);
+err = await expectError(() => hooks.createHook(group, 'bar!!!', definition), 400, 'InvalidRequestArguments');
+assert.match(err.message, /hookId.*must match/);
 for (const id of ['bad-schedule', 'bad-schema', 'bound', 'no-task', 'ids']) {
   await expectError(() => hooks.hook(group, id), 404, 'ResourceNotFound');
 }

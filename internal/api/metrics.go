@@ -64,6 +64,7 @@ func NewMetrics(st store.Store, clock queue.Clock) *Metrics {
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.claims, m.resolutions,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
+		newFlowCollector(st),
 		&queueCollector{store: st, clock: clock,
 			pending: prometheus.NewDesc("hopper_pending_tasks", "Pending runs per task queue.", []string{"task_queue_id"}, nil),
 			running: prometheus.NewDesc("hopper_claimed_tasks", "Claimed (running) runs per task queue.", []string{"task_queue_id"}, nil),

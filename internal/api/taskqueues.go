@@ -86,6 +86,7 @@ func taskQueueOut(q store.TaskQueue) taskQueueJSON {
 }
 
 func (s *Server) listTaskQueues(c *Call) (any, error) {
+	s.settleTouches(c.Context())
 	qs, next, err := s.store.ListTaskQueues(c.Context(), c.Now, store.TaskQueueFilter{}, c.Page())
 	if err != nil {
 		return nil, err
@@ -101,6 +102,7 @@ func (s *Server) listTaskQueues(c *Call) (any, error) {
 }
 
 func (s *Server) loadTaskQueue(c *Call, id string) (*store.TaskQueue, error) {
+	s.settleTouches(c.Context())
 	q, err := s.store.GetTaskQueue(c.Context(), id, c.Now)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, NotFoundf("Task queue %s not found", id)
@@ -133,6 +135,7 @@ func (s *Server) provisioners(c *Call) ([]provisionerJSON, error) {
 	byID := map[string]*provisionerJSON{}
 	page := store.Page{}
 	for {
+		s.settleTouches(c.Context())
 		qs, next, err := s.store.ListTaskQueues(c.Context(), c.Now, store.TaskQueueFilter{}, page)
 		if err != nil {
 			return nil, err
@@ -249,6 +252,7 @@ func workerTypeOut(q store.TaskQueue) workerTypeJSON {
 }
 
 func (s *Server) listWorkerTypes(c *Call) (any, error) {
+	s.settleTouches(c.Context())
 	qs, next, err := s.store.ListTaskQueues(c.Context(), c.Now, store.TaskQueueFilter{ProvisionerID: c.Params["provisionerId"]}, c.Page())
 	if err != nil {
 		return nil, err
@@ -329,6 +333,7 @@ func (s *Server) listWorkers(c *Call) (any, error) {
 		b := v == "true"
 		quarantined = &b
 	}
+	s.settleTouches(c.Context())
 	ws, next, err := s.store.ListWorkers(c.Context(), c.Params["provisionerId"]+"/"+c.Params["workerType"], c.Now, quarantined, c.Page())
 	if err != nil {
 		return nil, err
@@ -368,6 +373,7 @@ func (s *Server) getWorker(c *Call) (any, error) {
 	if _, err := s.loadTaskQueue(c, key.TaskQueueID); err != nil {
 		return nil, err
 	}
+	s.settleTouches(c.Context())
 	w, err := s.store.GetWorker(c.Context(), key, c.Now)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, NotFoundf("Worker %s/%s not found", key.WorkerGroup, key.WorkerID)

@@ -203,7 +203,11 @@ func (s *Server) createTaskFrom(ctx context.Context, taskID string, input []byte
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.store.CreateTask(ctx, store.CreateTaskParams{TaskID: taskID, Task: def, Now: now})
+	flow, err := flowPolicy(def)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.store.CreateTask(ctx, store.CreateTaskParams{TaskID: taskID, Task: def, Now: now, Flow: flow})
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,27 +58,6 @@ func (s *Server) takenUntil(now time.Time) time.Time { return now.Add(s.cfg.Clai
 // cost two extra commits (Taskcluster writes them at most every 30 min).
 const touchInterval = time.Minute
 
-// touchWorker records the worker and its task queue as seen, at most once
-// per touchInterval per process. (Each claim reads the worker's quarantine
-// afresh, so one set through another replica applies at once.)
-func (s *Server) touchWorker(ctx context.Context, key store.WorkerKey, now time.Time) error {
-	if last, ok := s.touched.Load(key); ok && now.Sub(last.(time.Time)) < touchInterval {
-		return nil
-	}
-	if _, err := s.store.TouchTaskQueue(ctx, store.TouchTaskQueueParams{TaskQueueID: key.TaskQueueID, Now: now, Expires: now.Add(taskQueueRecordLifetime)}); err != nil {
-		return err
-	}
-	if _, err := s.store.TouchWorker(ctx, store.TouchWorkerParams{Key: key, Now: now, Expires: now.Add(workerRecordLifetime)}); err != nil {
-		return err
-	}
-	s.touched.Store(key, now)
-	return nil
-}
-
-// backupPoll is how often a waiting claimWork looks for work it was not
-// woken for.
-const backupPoll = 5 * time.Second
-
 type workerIdentity struct {
 	WorkerGroup string `json:"workerGroup"`
 	WorkerID    string `json:"workerId"`
@@ -105,40 +83,39 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	if err := s.touchWorker(ctx, key, c.Now); err != nil {
 		return nil, err
 	}
-	empty := map[string]any{"tasks": []any{}}
 	timer := time.NewTimer(s.cfg.LongPoll)
 	defer timer.Stop()
 	// Subscribe before the first attempt so a task made pending between the
-	// attempt and the wait is not missed.
+	// attempt and the wait is not missed. While the hub knows the queue is
+	// empty an attempt asks nothing of the database, so a waiting call
+	// costs no query and no connection; the hub's backup timer, one per
+	// queue, covers a lost wake-up (store.Hub).
 	wake, cancel := s.store.SubscribePending(taskQueueID, in.Tasks)
 	defer cancel()
-	// A slow backup poll covers the rare wake-up that is lost (a process
-	// that died between its commit and its announcement, a woken call that
-	// failed before claiming); a listener that reconnects wakes every
-	// waiter itself. Each poll is a claim transaction, so an idle fleet of
-	// N workers costs N/backupPoll of them a second.
-	backup := time.NewTicker(backupPoll)
-	defer backup.Stop()
 	for {
 		now := s.clock.Now()
 		res, err := s.store.ClaimWork(ctx, store.ClaimWorkParams{
 			TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID,
 			Count: in.Tasks, Now: now, TakenUntil: s.takenUntil(now), RecordRecentTasks: true, CheckQuarantine: true,
+			SkipKnownEmpty: true,
 		})
 		if err != nil {
 			return nil, err
 		}
 		if !res.QuarantinedUntil.IsZero() {
-			// A quarantined worker waits out the long-poll and gets nothing.
+			// A quarantined worker waits out the long-poll and gets nothing;
+			// leaving the hub now hands on a wake-up meant for others.
+			cancel()
 			select {
 			case <-timer.C:
 			case <-ctx.Done():
 			case <-s.draining:
 			}
-			return empty, nil
+			return emptyClaim{}, nil
 		}
 		if len(res.Claims) > 0 {
 			s.publish(ctx, res.Changes)
+			s.writeSupersessions(ctx, res.Supersessions, now)
 			claims := make([]*claimResponse, 0, len(res.Claims))
 			for _, cl := range res.Claims {
 				cr, err := s.claimFor(cl.Task, cl.RunID, now, true)
@@ -151,15 +128,19 @@ func (s *Server) claimWork(c *Call) (any, error) {
 		}
 		select {
 		case <-wake:
-		case <-backup.C:
 		case <-timer.C:
-			return empty, nil
+			return emptyClaim{}, nil
 		case <-ctx.Done():
-			return empty, nil
+			return emptyClaim{}, nil
 		case <-s.draining:
-			return empty, nil
+			return emptyClaim{}, nil
 		}
 	}
+}
+
+// emptyClaim is claimWork's reply when no task came: {"tasks": []}.
+type emptyClaim struct {
+	Tasks [0]struct{} `json:"tasks"`
 }
 
 func (s *Server) claimTask(c *Call) (any, error) {
@@ -180,6 +161,11 @@ func (s *Server) claimTask(c *Call) (any, error) {
 	}
 	if !t.Task.Deadline.After(c.Now) {
 		return nil, queue.Conflictf("Task %s can't be claimed past its deadline of %s", t.TaskID, t.Task.Deadline)
+	}
+	if p, _ := queue.ParseFlow(&t.Task); p.Keyed() && (p.Limit > 0 || p.Supersede) {
+		// Only claimWork keeps a key within its limit and supersedes in
+		// the claim's transaction.
+		return nil, queue.Conflictf("Task %s is under the flow control of key %q (limit or supersede): only claimWork hands it out", t.TaskID, p.Key)
 	}
 	key := store.WorkerKey{TaskQueueID: t.Task.TaskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
 	// A quarantined worker is refused with 409 (Taskcluster answers an
@@ -276,6 +262,7 @@ func (s *Server) reportFailed(c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.failFast(c.Context(), res.Task, c.Now)
 	return statusResponse{res.Task.Status()}, nil
 }
 

@@ -41,7 +41,11 @@ const (
 )
 
 // All lists every benchmark in the order Run performs them.
-var All = []string{Lifecycle, Wake, Backlog}
+var All = []string{Lifecycle, Wake, Backlog, Fleet}
+
+// Standard is what Run performs unless told otherwise: all but the fleet,
+// which needs Options.Fleet.
+var Standard = []string{Lifecycle, Wake, Backlog}
 
 // PrefillFunc puts n pending tasks into a task queue by some faster path
 // than createTask over HTTP (StartInProcess supplies one that writes
@@ -76,6 +80,9 @@ type Options struct {
 	Workers    int
 	ClaimBatch int
 
+	// Fleet is the number of idle workers the fleet benchmark holds.
+	Fleet int
+
 	// WakeSamples is the number of wake-up measurements (default 200).
 	WakeSamples int
 
@@ -95,6 +102,11 @@ type Options struct {
 	// it.
 	DrainBacklog bool
 
+	// Processes, if set, names the server's and the database's processes
+	// on this machine, whose CPU time per task the life-cycle benchmark
+	// reports beside this process's own.
+	Processes Processes
+
 	// Logf, if set, receives progress lines.
 	Logf func(format string, args ...any)
 }
@@ -105,6 +117,7 @@ type Report struct {
 	Lifecycle *LifecycleResult
 	Wake      *WakeResult
 	Backlog   []BacklogResult
+	Fleet     *FleetResult
 }
 
 func (o *Options) defaults() error {
@@ -126,7 +139,7 @@ func (o *Options) defaults() error {
 		o.WorkerGroup = "bench"
 	}
 	if len(o.Benchmarks) == 0 {
-		o.Benchmarks = All
+		o.Benchmarks = Standard
 	}
 	for _, b := range o.Benchmarks {
 		if !slices.Contains(All, b) {
@@ -139,6 +152,9 @@ func (o *Options) defaults() error {
 	setDefault(&o.ClaimBatch, 32)
 	if o.ClaimBatch > 32 {
 		return fmt.Errorf("bench: claimWork takes at most 32 tasks a call, not %d", o.ClaimBatch)
+	}
+	if slices.Contains(o.Benchmarks, Fleet) && o.Fleet <= 0 {
+		return errors.New("bench: the fleet benchmark needs a fleet size")
 	}
 	setDefault(&o.WakeSamples, 200)
 	if len(o.Backlogs) == 0 {
@@ -191,6 +207,13 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			}
 			rep.Backlog = append(rep.Backlog, r)
 		}
+	}
+	if slices.Contains(opts.Benchmarks, Fleet) {
+		r, err := RunFleet(ctx, opts)
+		if err != nil {
+			return rep, err
+		}
+		rep.Fleet = &r
 	}
 	return rep, nil
 }

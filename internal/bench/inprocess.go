@@ -42,6 +42,11 @@ type InProcessOptions struct {
 	PrefillConcurrency int
 	// DBBatches tunes the store (see server.StoreOptions.Batches).
 	DBBatches int
+	// ServerCommand, if set, runs the server as a child process instead:
+	// the hopper executable and its serve subcommand (e.g. [os.Executable(),
+	// "serve"]), so that its CPU time and memory are measured apart from the
+	// load generator's (child.go).
+	ServerCommand []string
 }
 
 // InProcess is a hopper queue server running inside this process on a free
@@ -55,13 +60,17 @@ type InProcess struct {
 	// Kind is "sqlite" or "postgres".
 	Kind string
 
-	store       store.Store // a second handle on the server's database, for Prefill
-	concurrency int
-	cancel      context.CancelFunc
-	done        chan error
-	cleanups    []func() error
-	closeOnce   sync.Once
-	closeErr    error
+	store        store.Store // a second handle on the server's database, for Prefill
+	concurrency  int
+	cancel       context.CancelFunc
+	done         chan error
+	cleanups     []func() error
+	serverPID    int    // the child server's, when there is one
+	dbURL        string // the PostgreSQL database's
+	backends     *pgBackends
+	backendsOnce sync.Once
+	closeOnce    sync.Once
+	closeErr     error
 }
 
 var dbCounter atomic.Int64
@@ -116,19 +125,28 @@ func StartInProcess(ctx context.Context, opts InProcessOptions) (_ *InProcess, e
 	}
 	p.Credentials = &tcclient.Credentials{ClientID: server.RootClientID, AccessToken: token}
 
+	if p.Kind == "postgres" {
+		p.dbURL = spec
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	p.done = make(chan error, 1)
 	ready := make(chan string, 1)
-	go func() {
-		p.done <- server.Run(runCtx, server.Config{
-			Store:  server.StoreOptions{Batches: opts.DBBatches},
-			Listen: "127.0.0.1:0", DB: spec, DataDir: dataDir,
-			ClaimTimeout: api.DefaultClaimTimeout, DeadlineDelay: maintenance.DefaultDeadlineDelay,
-			RootAccessToken: token, Logger: opts.Logger, Version: "bench",
-			Ready: func(rootURL string) { ready <- rootURL },
-		})
-	}()
+	if len(opts.ServerCommand) > 0 {
+		if err := p.startChild(ctx, runCtx, opts, spec, dataDir, token, ready); err != nil {
+			return nil, err
+		}
+	} else {
+		go func() {
+			p.done <- server.Run(runCtx, server.Config{
+				Store:  server.StoreOptions{Batches: opts.DBBatches},
+				Listen: "127.0.0.1:0", DB: spec, DataDir: dataDir,
+				ClaimTimeout: api.DefaultClaimTimeout, DeadlineDelay: maintenance.DefaultDeadlineDelay,
+				RootAccessToken: token, Logger: opts.Logger, Version: "bench",
+				Ready: func(rootURL string) { ready <- rootURL },
+			})
+		}()
+	}
 	select {
 	case p.RootURL = <-ready:
 	case err := <-p.done:

@@ -25,6 +25,9 @@ type LifecycleResult struct {
 	// Machine is the whole machine's CPU over the run (server, client and
 	// database alike when they share it).
 	Machine MachineCPU
+	// CPU is what each role's processes spent over the run
+	// (Options.Processes).
+	CPU RoleCPU
 }
 
 // TasksPerSecond is the full life-cycle throughput.
@@ -67,6 +70,7 @@ func RunLifecycle(ctx context.Context, opts Options) (LifecycleResult, error) {
 	fail := func(err error) { cancel(err) }
 
 	ticks, ticksOK := readCPUTicks()
+	cpu := markCPU(opts.Processes)
 	start := time.Now()
 	for w := range opts.Workers {
 		wg.Add(1)
@@ -133,6 +137,7 @@ func RunLifecycle(ctx context.Context, opts Options) (LifecycleResult, error) {
 	}
 	res.Elapsed = time.Since(start)
 	res.Machine = machineSince(ticks, ticksOK)
+	res.CPU = cpu.since(opts.Processes)
 	// Workers still long-polling an empty queue are released by the
 	// cancellation.
 	cause := context.Cause(ctx)

@@ -223,11 +223,15 @@ func TestLogSnapshotOfAChattyTaskEnds(t *testing.T) {
 	}))
 	defer chatty.Close()
 	require.NoError(t, publishLive(ctx, c, claim, chatty.URL))
+	// A snapshot that never ended would run into this deadline and fail;
+	// no upper bound on its duration is asserted, so a loaded machine
+	// cannot fail the test.
+	execCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	start := time.Now()
-	require.NoError(t, h.exec(ctx, "log", taskA))
+	require.NoError(t, h.exec(execCtx, "log", taskA))
 	elapsed := time.Since(start)
 	require.GreaterOrEqual(t, elapsed, snapshotLimit*h.env.LiveIdle)
-	require.Less(t, elapsed, 5*time.Second)
 	require.True(t, strings.HasPrefix(h.stdout.String(), "line 0\nline 1\n"), h.stdout.String())
 	require.Contains(t, h.stderr.String(), "still running")
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 
 	"github.com/hopper-ci/hopper/internal/queue"
 )
@@ -24,11 +25,19 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		recorded bool
 		key      = WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}
 	)
-	err := db.tx(ctx, func(tx *txn) error {
+	generation, empty := db.hub.knownEmpty(p.TaskQueueID)
+	if p.SkipKnownEmpty && empty {
+		return &ClaimResult{Skipped: true}, nil
+	}
+	flows, err := db.queueHasFlowKeys(ctx, p.TaskQueueID)
+	if err != nil {
+		return nil, err
+	}
+	err = db.tx(ctx, func(tx *txn) error {
 		res = &ClaimResult{}
 		var tasks []*queue.TaskState
 		tx.send(Statement{Query: "SELECT " + taskColumns + ` FROM tasks
-			WHERE task_queue_id = ? AND pending_seq IS NOT NULL AND deadline > ?
+			WHERE task_queue_id = ? AND pending_seq IS NOT NULL AND flow_key IS NULL AND deadline > ?
 			ORDER BY priority DESC, pending_seq LIMIT ?` + db.dialect.LockSkip,
 			Args: []any{p.TaskQueueID, ms(p.Now), p.Count},
 			What: "selecting pending tasks of " + p.TaskQueueID,
@@ -37,6 +46,12 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 				tasks, err = db.readTasks(rows)
 				return err
 			}})
+		// Tasks under a flow key's policy are found through their keys, in
+		// the same round trip (flow.go).
+		var keyed []flowCandidate
+		if flows {
+			tx.send(tx.flowCandidatesStatement(p, &keyed))
+		}
 		var worker workerClaimRecord
 		if p.RecordRecentTasks || p.CheckQuarantine {
 			tx.send(tx.workerClaimRecordStatement(key, &worker, false))
@@ -48,6 +63,8 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 			res.QuarantinedUntil = fromMS(worker.quarantineUntil)
 			return nil
 		}
+		tasks, keyed = mergeClaimable(tasks, keyed, p.Count)
+		var keyedClaims []flowCandidate
 		for _, task := range tasks {
 			last := task.LastRun()
 			if last == nil || last.State != queue.StatePending {
@@ -59,6 +76,12 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 			}
 			res.Claims = append(res.Claims, Claimed{Task: task, RunID: last.RunID})
 			res.Changes = append(res.Changes, Change{Task: task, Events: withStatus(tr.Events, task)})
+			if i := slices.IndexFunc(keyed, func(c flowCandidate) bool { return c.task == task }); i >= 0 {
+				keyedClaims = append(keyedClaims, keyed[i])
+			}
+		}
+		if err := tx.finishFlowClaims(ctx, p, keyedClaims, res); err != nil {
+			return err
 		}
 		claimed := make([]*queue.TaskState, len(res.Claims))
 		for i, cl := range res.Claims {
@@ -83,6 +106,11 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		// Best effort: the claims stand whatever happens to the worker's
 		// bookkeeping.
 		_ = db.AddRecentTasks(ctx, key, recent)
+	}
+	if p.SkipKnownEmpty && len(res.Claims) < p.Count && res.QuarantinedUntil.IsZero() {
+		// The queue was drained at this claim's snapshot: until a run is
+		// announced, the waiters of this process need not look.
+		db.hub.markEmpty(p.TaskQueueID, generation)
 	}
 	if len(res.Claims) == p.Count {
 		// Runs may be left: the next waiter of this process looks (the hub

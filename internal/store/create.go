@@ -48,6 +48,12 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 		// that the taskId was free, so the refusal stands.
 		var groupRefusal error
 		tx.send(tx.joinTaskGroupStatement(p.Task, &groupRefusal))
+		// A flow key's row is written (and locked) before the task goes in,
+		// so the counting trigger finds it (flow.go).
+		tx.sendFlowDeclaration(p.Task, p.Flow)
+		if p.Flow.Keyed() {
+			db.flows.known(p.Task.TaskQueueID)
+		}
 		var depStates map[string]string
 		var depRefusal error
 		if len(p.Task.Dependencies) > 0 {
@@ -57,7 +63,7 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 		inserted, early := false, len(p.Task.Dependencies) == 0
 		if early {
 			state.DependenciesSatisfied(p.Now, &tr)
-			if err := tx.sendInsertTask(state, &inserted); err != nil {
+			if err := tx.sendInsertTask(state, p.Flow, &inserted); err != nil {
 				return err
 			}
 		}
@@ -87,7 +93,7 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 			if unsatisfied == 0 {
 				state.DependenciesSatisfied(p.Now, &tr)
 			}
-			if err := tx.sendInsertTask(state, &inserted); err != nil {
+			if err := tx.sendInsertTask(state, p.Flow, &inserted); err != nil {
 				return err
 			}
 			if err := tx.flush(ctx); err != nil {
@@ -98,10 +104,15 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 			// Taken, by an earlier or a concurrent (now committed) create.
 			return repeat(queue.Conflictf("taskId %s already used by another task", p.TaskID))
 		}
+		if err := tx.cancelInProgress(ctx, p.TaskID, p.Task, p.Flow, p.Now, res); err != nil {
+			return err
+		}
 		// The edges are written with the COMMIT.
 		tx.sendDependencies(p.TaskID, p.Task, satisfied)
 		res.Task = state
-		res.Changes = append(res.Changes, Change{Task: state, Events: withStatus(tr.Events, state)})
+		// The new task's change comes first (Result.Changes), before those
+		// of tasks it cancelled.
+		res.Changes = append([]Change{{Task: state, Events: withStatus(tr.Events, state)}}, res.Changes...)
 		return nil
 	})
 	if err != nil {
@@ -115,7 +126,7 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 // whether it wrote the row: not when the taskId is already taken (under
 // PostgreSQL, also by a create that committed while this one ran: ON
 // CONFLICT then sees the committed row).
-func (t *txn) sendInsertTask(state *queue.TaskState, inserted *bool) error {
+func (t *txn) sendInsertTask(state *queue.TaskState, flow *queue.FlowPolicy, inserted *bool) error {
 	def := &state.Task
 	args, err := t.db.insertTaskArgs(state)
 	if err != nil {
@@ -126,8 +137,15 @@ func (t *txn) sendInsertTask(state *queue.TaskState, inserted *bool) error {
 	if d.pending {
 		seqExpr = t.db.dialect.NextPendingSeq
 	}
-	t.send(Statement{Query: `INSERT INTO tasks (` + insertTaskColumns + `)
-		VALUES (` + strings.Repeat("?, ", len(args)) + seqExpr + `) ON CONFLICT (task_id) DO NOTHING`,
+	columns, values := insertTaskColumns, strings.Repeat("?, ", len(args))+seqExpr
+	if flow.Keyed() {
+		// Only tasks under a key's policy write the column (its trigger
+		// counts them), so other inserts stay as they were.
+		columns, values = columns+", flow_key", values+", ?"
+		args = append(args, flow.Key)
+	}
+	t.send(Statement{Query: `INSERT INTO tasks (` + columns + `)
+		VALUES (` + values + `) ON CONFLICT (task_id) DO NOTHING`,
 		Args: args,
 		What: "inserting task " + state.TaskID,
 		Exec: func(n int64) error {

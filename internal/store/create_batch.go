@@ -30,7 +30,16 @@ type createCall struct {
 // batch while the database is busy. Anything else (dependencies, a repeat,
 // a refusal) takes the full path alone.
 func (db *DB) CreateTask(ctx context.Context, p CreateTaskParams) (*Result, error) {
-	if db.creates == nil || len(p.Task.Dependencies) > 0 {
+	if p.Flow == nil {
+		flow, err := queue.ParseFlow(p.Task)
+		if err != nil {
+			return nil, err
+		}
+		p.Flow = flow
+	}
+	// A task under a flow policy goes alone: its key's row is written and
+	// its key's running tasks may be cancelled in its transaction.
+	if db.creates == nil || len(p.Task.Dependencies) > 0 || p.Flow != nil {
 		return db.createTaskAlone(ctx, p)
 	}
 	call := &createCall{ctx: ctx, p: p, err: errNotRun}

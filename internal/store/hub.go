@@ -1,6 +1,9 @@
 package store
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // Hub tells the claimWork calls waiting on a task queue in this process
 // that runs became pending there. It wakes as many waiters as it takes to
@@ -10,14 +13,35 @@ import "sync"
 // a waiter that leaves holding a wake-up it did not act on passes it on,
 // and a claim that took as many runs as it asked for wakes the next waiter
 // (there may be more; see ClaimWork).
+//
+// The hub also remembers, per task queue with waiters, that the queue is
+// known to be empty: a claim found fewer runs than it asked for and no
+// notification came since it began. An idle fleet's claimWork calls then
+// wait without touching the database at all (ClaimWorkParams.SkipKnownEmpty),
+// and one backup timer per queue, not one per waiter, covers a wake-up
+// that was lost.
 type Hub struct {
 	mu     sync.Mutex
 	queues map[string]*waiters
+	// backupEvery is how often a queue with waiters forgets that it is
+	// empty and wakes one waiter to look (DefaultHubBackup).
+	backupEvery time.Duration
 }
+
+// DefaultHubBackup is how often a task queue with waiters has one of them
+// look for work it was not woken for: a process that died between its
+// commit and its announcement, a woken call that failed before claiming.
+// A listener that reconnects wakes the queues itself.
+const DefaultHubBackup = 5 * time.Second
 
 // waiters are one task queue's subscribers, oldest first.
 type waiters struct {
 	list []*waiter
+	// generation counts the notifications of this queue; empty is set by a
+	// claim that found the queue drained, if none came since it began.
+	generation uint64
+	empty      bool
+	backup     *time.Timer
 }
 
 type waiter struct {
@@ -26,7 +50,7 @@ type waiter struct {
 }
 
 // NewHub returns an empty hub.
-func NewHub() *Hub { return &Hub{queues: map[string]*waiters{}} }
+func NewHub() *Hub { return &Hub{queues: map[string]*waiters{}, backupEvery: DefaultHubBackup} }
 
 // Subscribe registers a waiter on a task queue that claims up to capacity
 // runs when woken. The channel receives a value when the waiter is woken;
@@ -39,6 +63,7 @@ func (h *Hub) Subscribe(taskQueueID string, capacity int) (<-chan struct{}, func
 	if q == nil {
 		q = &waiters{}
 		h.queues[taskQueueID] = q
+		q.backup = time.AfterFunc(h.backupEvery, func() { h.backup(taskQueueID, q) })
 	}
 	q.list = append(q.list, w)
 	h.mu.Unlock()
@@ -55,6 +80,7 @@ func (h *Hub) Subscribe(taskQueueID string, capacity int) (<-chan struct{}, func
 					}
 				}
 				if len(q.list) == 0 {
+					q.backup.Stop()
 					delete(h.queues, taskQueueID)
 				}
 			}
@@ -76,18 +102,51 @@ func (h *Hub) Notify(taskQueueID string, n int) {
 	h.wakeLocked(taskQueueID, n)
 }
 
-// NotifyAll wakes every waiter of every task queue: for when wake-ups may
-// have been missed (a database listener that reconnected).
+// NotifyAll is for when wake-ups may have been missed (a database
+// listener that reconnected): every task queue forgets that it is empty
+// and its longest-waiting waiter looks. A claim that takes all it asked
+// for wakes the next (ClaimWork), so a queue with many runs is still
+// drained by all its waiters, and an empty one costs one claim, not one
+// per waiter.
 func (h *Hub) NotifyAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, q := range h.queues {
-		for _, w := range q.list {
-			select {
-			case w.ch <- struct{}{}:
-			default:
-			}
-		}
+	for id := range h.queues {
+		h.wakeLocked(id, 1)
+	}
+}
+
+// backup is the queue's backup timer: as NotifyAll, for one queue, then
+// again after backupEvery while the queue has waiters.
+func (h *Hub) backup(taskQueueID string, q *waiters) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.queues[taskQueueID] != q {
+		return // every waiter left; a new subscriber made a new timer
+	}
+	h.wakeLocked(taskQueueID, 1)
+	q.backup.Reset(h.backupEvery)
+}
+
+// knownEmpty returns the queue's notification count, and whether a claim
+// found it empty since the last notification.
+func (h *Hub) knownEmpty(taskQueueID string) (generation uint64, empty bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if q := h.queues[taskQueueID]; q != nil {
+		return q.generation, q.empty
+	}
+	return 0, false
+}
+
+// markEmpty records that a claim which began at generation found the
+// queue drained; a notification since then makes it moot. A queue without
+// waiters keeps no such knowledge.
+func (h *Hub) markEmpty(taskQueueID string, generation uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if q := h.queues[taskQueueID]; q != nil && q.generation == generation {
+		q.empty = true
 	}
 }
 
@@ -96,20 +155,25 @@ func (h *Hub) wakeLocked(taskQueueID string, n int) {
 	if q == nil || n <= 0 {
 		return
 	}
-	var woken, rest []*waiter
-	for _, w := range q.list {
-		if n > 0 {
-			select {
-			case w.ch <- struct{}{}:
-				woken = append(woken, w)
-				n -= w.capacity
-				continue
-			default: // already holds a wake-up
-			}
-		}
-		rest = append(rest, w)
-	}
+	q.generation++
+	q.empty = false
 	// Woken waiters go to the back: if one claims nothing and waits again,
-	// the next wake-up goes to another.
-	q.list = append(rest, woken...)
+	// the next wake-up goes to another. The list is rearranged in place: a
+	// fleet of thousands of waiters is not copied for every new run.
+	var woken []*waiter
+	kept, i := 0, 0
+	for ; i < len(q.list) && n > 0; i++ {
+		w := q.list[i]
+		select {
+		case w.ch <- struct{}{}:
+			woken = append(woken, w)
+			n -= w.capacity
+			continue
+		default: // already holds a wake-up
+		}
+		q.list[kept] = w
+		kept++
+	}
+	kept += copy(q.list[kept:], q.list[i:])
+	copy(q.list[kept:], woken)
 }

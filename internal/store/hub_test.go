@@ -1,6 +1,9 @@
 package store
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func woken(ch <-chan struct{}) bool {
 	select {
@@ -93,19 +96,96 @@ func TestHubPassesOnUnusedWakeUps(t *testing.T) {
 	}
 }
 
-// TestHubNotifyAll wakes every waiter of every queue, once.
+// TestHubNotifyAll wakes the longest-waiting waiter of every queue, once:
+// one that claims all it asked for wakes the next (ClaimWork).
 func TestHubNotifyAll(t *testing.T) {
 	h := NewHub()
 	a, cancelA := h.Subscribe("q", 1)
 	defer cancelA()
+	a2, cancelA2 := h.Subscribe("q", 1)
+	defer cancelA2()
 	b, cancelB := h.Subscribe("r", 5)
 	defer cancelB()
+	h.markEmpty("q", 0)
 	h.NotifyAll()
-	h.NotifyAll()
-	if !woken(a) || !woken(b) {
-		t.Fatal("every waiter must be woken")
+	if !woken(a) || !woken(b) || woken(a2) {
+		t.Fatal("the first waiter of every queue, and only it, must be woken")
 	}
-	if woken(a) || woken(b) {
-		t.Fatal("a waiter holds at most one wake-up")
+	if _, empty := h.knownEmpty("q"); empty {
+		t.Fatal("after NotifyAll no queue is known to be empty")
+	}
+}
+
+// TestHubKnownEmpty: a claim that found the queue drained marks it empty
+// unless a notification came since the claim began; a notification
+// clears the mark; a queue without waiters knows nothing.
+func TestHubKnownEmpty(t *testing.T) {
+	tests := []struct {
+		name       string
+		notifyMid  bool // a run announced while the claim ran
+		notifyThen bool // a run announced after the claim
+		want       bool
+	}{
+		{"drained", false, false, true},
+		{"a run came during the claim", true, false, false},
+		{"a run came afterwards", false, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHub()
+			_, cancel := h.Subscribe("q", 1)
+			defer cancel()
+			gen, empty := h.knownEmpty("q")
+			if empty {
+				t.Fatal("a new queue is not known to be empty")
+			}
+			if tc.notifyMid {
+				h.Notify("q", 1)
+			}
+			h.markEmpty("q", gen)
+			if tc.notifyThen {
+				h.Notify("q", 1)
+			}
+			if _, got := h.knownEmpty("q"); got != tc.want {
+				t.Fatalf("known empty = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	h := NewHub()
+	h.markEmpty("q", 0)
+	if _, empty := h.knownEmpty("q"); empty {
+		t.Fatal("a queue without waiters must not be known empty")
+	}
+}
+
+// TestHubBackup: a queue with waiters has one of them look every
+// backupEvery, and forgets that it is empty; the timer stops with the
+// last waiter.
+func TestHubBackup(t *testing.T) {
+	h := NewHub()
+	h.backupEvery = 10 * time.Millisecond
+	a, cancelA := h.Subscribe("q", 1)
+	b, cancelB := h.Subscribe("q", 1)
+	gen, _ := h.knownEmpty("q")
+	h.markEmpty("q", gen)
+	select {
+	case <-a:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the backup timer never woke the first waiter")
+	}
+	if _, empty := h.knownEmpty("q"); empty {
+		t.Fatal("the backup must clear the empty mark")
+	}
+	select {
+	case <-b:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the next backup should wake the next waiter")
+	}
+	cancelA()
+	cancelB()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.queues) != 0 {
+		t.Fatal("a queue without waiters must be forgotten")
 	}
 }

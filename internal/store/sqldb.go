@@ -98,6 +98,7 @@ type DB struct {
 	defs    definitionCache
 	updates *combiner[*updateCall]
 	creates *combiner[*createCall]
+	flows   flowQueues // task queues known to have flow keys (flow.go)
 }
 
 var _ Store = (*DB)(nil)

@@ -58,6 +58,10 @@ type Store interface {
 	ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page Page) ([]Worker, string, error)
 	QuarantineWorker(ctx context.Context, p QuarantineWorkerParams) (*Worker, error)
 	AddRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentTask) error
+	// TouchMany records many task queues and workers as seen in one
+	// transaction, as TouchTaskQueue and TouchWorker would each
+	// (touch_batch.go): claimWork's bookkeeping, written in batches.
+	TouchMany(ctx context.Context, queues []TouchTaskQueueParams, workers []TouchWorkerParams) error
 
 	// Artifacts.
 	CreateArtifact(ctx context.Context, p CreateArtifactParams) (*Artifact, error)
@@ -98,6 +102,9 @@ type Store interface {
 	// Hooks (hooks.go).
 	HookStore
 
+	// Flow control (flow.go).
+	FlowStore
+
 	Close() error
 }
 
@@ -133,6 +140,9 @@ type CreateTaskParams struct {
 	TaskID string
 	Task   *queue.Task
 	Now    time.Time
+	// Flow is the task's flow policy (queue.ParseFlow); CreateTask reads it
+	// from the definition when nil.
+	Flow *queue.FlowPolicy
 }
 
 // UpdateTaskParams describes a transition of one task. Apply runs inside the
@@ -157,6 +167,12 @@ type ClaimWorkParams struct {
 	// CheckQuarantine claims nothing for a worker whose record says it is
 	// quarantined (read in the same round trip as the pending runs).
 	CheckQuarantine bool
+	// SkipKnownEmpty returns at once, claiming nothing and touching no
+	// database, when an earlier claim of this process found the queue
+	// drained and no run was announced since (see Hub). Only a caller that
+	// waits on SubscribePending afterwards may set it: that wait is what
+	// hears of the next run.
+	SkipKnownEmpty bool
 }
 
 // ClaimResult lists the runs a claimWork took.
@@ -166,6 +182,11 @@ type ClaimResult struct {
 	// QuarantinedUntil is set, and nothing claimed, when CheckQuarantine
 	// found the worker quarantined.
 	QuarantinedUntil time.Time
+	// Skipped says SkipKnownEmpty applied: the database was not asked.
+	Skipped bool
+	// Supersessions lists the claims that superseded older tasks of their
+	// flow key (flow.go); the caller writes their artifacts.
+	Supersessions []Supersession
 }
 
 // Claimed is one claimed run.

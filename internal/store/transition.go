@@ -77,6 +77,7 @@ func (t *txn) saveTask(before, after *queue.TaskState) error {
 		seqExpr = t.db.dialect.NextPendingSeq
 		t.notifyPending(after.Task.TaskQueueID)
 	}
+	t.notifyFlowRoom(after, d)
 	// Queued: it goes to the database with the transaction's next
 	// statements (or its COMMIT), and fails the transaction there if it
 	// fails.
@@ -103,6 +104,7 @@ func (t *txn) saveMany(tasks []*queue.TaskState) error {
 				return err
 			}
 			d := derive(task)
+			t.notifyFlowRoom(task, d)
 			values = append(values, "(CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS INTEGER))")
 			// A task still pending keeps its place in the queue (callers
 			// save a new pending run with saveTask).
@@ -157,7 +159,7 @@ func (t *txn) transition(ctx context.Context, taskID string, now time.Time,
 		// until it commits, so every edge to the task is visible to them.
 		// Scheduling dependents never resolves one, so reading the group
 		// before they are scheduled gives the same answer as after.
-		t.indexCompleted([]*queue.TaskState{task})
+		t.indexCompleted([]*queue.TaskState{task}, now)
 		var edges []dependencyEdge
 		checks := map[string]groupCheck{}
 		t.send(t.dependentsOfStatement([]any{task.TaskID}, &edges))

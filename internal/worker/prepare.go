@@ -255,6 +255,7 @@ func (r *taskRun) taskEnv() []string {
 		set("HOME", u.Home)
 		set("USER", u.Name)
 		set("LOGNAME", u.Name)
+		set("TMPDIR", u.Tmp)
 	}
 	out := make([]string, 0, len(order))
 	for _, k := range order {

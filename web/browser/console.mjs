@@ -262,14 +262,22 @@ try {
     expect(out.includes('Created task'), out);
   });
 
-  await check('live: the task page updates when the task resolves elsewhere', async () => {
+  await check('live: the task page and (in an anonymous tab) its group update when the task resolves elsewhere', async () => {
     await go(`#/task/${fx.liveTask}`);
     await waitText('.title-row .state', 'pending');
     await page.waitForSelector('.title-row .live.on', { timeout: T });
+    // The task is its own group.
+    const tab = await browser.newPage();
+    tab.on('pageerror', (e) => pageErrors.push(e.message));
+    await tab.goto(`${ui}#/group/${fx.liveTask}`);
+    await tab.waitForFunction(() => [...document.querySelectorAll('.card h2')].some((e) => e.textContent.includes('0 / 1 resolved')), { timeout: T });
+    await tab.waitForSelector('.title-row .live.on', { timeout: T });
     console.log('READY live');
     const answer = await lines.next();
     expect(answer.value === 'go', `unexpected answer ${answer.value}`);
     await waitText('.title-row .state', 'completed', 10000);
+    await tab.waitForFunction(() => [...document.querySelectorAll('.card h2')].some((e) => e.textContent.includes('1 / 1 resolved')), { timeout: 10000 });
+    await tab.close();
   });
 
   if (fx.bigGroup) {

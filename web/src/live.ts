@@ -39,7 +39,16 @@ export function subscribe(sel: Selection, onEvent: (e: LiveEvent) => void, onRes
       if (opened) onReset();
       opened = true;
     };
-    es.onerror = () => onState?.(false);
+    es.onerror = () => {
+      onState?.(false);
+      // EventSource retries dropped connections itself, but gives up on
+      // an error status (an expired bewit, a server answering 503 while
+      // it drains): start over, freshly signed, a little later.
+      if (es?.readyState === EventSource.CLOSED && !closed) {
+        es = null;
+        setTimeout(() => void open(), 5000);
+      }
+    };
     es.onmessage = (m) => {
       try {
         onEvent(JSON.parse(m.data) as LiveEvent);

@@ -88,7 +88,7 @@ func TestConcurrency(t *testing.T) {
 
 // taskCopyColumns are the columns of the tasks table a bulk fill copies.
 const taskCopyColumns = `task_queue_id, scheduler_id, project_id, task_group_id, requires, priority, deadline, expires,
-	definition, retries_left, runs, state, unresolved, taken_until, claimed_at, pending_since`
+	definition, retries_left, runs, state, unresolved, taken_until, claimed_at, pending_since, flow_key`
 
 // bulkFiller copies a pending task n times in one INSERT … SELECT, each
 // copy taking the next pending sequence number, then refreshes the planner
@@ -119,6 +119,20 @@ func BenchmarkClaimWork(b *testing.B) {
 			schema := newSchema(b, url)
 			storetest.BenchClaimWork(b, openSchema(b, url, schema, 4), pending, bulkFiller(url, schema))
 		})
+	}
+}
+
+// BenchmarkFlowClaimWork: claims past a backlog held back by flow keys at
+// their limits, and claims from the one key with room (flat is good).
+func BenchmarkFlowClaimWork(b *testing.B) {
+	url := testURL(b)
+	for _, size := range []struct{ pending, keys int }{{1000, 10}, {100_000, 1000}} {
+		for _, keyed := range []bool{false, true} {
+			b.Run(fmt.Sprintf("pending=%d/keys=%d/keyed=%t", size.pending, size.keys, keyed), func(b *testing.B) {
+				schema := newSchema(b, url)
+				storetest.BenchFlowClaimWork(b, openSchema(b, url, schema, 4), size.pending, size.keys, keyed, bulkFiller(url, schema))
+			})
+		}
 	}
 }
 

@@ -54,7 +54,7 @@ func TestConcurrency(t *testing.T) {
 
 // taskCopyColumns are the columns of the tasks table a bulk fill copies.
 const taskCopyColumns = `task_queue_id, scheduler_id, project_id, task_group_id, requires, priority, deadline, expires,
-	definition, retries_left, runs, state, unresolved, taken_until, claimed_at`
+	definition, retries_left, runs, state, unresolved, taken_until, claimed_at, flow_key`
 
 // bulkFiller copies a pending task n times in one INSERT … SELECT on a
 // second connection to the file, each copy queued behind the one before.
@@ -78,6 +78,18 @@ func BenchmarkClaimWork(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "hopper.db")
 			storetest.BenchClaimWork(b, openFile(b, path), pending, bulkFiller(path))
 		})
+	}
+}
+
+// BenchmarkFlowClaimWork: see the PostgreSQL driver's.
+func BenchmarkFlowClaimWork(b *testing.B) {
+	for _, size := range []struct{ pending, keys int }{{1000, 10}, {100_000, 1000}} {
+		for _, keyed := range []bool{false, true} {
+			b.Run(fmt.Sprintf("pending=%d/keys=%d/keyed=%t", size.pending, size.keys, keyed), func(b *testing.B) {
+				path := filepath.Join(b.TempDir(), "hopper.db")
+				storetest.BenchFlowClaimWork(b, openFile(b, path), size.pending, size.keys, keyed, bulkFiller(path))
+			})
+		}
 	}
 }
 

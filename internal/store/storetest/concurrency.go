@@ -56,6 +56,8 @@ func RunConcurrency(t *testing.T, opts ConcurrencyOptions) {
 	t.Run("CombinedCreates", func(t *testing.T) { t.Parallel(); testCombinedCreates(t, stores(t)) })
 	t.Run("ClaimsOfOneWorker", func(t *testing.T) { t.Parallel(); testClaimsOfOneWorker(t, stores(t)) })
 	t.Run("GroupResolvedRace", func(t *testing.T) { t.Parallel(); testGroupResolvedRace(t, stores(t)) })
+	t.Run("FlowLimitRace", func(t *testing.T) { t.Parallel(); testFlowLimitRace(t, stores(t)) })
+	t.Run("FlowSupersedeRace", func(t *testing.T) { t.Parallel(); testFlowSupersedeRace(t, stores(t)) })
 	if opts.CrossProcessWakeup {
 		t.Run("CrossProcessWakeup", func(t *testing.T) {
 			t.Parallel()

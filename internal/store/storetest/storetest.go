@@ -133,6 +133,7 @@ func Run(t *testing.T, open Opener) {
 		{"TaskQueues", testTaskQueues},
 		{"Workers", testWorkers},
 		{"RecentTasks", testRecentTasks},
+		{"TouchMany", testTouchMany},
 		{"Artifacts", testArtifacts},
 		{"Clients", testClients},
 		{"Roles", testRoles},
@@ -150,6 +151,10 @@ func Run(t *testing.T, open Opener) {
 		{"HookSchedule", testHookSchedule},
 		{"HookClaimRace", testHookClaimRace},
 		{"HookLastFires", testHookLastFires},
+		{"FlowLimit", testFlowLimit},
+		{"FlowSupersede", testFlowSupersede},
+		{"FlowCancelInProgress", testFlowCancelInProgress},
+		{"FlowFailFast", testFlowFailFast},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

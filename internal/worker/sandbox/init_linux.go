@@ -32,6 +32,8 @@ const (
 type initSpec struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
+	// Dir is the command's working directory.
+	Dir string `json:"dir"`
 	// UID and GID, when UID > 0, are the credentials the command gets.
 	UID int `json:"uid"`
 	GID int `json:"gid"`
@@ -41,6 +43,9 @@ type initSpec struct {
 	// Hide lists files the command must not read whatever their mode
 	// (the worker's config): each is covered with /dev/null.
 	Hide []string `json:"hide,omitempty"`
+	// PrivateShm gives /dev/shm a fresh tmpfs: the task's shared memory
+	// files are its own.
+	PrivateShm bool `json:"privateShm,omitempty"`
 	// Probe makes the init only set itself up and report success.
 	Probe bool `json:"probe,omitempty"`
 }
@@ -101,6 +106,12 @@ func InitMain() int {
 			report(status, initStatus{StartError: err.Error()})
 			return 125
 		}
+		if spec.PrivateShm {
+			if err := privateShm(); err != nil {
+				report(status, initStatus{StartError: err.Error()})
+				return 125
+			}
+		}
 		for _, path := range spec.Hide {
 			if err := unix.Mount("/dev/null", path, "", unix.MS_BIND, ""); err != nil && !errors.Is(err, unix.ENOENT) {
 				report(status, initStatus{StartError: fmt.Sprintf("sandbox init: hiding %s: %v", path, err)})
@@ -143,6 +154,16 @@ func mountProc() error {
 	return nil
 }
 
+// privateShm gives the command its own /dev/shm (skipped where the
+// machine has none).
+func privateShm() error {
+	err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("sandbox init: mounting the task's /dev/shm: %w", err)
+	}
+	return nil
+}
+
 // runCommand starts the command and reaps children until it exits.
 func runCommand(spec initSpec) initStatus {
 	if len(spec.Argv) == 0 {
@@ -161,7 +182,7 @@ func runCommand(spec initSpec) initStatus {
 		attr.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
 	}
 	proc, err := os.StartProcess(path, spec.Argv, &os.ProcAttr{
-		Env: spec.Env, Files: []*os.File{devNull, os.Stdout, os.Stderr}, Sys: attr,
+		Dir: spec.Dir, Env: spec.Env, Files: []*os.File{devNull, os.Stdout, os.Stderr}, Sys: attr,
 	})
 	devNull.Close()
 	if err != nil {

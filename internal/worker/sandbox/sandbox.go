@@ -179,4 +179,8 @@ type User struct {
 	UID, GID int
 	// Home is the user's home directory, emptied before every task.
 	Home string
+	// Tmp is the user's temporary directory (TMPDIR), emptied before
+	// every task. /tmp itself stays the machine's: mounting over it would
+	// hide work directories that live there.
+	Tmp string
 }

@@ -41,6 +41,7 @@ func prepareUsers(cfg Config) ([]*User, error) {
 			return nil, err
 		}
 		u.Home = filepath.Join(cfg.HomesDir, name)
+		u.Tmp = filepath.Join(cfg.HomesDir, name+".tmp")
 		if err := resetHome(u); err != nil {
 			return nil, err
 		}
@@ -99,14 +100,16 @@ func ensureUser(name string) (*User, error) {
 // resetHome empties the user's home directory, so nothing one task left
 // there reaches the next task of the slot.
 func resetHome(u *User) error {
-	if err := os.RemoveAll(u.Home); err != nil {
-		return fmt.Errorf("emptying the home of %s: %w", u.Name, err)
-	}
-	if err := os.Mkdir(u.Home, 0o700); err != nil {
-		return fmt.Errorf("creating the home of %s: %w", u.Name, err)
-	}
-	if err := os.Chown(u.Home, u.UID, u.GID); err != nil {
-		return fmt.Errorf("handing %s to %s: %w", u.Home, u.Name, err)
+	for _, dir := range []string{u.Home, u.Tmp} {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("emptying %s of %s: %w", dir, u.Name, err)
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return fmt.Errorf("creating %s for %s: %w", dir, u.Name, err)
+		}
+		if err := os.Chown(dir, u.UID, u.GID); err != nil {
+			return fmt.Errorf("handing %s to %s: %w", dir, u.Name, err)
+		}
 	}
 	return nil
 }

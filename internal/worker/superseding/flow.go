@@ -107,6 +107,10 @@ func (f *flow) alone() (worker.SupersedeResult, error) {
 func (f *flow) run(ctx context.Context) (worker.SupersedeResult, error) {
 	t0 := f.req.Initial.TaskID
 	rawURL := f.req.SupersederURL
+	if key, ok := queueFlowKey(f.req.Initial.Task.Extra); ok {
+		f.info("Superseding: task %s is under the queue's flow control (extra.flow, key %q); the queue supersedes its tasks, so the worker does not.", t0, key)
+		return f.alone()
+	}
 	if err := checkURL(rawURL); err != nil {
 		// The payload schema rejects the task as malformed-payload later.
 		f.info("Superseding: supersederUrl %q is not an absolute http(s) URL (%v); not calling it.", truncate(rawURL, 200), err)
@@ -353,6 +357,9 @@ func (f *flow) claimOne(ctx context.Context, id string) (*worker.Claim, string) 
 	}
 	if u := payloadSupersederURL(def.Payload); u != f.req.SupersederURL {
 		return nil, fmt.Sprintf("%s skipped: its supersederUrl differs from this task's", id)
+	}
+	if _, ok := queueFlowKey(def.Extra); ok {
+		return nil, fmt.Sprintf("%s skipped: it is under the queue's flow control, which decides when it runs", id)
 	}
 	// Claim the last run, and only while it is pending (docs/contract/worker.md §5.3
 	// step 2). The status is read even with runIdZeroOnly, so a run that

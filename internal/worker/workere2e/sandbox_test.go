@@ -45,7 +45,7 @@ func needStrictSandbox(t *testing.T) {
 
 // strictSandboxMissing says why the strict sandbox cannot run here ("" if
 // it can).
-func strictSandboxMissing(t *testing.T) string {
+func strictSandboxMissing(t testing.TB) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		return "the task sandbox needs root (task users, cgroups, /proc mounts); run the tests as root"
@@ -135,7 +135,9 @@ func TestSandboxOtherTasksDirUnreadable(t *testing.T) {
 	queue := uniqueQueue("othertask")
 	hb := heartbeatDir(t)
 	owner := createTaskWith(t, queue, map[string]any{
-		"command": [][]string{{"sh", "-c", `echo "the owner's secret" > secret.txt; echo "$TASK_WORKDIR" > "$HB/owner-dir"
+		"command": [][]string{{"sh", "-c", `echo "the owner's secret" > secret.txt; echo "the owner's secret" > "$TMPDIR/secret.txt"
+echo "the owner's secret" > /dev/shm/owner-secret.txt; chmod 644 "$TMPDIR/secret.txt" /dev/shm/owner-secret.txt
+echo "$TMPDIR" > "$HB/owner-tmp"; echo "$TASK_WORKDIR" > "$HB/owner-dir"
 i=0; while [ ! -f "$HB/snoop-done" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; echo "owner is $(id -un)"`}},
 		"env": map[string]string{"HB": hb}, "maxRunTime": 60,
 	}, nil)
@@ -144,6 +146,8 @@ i=0; while [ ! -f "$HB/snoop-done" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)
 echo "snooping on $d as $(id -un)"
 if cat "$d/secret.txt"; then echo READ""-OTHER-TASK; else echo "other task's file: unreadable"; fi
 if ls "$d" >/dev/null 2>&1; then echo LISTED""-OTHER-TASK; else echo "other task's dir: unlistable"; fi
+if cat "$(cat "$HB/owner-tmp")/secret.txt"; then echo READ""-OTHER-TMP; else echo "other task's TMPDIR: unreadable"; fi
+if cat /dev/shm/owner-secret.txt; then echo READ""-OTHER-SHM; else echo "other task's /dev/shm: not there"; fi
 touch "$HB/snoop-done"`}},
 		"env": map[string]string{"HB": hb}, "maxRunTime": 60,
 	}, nil)
@@ -157,6 +161,10 @@ touch "$HB/snoop-done"`}},
 	require.NotContains(t, log, "the owner's secret")
 	require.NotContains(t, log, "READ-OTHER-TASK")
 	require.NotContains(t, log, "LISTED-OTHER-TASK")
+	require.Contains(t, log, "other task's TMPDIR: unreadable")
+	require.Contains(t, log, "other task's /dev/shm: not there")
+	require.NotContains(t, log, "READ-OTHER-TMP")
+	require.NotContains(t, log, "READ-OTHER-SHM")
 }
 
 // TestSandboxForkBombUnderPidsLimit: a fork bomb hits the worker's process

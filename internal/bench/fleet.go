@@ -1,0 +1,221 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// Fleet is the idle-fleet benchmark: Options.Fleet workers long-poll an
+// empty task queue while the life-cycle benchmark runs beside them.
+const Fleet = "fleet"
+
+// FleetResult is the outcome of the fleet benchmark.
+type FleetResult struct {
+	// Workers is the number of idle long-polling workers held.
+	Workers int
+	// Settle is how long the fleet had been waiting when IdleRSS was read.
+	Settle time.Duration
+	// IdleRSS is the server's resident memory with the fleet waiting;
+	// PeakRSS its peak over the whole benchmark (bytes, 0 when the server
+	// is not a process of its own on this machine).
+	IdleRSS, PeakRSS int64
+	// IdleCPU is what the server spent while the fleet only waited, over
+	// IdleWindow (negative when not measured).
+	IdleCPU, IdleWindow time.Duration
+	// Beside is the life-cycle benchmark while the fleet waits; Alone the
+	// same after it has gone.
+	Alone, Beside LifecycleResult
+	// Woken counts the fleet's workers that got a task when Workers tasks
+	// were created for them; Wake is the delay from each task's createTask
+	// reply to the claimWork reply that carried it, and CreateElapsed the
+	// time the creators took to create them.
+	Woken         int
+	Wake          Latency
+	CreateElapsed time.Duration
+}
+
+// fleetWorker is one idle worker's outcome.
+type fleetWorker struct {
+	taskID string
+	at     time.Time
+}
+
+// RunFleet holds opts.Fleet workers long-polling an empty task queue, reads
+// the server's memory, runs the life-cycle benchmark beside them, creates
+// one task per waiting worker and times how long each takes to reach one,
+// and finally runs the life-cycle benchmark again without them to compare.
+func RunFleet(ctx context.Context, opts Options) (FleetResult, error) {
+	if err := opts.defaults(); err != nil {
+		return FleetResult{}, err
+	}
+	res := FleetResult{Workers: opts.Fleet, IdleCPU: -1}
+	serverPID := 0
+	if opts.Processes != nil {
+		if server, _ := opts.Processes(); len(server) == 1 {
+			serverPID = server[0]
+		}
+	}
+	tq := opts.taskQueue("fl")
+	opts.Logf("fleet: %d workers long-polling %s", opts.Fleet, tq)
+	// Each idle worker holds a connection of its own, as separate machines
+	// would.
+	transport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: opts.Fleet + 64, IdleConnTimeout: 5 * time.Minute,
+		ReadBufferSize: 1024, WriteBufferSize: 1024}
+	defer transport.CloseIdleConnections()
+	fc := &tcclient.Client{RootURL: opts.RootURL, Credentials: opts.Credentials, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: transport}}
+	fleetCtx, stopFleet := context.WithCancelCause(ctx)
+	defer stopFleet(nil)
+	var (
+		wg      sync.WaitGroup
+		sent    atomic.Int64
+		woken   = make([]fleetWorker, opts.Fleet)
+		gotTask atomic.Int64
+		allGot  = make(chan struct{})
+		// Connections are opened a few hundred at a time: ten thousand
+		// at once overflow the server's accept backlog.
+		opening = make(chan struct{}, 256)
+	)
+	for i := range opts.Fleet {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := &tcclient.ClaimWorkRequest{WorkerGroup: opts.WorkerGroup, WorkerID: fmt.Sprintf("fl-%d", i), Tasks: 1}
+			first := true
+			for fleetCtx.Err() == nil {
+				callCtx := fleetCtx
+				if first {
+					select {
+					case opening <- struct{}{}:
+					case <-fleetCtx.Done():
+						return
+					}
+					var once sync.Once
+					release := func() { once.Do(func() { <-opening; sent.Add(1) }) }
+					defer release()
+					callCtx = httptrace.WithClientTrace(fleetCtx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { release() }})
+					first = false
+				}
+				claims, err := claimWorkThin(callCtx, fc, tq, req)
+				if err != nil {
+					if fleetCtx.Err() == nil {
+						stopFleet(err)
+					}
+					return
+				}
+				if len(claims) == 0 {
+					continue // the long-poll ended: poll again
+				}
+				woken[i] = fleetWorker{taskID: claims[0].Status.TaskID, at: time.Now()}
+				if err := reportCompletedThin(fleetCtx, fc, &claims[0]); err != nil && fleetCtx.Err() == nil {
+					stopFleet(err)
+				}
+				if gotTask.Add(1) == int64(opts.Fleet) {
+					close(allGot)
+				}
+				return
+			}
+		}()
+	}
+	stop := func() error {
+		cause := context.Cause(fleetCtx)
+		stopFleet(errFinished)
+		wg.Wait()
+		if cause != nil && cause != errFinished {
+			return fmt.Errorf("fleet: %w", cause)
+		}
+		return nil
+	}
+	start := time.Now()
+	for sent.Load() < int64(opts.Fleet) && fleetCtx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Let the server take in the last requests before measuring.
+	time.Sleep(3 * time.Second)
+	res.Settle = time.Since(start)
+	if serverPID > 0 {
+		res.IdleRSS, _, _ = processRSS(serverPID)
+		before, _ := processCPU(serverPID)
+		res.IdleWindow = 5 * time.Second
+		time.Sleep(res.IdleWindow)
+		after, _ := processCPU(serverPID)
+		res.IdleCPU = after - before
+	}
+	opts.Logf("fleet: %d waiting after %s; server RSS %.0f MiB", opts.Fleet, res.Settle.Round(time.Millisecond), float64(res.IdleRSS)/(1<<20))
+	if fleetCtx.Err() != nil {
+		return res, stop()
+	}
+
+	opts.Logf("fleet: the life-cycle benchmark beside the waiting fleet")
+	beside, err := RunLifecycle(fleetCtx, opts)
+	if err != nil {
+		_ = stop()
+		return res, err
+	}
+	res.Beside = beside
+
+	opts.Logf("fleet: one task for each of the %d waiting workers", opts.Fleet)
+	created := make(map[string]time.Time, opts.Fleet)
+	var createdMu sync.Mutex
+	c := opts.client()
+	var next atomic.Int64
+	var creators sync.WaitGroup
+	createStart := time.Now()
+	for range opts.Creators {
+		creators.Go(func() {
+			for fleetCtx.Err() == nil && next.Add(1) <= int64(opts.Fleet) {
+				id := tcclient.NewTaskID()
+				if err := createTaskThin(fleetCtx, c, id, taskDefinition(tq, time.Now(), time.Hour)); err != nil {
+					if fleetCtx.Err() == nil {
+						stopFleet(err)
+					}
+					return
+				}
+				at := time.Now()
+				createdMu.Lock()
+				created[id] = at
+				createdMu.Unlock()
+			}
+		})
+	}
+	creators.Wait()
+	res.CreateElapsed = time.Since(createStart)
+	// Every worker should have its task within moments of the last
+	// creation; a minute more is ample even on a loaded machine.
+	select {
+	case <-allGot:
+	case <-fleetCtx.Done():
+	case <-time.After(time.Minute):
+	}
+	err = stop()
+	var delays []time.Duration
+	for _, w := range woken {
+		if w.taskID == "" {
+			continue
+		}
+		res.Woken++
+		if at, ok := created[w.taskID]; ok {
+			delays = append(delays, w.at.Sub(at))
+		}
+	}
+	res.Wake = summarize(delays)
+	if serverPID > 0 {
+		_, res.PeakRSS, _ = processRSS(serverPID)
+	}
+	opts.Logf("fleet: %d of %d woken, p50 %s p99 %s", res.Woken, opts.Fleet, res.Wake.P50, res.Wake.P99)
+	if err != nil {
+		return res, err
+	}
+	// The fleet has gone: the same life-cycle alone, to compare. (It runs
+	// last so that the fleet's memory is read on a fresh server.)
+	opts.Logf("fleet: the life-cycle benchmark alone")
+	res.Alone, err = RunLifecycle(ctx, opts)
+	return res, err
+}

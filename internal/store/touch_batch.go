@@ -1,0 +1,84 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// touchBatchRows bounds the rows of one INSERT (6 parameters a worker row;
+// SQLite allows 32766 parameters a statement).
+const touchBatchRows = 500
+
+// TouchMany implements Store: TouchTaskQueue and TouchWorker for many
+// records in one transaction, a few statements in all. A key given twice
+// keeps its latest time. Rows are written in key order, so that two
+// processes flushing overlapping batches lock them in the same order.
+func (db *DB) TouchMany(ctx context.Context, queues []TouchTaskQueueParams, workers []TouchWorkerParams) error {
+	queues = latestQueues(queues)
+	workers = latestWorkers(workers)
+	if len(queues) == 0 && len(workers) == 0 {
+		return nil
+	}
+	return db.tx(ctx, func(tx *txn) error {
+		for chunk := range slices.Chunk(queues, touchBatchRows) {
+			args := make([]any, 0, 5*len(chunk))
+			rows := make([]string, len(chunk))
+			for i, q := range chunk {
+				rows[i] = "(?, '', 'experimental', ?, ?)"
+				args = append(args, q.TaskQueueID, ms(q.Expires), ms(q.Now))
+			}
+			tx.send(Statement{Query: db.q(`INSERT INTO task_queues (task_queue_id, description, stability, expires, last_date_active)
+				VALUES ` + strings.Join(rows, ", ") + ` ON CONFLICT (task_queue_id) DO UPDATE SET
+				expires = CASE WHEN excluded.expires > task_queues.expires THEN excluded.expires ELSE task_queues.expires END,
+				last_date_active = CASE WHEN excluded.last_date_active > task_queues.last_date_active THEN excluded.last_date_active ELSE task_queues.last_date_active END`),
+				Args: args, What: fmt.Sprintf("recording %d task queues", len(chunk))})
+		}
+		for chunk := range slices.Chunk(workers, touchBatchRows) {
+			args := make([]any, 0, 6*len(chunk))
+			rows := make([]string, len(chunk))
+			for i, w := range chunk {
+				rows[i] = "(?, ?, ?, ?, ?, ?, 0, '[]', '[]')"
+				args = append(args, w.Key.TaskQueueID, w.Key.WorkerGroup, w.Key.WorkerID, ms(w.Now), ms(w.Now), ms(w.Expires))
+			}
+			tx.send(Statement{Query: db.q(`INSERT INTO workers (` + workerColumns + `)
+				VALUES ` + strings.Join(rows, ", ") + ` ON CONFLICT (task_queue_id, worker_group, worker_id) DO UPDATE SET
+				expires = CASE WHEN excluded.expires > workers.expires THEN excluded.expires ELSE workers.expires END,
+				last_date_active = CASE WHEN excluded.last_date_active > workers.last_date_active THEN excluded.last_date_active ELSE workers.last_date_active END`),
+				Args: args, What: fmt.Sprintf("recording %d workers", len(chunk))})
+		}
+		return tx.flush(ctx)
+	})
+}
+
+// latestQueues keeps one entry per task queue, the latest, in id order.
+func latestQueues(in []TouchTaskQueueParams) []TouchTaskQueueParams {
+	return latest(in, func(p TouchTaskQueueParams) string { return p.TaskQueueID },
+		func(a, b TouchTaskQueueParams) bool { return b.Now.After(a.Now) || b.Expires.After(a.Expires) })
+}
+
+// latestWorkers keeps one entry per worker, the latest, in key order.
+func latestWorkers(in []TouchWorkerParams) []TouchWorkerParams {
+	return latest(in, func(p TouchWorkerParams) string {
+		return p.Key.TaskQueueID + "\x00" + p.Key.WorkerGroup + "\x00" + p.Key.WorkerID
+	}, func(a, b TouchWorkerParams) bool { return b.Now.After(a.Now) || b.Expires.After(a.Expires) })
+}
+
+// latest sorts by key and keeps, of equal keys, the entry newer wins for.
+func latest[T any](in []T, key func(T) string, newer func(old, candidate T) bool) []T {
+	out := slices.Clone(in)
+	slices.SortStableFunc(out, func(a, b T) int { return cmp.Compare(key(a), key(b)) })
+	kept := out[:0]
+	for _, p := range out {
+		if n := len(kept); n > 0 && key(kept[n-1]) == key(p) {
+			if newer(kept[n-1], p) {
+				kept[n-1] = p
+			}
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return kept
+}
