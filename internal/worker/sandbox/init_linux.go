@@ -32,6 +32,8 @@ const (
 type initSpec struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
+	// Dir is the command's working directory.
+	Dir string `json:"dir"`
 	// UID and GID, when UID > 0, are the credentials the command gets.
 	UID int `json:"uid"`
 	GID int `json:"gid"`
@@ -180,7 +182,7 @@ func runCommand(spec initSpec) initStatus {
 		attr.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
 	}
 	proc, err := os.StartProcess(path, spec.Argv, &os.ProcAttr{
-		Env: spec.Env, Files: []*os.File{devNull, os.Stdout, os.Stderr}, Sys: attr,
+		Dir: spec.Dir, Env: spec.Env, Files: []*os.File{devNull, os.Stdout, os.Stderr}, Sys: attr,
 	})
 	devNull.Close()
 	if err != nil {
