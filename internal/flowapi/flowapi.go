@@ -40,7 +40,7 @@ type Response struct {
 func Routes(st store.FlowStore) []api.Route {
 	return []api.Route{{
 		Name: "flowKeys", Method: http.MethodGet,
-		Paths:       []string{"/api/flow/v1/task-queues/{tqProvisioner}/{tqWorkerType}/keys"},
+		Paths:       []string{"/api/flow/v1/task-queues/{taskQueueId}/keys", "/api/flow/v1/task-queues/{tqProvisioner}/{tqWorkerType}/keys"},
 		Scopes:      `"queue:pending-count:<taskQueueId>"`,
 		EarlyScopes: true,
 		Handle: func(c *api.Call) (any, error) {
