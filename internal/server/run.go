@@ -104,7 +104,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	blobs, err := artifacts.Open(ctx, cfg.Artifacts, artifacts.Options{Local: artifacts.LocalOptions{
 		Dir: filepath.Join(cfg.DataDir, "blobs"), BaseURL: cfg.RootURL, SigningKey: key[:],
-	}})
+	}, S3: artifacts.S3Options{RelayBaseURL: cfg.RootURL, RelaySigningKey: key[:]}})
 	if err != nil {
 		return fmt.Errorf("opening blob storage: %w", err)
 	}
