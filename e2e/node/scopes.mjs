@@ -2,7 +2,8 @@
 // asks for, exactly as Taskcluster names them (hooks:get uses a colon
 // between group and hook, every other hooks scope a slash): each call
 // succeeds with only that scope (authorizedScopes) and fails with
-// InsufficientScopes given a near miss.
+// InsufficientScopes given a near miss. Every service also answers the
+// monitoring methods the client knows (ping, lbheartbeat, heartbeat, version).
 import { taskcluster, assert, expectError, step, rootUrl, credentialsFromEnv } from './lib.mjs';
 
 const root = credentialsFromEnv();
@@ -73,3 +74,13 @@ await check(Pc, [`purge-cache:${run}/w:c`], [[`purge-cache:${run}/w:d`]], (c) =>
 await check(Pc, ['purge-cache:all-purge-requests'], [], (c) => c.allPurgeRequests());
 await check(Pc, [`purge-cache:purge-requests::${run}/w`], [], (c) => c.purgeRequests(`${run}/w`));
 step('purge-cache: purgeCache asks for purge-cache:<workerPoolId>:<cacheName>');
+
+// The monitoring methods the client knows for every service, anonymously.
+for (const Cls of [taskcluster.Auth, taskcluster.Hooks, taskcluster.Index, taskcluster.Secrets, taskcluster.Object, taskcluster.PurgeCache]) {
+  const c = new Cls({ rootUrl, retries: 0 });
+  assert.equal((await c.ping()).alive, true);
+  assert.deepEqual(await c.lbheartbeat(), {});
+  assert.deepEqual(await c.heartbeat(), {});
+  assert.equal((await c.version()).source, 'https://github.com/hopper-ci/hopper');
+}
+step('every service answers ping, lbheartbeat, heartbeat and version');
