@@ -178,6 +178,7 @@ step('expired entries are not found, and give way to any rank');
 // ---- bad input ----------------------------------------------------------------------
 err = await expectError(() => index.insertTask(`${run}.bad`, { taskId: otherTask, data: {}, expires }), 400, 'InputValidationError');
 assert.equal(err.body.requestInfo.method, 'insertTask');
+assert.match(err.message, /data must have required property 'rank'/, "ajv's wording, as Taskcluster answers");
 await expectError(() => index.insertTask(`${run}.bad`, { taskId: 'not-a-slug', rank: 0, data: {}, expires }), 400, 'InputValidationError');
 await expectError(() => index.insertTask(`${run}.bad`, { taskId: otherTask, rank: 'high', data: {}, expires }), 400, 'InputValidationError');
 err = await expectError(() => index.findTask(`${run}..double-dot`), 400, 'InvalidRequestArguments');

@@ -92,7 +92,11 @@ func toAPIError(err error) *Error {
 	}
 	var ve *schema.ValidationError
 	if errors.As(err, &ve) {
-		return &Error{Code: CodeInputValidationError, Message: ve.Error()}
+		msg := ve.Error()
+		if tc := ve.TaskclusterText(); tc != "" {
+			msg += "\n\n" + tc
+		}
+		return &Error{Code: CodeInputValidationError, Message: msg}
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return NotFoundf("Resource not found")

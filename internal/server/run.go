@@ -15,6 +15,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/events"
+	"github.com/hopper-ci/hopper/internal/flowapi"
 	"github.com/hopper-ci/hopper/internal/indexapi"
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/maintenance"
@@ -150,7 +151,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
 		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
-		Artifacts: blobs, ExtraRoutes: append(append(append(append(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st})...), live.Routes(hub)...), hookSvc.routes...), side.routes...), Handlers: handlers,
+		Artifacts: blobs, ExtraRoutes: append(append(append(append(append(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st})...), flowapi.Routes(st)...), live.Routes(hub)...), hookSvc.routes...), side.routes...), Handlers: handlers,
 		Objects: side.objects,
 	})
 	if err != nil {
