@@ -141,7 +141,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if m, ok := blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}
-	side := newSideServices(st, blobs, cfg.Clock, log, cfg.ExpireEvery)
+	side := newSideServices(st, blobs, cfg.Clock, log, cfg.ExpireEvery, cfg.Version)
 	hookSvc, err := newHookService(sec, st, cfg.Clock, log, cfg.Version, cfg.AMQP)
 	if err != nil {
 		return err
@@ -213,6 +213,7 @@ func extraRoutes(sec *Security, st store.Store, log *slog.Logger, version string
 		Store: st, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
 		Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log,
 	})...)
+	routes = append(routes, api.VersionRoute(authapi.BasePath, version))
 	routes = append(routes, indexapi.Routes(indexapi.Deps{Store: st, Version: version})...)
 	routes = append(routes, secretsapi.Routes(secretsapi.Deps{Store: st, Sealer: sec.Sealer, Caller: sec.Authorizer.Caller,
 		Logger: log, Version: version})...)
