@@ -177,6 +177,17 @@ err = await expectError(() => hooks.createHook(group, 'bound', { ...definition, 
 assert.match(err.message, /AMQP/);
 await expectError(() => hooks.createHook(group, 'no-task', { metadata: definition.metadata }), 400, 'InputValidationError');
 await expectError(() => hooks.createHook(group, 'ids', { ...definition, hookId: 'other' }), 400, 'InputError');
+// Ids outside the URL patterns, worded as Taskcluster words them (its own
+// tests match /hookGroupId.*must match/).
+err = await expectError(() => hooks.createHook('foo/slash', 'x', definition), 400, 'InvalidRequestArguments');
+assert.match(err.message, /hookGroupId.*must match/);
+err = await expectError(() => hooks.createHook(group, 'bar!!!', definition), 400, 'InvalidRequestArguments');
+assert.match(err.message, /hookId.*must match/);
+// Bodies that fail the schema also carry ajv's sentences, as Taskcluster's do.
+err = await expectError(() => hooks.createHook(group, 'b1', { ...definition, bindings: [{ exchange: 'exchange/x' }] }), 400, 'InputValidationError');
+assert.match(err.message, /must have required property 'routingKeyPattern'/);
+err = await expectError(() => hooks.createHook(group, 'b2', { ...definition, bindings: { exchange: 'exchange/x', routingKeyPattern: '#' } }), 400, 'InputValidationError');
+assert.match(err.message, /must be array/);
 for (const id of ['bad-schedule', 'bad-schema', 'bound', 'no-task', 'ids']) {
   await expectError(() => hooks.hook(group, id), 404, 'ResourceNotFound');
 }

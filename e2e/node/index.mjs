@@ -166,14 +166,25 @@ await index.insertTask(`${run}.expired.entry`, { taskId: otherTask, rank: 0, dat
 await expectError(() => index.findTask(`${run}.expired.entry`), 404, 'ResourceNotFound');
 assert.deepEqual((await index.listTasks(`${run}.expired`)).tasks, []);
 assert.deepEqual((await index.findTasksAtIndex({ indexes: [`${run}.expired.entry`] })).tasks, []);
-step('expired entries are not found');
+// An expired entry, whatever its rank, gives way to the next insert: it can
+// no longer be found, so it must not swallow later inserts of lower rank.
+const kept = await index.insertTask(`${run}.ranked.one`, { taskId: taskcluster.slugid(), rank: 41, data: {}, expires });
+await index.insertTask(`${run}.ranked.three`, { taskId: otherTask, rank: 44, data: {}, expires: past });
+const successor = await index.insertTask(`${run}.ranked.three`, { taskId: taskcluster.slugid(), rank: 43, data: { n: 3 }, expires });
+assert.equal(successor.rank, 43, 'an expired entry of higher rank is replaced');
+assert.deepEqual(await index.findTasksAtIndex({ indexes: [`${run}.ranked.one`, `${run}.ranked.three`] }), { tasks: [kept, successor] });
+step('expired entries are not found, and give way to any rank');
 
 // ---- bad input ----------------------------------------------------------------------
 err = await expectError(() => index.insertTask(`${run}.bad`, { taskId: otherTask, data: {}, expires }), 400, 'InputValidationError');
 assert.equal(err.body.requestInfo.method, 'insertTask');
+assert.match(err.message, /data must have required property 'rank'/, "ajv's wording, as Taskcluster answers");
 await expectError(() => index.insertTask(`${run}.bad`, { taskId: 'not-a-slug', rank: 0, data: {}, expires }), 400, 'InputValidationError');
 await expectError(() => index.insertTask(`${run}.bad`, { taskId: otherTask, rank: 'high', data: {}, expires }), 400, 'InputValidationError');
-await expectError(() => index.findTask(`${run}..double-dot`), 400, 'InvalidRequestArguments');
+err = await expectError(() => index.findTask(`${run}..double-dot`), 400, 'InvalidRequestArguments');
+assert.match(err.message, /URL parameter 'indexPath' given as '.*' must match regular expression/, 'worded as Taskcluster words it');
+err = await expectError(() => index.listTasks(ns, { limit: 'many' }), 400, 'InvalidRequestArguments');
+assert.match(err.message, /Query-string parameter: limit="many" does not match expression/);
 await expectError(() => index.listTasks(`${run}.`), 400, 'InvalidRequestArguments');
 await expectError(() => index.listTasks(ns, { continuationToken: '!!' }), 400, 'InputError');
 await expectError(() => index.findTasksAtIndex({ indexes: 'x' }), 400, 'InputValidationError');

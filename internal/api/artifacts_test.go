@@ -505,7 +505,7 @@ func TestArtifactNames(t *testing.T) {
 	// Names must be printable ASCII.
 	for _, bad := range []string{"tab%09name", "caf%C3%A9", "nul%00"} {
 		r := h.do(http.MethodPost, fmt.Sprintf("/task/%s/runs/0/artifacts/%s", taskID, bad), h.s3Body("text/plain", time.Hour))
-		h.requireAPIError(r, http.StatusBadRequest, CodeInvalidRequestArguments, "Invalid URL parameter name")
+		h.requireAPIError(r, http.StatusBadRequest, CodeInvalidRequestArguments, "Invalid URL patterns:\nURL parameter 'name' given as")
 	}
 	long := strings.Repeat("n", maxArtifactNameLen+1)
 	r := h.create(taskID, 0, long, h.s3Body("text/plain", time.Hour))
@@ -809,8 +809,8 @@ func TestArtifactListing(t *testing.T) {
 		{artLatestPath(unscheduled, "artifact-info", "a"), http.StatusNotFound, CodeResourceNotFound, "Task doesn't have any runs"},
 		{artLatestPath(unscheduled, "artifacts", "a"), http.StatusNotFound, CodeResourceNotFound, "Task doesn't have any runs"},
 		{fmt.Sprintf("/task/%s/runs/0/artifacts?continuationToken=%%21%%21", taskID), http.StatusBadRequest, CodeInputError, "Invalid continuationToken"},
-		{fmt.Sprintf("/task/%s/runs/0/artifacts?limit=x", taskID), http.StatusBadRequest, CodeInvalidRequestArguments, "Invalid query-string parameter limit"},
-		{fmt.Sprintf("/task/%s/runs/0/artifacts?foo=1", taskID), http.StatusBadRequest, CodeInvalidRequestArguments, "Query-string parameter \"foo\""},
+		{fmt.Sprintf("/task/%s/runs/0/artifacts?limit=x", taskID), http.StatusBadRequest, CodeInvalidRequestArguments, `Query-string parameter: limit="x" does not match expression: /^[0-9]+$/`},
+		{fmt.Sprintf("/task/%s/runs/0/artifacts?foo=1", taskID), http.StatusBadRequest, CodeInvalidRequestArguments, "Query-string parameter: foo is not supported!"},
 	}
 	for _, tt := range tests {
 		r := h.do(http.MethodGet, tt.path, nil)

@@ -42,7 +42,7 @@ func (s *Server) CreateTaskAs(ctx context.Context, taskID string, body []byte, c
 		return refusal(apiErr, "createTask", map[string]string{"taskId": taskID}, body, now)
 	}
 	if !slugid.Valid(taskID) {
-		return nil, refuse(apiErrorf(CodeInvalidRequestArguments, "Invalid URL parameter taskId: %q does not match %s", taskID, slugid.Regexp()))
+		return nil, refuse(InvalidParam("taskId", taskID, slugid.Regexp()))
 	}
 	input, err := s.schemas.Validate("create-task-request", body)
 	if err != nil {

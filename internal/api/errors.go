@@ -92,7 +92,11 @@ func toAPIError(err error) *Error {
 	}
 	var ve *schema.ValidationError
 	if errors.As(err, &ve) {
-		return &Error{Code: CodeInputValidationError, Message: ve.Error()}
+		msg := ve.Error()
+		if tc := ve.TaskclusterText(); tc != "" {
+			msg += "\n\n" + tc
+		}
+		return &Error{Code: CodeInputValidationError, Message: msg}
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return NotFoundf("Resource not found")
@@ -133,4 +137,20 @@ func errorResponse(e *Error, method string, params map[string]string, payload js
 		body.Details = e.Details
 	}
 	return body
+}
+
+// InvalidParam is the 400 for a URL parameter that does not match its
+// pattern, worded as Taskcluster words it ("URL parameter 'hookId' given as
+// 'x!' must match regular expression: '/^…$/'"): callers and Taskcluster's own
+// tests match on that sentence, so every service uses this one.
+func InvalidParam(name, value string, pattern fmt.Stringer) *Error {
+	return apiErrorf(CodeInvalidRequestArguments,
+		"Invalid URL patterns:\nURL parameter '%s' given as '%s' must match regular expression: '/%s/'", name, value, pattern)
+}
+
+// InvalidQuery is the 400 for a query-string value that does not match its
+// pattern, in Taskcluster's words.
+func InvalidQuery(name, value string, pattern fmt.Stringer) *Error {
+	return apiErrorf(CodeInvalidRequestArguments,
+		"Query-string parameter: %s=\"%s\" does not match expression: /%s/", name, value, pattern)
 }

@@ -469,7 +469,7 @@ func checkJSONBody(c *Call) *Error {
 func validateParams(c *Call) *Error {
 	for name, value := range c.Params {
 		if p, ok := paramPatterns[name]; ok && !p.MatchString(value) {
-			return apiErrorf(CodeInvalidRequestArguments, "Invalid URL parameter %s: %q does not match %s", name, value, p)
+			return InvalidParam(name, value, p)
 		}
 	}
 	allowed := map[string]bool{"bewit": true}
@@ -478,12 +478,12 @@ func validateParams(c *Call) *Error {
 	}
 	for key, values := range c.R.URL.Query() {
 		if !allowed[key] {
-			return apiErrorf(CodeInvalidRequestArguments, "Query-string parameter %q is not allowed for %s", key, c.Route.Name)
+			return apiErrorf(CodeInvalidRequestArguments, "Query-string parameter: %s is not supported!", key)
 		}
 		if p, ok := queryPatterns[key]; ok {
 			for _, v := range values {
 				if !p.MatchString(v) {
-					return apiErrorf(CodeInvalidRequestArguments, "Invalid query-string parameter %s: %q does not match %s", key, v, p)
+					return InvalidQuery(key, v, p)
 				}
 			}
 		}

@@ -168,8 +168,7 @@ var (
 func param(c *api.Call, name string, pattern *regexp.Regexp) (string, error) {
 	v := c.Params[name]
 	if !pattern.MatchString(v) {
-		return "", &api.Error{Code: api.CodeInvalidRequestArguments,
-			Message: fmt.Sprintf("Invalid URL parameter %s: %q does not match %s", name, v, pattern)}
+		return "", api.InvalidParam(name, v, pattern)
 	}
 	return v, nil
 }

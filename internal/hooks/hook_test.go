@@ -135,8 +135,9 @@ func TestCheckTriggerPayload(t *testing.T) {
 		{name: "valid", payload: `{"version":"1.2"}`},
 		{name: "with a taskId", payload: `{"version":"1.2","taskId":"fN1gHwxWQJmjsxJyHD-ZwA"}`, wantTaskID: "fN1gHwxWQJmjsxJyHD-ZwA"},
 		{name: "bad taskId", payload: `{"version":"1.2","taskId":"nope"}`, wantErr: "InputError: Invalid taskId format: nope"},
-		{name: "missing property", payload: `{}`, wantErr: "InputError: (root): missing property 'version'"},
-		{name: "extra property", payload: `{"version":"1","x":1}`, wantErr: "additional properties 'x' not allowed"},
+		{name: "missing property", payload: `{}`, wantErr: "InputError: data must have required property 'version'"},
+		{name: "extra property", payload: `{"version":"1","x":1}`, wantErr: "InputError: data must NOT have additional properties"},
+		{name: "two problems", payload: `{"version":1,"taskId":2}`, wantErr: "InputError: data/taskId must be string; data/version must be string"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

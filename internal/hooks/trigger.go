@@ -35,7 +35,8 @@ func CheckTriggerPayload(def *Definition, payload []byte) (string, error) {
 	if err := sch.Validate(payload); err != nil {
 		var ve *schema.ValidationError
 		if errors.As(err, &ve) {
-			return "", inputError("%s", ve.Summary())
+			// ajv's sentences, as Taskcluster answers (callers match them).
+			return "", inputError("%s", ve.TaskclusterSummary())
 		}
 		return "", inputError("%v", err)
 	}

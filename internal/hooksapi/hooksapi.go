@@ -15,7 +15,6 @@ package hooksapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -153,8 +152,7 @@ func ids(c *api.Call) (string, string, error) {
 
 func checkParam(name, value string, pattern *regexp.Regexp) error {
 	if !pattern.MatchString(value) {
-		return &api.Error{Code: api.CodeInvalidRequestArguments,
-			Message: fmt.Sprintf("Invalid URL parameter %s: %q does not match %s", name, value, pattern)}
+		return api.InvalidParam(name, value, pattern)
 	}
 	return nil
 }

@@ -33,6 +33,10 @@ var pathPattern = regexp.MustCompile(`^([a-zA-Z0-9_!~*'()%-]+\.)*[a-zA-Z0-9_!~*'
 const MaxPathLength = 255
 
 // ValidPath reports whether p is a well-formed, non-empty index path.
+// PathPattern is the pattern of an index path, without its length limit
+// (error messages quote it).
+func PathPattern() *regexp.Regexp { return pathPattern }
+
 func ValidPath(p string) bool {
 	return len(p) <= MaxPathLength && pathPattern.MatchString(p)
 }
@@ -70,11 +74,14 @@ type Entry struct {
 func (e *Entry) Path() string { return Join(e.Namespace, e.Name) }
 
 // Replaces reports whether next takes the place of existing at the same
-// path: an entry gives way to one of equal or higher rank, so among equals
-// the latest insert wins (Taskcluster's rule). Nothing is replaced by a
-// lower rank; such an insert is accepted and ignored.
-func Replaces(existing *Entry, next *Entry) bool {
-	return existing == nil || existing.Rank <= next.Rank
+// path at time now: an entry gives way to one of equal or higher rank, so
+// among equals the latest insert wins (Taskcluster's rule). Nothing is
+// replaced by a lower rank (such an insert is accepted and ignored) unless
+// the entry has expired: it can no longer be found, so keeping it would
+// drop every later insert of lower rank until data expiry deletes it, which
+// Taskcluster does.
+func Replaces(existing *Entry, next *Entry, now time.Time) bool {
+	return existing == nil || existing.Rank <= next.Rank || !existing.Expires.After(now)
 }
 
 // Ref names one namespace: Name within Parent ("" is the root).

@@ -58,10 +58,13 @@ func TestNamespaceExpiry(t *testing.T) {
 
 func TestReplaces(t *testing.T) {
 	t.Parallel()
-	require.True(t, Replaces(nil, &Entry{Rank: -5}))
-	require.True(t, Replaces(&Entry{Rank: 3}, &Entry{Rank: 3}), "the latest of equal ranks wins")
-	require.True(t, Replaces(&Entry{Rank: 3}, &Entry{Rank: 4}))
-	require.False(t, Replaces(&Entry{Rank: 3}, &Entry{Rank: 2}))
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	live := now.Add(time.Hour)
+	require.True(t, Replaces(nil, &Entry{Rank: -5}, now))
+	require.True(t, Replaces(&Entry{Rank: 3, Expires: live}, &Entry{Rank: 3}, now), "the latest of equal ranks wins")
+	require.True(t, Replaces(&Entry{Rank: 3, Expires: live}, &Entry{Rank: 4}, now))
+	require.False(t, Replaces(&Entry{Rank: 3, Expires: live}, &Entry{Rank: 2}, now))
+	require.True(t, Replaces(&Entry{Rank: 3, Expires: now}, &Entry{Rank: 2}, now), "an expired entry gives way to any rank")
 }
 
 func TestForCompletedTask(t *testing.T) {

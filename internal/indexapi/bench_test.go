@@ -104,7 +104,7 @@ func benchFindTask(b *testing.B, st store.Store) {
 			defer wg.Done()
 			for i := w; i < entries; i += 8 {
 				ns, name := index.Split(benchPath(i))
-				if _, err := st.InsertIndexedTask(ctx, index.Entry{Namespace: ns, Name: name, TaskID: tcclient.NewTaskID(), Expires: expires, Rank: float64(i)}); err != nil {
+				if _, err := st.InsertIndexedTask(ctx, index.Entry{Namespace: ns, Name: name, TaskID: tcclient.NewTaskID(), Expires: expires, Rank: float64(i)}, time.Now()); err != nil {
 					errs <- err
 					return
 				}

@@ -139,9 +139,11 @@ func path(c *api.Call, name string, optional bool) (string, error) {
 	if (optional && v == "") || index.ValidPath(v) {
 		return v, nil
 	}
+	if !index.PathPattern().MatchString(v) {
+		return "", api.InvalidParam(name, v, index.PathPattern())
+	}
 	return "", &api.Error{Code: api.CodeInvalidRequestArguments,
-		Message: fmt.Sprintf("Invalid URL parameter %s: %q is not an index path (dot-separated words of [a-zA-Z0-9_!~*'()%%-], at most %d characters)",
-			name, v, index.MaxPathLength)}
+		Message: fmt.Sprintf("Invalid URL patterns:\nURL parameter '%s' is longer than %d characters", name, index.MaxPathLength)}
 }
 
 func notFound() error {
@@ -309,7 +311,7 @@ func (h *handlers) insertTask(c *api.Call) (any, error) {
 	}
 	ns, name := index.Split(p)
 	stored, err := h.Store.InsertIndexedTask(c.Context(), index.Entry{Namespace: ns, Name: name, Rank: in.Rank,
-		TaskID: in.TaskID, Data: in.Data, Expires: in.Expires.Time})
+		TaskID: in.TaskID, Data: in.Data, Expires: in.Expires.Time}, c.Now)
 	if err != nil {
 		return nil, err
 	}

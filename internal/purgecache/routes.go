@@ -57,8 +57,7 @@ func emptyObject(*api.Call) (any, error) { return map[string]any{}, nil }
 func workerPoolID(c *api.Call) (string, error) {
 	id := c.Params["workerPoolId"]
 	if !ValidWorkerPoolID(id) {
-		return "", &api.Error{Code: api.CodeInvalidRequestArguments,
-			Message: "Invalid URL parameter workerPoolId: " + id + " is not <provisionerId>/<workerType>"}
+		return "", api.InvalidParam("workerPoolId", id, WorkerPoolIDPattern())
 	}
 	return id, nil
 }

@@ -24,6 +24,10 @@ const RequestLifetime = 24 * time.Hour
 var workerPoolIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,38}/[A-Za-z0-9_-]{1,38}$`)
 
 // ValidWorkerPoolID reports whether id is a well-formed workerPoolId.
+// WorkerPoolIDPattern is the pattern ValidWorkerPoolID checks (error messages
+// quote it).
+func WorkerPoolIDPattern() *regexp.Regexp { return workerPoolIDPattern }
+
 func ValidWorkerPoolID(id string) bool { return workerPoolIDPattern.MatchString(id) }
 
 // NewRequest is the record a purgeCache call leaves: caches of that name

@@ -33,6 +33,10 @@ type ValidationError struct {
 	// "(root)" for the body itself. Lines are sorted and distinct; past
 	// maxProblems the rest is summarised in one final line.
 	Problems []string
+	// Taskcluster holds the same failures worded as Taskcluster's
+	// validator (ajv) words them, "data/metadata must have required
+	// property 'source'", for callers that match on those sentences.
+	Taskcluster []string
 }
 
 // Error implements error with a multi-line message listing every problem.

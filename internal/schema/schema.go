@@ -243,7 +243,7 @@ func (r *Registry) Validate(name string, raw []byte) ([]byte, error) {
 		if !errors.As(err, &verr) {
 			return nil, fmt.Errorf("validating %s body: %w", name, err)
 		}
-		return nil, &ValidationError{Schema: name, Problems: problems(verr)}
+		return nil, &ValidationError{Schema: name, Problems: problems(verr), Taskcluster: ajvLines(verr, true)}
 	}
 	if !f.deep {
 		// The common case: at most some defaults were added to the

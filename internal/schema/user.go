@@ -52,7 +52,7 @@ func CompileUser(raw []byte) (*UserSchema, error) {
 		var sve *jsonschema.SchemaValidationError
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &sve) && errors.As(sve.Err, &ve) {
-			return nil, &ValidationError{Schema: "the JSON schema meta-schema", Problems: problems(ve)}
+			return nil, &ValidationError{Schema: "the JSON schema meta-schema", Problems: problems(ve), Taskcluster: ajvLines(ve, false)}
 		}
 		return nil, &ValidationError{Schema: "the JSON schema meta-schema", Problems: []string{rootLocation + ": " + oneLine(err.Error())}}
 	}
@@ -78,7 +78,7 @@ func (u *UserSchema) ValidateValue(value any) error {
 		if !errors.As(err, &ve) {
 			return fmt.Errorf("validating: %w", err)
 		}
-		return &ValidationError{Schema: "triggerSchema", Problems: problems(ve)}
+		return &ValidationError{Schema: "triggerSchema", Problems: problems(ve), Taskcluster: ajvLines(ve, false)}
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/events"
+	"github.com/hopper-ci/hopper/internal/flowapi"
 	"github.com/hopper-ci/hopper/internal/indexapi"
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/maintenance"
@@ -103,7 +104,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	blobs, err := artifacts.Open(ctx, cfg.Artifacts, artifacts.Options{Local: artifacts.LocalOptions{
 		Dir: filepath.Join(cfg.DataDir, "blobs"), BaseURL: cfg.RootURL, SigningKey: key[:],
-	}})
+	}, S3: artifacts.S3Options{RelayBaseURL: cfg.RootURL, RelaySigningKey: key[:]}})
 	if err != nil {
 		return fmt.Errorf("opening blob storage: %w", err)
 	}
@@ -140,7 +141,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if m, ok := blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}
-	side := newSideServices(st, blobs, cfg.Clock, log, cfg.ExpireEvery)
+	side := newSideServices(st, blobs, cfg.Clock, log, cfg.ExpireEvery, cfg.Version)
 	hookSvc, err := newHookService(sec, st, cfg.Clock, log, cfg.Version, cfg.AMQP)
 	if err != nil {
 		return err
@@ -150,7 +151,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
 		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
-		Artifacts: blobs, ExtraRoutes: append(append(append(append(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st})...), live.Routes(hub)...), hookSvc.routes...), side.routes...), Handlers: handlers,
+		Artifacts: blobs, ExtraRoutes: append(append(append(append(append(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st})...), flowapi.Routes(st)...), live.Routes(hub)...), hookSvc.routes...), side.routes...), Handlers: handlers,
 		Objects: side.objects,
 	})
 	if err != nil {
@@ -212,6 +213,7 @@ func extraRoutes(sec *Security, st store.Store, log *slog.Logger, version string
 		Store: st, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
 		Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log,
 	})...)
+	routes = append(routes, api.VersionRoute(authapi.BasePath, version))
 	routes = append(routes, indexapi.Routes(indexapi.Deps{Store: st, Version: version})...)
 	routes = append(routes, secretsapi.Routes(secretsapi.Deps{Store: st, Sealer: sec.Sealer, Caller: sec.Authorizer.Caller,
 		Logger: log, Version: version})...)

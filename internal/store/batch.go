@@ -1,6 +1,8 @@
 package store
 
 import (
+	"time"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -196,10 +198,14 @@ func (t *txn) updateBatch(ctx context.Context, calls []*updateCall) (finish func
 	}
 	// Completed tasks are indexed in this transaction (index.go).
 	resolvedTasks := make([]*queue.TaskState, len(resolved))
+	var resolvedAt time.Time
 	for i, s := range resolved {
 		resolvedTasks[i] = s.after
+		if s.call.p.Now.After(resolvedAt) {
+			resolvedAt = s.call.p.Now
+		}
 	}
-	t.indexCompleted(resolvedTasks)
+	t.indexCompleted(resolvedTasks, resolvedAt)
 	checks := map[string]groupCheck{}
 	t.send(t.batchGroupsResolvedStatement(groupIDs, checks))
 	for _, s := range resolved {

@@ -18,10 +18,11 @@ import (
 // that resolves the task (see indexCompleted), so no completed task is
 // ever missing from the index, whichever process crashes when.
 type IndexStore interface {
-	// InsertIndexedTask stores e at its path unless an entry of higher
-	// rank is there (index.Replaces), extending its namespaces' expiry,
-	// and returns the entry found at the path afterwards.
-	InsertIndexedTask(ctx context.Context, e index.Entry) (*index.Entry, error)
+	// InsertIndexedTask stores e at its path unless an unexpired entry of
+	// higher rank is there at now (index.Replaces), extending its
+	// namespaces' expiry, and returns the entry found at the path
+	// afterwards.
+	InsertIndexedTask(ctx context.Context, e index.Entry, now time.Time) (*index.Entry, error)
 	// GetIndexedTask returns the entry at namespace.name unless it expired
 	// before now; ErrNotFound otherwise.
 	GetIndexedTask(ctx context.Context, namespace, name string, now time.Time) (*index.Entry, error)
@@ -58,11 +59,12 @@ func scanIndexEntry(row rowScanner) (*index.Entry, error) {
 }
 
 // sendIndexInsert queues the statements storing entries: each entry
-// replaces the one at its path unless that one has a higher rank, and the
+// replaces the one at its path unless that one has a higher rank and has
+// not expired by now (index.Replaces), and the
 // namespaces above an entry that is now stored are created or have their
 // expiry extended. Entries first, then namespaces, each in path order, so
 // concurrent transactions lock rows in one global order.
-func (t *txn) sendIndexInsert(entries []index.Entry) {
+func (t *txn) sendIndexInsert(entries []index.Entry, now time.Time) {
 	for _, e := range entries {
 		data := string(e.Data)
 		if data == "" {
@@ -71,8 +73,8 @@ func (t *txn) sendIndexInsert(entries []index.Entry) {
 		t.send(Statement{
 			Query: "INSERT INTO index_tasks (" + indexEntryColumns + `) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (namespace, name) DO UPDATE SET rank = excluded.rank, task_id = excluded.task_id,
-			data = excluded.data, expires = excluded.expires WHERE index_tasks.rank <= excluded.rank`,
-			Args: []any{e.Namespace, e.Name, e.Rank, e.TaskID, data, ms(e.Expires)},
+			data = excluded.data, expires = excluded.expires WHERE index_tasks.rank <= excluded.rank OR index_tasks.expires <= ?`,
+			Args: []any{e.Namespace, e.Name, e.Rank, e.TaskID, data, ms(e.Expires), ms(now)},
 			What: "indexing task " + e.TaskID + " at " + e.Path(),
 		})
 	}
@@ -104,8 +106,8 @@ func (t *txn) sendIndexInsert(entries []index.Entry) {
 
 // indexCompleted queues the index entries of the tasks a transaction
 // resolved completed (routes index.<path>). A task without such a route
-// costs a scan of its routes and nothing else.
-func (t *txn) indexCompleted(tasks []*queue.TaskState) {
+// costs a scan of its routes and nothing else. now is the resolution's time.
+func (t *txn) indexCompleted(tasks []*queue.TaskState, now time.Time) {
 	var entries []index.Entry
 	for _, task := range tasks {
 		if task.State() != queue.StateCompleted {
@@ -117,7 +119,7 @@ func (t *txn) indexCompleted(tasks []*queue.TaskState) {
 		return
 	}
 	sortEntries(entries)
-	t.sendIndexInsert(entries)
+	t.sendIndexInsert(entries, now)
 }
 
 // sortEntries orders entries by path (stable, so of two tasks indexed at
@@ -133,10 +135,10 @@ func sortEntries(entries []index.Entry) {
 }
 
 // InsertIndexedTask implements IndexStore.
-func (db *DB) InsertIndexedTask(ctx context.Context, e index.Entry) (*index.Entry, error) {
+func (db *DB) InsertIndexedTask(ctx context.Context, e index.Entry, now time.Time) (*index.Entry, error) {
 	var out *index.Entry
 	err := db.tx(ctx, func(tx *txn) error {
-		tx.sendIndexInsert([]index.Entry{e})
+		tx.sendIndexInsert([]index.Entry{e}, now)
 		var err error
 		out, err = scanIndexEntry(tx.queryRow(ctx, "SELECT "+indexEntryColumns+" FROM index_tasks WHERE namespace = ? AND name = ?", e.Namespace, e.Name))
 		if err != nil {

@@ -159,7 +159,7 @@ func (t *txn) transition(ctx context.Context, taskID string, now time.Time,
 		// until it commits, so every edge to the task is visible to them.
 		// Scheduling dependents never resolves one, so reading the group
 		// before they are scheduled gives the same answer as after.
-		t.indexCompleted([]*queue.TaskState{task})
+		t.indexCompleted([]*queue.TaskState{task}, now)
 		var edges []dependencyEdge
 		checks := map[string]groupCheck{}
 		t.send(t.dependentsOfStatement([]any{task.TaskID}, &edges))

@@ -91,6 +91,10 @@ func testFlowLimit(t *testing.T, open Opener) {
 
 func testFlowSupersede(t *testing.T, open Opener) {
 	e := setup(t, open)
+	// Another project's task under the same key is not the claim's to
+	// supersede.
+	e.create("s0", Epoch.Add(-time.Millisecond), withRoutes("coalesce.v1.lint"), withFlow(`{"supersede": true}`),
+		func(t *queue.Task) { t.ProjectID = "other" })
 	for i := range 3 {
 		e.create(fmt.Sprintf("s%d", i+1), Epoch.Add(time.Duration(i)*time.Millisecond),
 			withRoutes("coalesce.v1.lint"), withFlow(`{"supersede": true}`))
@@ -107,14 +111,17 @@ func testFlowSupersede(t *testing.T, open Opener) {
 		require.Equal(t, queue.StateException, r.State)
 		require.Equal(t, queue.ReasonSuperseded, r.ReasonResolved)
 	}
+	require.Equal(t, queue.StatePending, e.get("s0").State())
 	k := e.flowKey("lint")
-	require.Equal(t, [3]int64{0, 1, 2}, [3]int64{int64(k.Pending), int64(k.Running), k.Superseded})
+	require.Equal(t, [3]int64{1, 1, 2}, [3]int64{int64(k.Pending), int64(k.Running), k.Superseded})
 
 	// Nothing older left: a lone newer task is just claimed.
 	e.create("s4", Epoch.Add(time.Second), withRoutes("coalesce.v1.lint"), withFlow(`{"supersede": true}`))
 	res, ids = e.flowClaim(4, now)
 	require.Equal(t, []string{"s4"}, ids)
 	require.Empty(t, res.Supersessions)
+	_, ids = e.flowClaim(4, now)
+	require.Equal(t, []string{"s0"}, ids)
 }
 
 func testFlowCancelInProgress(t *testing.T, open Opener) {
@@ -130,6 +137,11 @@ func testFlowCancelInProgress(t *testing.T, open Opener) {
 	e.create("other", Epoch, withFlow(`{"key": "other", "cancelInProgress": true}`))
 	_, ids = e.flowClaim(1, now)
 	require.Equal(t, []string{"other"}, ids)
+	// Another scheduler's task under the same key is not the creator's to
+	// cancel.
+	e.create("foreign", Epoch, flow, func(t *queue.Task) { t.SchedulerID = "someone-else" })
+	_, ids = e.flowClaim(1, now)
+	require.Equal(t, []string{"foreign"}, ids)
 
 	res := e.create("c3", now, flow)
 	require.Equal(t, "c3", res.Task.TaskID)
@@ -139,8 +151,9 @@ func testFlowCancelInProgress(t *testing.T, open Opener) {
 		require.Equal(t, queue.ReasonCanceled, e.get(id).Runs[0].ReasonResolved)
 	}
 	require.Equal(t, queue.StateRunning, e.get("other").State(), "other keys are left alone")
+	require.Equal(t, queue.StateRunning, e.get("foreign").State(), "other schedulers' tasks are left alone")
 	k := e.flowKey("deploy")
-	require.Equal(t, [3]int64{1, 0, 2}, [3]int64{int64(k.Pending), int64(k.Running), k.Canceled})
+	require.Equal(t, [3]int64{1, 1, 2}, [3]int64{int64(k.Pending), int64(k.Running), k.Canceled})
 }
 
 func testFlowFailFast(t *testing.T, open Opener) {

@@ -156,18 +156,26 @@ func testIndexConcurrentCompletions(t *testing.T, open Opener) {
 // rank rule, paging, lookups of several paths, deletion and data expiry.
 func testIndexInsertListExpire(t *testing.T, open Opener) {
 	e := setup(t, open)
-	insert := func(path, taskID string, rank float64, expires time.Time) *index.Entry {
+	insertAt := func(path, taskID string, rank float64, expires, now time.Time) *index.Entry {
 		t.Helper()
 		ns, name := index.Split(path)
 		got, err := e.s.InsertIndexedTask(e.ctx, index.Entry{Namespace: ns, Name: name, Rank: rank, TaskID: taskID,
-			Data: json.RawMessage(`{"k":1}`), Expires: expires})
+			Data: json.RawMessage(`{"k":1}`), Expires: expires}, now)
 		require.NoError(t, err)
 		return got
+	}
+	insert := func(path, taskID string, rank float64, expires time.Time) *index.Entry {
+		t.Helper()
+		return insertAt(path, taskID, rank, expires, Epoch)
 	}
 	long, short := Epoch.Add(72*time.Hour), Epoch.Add(time.Hour)
 	require.Equal(t, "A", insert("a.b.c", "A", 10, long).TaskID)
 	require.Equal(t, "A", insert("a.b.c", "B", 9, long).TaskID, "a lower rank answers the stored entry")
 	require.Equal(t, "C", insert("a.b.c", "C", 10, long).TaskID, "an equal rank replaces")
+	require.Equal(t, "H", insert("a.exp", "H", 44, short).TaskID)
+	require.Equal(t, "H", insertAt("a.exp", "L", 43, long, short.Add(-time.Second)).TaskID, "a live entry of higher rank stays")
+	require.Equal(t, "L", insertAt("a.exp", "L", 43, long, short).TaskID, "an expired entry gives way to a lower rank")
+	require.Equal(t, "L", e.found("a.exp", short.Add(time.Hour)).TaskID)
 	for i := range 5 {
 		insert(fmt.Sprintf("a.list.n%d", i), fmt.Sprintf("L%d", i), 0, long)
 	}
@@ -217,7 +225,7 @@ func testIndexInsertListExpire(t *testing.T, open Opener) {
 	require.Equal(t, 0, res.IndexNamespaces, "namespaces live until their latest entry's day ends")
 	res, err = e.s.ExpireData(e.ctx, index.NamespaceExpiry(long).Add(time.Millisecond))
 	require.NoError(t, err)
-	require.Equal(t, 7, res.IndexedTasks)
+	require.Equal(t, 8, res.IndexedTasks)    // a.exp included
 	require.Equal(t, 3, res.IndexNamespaces) // a, a.b, a.list
 }
 

@@ -32,6 +32,8 @@ const (
 type initSpec struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
+	// Dir is the command's working directory.
+	Dir string `json:"dir"`
 	// UID and GID, when UID > 0, are the credentials the command gets.
 	UID int `json:"uid"`
 	GID int `json:"gid"`
@@ -121,9 +123,7 @@ func InitMain() int {
 		report(status, initStatus{Started: true})
 		return 0
 	}
-	// Should the machine run out of memory, the kernel kills task
-	// processes before the worker (which set itself to -500).
-	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("500"), 0)
+
 	st := runCommand(spec)
 	report(status, st)
 	switch {
@@ -180,12 +180,17 @@ func runCommand(spec initSpec) initStatus {
 		attr.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
 	}
 	proc, err := os.StartProcess(path, spec.Argv, &os.ProcAttr{
-		Env: spec.Env, Files: []*os.File{devNull, os.Stdout, os.Stderr}, Sys: attr,
+		Dir: spec.Dir, Env: spec.Env, Files: []*os.File{devNull, os.Stdout, os.Stderr}, Sys: attr,
 	})
 	devNull.Close()
 	if err != nil {
 		return initStatus{StartError: err.Error()}
 	}
+	// At the memory limit (or should the machine run out), the kernel
+	// kills the command's processes (which inherit this from it) first:
+	// not this init, whose end would end them all, nor the worker (both
+	// keep the worker's -500).
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", proc.Pid), []byte("500"), 0)
 	st := initStatus{Started: true, ExitCode: -1}
 reap:
 	for {

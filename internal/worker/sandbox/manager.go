@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 )
 
 // Manager runs the tasks of one worker in sandboxes. Create it with New at
@@ -20,6 +21,9 @@ type Manager struct {
 	cg         *cgroups
 	users      []*User
 	logger     *slog.Logger
+	// mu guards spares: each slot's next sandbox init, started ahead.
+	mu     sync.Mutex
+	spares map[int]*spare
 }
 
 // New detects what the machine offers, cleans up after a crashed
@@ -42,7 +46,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Name == "" {
 		cfg.Name = "hopper-worker"
 	}
-	m := &Manager{cfg: cfg, logger: cfg.Logger}
+	m := &Manager{cfg: cfg, logger: cfg.Logger, spares: map[int]*spare{}}
 	if m.logger == nil {
 		m.logger = slog.New(slog.DiscardHandler)
 	}

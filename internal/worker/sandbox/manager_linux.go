@@ -41,6 +41,7 @@ func (m *Manager) setup() {
 
 // Close removes this worker's cgroup directories.
 func (m *Manager) Close() {
+	m.closeSpares()
 	if m.cg == nil {
 		return
 	}
@@ -55,8 +56,11 @@ func (m *Manager) probeNamespaces() error {
 	if len(m.cfg.InitCommand) == 0 {
 		return errors.New("this program provides no sandbox init")
 	}
-	p, err := m.startInit(initSpec{Probe: true, MountProc: true}, io.Discard, "", nil)
+	p, err := m.spawnInit()
 	if err != nil {
+		return err
+	}
+	if err := p.launch(initSpec{Probe: true, MountProc: true}, io.Discard, nil); err != nil {
 		return err
 	}
 	res := p.Wait()
@@ -70,6 +74,7 @@ func (m *Manager) probeNamespaces() error {
 // commands with Start, one at a time, and Close it at the end of the task.
 type Task struct {
 	m      *Manager
+	slot   int
 	user   *User
 	cg     *taskCgroup
 	Limits Limits
@@ -79,7 +84,7 @@ type Task struct {
 // creates the task's cgroup with the limits and empties the slot user's
 // home. In none mode it only remembers the slot.
 func (m *Manager) NewTask(slot int, lim Limits) (*Task, error) {
-	t := &Task{m: m, Limits: lim}
+	t := &Task{m: m, Limits: lim, slot: slot}
 	if m.cfg.Isolation == None {
 		return t, nil
 	}
@@ -129,10 +134,12 @@ type Process struct {
 	cg      *taskCgroup
 	done    chan struct{}
 	result  Result
-	// output and copied: the plain path's output pipe and the end of its
+	// output and copied: the command's output pipe and the end of its
 	// copying.
 	output *os.File
 	copied chan struct{}
+	// launched is closed when a spawned init got its command.
+	launched chan struct{}
 }
 
 // Start starts a command of the task. Without namespaces the command is a
@@ -148,7 +155,15 @@ func (t *Task) Start(c Command) (*Process, error) {
 	if t.user != nil {
 		spec.UID, spec.GID, spec.PrivateShm = t.user.UID, t.user.GID, true
 	}
-	return t.m.startInit(spec, c.Output, c.Dir, t.cg)
+	spec.Dir = c.Dir
+	p, err := t.m.takeInit(t.slot)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.launch(spec, c.Output, t.cg); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // startPlain is the no-namespace path: a process group, the user's
@@ -194,54 +209,119 @@ func (t *Task) startPlain(c Command) (*Process, error) {
 	return p, nil
 }
 
-// startInit starts the init in new PID and mount namespaces, puts it into
-// cg (if any), then sends it spec.
-func (m *Manager) startInit(spec initSpec, out io.Writer, dir string, cg *taskCgroup) (*Process, error) {
-	ctlR, ctlW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("creating sandbox pipe: %w", err)
+// spawnInit starts an init in new PID and mount namespaces. It waits for
+// its command (launch): starting the init (a Go program with its runtime
+// and package initialisation to go through) is most of what the sandbox
+// costs, so the worker starts each slot's next init ahead of time.
+func (m *Manager) spawnInit() (*Process, error) {
+	var pipes [6]*os.File // control r/w, status r/w, output r/w
+	for i := 0; i < len(pipes); i += 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			for _, f := range pipes[:i] {
+				f.Close()
+			}
+			return nil, fmt.Errorf("creating sandbox pipe: %w", err)
+		}
+		pipes[i], pipes[i+1] = r, w
 	}
-	stR, stW, err := os.Pipe()
-	if err != nil {
-		ctlR.Close()
-		ctlW.Close()
-		return nil, fmt.Errorf("creating sandbox pipe: %w", err)
-	}
+	ctlR, ctlW, stR, stW, outR, outW := pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5]
 	argv := m.cfg.InitCommand
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = []string{}
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdout, cmd.Stderr = outW, outW
 	cmd.ExtraFiles = []*os.File{ctlR, stW}
 	// No Pdeathsig here: the Go runtime's check that the parent is still
 	// alive compares PIDs, which differ across the new PID namespace; the
 	// init sets its own.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
-	cmd.WaitDelay = 2 * time.Second
-	err = cmd.Start()
+	err := cmd.Start()
 	ctlR.Close()
 	stW.Close()
+	outW.Close()
 	if err != nil {
 		ctlW.Close()
 		stR.Close()
+		outR.Close()
 		return nil, fmt.Errorf("starting the sandbox init: %w", err)
 	}
-	p := &Process{cmd: cmd, control: ctlW, status: stR, cg: cg, done: make(chan struct{})}
+	p := &Process{cmd: cmd, control: ctlW, status: stR, output: outR, done: make(chan struct{}),
+		launched: make(chan struct{}), copied: make(chan struct{})}
 	go p.wait()
+	return p, nil
+}
+
+// launch hands a spawned init its command: it joins cg (before it can
+// fork anything), its output goes to out, and it gets spec.
+func (p *Process) launch(spec initSpec, out io.Writer, cg *taskCgroup) error {
+	p.cg = cg
 	if cg != nil {
-		if err := cg.add(cmd.Process.Pid); err != nil {
+		if err := cg.add(p.cmd.Process.Pid); err != nil {
 			p.Kill()
 			p.Wait()
-			return nil, err
+			return err
 		}
 	}
+	close(p.launched)
+	go func() {
+		defer close(p.copied)
+		_, _ = io.Copy(out, p.output)
+	}()
 	b, _ := json.Marshal(spec)
-	if _, err := ctlW.Write(append(b, '\n')); err != nil {
+	if _, err := p.control.Write(append(b, '\n')); err != nil {
 		p.Kill()
 		p.Wait()
-		return nil, fmt.Errorf("starting the sandbox init: %w", err)
+		return fmt.Errorf("starting the sandbox init: %w", err)
 	}
-	return p, nil
+	return nil
+}
+
+// spare is a slot's next init, being started.
+type spare struct {
+	ready chan struct{}
+	p     *Process
+	err   error
+}
+
+// takeInit returns the slot's spare init (starting one if there is none or
+// it died) and starts the next spare for the slot.
+func (m *Manager) takeInit(slot int) (*Process, error) {
+	m.mu.Lock()
+	s := m.spares[slot]
+	next := &spare{ready: make(chan struct{})}
+	m.spares[slot] = next
+	m.mu.Unlock()
+	go func() {
+		next.p, next.err = m.spawnInit()
+		close(next.ready)
+	}()
+	if s != nil {
+		<-s.ready
+		if s.err == nil {
+			select {
+			case <-s.p.done:
+			default:
+				return s.p, nil
+			}
+		}
+	}
+	return m.spawnInit()
+}
+
+// closeSpares ends the spare inits (their control pipe closes, so they
+// exit).
+func (m *Manager) closeSpares() {
+	m.mu.Lock()
+	spares := m.spares
+	m.spares = map[int]*spare{}
+	m.mu.Unlock()
+	for _, s := range spares {
+		<-s.ready
+		if s.err == nil {
+			s.p.control.Close()
+			s.p.Wait()
+		}
+	}
 }
 
 func (p *Process) wait() {
@@ -254,6 +334,19 @@ func (p *Process) wait() {
 	}
 	if p.control != nil {
 		p.control.Close()
+		select {
+		case <-p.launched:
+			// Everything in the namespace died with the init; give the
+			// copying a moment to drain what they wrote.
+			select {
+			case <-p.copied:
+			case <-time.After(2 * time.Second):
+				p.output.Close()
+				<-p.copied
+			}
+		default:
+		}
+		p.output.Close()
 		var st initStatus
 		line, _ := bufio.NewReader(p.status).ReadBytes('\n')
 		p.status.Close()

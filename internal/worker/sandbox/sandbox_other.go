@@ -93,3 +93,6 @@ type cgroups struct{}
 func PeerUID(local, remote net.Addr) (int, error) {
 	return -1, errors.New("peer credentials of TCP connections are only known on Linux")
 }
+
+// spare inits do not exist outside Linux.
+type spare struct{}

@@ -662,3 +662,20 @@ func TestSupersedeEmptyClaimAnswer(t *testing.T) {
 	require.Contains(t, strings.Join(res.LogLines, "\n"), other+" not claimed: the queue's answer is not a usable claim")
 	require.Equal(t, tcclient.StatePending, h.run0(other).State)
 }
+
+// TestSupersedeLeavesQueueFlowToTheQueue: a task under a queue-side flow
+// key is run alone, without calling its superseder.
+func TestSupersedeLeavesQueueFlowToTheQueue(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	t0 := h.createTask(testQueue, h.url())
+	h.answerList(t0)
+	initial := h.claimInitial()
+	initial.Task.Extra = json.RawMessage(`{"flow": {"key": "lint", "supersede": true}}`)
+	res := h.supersede(initial, h.url())
+	require.Nil(t, res.Primary)
+	require.Empty(t, res.Warnings)
+	require.Len(t, res.LogLines, 1)
+	require.Contains(t, res.LogLines[0], `under the queue's flow control (extra.flow, key "lint")`)
+	require.Empty(t, h.supersederRequests(), "the superseder is not called")
+}

@@ -92,6 +92,12 @@ func TestDockerResolutions(t *testing.T) {
 				pl["artifacts"] = map[string]any{"public/etc": map[string]any{"type": "file", "path": "/etc"}}
 			},
 			state: tcclient.StateFailed, logHas: "is a directory, but the artifact type is file"},
+		{name: "artifacts feature off publishes nothing", script: "echo artifacts skipped",
+			edit: func(pl map[string]any) {
+				pl["features"] = map[string]bool{"artifacts": false}
+				pl["artifacts"] = map[string]any{"public/nope": map[string]any{"type": "file", "path": "/nope"}}
+			},
+			state: tcclient.StateCompleted, logHas: "artifacts skipped"},
 		{name: "unknown command fails", script: "",
 			edit:  func(pl map[string]any) { pl["command"] = []string{"/no/such/binary"} },
 			state: tcclient.StateFailed, logHas: "could not be started"},
@@ -116,6 +122,7 @@ func TestDockerResolutions(t *testing.T) {
 	}
 	arts := artifactsByName(t, ids[2], 0)
 	require.Equal(t, tcclient.StorageError, arts["public/nope"].StorageType)
+	require.NotContains(t, artifactsByName(t, ids[4], 0), "public/nope", "features.artifacts false publishes nothing")
 }
 
 // TestDockerMalformedPayloads checks every refusal names its field and

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +20,10 @@ import (
 // worker, from createTask until the queue has it resolved, for a task that
 // prints one line: with the process engine and with the docker engine.
 // The difference is what the container costs per task (image check,
-// create, start, log attach, wait, copy-out and removal).
+// create, start, log attach, wait, copy-out and removal). The process
+// engine runs twice more: with isolation none (plain child processes) and
+// with the strict sandbox (task user, namespaces, cgroup), whose
+// difference is the sandbox's cost per task.
 func BenchmarkTaskLatencyByEngine(b *testing.B) {
 	if shared == nil {
 		b.Skip("needs the hopper binaries; not run with -short")
@@ -29,6 +33,8 @@ func BenchmarkTaskLatencyByEngine(b *testing.B) {
 		payload map[string]any
 	}{
 		{"process", map[string]any{"command": [][]string{{"echo", "first line"}}, "maxRunTime": 60}},
+		{"process-none", map[string]any{"command": [][]string{{"echo", "first line"}}, "maxRunTime": 60}},
+		{"process-strict", map[string]any{"command": [][]string{{"echo", "first line"}}, "maxRunTime": 60}},
 		{"docker", map[string]any{"image": busyboxImage, "command": []string{"echo", "first line"}, "maxRunTime": 60}},
 	}
 	for _, e := range engines {
@@ -40,8 +46,17 @@ func BenchmarkTaskLatencyByEngine(b *testing.B) {
 				"taskQueueId":   queue,
 				"workerGroup":   "e2e",
 				"workerId":      "bench-" + e.name,
-				"workDir":       filepath.Join(b.TempDir(), "work"),
+				"workDir":       filepath.Join(reachableDir(b), "work"),
 				"claimInterval": "10ms",
+			}
+			switch e.name {
+			case "process-none":
+				cfg["isolation"] = "none"
+			case "process-strict":
+				if reason := strictSandboxMissing(b); reason != "" {
+					b.Skip(reason)
+				}
+				cfg["isolation"] = "strict"
 			}
 			if e.name == "docker" {
 				if m := dockertest.Missing(); m != "" {
@@ -59,7 +74,8 @@ func BenchmarkTaskLatencyByEngine(b *testing.B) {
 			// Its log stays out of the benchmark's output.
 			cmd := exec.Command(shared.bin, "worker", "--config", path, "--log-level", "error")
 			require.NoError(b, cmd.Start())
-			b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			// SIGTERM, so the worker removes its cgroups on the way out.
+			b.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
 			ctx := context.Background()
 			b.ResetTimer()
 			var total time.Duration

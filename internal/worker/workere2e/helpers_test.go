@@ -174,7 +174,7 @@ func artifactsByName(t *testing.T, taskID string, runID int) map[string]tcclient
 // reachableDir returns a new temporary directory that other users may
 // pass through (t.TempDir's are private to the user running the tests),
 // so that a root worker's task users can reach their task directories.
-func reachableDir(t *testing.T) string {
+func reachableDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))

@@ -45,7 +45,7 @@ func needStrictSandbox(t *testing.T) {
 
 // strictSandboxMissing says why the strict sandbox cannot run here ("" if
 // it can).
-func strictSandboxMissing(t *testing.T) string {
+func strictSandboxMissing(t testing.TB) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		return "the task sandbox needs root (task users, cgroups, /proc mounts); run the tests as root"

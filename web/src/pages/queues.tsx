@@ -62,6 +62,47 @@ export function HomePage() {
   );
 }
 
+/** FlowKey is one flow key of a queue (/api/flow/v1/task-queues/<q>/keys). */
+interface FlowKey {
+  key: string;
+  limit: number;
+  supersede: boolean;
+  cancelInProgress: boolean;
+  pending: number;
+  running: number;
+  limited: number;
+  superseded: number;
+  canceled: number;
+}
+
+/** FlowKeys shows the queue's flow-controlled keys, if it has any. */
+function FlowKeys({ keys }: { keys: FlowKey[] }) {
+  if (keys.length === 0) return null;
+  const policy = (k: FlowKey) => [k.limit ? `limit ${k.limit}` : '', k.supersede ? 'supersede' : '', k.cancelInProgress ? 'cancel in progress' : ''].filter(Boolean).join(', ');
+  return (
+    <Card title={`Flow keys (${keys.length})`}>
+      <div class="table-wrap">
+        <table class="flow-keys">
+          <thead><tr><th>key</th><th>policy</th><th>running / limit</th><th>pending</th><th>held back</th><th>superseded</th><th>cancelled</th></tr></thead>
+          <tbody>
+            {keys.map((k) => (
+              <tr key={k.key}>
+                <td class="mono">{k.key}</td>
+                <td>{policy(k)}</td>
+                <td class="count running">{k.running} / {k.limit || '∞'}</td>
+                <td class="count pending">{k.pending}</td>
+                <td class="count">{k.limited}</td>
+                <td class="count">{k.superseded}</td>
+                <td class="count">{k.canceled}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </Card>
+  );
+}
+
 interface Listed {
   taskId: string;
   runId?: number;
@@ -74,11 +115,14 @@ interface Listed {
 
 export function QueuePage({ taskQueueId }: { taskQueueId: string }) {
   const lists = useAsync(async () => {
-    const [pending, claimed] = await Promise.all([
+    const [pending, claimed, flow] = await Promise.all([
       listAll<Listed>('queue', `/task-queues/${enc(taskQueueId)}/pending`, 'tasks', 5000),
       listAll<Listed>('queue', `/task-queues/${enc(taskQueueId)}/claimed`, 'tasks', 5000),
+      // Flow keys are a hopper feature: a reader without the scope, or an
+      // older server, just sees none.
+      get<{ keys: FlowKey[] }>('flow', `/task-queues/${enc(taskQueueId)}/keys`).then((r) => r.keys, () => [] as FlowKey[]),
     ]);
-    return { pending, claimed };
+    return { pending, claimed, flow };
   }, [taskQueueId]);
   useEffect(() => subscribe({ taskQueueId }, () => void lists.reload(), () => void lists.reload()), [taskQueueId]);
   const [prov, wt] = taskQueueId.split('/');
@@ -88,6 +132,7 @@ export function QueuePage({ taskQueueId }: { taskQueueId: string }) {
       <p class="lead"><a href={`#/workers/${enc(prov)}/${enc(wt)}`}>Workers of this queue →</a></p>
       <ErrorBox error={lists.error} />
       {lists.loading && !lists.data && <Loading what="tasks" />}
+      {lists.data && <FlowKeys keys={lists.data.flow} />}
       {lists.data && (
         <div class="grid">
           <Card title={`Pending (${lists.data.pending.length})`}>

@@ -1,0 +1,158 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/e2e"
+	"github.com/hopper-ci/hopper/internal/flowapi"
+	"github.com/hopper-ci/hopper/internal/hawk"
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// TestFlowOfficialClient drives flow control with the npm
+// taskcluster-client and a worker that knows nothing about it: a plain
+// claimWork / reportCompleted loop (e2e/node/flow.mjs).
+func TestFlowOfficialClient(t *testing.T) {
+	t.Parallel()
+	e2e.RequireNode(t)
+	srv := e2e.StartServer(t, e2e.ServerOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := e2e.RunNode(ctx, t, "flow.mjs", srv.Env()...)
+	t.Log(out)
+	require.Contains(t, out, "ok - fail-fast: the first failure cancels the rest of the group", "the script ran to its end")
+}
+
+// createFlowTask creates a task on the superseding tests' queue running
+// command, with extra.flow set to flow.
+func (e *supEnv) createFlowTask(flow, command string, routes ...string) string {
+	e.t.Helper()
+	id := tcclient.NewTaskID()
+	payload, err := json.Marshal(map[string]any{"command": [][]string{{"sh", "-c", command}}, "maxRunTime": 120})
+	require.NoError(e.t, err)
+	now := time.Now()
+	_, err = e.q.CreateTask(context.Background(), id, &tcclient.TaskDefinition{
+		TaskQueueID: supQueue, Routes: routes, Created: tcclient.NewTime(now), Deadline: tcclient.NewTime(now.Add(time.Hour)),
+		Payload: payload, Extra: json.RawMessage(`{"flow": ` + flow + `}`),
+		Metadata: tcclient.TaskMetadata{Name: "flow " + flow, Description: "flow control e2e", Owner: "e2e@example.com", Source: "https://example.com/e2e"},
+	})
+	require.NoError(e.t, err)
+	return id
+}
+
+// waitState polls until the task's last run is in state.
+func (e *supEnv) waitState(taskID, state string, timeout time.Duration) *tcclient.TaskStatus {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		st, err := e.q.Status(context.Background(), taskID)
+		require.NoError(e.t, err)
+		if st.State == state {
+			return st
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("task %s is %s after %s, want %s", taskID, st.State, timeout, state)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// flowKeys reads the flow keys endpoint with the root credentials.
+func (e *supEnv) flowKeys() flowapi.Response {
+	e.t.Helper()
+	url := e.srv.RootURL + "/api/flow/v1/task-queues/" + supQueue + "/keys"
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(e.t, err)
+	header, err := hawk.RequestHeader(hawk.Credentials{ID: e.srv.ClientID, Key: e.srv.Token}, http.MethodGet, url, time.Now(), hawk.NewNonce(), "", "")
+	require.NoError(e.t, err)
+	req.Header.Set("Authorization", header)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	require.Equal(e.t, http.StatusOK, resp.StatusCode)
+	var out flowapi.Response
+	require.NoError(e.t, json.NewDecoder(resp.Body).Decode(&out))
+	return out
+}
+
+// TestFlowWithHopperWorkers runs each policy with real `hopper worker`
+// processes.
+func TestFlowWithHopperWorkers(t *testing.T) {
+	t.Parallel()
+	t.Run("cancel-in-progress stops the running task", func(t *testing.T) {
+		t.Parallel()
+		e := newSupEnv(t)
+		e2e.StartWorker(t, e.srv, e2e.WorkerOptions{})
+		old := e.createFlowTask(`{"key": "preview", "cancelInProgress": true}`, "sleep 60")
+		e.waitState(old, tcclient.StateRunning, 30*time.Second)
+		began := time.Now()
+		newer := e.createFlowTask(`{"key": "preview", "cancelInProgress": true}`, "echo newer")
+		st := e.waitState(old, tcclient.StateException, 5*time.Second)
+		require.Equal(t, "canceled", st.Runs[0].ReasonResolved)
+		// The worker (capacity 1) runs the newer task only once it has
+		// stopped the cancelled one, long before its 60 s sleep ends.
+		e.waitState(newer, tcclient.StateCompleted, 30*time.Second)
+		require.Less(t, time.Since(began), 30*time.Second)
+		require.EqualValues(t, 1, e.flowKeys().Keys[0].Canceled)
+	})
+	t.Run("limit keeps runs of a key apart across workers", func(t *testing.T) {
+		t.Parallel()
+		e := newSupEnv(t)
+		for i := range 2 {
+			e2e.StartWorker(t, e.srv, e2e.WorkerOptions{WorkerID: fmt.Sprint("w", i), Capacity: 2})
+		}
+		var ids []string
+		for range 4 {
+			ids = append(ids, e.createFlowTask(`{"key": "deploy", "limit": 1}`, "sleep 1"))
+		}
+		statuses := e.waitResolved(ids, 90*time.Second)
+		type span struct{ from, to time.Time }
+		var spans []span
+		for _, id := range ids {
+			st := statuses[id]
+			require.Equal(t, tcclient.StateCompleted, st.State, id)
+			r := st.Runs[len(st.Runs)-1]
+			spans = append(spans, span{r.Started.Time, r.Resolved.Time})
+		}
+		for i := range spans {
+			for j := range spans {
+				if i != j {
+					overlap := spans[i].from.Before(spans[j].to) && spans[j].from.Before(spans[i].to)
+					require.False(t, overlap, "runs of %s and %s overlap", ids[i], ids[j])
+				}
+			}
+		}
+	})
+	t.Run("supersede runs only the newest task", func(t *testing.T) {
+		t.Parallel()
+		e := newSupEnv(t)
+		var ids []string
+		for i := range 3 {
+			ids = append(ids, e.createFlowTask(`{"supersede": true}`, fmt.Sprint("echo run ", i), "coalesce.v1.lint"))
+		}
+		e2e.StartWorker(t, e.srv, e2e.WorkerOptions{})
+		statuses := e.waitResolved(ids, 60*time.Second)
+		require.Equal(t, tcclient.StateCompleted, statuses[ids[2]].State)
+		for _, id := range ids[:2] {
+			require.Equal(t, tcclient.ReasonSuperseded, statuses[id].Runs[0].ReasonResolved, id)
+			var by struct {
+				TaskID string `json:"taskId"`
+				RunID  int    `json:"runId"`
+			}
+			require.NoError(t, json.Unmarshal(e.artifact(id, 0, "public/superseded-by.json"), &by))
+			require.Equal(t, ids[2], by.TaskID)
+		}
+		log := e.taskLog(ids[2], 0)
+		require.Contains(t, log, "run 2")
+		keys := e.flowKeys().Keys
+		require.Len(t, keys, 1)
+		require.Equal(t, flowapi.Key{Key: "lint", Supersede: true, Superseded: 2}, keys[0])
+	})
+}
