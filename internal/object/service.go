@@ -99,7 +99,14 @@ func (s *Service) CreateUpload(ctx context.Context, name string, req UploadReque
 		return UploadMethod{DataInline: true}, nil
 	case proposed.PutURL != nil:
 		p := proposed.PutURL
-		u, err := s.Blobs.PutURL(ctx, blobKey(name), p.ContentType, now.Add(PutURLLifetime+urlClockSlack))
+		exp := now.Add(PutURLLifetime + urlClockSlack)
+		var u string
+		var err error
+		if lb, ok := s.Blobs.(artifacts.LengthPutURLer); ok {
+			u, err = lb.PutURLWithLength(ctx, blobKey(name), p.ContentType, p.ContentLength, exp)
+		} else {
+			u, err = s.Blobs.PutURL(ctx, blobKey(name), p.ContentType, exp)
+		}
 		if err != nil {
 			return UploadMethod{}, fmt.Errorf("signing the upload URL of object %s: %w", name, err)
 		}

@@ -104,7 +104,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	blobs, err := artifacts.Open(ctx, cfg.Artifacts, artifacts.Options{Local: artifacts.LocalOptions{
 		Dir: filepath.Join(cfg.DataDir, "blobs"), BaseURL: cfg.RootURL, SigningKey: key[:],
-	}})
+	}, S3: artifacts.S3Options{RelayBaseURL: cfg.RootURL, RelaySigningKey: key[:]}})
 	if err != nil {
 		return fmt.Errorf("opening blob storage: %w", err)
 	}
@@ -177,7 +177,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
+	go func() { errc <- httpSrv.Serve(srv.Listener(ln)) }()
 	log.Info("hopper queue serving", "rootUrl", cfg.RootURL, "listen", ln.Addr().String(), "db", storeKind(cfg.DB))
 	if cfg.Ready != nil {
 		cfg.Ready(cfg.RootURL)
