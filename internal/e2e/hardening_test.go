@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
-	"regexp"
 	"time"
 	"unicode/utf8"
 
