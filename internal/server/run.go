@@ -177,7 +177,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
+	go func() { errc <- httpSrv.Serve(srv.Listener(ln)) }()
 	log.Info("hopper queue serving", "rootUrl", cfg.RootURL, "listen", ln.Addr().String(), "db", storeKind(cfg.DB))
 	if cfg.Ready != nil {
 		cfg.Ready(cfg.RootURL)
