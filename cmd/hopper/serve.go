@@ -11,6 +11,13 @@ import (
 	"github.com/hopper-ci/hopper/internal/server"
 )
 
+// The defaults shared by every subcommand that opens the data directory or
+// logs like the server, so each setting has one default.
+const (
+	defaultDataDir  = ".hopper"
+	defaultLogLevel = "info"
+)
+
 // addServerFlags binds the queue server's flags, defaulting from HOPPER_*
 // environment variables.
 func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
@@ -18,8 +25,8 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	f.StringVar(&cfg.Listen, "listen", env("HOPPER_LISTEN", "127.0.0.1:8080"), "address to serve on (HOPPER_LISTEN)")
 	f.StringVar(&cfg.RootURL, "root-url", env("HOPPER_ROOT_URL", ""), "public root URL (default http://<listen>) (HOPPER_ROOT_URL)")
 	f.StringVar(&cfg.DB, "db", env("HOPPER_DB", ""), "store: sqlite:PATH or a postgres:// URL (default sqlite in --data-dir) (HOPPER_DB)")
-	f.IntVar(&cfg.Store.Batches, "db-batches", envInt("HOPPER_DB_BATCHES", 0), "PostgreSQL: concurrent transactions of combined task updates and creates (0: 1; -1: every call alone) (HOPPER_DB_BATCHES)")
-	f.StringVar(&cfg.DataDir, "data-dir", env("HOPPER_DATA_DIR", ".hopper"), "directory for the SQLite file, blobs and keys (HOPPER_DATA_DIR)")
+	f.IntVar(&cfg.Store.Batches, "db-batches", envInt("HOPPER_DB_BATCHES", 0), "PostgreSQL: concurrent transactions of combined task updates and creates (0: the default, 1; -1: every call alone) (HOPPER_DB_BATCHES)")
+	f.StringVar(&cfg.DataDir, "data-dir", env("HOPPER_DATA_DIR", defaultDataDir), "directory for the SQLite file, blobs and keys (HOPPER_DATA_DIR)")
 	f.DurationVar(&cfg.ClaimTimeout, "claim-timeout", envDuration("HOPPER_CLAIM_TIMEOUT", api.DefaultClaimTimeout), "how long a claim lasts before it must be reclaimed (HOPPER_CLAIM_TIMEOUT)")
 	f.DurationVar(&cfg.DeadlineDelay, "deadline-delay", envDuration("HOPPER_DEADLINE_DELAY", maintenance.DefaultDeadlineDelay), "delay after a deadline before unresolved tasks are resolved (HOPPER_DEADLINE_DELAY)")
 	f.StringVar(&cfg.Artifacts, "artifacts", env("HOPPER_ARTIFACTS", ""), "artifact storage: local (default, under --data-dir), local:DIR or s3://BUCKET?endpoint=HOST:PORT&region=R (HOPPER_ARTIFACTS)")
@@ -27,7 +34,7 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	f.DurationVar(&cfg.ExpireEvery, "expire-interval", envDuration("HOPPER_EXPIRE_INTERVAL", maintenance.DefaultExpireEvery), "how often expired data (tasks, artifacts and their blobs) is deleted (HOPPER_EXPIRE_INTERVAL)")
 	// Only tests need a different cadence; keep it out of --help.
 	_ = f.MarkHidden("expire-interval")
-	f.StringVar(logLevel, "log-level", env("HOPPER_LOG_LEVEL", "info"), "debug, info, warn or error; debug adds one line per API request (HOPPER_LOG_LEVEL)")
+	f.StringVar(logLevel, "log-level", env("HOPPER_LOG_LEVEL", defaultLogLevel), "debug, info, warn or error; debug adds one line per API request (HOPPER_LOG_LEVEL)")
 	f.StringVar(&cfg.Pprof, "pprof", env("HOPPER_PPROF", ""), "serve Go's profiling endpoints (/debug/pprof/) on this extra address, e.g. 127.0.0.1:6060; off by default (HOPPER_PPROF)")
 }
 
@@ -92,8 +99,8 @@ func migrateCommand() *cobra.Command {
 			return st.Close()
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", env("HOPPER_DB", ""), "store: sqlite:PATH or a postgres:// URL (HOPPER_DB)")
-	cmd.Flags().StringVar(&dataDir, "data-dir", env("HOPPER_DATA_DIR", ".hopper"), "data directory (HOPPER_DATA_DIR)")
-	cmd.Flags().StringVar(&logLevel, "log-level", env("HOPPER_LOG_LEVEL", "info"), "log level")
+	cmd.Flags().StringVar(&db, "db", env("HOPPER_DB", ""), "store: sqlite:PATH or a postgres:// URL (default sqlite in --data-dir) (HOPPER_DB)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", env("HOPPER_DATA_DIR", defaultDataDir), "directory for the SQLite file (HOPPER_DATA_DIR)")
+	cmd.Flags().StringVar(&logLevel, "log-level", env("HOPPER_LOG_LEVEL", defaultLogLevel), "debug, info, warn or error (HOPPER_LOG_LEVEL)")
 	return cmd
 }

@@ -43,9 +43,9 @@ func workerCommand() *cobra.Command {
 		Long: `Run a worker: it claims tasks of one task queue, runs their payloads —
 generic-worker style as child processes (--engine process, the default) or
 docker-worker style in containers of a Docker daemon (--engine docker) —
-uploads logs and artifacts, and reports the result. SIGTERM stops at once (running tasks are resolved
-exception/worker-shutdown, exit 72); SIGINT drains (no new claims, running
-tasks finish, exit 71).
+uploads logs and artifacts, and reports the result. SIGTERM stops at once
+(running tasks are resolved exception/worker-shutdown, exit 72); SIGINT
+drains (no new claims, running tasks finish, exit 71).
 
 Credentials come from --client-id/--access-token or TASKCLUSTER_CLIENT_ID,
 TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
@@ -91,9 +91,9 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 	f.StringVar(&flags.Engine, "engine", "", "how tasks run: process (generic-worker payloads, default) or docker (docker-worker payloads)")
 	f.StringVar(&flags.Docker.Host, "docker-host", "", "Docker daemon socket for --engine docker (DOCKER_HOST; default unix:///var/run/docker.sock)")
 	f.StringVar(&flags.Docker.Network, "docker-network", "", "network mode of task containers: bridge, host or none (default: bridge if the daemon has one, else none)")
-	f.StringVar(&flags.Superseding.Order, "superseding-order", "", "superseder list order: ascending (seed 001, default) or descending (docker-worker)")
+	f.StringVar(&flags.Superseding.Order, "superseding-order", "", "order of a superseder's list: ascending (each task supersedes those before it; default) or descending (docker-worker's order)")
 	f.StringSliceVar(&flags.Superseding.AllowedURLPrefixes, "superseder-allow", nil, "URL prefix a task's supersederUrl must start with (repeatable; default: any superseder)")
-	f.StringVar(&logLevel, "log-level", env("HOPPER_LOG_LEVEL", "info"), "debug, info, warn or error")
+	f.StringVar(&logLevel, "log-level", env("HOPPER_LOG_LEVEL", defaultLogLevel), "debug, info, warn or error (HOPPER_LOG_LEVEL)")
 	return cmd
 }
 

@@ -114,7 +114,10 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 		Metrics: metrics,
 	})
 	require.NoError(t, err)
-	hs := httptest.NewServer(srv.Handler())
+	// Served as `hopper serve` does: waiting claimWork calls park.
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	hs.Listener = srv.Listener(hs.Listener)
+	hs.Start()
 	t.Cleanup(func() {
 		srv.Drain()
 		hs.Close()

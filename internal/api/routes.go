@@ -119,3 +119,13 @@ func (s *Server) queueRoutes() []Route {
 	}
 	return routes
 }
+
+// VersionRoute is the __version__ method of a service served at basePath,
+// answering as the queue's does: every Taskcluster service has one, and the
+// official client knows it for each.
+func VersionRoute(basePath, version string) Route {
+	return Route{Name: "version", Method: http.MethodGet, Paths: []string{basePath + "/__version__"},
+		Handle: func(*Call) (any, error) {
+			return map[string]string{"version": version, "commit": "", "source": "https://github.com/hopper-ci/hopper", "build": ""}, nil
+		}}
+}

@@ -101,6 +101,11 @@ type Server struct {
 	// bookkeeping records (store.WorkerKey → time.Time).
 	touched sync.Map
 	touches touches
+	// parking is the listener parked claimWork calls hand their
+	// connections back to (nil: calls wait in their handler); parked the
+	// calls waiting (park.go).
+	parking *parkingListener
+	parked  parkedClaims
 
 	drainOnce sync.Once
 	draining  chan struct{}
@@ -205,7 +210,12 @@ func (s *Server) Store() store.Store { return s.store }
 
 // Drain ends waiting claimWork long-polls early (with no tasks), for a
 // graceful shutdown.
-func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
+func (s *Server) Drain() {
+	s.drainOnce.Do(func() {
+		close(s.draining)
+		s.parked.drain()
+	})
+}
 
 // Route declares one API method.
 type Route struct {
@@ -348,6 +358,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *Route, names 
 		delete(c.Params, "tqWorkerType")
 	}
 	status := s.handle(c)
+	if status == statusParked {
+		// The call answers, logs and counts itself when it ends (park.go).
+		markAPICall(w)
+		return
+	}
 	took := time.Since(start)
 	if s.metrics != nil {
 		s.metrics.ObserveRequest(rt.Name, status, took)
@@ -398,6 +413,8 @@ func (s *Server) handle(c *Call) int {
 		return s.fail(c, err)
 	}
 	switch v := out.(type) {
+	case parkedReply:
+		return statusParked
 	case *Response:
 		if v.Streamed {
 			return v.Status

@@ -396,6 +396,7 @@ func (s *Server) quarantineWorker(c *Call) (any, error) {
 		in.QuarantineInfo = "[unspecified]"
 	}
 	clientID := s.callerClientID(c)
+	s.settleTouches(c.Context())
 	w, err := s.store.QuarantineWorker(c.Context(), store.QuarantineWorkerParams{
 		Key: workerKeyOf(c), Now: c.Now, QuarantineUntil: in.QuarantineUntil.Time,
 		Detail: store.QuarantineDetail{ClientID: clientID, UpdatedAt: queue.NewTime(c.Now).String(), QuarantineUntil: in.QuarantineUntil.String(), QuarantineInfo: in.QuarantineInfo},

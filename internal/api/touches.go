@@ -23,15 +23,12 @@ type touches struct {
 }
 
 // touchWorker records the worker and its task queue as seen, at most once
-// per touchInterval per process. The first time this process sees a
-// worker its record is written before the claim, so that the claim finds
-// it (and records the worker's recent tasks); afterwards the refresh of
-// lastDateActive is batched. (Each claim reads the worker's quarantine
+// per touchInterval per process, in the next batch (touchFlushDelay): an
+// idle poll waits for no write. (Each claim reads the worker's quarantine
 // afresh, so one set through another replica applies at once.)
-func (s *Server) touchWorker(ctx context.Context, key store.WorkerKey, now time.Time) error {
-	last, seen := s.touched.Load(key)
-	if seen && now.Sub(last.(time.Time)) < touchInterval {
-		return nil
+func (s *Server) touchWorker(key store.WorkerKey, now time.Time) {
+	if last, seen := s.touched.Load(key); seen && now.Sub(last.(time.Time)) < touchInterval {
+		return
 	}
 	s.touched.Store(key, now)
 	s.touches.add(key, now, func() {
@@ -41,14 +38,26 @@ func (s *Server) touchWorker(ctx context.Context, key store.WorkerKey, now time.
 			s.log.Warn("recording workers as seen", "error", err)
 		}
 	})
-	if seen {
-		return nil
+}
+
+// recordNewWorker records the recent tasks of a claim made before the
+// worker's first record was written (its touch still queued): the record
+// is written now, then the tasks.
+func (s *Server) recordNewWorker(ctx context.Context, key store.WorkerKey, res *store.ClaimResult) {
+	if !res.WorkerUnknown || len(res.Claims) == 0 {
+		return
 	}
 	if err := s.flushTouches(ctx); err != nil {
-		s.touched.Delete(key) // try again on the next call
-		return err
+		s.log.Warn("recording workers as seen", "error", err)
+		return
 	}
-	return nil
+	recent := make([]store.RecentTask, len(res.Claims))
+	for i, cl := range res.Claims {
+		recent[i] = store.RecentTask{TaskID: cl.Task.TaskID, RunID: cl.RunID}
+	}
+	if err := s.store.AddRecentTasks(ctx, key, recent); err != nil {
+		s.log.Warn("recording recent tasks", "error", err)
+	}
 }
 
 // add queues a touch; the first queued arms a flush after touchFlushDelay.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -80,9 +81,9 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	}
 	ctx := c.Context()
 	key := store.WorkerKey{TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
-	if err := s.touchWorker(ctx, key, c.Now); err != nil {
-		return nil, err
-	}
+	s.touchWorker(key, c.Now)
+	started := time.Now()
+	deadline := started.Add(s.cfg.LongPoll)
 	timer := time.NewTimer(s.cfg.LongPoll)
 	defer timer.Stop()
 	// Subscribe before the first attempt so a task made pending between the
@@ -92,13 +93,14 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	// queue, covers a lost wake-up (store.Hub).
 	wake, cancel := s.store.SubscribePending(taskQueueID, in.Tasks)
 	defer cancel()
-	for {
+	params := store.ClaimWorkParams{
+		TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID,
+		Count: in.Tasks, RecordRecentTasks: true, CheckQuarantine: true, SkipKnownEmpty: true,
+	}
+	for first := true; ; first = false {
 		now := s.clock.Now()
-		res, err := s.store.ClaimWork(ctx, store.ClaimWorkParams{
-			TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID,
-			Count: in.Tasks, Now: now, TakenUntil: s.takenUntil(now), RecordRecentTasks: true, CheckQuarantine: true,
-			SkipKnownEmpty: true,
-		})
+		params.Now, params.TakenUntil = now, s.takenUntil(now)
+		res, err := s.store.ClaimWork(ctx, params)
 		if err != nil {
 			return nil, err
 		}
@@ -114,17 +116,13 @@ func (s *Server) claimWork(c *Call) (any, error) {
 			return emptyClaim{}, nil
 		}
 		if len(res.Claims) > 0 {
-			s.publish(ctx, res.Changes)
-			s.writeSupersessions(ctx, res.Supersessions, now)
-			claims := make([]*claimResponse, 0, len(res.Claims))
-			for _, cl := range res.Claims {
-				cr, err := s.claimFor(cl.Task, cl.RunID, now, true)
-				if err != nil {
-					return nil, err
-				}
-				claims = append(claims, cr)
-			}
-			return map[string]any{"tasks": claims}, nil
+			s.recordNewWorker(ctx, key, res)
+			return s.claimReply(ctx, res, now)
+		}
+		if first && s.parkClaim(c, params, started, deadline, cancel) {
+			// Nothing yet: the call waits parked, without this goroutine
+			// (park.go).
+			return parkedReply{}, nil
 		}
 		select {
 		case <-wake:
@@ -136,6 +134,23 @@ func (s *Server) claimWork(c *Call) (any, error) {
 			return emptyClaim{}, nil
 		}
 	}
+}
+
+// claimReply publishes the claims' events, writes the superseding
+// artifacts of claims that superseded older tasks and builds claimWork's
+// reply.
+func (s *Server) claimReply(ctx context.Context, res *store.ClaimResult, now time.Time) (any, error) {
+	s.publish(ctx, res.Changes)
+	s.writeSupersessions(ctx, res.Supersessions, now)
+	claims := make([]*claimResponse, 0, len(res.Claims))
+	for _, cl := range res.Claims {
+		cr, err := s.claimFor(cl.Task, cl.RunID, now, true)
+		if err != nil {
+			return nil, err
+		}
+		claims = append(claims, cr)
+	}
+	return map[string]any{"tasks": claims}, nil
 }
 
 // emptyClaim is claimWork's reply when no task came: {"tasks": []}.
@@ -192,6 +207,7 @@ func (s *Server) claimTask(c *Call) (any, error) {
 	if _, err := s.store.TouchTaskQueue(ctx, store.TouchTaskQueueParams{TaskQueueID: t.Task.TaskQueueID, Now: c.Now, Expires: c.Now.Add(claimTaskQueueRecordExtra)}); err != nil {
 		s.log.Warn("recording task queue", "error", err)
 	}
+	s.settleTouches(ctx) // a worker first seen by a claimWork moments ago has its record
 	if err := s.store.AddRecentTasks(ctx, key, []store.RecentTask{{TaskID: t.TaskID, RunID: runID}}); err != nil {
 		s.log.Warn("recording recent tasks", "error", err)
 	}

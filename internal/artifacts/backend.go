@@ -8,7 +8,8 @@
 // Two backends exist. Local keeps blobs on disk and serves them itself
 // through HMAC-signed URLs on hopper's own HTTP server (it implements
 // Mountable; the API server mounts it at MountPath). S3 keeps blobs in an
-// S3-compatible bucket and hands out presigned URLs of that service.
+// S3-compatible bucket and hands out presigned URLs of that service (object
+// uploads excepted: see S3.PutURLWithLength).
 //
 // Keys have the form "<taskId>/<runId>/<artifact name>". Artifact names may
 // contain "/", "..", "%" and other characters that mean something to file

@@ -63,8 +63,9 @@ func TestOpen(t *testing.T) {
 				require.NoError(t, err)
 			case tt.wantS3:
 				require.IsType(t, &S3{}, b)
-				_, ok := b.(Mountable)
-				require.False(t, ok)
+				m, ok := b.(Mountable)
+				require.True(t, ok, "an S3 backend serves its upload relay")
+				require.Equal(t, RelayMountPath, m.MountPath())
 			}
 		})
 	}

@@ -33,16 +33,24 @@ type S3Options struct {
 	// NowFunc returns the current time, used to turn an expiry time into
 	// the validity period of a presigned URL; nil means time.Now.
 	NowFunc func() time.Time
+	// RelayBaseURL and RelaySigningKey enable the upload relay (see
+	// PutURLWithLength): hopper's root URL and the key signing relay URLs.
+	// Without a key, object uploads get presigned URLs like artifacts.
+	RelayBaseURL    string
+	RelaySigningKey []byte
 }
 
 // S3 stores blobs in a bucket of an S3-compatible service (AWS S3, MinIO,
-// …) and hands out SigV4 presigned URLs. Uploads and downloads never pass
-// through hopper.
+// …) and hands out SigV4 presigned URLs. Only object uploads pass through
+// hopper, when the relay is configured (s3_relay.go).
 type S3 struct {
 	client *minio.Client
 	bucket string
 	prefix string
 	now    func() time.Time
+	// relayBase and relayKey configure the upload relay (s3_relay.go).
+	relayBase string
+	relayKey  []byte
 }
 
 // s3Spec is a parsed s3:// spec.
@@ -104,7 +112,8 @@ func NewS3(ctx context.Context, spec string, opts S3Options) (*S3, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3 blob storage: creating client for %s: %w", s.endpoint, err)
 	}
-	b := &S3{client: client, bucket: s.bucket, prefix: s.prefix, now: opts.NowFunc}
+	b := &S3{client: client, bucket: s.bucket, prefix: s.prefix, now: opts.NowFunc,
+		relayBase: strings.TrimRight(opts.RelayBaseURL, "/"), relayKey: append([]byte(nil), opts.RelaySigningKey...)}
 	if b.now == nil {
 		b.now = time.Now
 	}

@@ -48,8 +48,8 @@ func objectCall(ctx context.Context, tb testing.TB, srv *e2e.Server, method, pat
 // GET (bytes generated and checksummed on the fly). It reports each
 // direction's throughput and the server's peak resident memory (VmHWM),
 // and fails if that peak suggests the server buffered the object. With
-// S3 the bytes go to the S3 service directly; the server's memory is
-// still reported. Run it with
+// S3 the upload streams through hopper's relay to the bucket and the
+// download goes to the S3 service directly. Run it with
 //
 //	go test ./internal/e2e -run '^$' -bench ObjectRoundTrip1GiB -benchtime 1x
 func BenchmarkObjectRoundTrip1GiB(b *testing.B) {

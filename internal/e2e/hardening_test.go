@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -152,8 +153,12 @@ func TestUncleanArtifactNames(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 
+	// The access log line is written once the response has gone out, so
+	// it may land just after the client has read the answer.
+	robots := regexp.MustCompile(`msg=request verb=GET path=/robots.txt status=200 duration=\S+\n`)
+	require.Eventually(t, func() bool { return robots.MatchString(srv.Logs()) }, 5*time.Second, 10*time.Millisecond,
+		"no access log line for /robots.txt:\n%s", srv.Logs())
 	logs := srv.Logs()
-	require.Regexp(t, `msg=request verb=GET path=/robots.txt status=200 duration=\S+\n`, logs)
 	require.NotContains(t, logs, "not-logged")
 	require.Contains(t, logs, "msg=request verb=POST")
 	require.Regexp(t, `msg=request .*method=createArtifact status=200 duration=\S+ clientId=static/taskcluster/root`, logs)

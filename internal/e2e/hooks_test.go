@@ -112,3 +112,18 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
 	return path
 }
+
+// TestServiceScopesOfficialClient checks, with the npm taskcluster-client,
+// that every method of Hooks, Index, Secrets, Object and Purge-Cache asks
+// for the scope Taskcluster names, and that each answers the monitoring
+// methods (e2e/node/scopes.mjs).
+func TestServiceScopesOfficialClient(t *testing.T) {
+	t.Parallel()
+	e2e.RequireNode(t)
+	srv := e2e.StartServer(t, e2e.ServerOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := e2e.RunNode(ctx, t, "scopes.mjs", srv.Env()...)
+	t.Log(out)
+	require.Contains(t, out, "ok - every service answers ping, lbheartbeat, heartbeat and version", "the script ran to its end")
+}

@@ -68,15 +68,21 @@ func Entries(reqs []store.PurgeRequest) []Entry {
 	return out
 }
 
+// sinceLayouts are the ISO 8601 forms since may take: Taskcluster reads it
+// with JavaScript's Date.parse, so a date alone or a time without seconds
+// is accepted too. Forms without an offset are UTC.
+var sinceLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04Z07:00", "2006-01-02T15:04:05.999999999", "2006-01-02T15:04", "2006-01-02"}
+
 // ParseSince reads the since query parameter: absent means the beginning
-// of time; otherwise an RFC 3339 timestamp.
+// of time; otherwise an ISO 8601 date or date-time.
 func ParseSince(v string) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("since must be an RFC 3339 timestamp, got %q", v)
+	for _, layout := range sinceLayouts {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, nil
+		}
 	}
-	return t, nil
+	return time.Time{}, fmt.Errorf("Query-string parameter: since=%q is not valid, error: Invalid Date", v)
 }

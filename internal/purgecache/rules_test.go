@@ -50,6 +50,17 @@ func TestParseSince(t *testing.T) {
 	got, err = ParseSince("2031-01-02T03:04:05.678Z")
 	require.NoError(t, err)
 	require.Equal(t, time.Date(2031, 1, 2, 3, 4, 5, 678_000_000, time.UTC), got.UTC())
+	for in, want := range map[string]time.Time{
+		"2031-01-02":                time.Date(2031, 1, 2, 0, 0, 0, 0, time.UTC),
+		"2031-01-02T03:04":          time.Date(2031, 1, 2, 3, 4, 0, 0, time.UTC),
+		"2031-01-02T03:04:05.5":     time.Date(2031, 1, 2, 3, 4, 5, 500_000_000, time.UTC),
+		"2031-01-02T03:04+01:00":    time.Date(2031, 1, 2, 2, 4, 0, 0, time.UTC),
+		"2031-01-02T03:04:05+01:00": time.Date(2031, 1, 2, 2, 4, 5, 0, time.UTC),
+	} {
+		got, err := ParseSince(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got.UTC(), in)
+	}
 	_, err = ParseSince("yesterday")
-	require.Error(t, err)
+	require.EqualError(t, err, `Query-string parameter: since="yesterday" is not valid, error: Invalid Date`)
 }

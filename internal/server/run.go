@@ -104,7 +104,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	blobs, err := artifacts.Open(ctx, cfg.Artifacts, artifacts.Options{Local: artifacts.LocalOptions{
 		Dir: filepath.Join(cfg.DataDir, "blobs"), BaseURL: cfg.RootURL, SigningKey: key[:],
-	}})
+	}, S3: artifacts.S3Options{RelayBaseURL: cfg.RootURL, RelaySigningKey: key[:]}})
 	if err != nil {
 		return fmt.Errorf("opening blob storage: %w", err)
 	}
@@ -141,7 +141,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if m, ok := blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}
-	side := newSideServices(st, blobs, cfg.Clock, log, cfg.ExpireEvery)
+	side := newSideServices(st, blobs, cfg.Clock, log, cfg.ExpireEvery, cfg.Version)
 	hookSvc, err := newHookService(sec, st, cfg.Clock, log, cfg.Version, cfg.AMQP)
 	if err != nil {
 		return err
@@ -177,7 +177,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
+	go func() { errc <- httpSrv.Serve(srv.Listener(ln)) }()
 	log.Info("hopper queue serving", "rootUrl", cfg.RootURL, "listen", ln.Addr().String(), "db", storeKind(cfg.DB))
 	if cfg.Ready != nil {
 		cfg.Ready(cfg.RootURL)
@@ -213,6 +213,7 @@ func extraRoutes(sec *Security, st store.Store, log *slog.Logger, version string
 		Store: st, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
 		Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log,
 	})...)
+	routes = append(routes, api.VersionRoute(authapi.BasePath, version))
 	routes = append(routes, indexapi.Routes(indexapi.Deps{Store: st, Version: version})...)
 	routes = append(routes, secretsapi.Routes(secretsapi.Deps{Store: st, Sealer: sec.Sealer, Caller: sec.Authorizer.Caller,
 		Logger: log, Version: version})...)

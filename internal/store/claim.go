@@ -91,6 +91,7 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 			return err
 		}
 		recent = nil
+		res.WorkerUnknown = p.RecordRecentTasks && !worker.found
 		if p.RecordRecentTasks && worker.found && len(res.Claims) > 0 {
 			for _, cl := range res.Claims {
 				recent = append(recent, RecentTask{TaskID: cl.Task.TaskID, RunID: cl.RunID})

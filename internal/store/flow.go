@@ -163,15 +163,15 @@ func (t *txn) cancelInProgress(ctx context.Context, taskID string, def *queue.Ta
 	err := t.queryEach(ctx, `SELECT task_id FROM tasks WHERE task_queue_id = ? AND flow_key = ? AND state = 'running' AND task_id <> ?
 		AND scheduler_id = ? AND project_id = ? ORDER BY task_id`,
 		[]any{def.TaskQueueID, p.Key, taskID, def.SchedulerID, def.ProjectID}, func(rows Rows) error {
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				ids = append(ids, id)
 			}
-			ids = append(ids, id)
-		}
-		return nil
-	})
+			return nil
+		})
 	if err != nil {
 		return fmt.Errorf("listing running tasks of flow key %s: %w", p.Key, err)
 	}
@@ -422,20 +422,9 @@ func (db *DB) FailFastGroup(ctx context.Context, taskGroupID string, now time.Ti
 		if err != nil {
 			return fmt.Errorf("locking task group %s: %w", taskGroupID, err)
 		}
-		var ids []string
-		err = tx.queryEach(ctx, "SELECT task_id FROM tasks WHERE task_group_id = ? AND unresolved = 1 AND deadline > ? ORDER BY task_id",
-			[]any{taskGroupID, ms(now)}, func(rows Rows) error {
-				for rows.Next() {
-					var id string
-					if err := rows.Scan(&id); err != nil {
-						return err
-					}
-					ids = append(ids, id)
-				}
-				return nil
-			})
+		ids, err := tx.cancellableGroupTasks(ctx, taskGroupID, now)
 		if err != nil {
-			return fmt.Errorf("listing unresolved tasks of group %s: %w", taskGroupID, err)
+			return err
 		}
 		for _, id := range ids {
 			if _, err := tx.transition(ctx, id, now, func(t *queue.TaskState, tr *queue.Transition) error {

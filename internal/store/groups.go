@@ -100,19 +100,9 @@ func (db *DB) CancelTaskGroup(ctx context.Context, taskGroupID string, now time.
 		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM tasks WHERE task_group_id = ?", taskGroupID).Scan(&out.GroupSize); err != nil {
 			return fmt.Errorf("counting task group %s: %w", taskGroupID, err)
 		}
-		var ids []string
-		err = tx.queryEach(ctx, "SELECT task_id FROM tasks WHERE task_group_id = ? AND unresolved = 1 AND deadline > ? ORDER BY task_id", []any{taskGroupID, ms(now)}, func(rows Rows) error {
-			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
-					return err
-				}
-				ids = append(ids, id)
-			}
-			return nil
-		})
+		ids, err := tx.cancellableGroupTasks(ctx, taskGroupID, now)
 		if err != nil {
-			return fmt.Errorf("listing task group %s: %w", taskGroupID, err)
+			return err
 		}
 		res := &Result{}
 		for _, id := range ids {
@@ -130,4 +120,26 @@ func (db *DB) CancelTaskGroup(ctx context.Context, taskGroupID string, now time.
 		return nil, err
 	}
 	return out, nil
+}
+
+// cancellableGroupTasks lists, in taskId order (the order every canceller
+// locks them in), the tasks of a group that are unresolved and still before
+// their deadline: what cancelling the group (sealed, or by failFast) touches.
+func (t *txn) cancellableGroupTasks(ctx context.Context, taskGroupID string, now time.Time) ([]string, error) {
+	var ids []string
+	err := t.queryEach(ctx, "SELECT task_id FROM tasks WHERE task_group_id = ? AND unresolved = 1 AND deadline > ? ORDER BY task_id",
+		[]any{taskGroupID, ms(now)}, func(rows Rows) error {
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("listing unresolved tasks of group %s: %w", taskGroupID, err)
+	}
+	return ids, nil
 }

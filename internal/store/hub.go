@@ -47,6 +47,7 @@ type waiters struct {
 type waiter struct {
 	ch       chan struct{} // holds at most one wake-up
 	capacity int           // runs the waiter claims at once
+	woken    func()        // if set, called (in a goroutine of its own) when a wake-up is put in ch
 }
 
 // NewHub returns an empty hub.
@@ -57,7 +58,14 @@ func NewHub() *Hub { return &Hub{queues: map[string]*waiters{}, backupEvery: Def
 // cancel unsubscribes, passing on a wake-up received but not taken from
 // the channel.
 func (h *Hub) Subscribe(taskQueueID string, capacity int) (<-chan struct{}, func()) {
-	w := &waiter{ch: make(chan struct{}, 1), capacity: max(capacity, 1)}
+	return h.SubscribeFunc(taskQueueID, capacity, nil)
+}
+
+// SubscribeFunc is Subscribe for a waiter that has no goroutine of its own
+// blocked on the channel: woken, if not nil, is started in a new goroutine
+// each time a wake-up is put in the channel.
+func (h *Hub) SubscribeFunc(taskQueueID string, capacity int, woken func()) (<-chan struct{}, func()) {
+	w := &waiter{ch: make(chan struct{}, 1), capacity: max(capacity, 1), woken: woken}
 	h.mu.Lock()
 	q := h.queues[taskQueueID]
 	if q == nil {
@@ -168,6 +176,9 @@ func (h *Hub) wakeLocked(taskQueueID string, n int) {
 		case w.ch <- struct{}{}:
 			woken = append(woken, w)
 			n -= w.capacity
+			if w.woken != nil {
+				go w.woken()
+			}
 			continue
 		default: // already holds a wake-up
 		}

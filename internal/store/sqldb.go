@@ -146,6 +146,11 @@ func (db *DB) SubscribePending(taskQueueID string, capacity int) (<-chan struct{
 	return db.hub.Subscribe(taskQueueID, capacity)
 }
 
+// SubscribePendingFunc implements Store.
+func (db *DB) SubscribePendingFunc(taskQueueID string, capacity int, woken func()) (<-chan struct{}, func()) {
+	return db.hub.SubscribeFunc(taskQueueID, capacity, woken)
+}
+
 // q rewrites "?" placeholders for the dialect (cached).
 func (db *DB) q(query string) string {
 	if !db.dialect.Numbered {

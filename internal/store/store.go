@@ -94,6 +94,10 @@ type Store interface {
 	// try to claim: waiters are woken in turn, as many as the new runs
 	// need, not all at once (see Hub). cancel releases the subscription.
 	SubscribePending(taskQueueID string, capacity int) (ch <-chan struct{}, cancel func())
+	// SubscribePendingFunc is SubscribePending for a waiter with no
+	// goroutine blocked on ch: woken runs, in a goroutine of its own, each
+	// time a wake-up is put in ch.
+	SubscribePendingFunc(taskQueueID string, capacity int, woken func()) (ch <-chan struct{}, cancel func())
 
 	// The Index and Secrets services (index.go, secrets.go).
 	IndexStore
@@ -184,6 +188,9 @@ type ClaimResult struct {
 	QuarantinedUntil time.Time
 	// Skipped says SkipKnownEmpty applied: the database was not asked.
 	Skipped bool
+	// WorkerUnknown says RecordRecentTasks found no record of the worker,
+	// so its recent tasks were not recorded.
+	WorkerUnknown bool
 	// Supersessions lists the claims that superseded older tasks of their
 	// flow key (flow.go); the caller writes their artifacts.
 	Supersessions []Supersession

@@ -348,8 +348,10 @@ func (c Config) Normalize() (Config, error) {
 	if c.MaxTaskProcesses == 0 {
 		c.MaxTaskProcesses = 4096
 	}
-	if c.MaxTaskMemoryMB < 0 || c.MaxTaskProcesses < -1 {
-		problems = append(problems, "maxTaskMemoryMB must not be negative, maxTaskProcesses must be positive or -1")
+	if c.MaxTaskMemoryMB < 0 || c.MaxTaskProcesses < 16 && c.MaxTaskProcesses != -1 {
+		// The sandbox's init, a Go program, counts against the process
+		// limit with its threads.
+		problems = append(problems, "maxTaskMemoryMB must not be negative, maxTaskProcesses must be at least 16 (or -1: no limit)")
 	}
 	if c.CancelPollInterval.Duration <= 0 {
 		c.CancelPollInterval.Duration = 500 * time.Millisecond

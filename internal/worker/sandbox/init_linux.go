@@ -123,9 +123,7 @@ func InitMain() int {
 		report(status, initStatus{Started: true})
 		return 0
 	}
-	// Should the machine run out of memory, the kernel kills task
-	// processes before the worker (which set itself to -500).
-	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("500"), 0)
+
 	st := runCommand(spec)
 	report(status, st)
 	switch {
@@ -188,6 +186,11 @@ func runCommand(spec initSpec) initStatus {
 	if err != nil {
 		return initStatus{StartError: err.Error()}
 	}
+	// At the memory limit (or should the machine run out), the kernel
+	// kills the command's processes (which inherit this from it) first:
+	// not this init, whose end would end them all, nor the worker (both
+	// keep the worker's -500).
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", proc.Pid), []byte("500"), 0)
 	st := initStatus{Started: true, ExitCode: -1}
 reap:
 	for {

@@ -125,7 +125,30 @@ func (d *Daemon) Stop() {
 			<-d.exited
 		}
 	}
+	// dockerd leaves its default network namespace bind-mounted under
+	// the exec root; unmount what remains below the directory first, or
+	// it cannot be removed.
+	unmountBelow(d.dir)
 	_ = os.RemoveAll(d.dir)
+}
+
+// unmountBelow detaches every mount point under dir, deepest first.
+func unmountBelow(dir string) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
+			points = append(points, fields[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(points)))
+	for _, p := range points {
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+	}
 }
 
 // BusyboxRootfs returns a tar of a minimal root file system: busybox at

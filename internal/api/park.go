@@ -1,0 +1,294 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// A claimWork call that finds its task queue empty parks instead of
+// blocking in its handler: it takes the connection over from the HTTP
+// server (which frees the connection's goroutines and buffers and the
+// request's state) and waits with nothing but the connection, a hub
+// subscription and a timer. A wake-up, the end of the long-poll or a drain
+// starts a goroutine that claims and writes the reply itself, then hands
+// the connection back to the HTTP server (parkingListener) for the
+// client's next request. An idle fleet of ten thousand workers then costs
+// a few kilobytes a worker instead of some forty.
+
+// parkedReply is what a handler returns when it parked its call: the
+// reply comes later, from elsewhere.
+type parkedReply struct{}
+
+// statusParked is handle's status for a parked call: nothing to log yet.
+const statusParked = -1
+
+// parkedClaim is one parked claimWork call.
+type parkedClaim struct {
+	s *Server
+	// What the reply, an error's reply and the access log need of the
+	// call, and no more (a parked call keeps a few hundred bytes).
+	route    *Route
+	params   map[string]string
+	input    []byte
+	method   string
+	url      *url.URL
+	clientID string
+	now      time.Time
+
+	conn    net.Conn
+	header  http.Header
+	close   bool // the client asked to close the connection after the reply
+	claim   store.ClaimWorkParams
+	started time.Time
+
+	mu     sync.Mutex
+	done   bool
+	wake   <-chan struct{}
+	cancel func()
+	timer  *time.Timer
+}
+
+// parkClaim parks the call if it can: HTTP/1.x on a connection the server
+// accepted through its parking listener. It returns false, leaving the
+// call as it was, when it cannot. The parked call subscribes before it
+// leaves the handler's subscription (unsubscribe), so that a wake-up the
+// handler received meanwhile passes on rather than being lost.
+func (s *Server) parkClaim(c *Call, p store.ClaimWorkParams, started, deadline time.Time, unsubscribe func()) bool {
+	if s.parking == nil || c.R.ProtoMajor != 1 {
+		return false
+	}
+	header := c.W.Header().Clone()
+	conn, rw, err := http.NewResponseController(c.W).Hijack()
+	if err != nil {
+		return false
+	}
+	if n := rw.Reader.Buffered(); n > 0 {
+		// The client already sent its next request: keep it for the
+		// server to read after the reply.
+		ahead, _ := rw.Reader.Peek(n)
+		conn = &prefixedConn{Conn: conn, prefix: bytes.NewReader(bytes.Clone(ahead))}
+	}
+	pc := &parkedClaim{s: s, route: c.Route, params: c.Params, input: c.Input, method: c.R.Method, url: c.R.URL, now: c.Now,
+		conn: conn, header: header, claim: p, started: started, close: c.R.Close || c.R.ProtoMinor == 0}
+	if k, ok := c.Auth.(knownClientID); ok {
+		pc.clientID = k.KnownClientID()
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	pc.wake, pc.cancel = s.store.SubscribePendingFunc(p.TaskQueueID, p.Count, pc.woken)
+	unsubscribe()
+	pc.timer = time.AfterFunc(time.Until(deadline), func() { pc.finish(emptyClaim{}, nil) })
+	if !s.parked.add(pc) { // draining
+		pc.finishLocked(emptyClaim{}, nil)
+	}
+	return true
+}
+
+// woken runs when the hub wakes the parked call: it claims, and answers if
+// it got work; otherwise it stays parked.
+func (pc *parkedClaim) woken() {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.done {
+		return
+	}
+	if !pc.alive() {
+		// The worker went away: leaving hands the wake-up to another.
+		pc.done = true
+		pc.cancel()
+		pc.timer.Stop()
+		pc.s.parked.remove(pc)
+		_ = pc.conn.Close()
+		pc.s.logAccess(pc.call(nil), 499, time.Since(pc.started))
+		return
+	}
+	select {
+	case <-pc.wake:
+	default:
+		return // taken already
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	now := pc.s.clock.Now()
+	p := pc.claim
+	p.Now, p.TakenUntil = now, pc.s.takenUntil(now)
+	res, err := pc.s.store.ClaimWork(ctx, p)
+	switch {
+	case err != nil:
+		pc.finishLocked(nil, err)
+	case !res.QuarantinedUntil.IsZero():
+		// Quarantined meanwhile: wait out the long-poll, out of the hub.
+		pc.cancel()
+	case len(res.Claims) > 0:
+		pc.s.recordNewWorker(ctx, store.WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}, res)
+		out, err := pc.s.claimReply(ctx, res, now)
+		pc.finishLocked(out, err)
+	}
+}
+
+// alive reports whether the client is still there, waiting a moment at
+// most: a closed connection reads EOF at once, an open one times out. (A
+// deadline already past would time out before looking.)
+func (pc *parkedClaim) alive() bool {
+	var b [1]byte
+	_ = pc.conn.SetReadDeadline(time.Now().Add(time.Millisecond))
+	n, err := pc.conn.Read(b[:])
+	_ = pc.conn.SetReadDeadline(time.Time{})
+	if n > 0 {
+		// The start of a request sent before this reply: keep it.
+		if p, ok := pc.conn.(*prefixedConn); ok {
+			rest, _ := io.ReadAll(p.prefix)
+			p.prefix = bytes.NewReader(append(rest, b[0]))
+		} else {
+			pc.conn = &prefixedConn{Conn: pc.conn, prefix: bytes.NewReader([]byte{b[0]})}
+		}
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func (pc *parkedClaim) finish(out any, err error) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	pc.finishLocked(out, err)
+}
+
+// finishLocked writes the reply (or the error's), hands the connection
+// back and records the call as served.
+func (pc *parkedClaim) finishLocked(out any, err error) {
+	if pc.done {
+		return
+	}
+	pc.done = true
+	pc.cancel()
+	pc.timer.Stop()
+	pc.s.parked.remove(pc)
+	w := &rawResponse{header: pc.header}
+	c := pc.call(w)
+	status := http.StatusOK
+	if err != nil {
+		status = pc.s.fail(c, err)
+	} else {
+		writeJSON(w, http.StatusOK, out)
+	}
+	took := time.Since(pc.started)
+	if pc.s.metrics != nil {
+		pc.s.metrics.ObserveRequest(c.Route.Name, status, took)
+	}
+	pc.s.logAccess(c, status, took)
+	if _, err := w.writeTo(pc.conn, pc.close); err != nil || pc.close {
+		_ = pc.conn.Close()
+		return
+	}
+	pc.s.parking.handBack(pc.conn)
+}
+
+// call rebuilds the parts of the call that fail and logAccess use.
+func (pc *parkedClaim) call(w http.ResponseWriter) *Call {
+	r := (&http.Request{Method: pc.method, URL: pc.url, ProtoMajor: 1, ProtoMinor: 1}).WithContext(context.Background())
+	return &Call{W: w, R: r, Route: pc.route, Params: pc.params, Input: pc.input, Body: pc.input, Now: pc.now,
+		Auth: knownClient(pc.clientID), srv: pc.s}
+}
+
+// knownClient is a clientId already authenticated.
+type knownClient string
+
+func (k knownClient) KnownClientID() string { return string(k) }
+
+// parkedClaims are the parked calls, answered at once on a drain.
+type parkedClaims struct {
+	mu       sync.Mutex
+	calls    map[*parkedClaim]struct{}
+	draining bool
+}
+
+func (p *parkedClaims) add(pc *parkedClaim) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.draining {
+		return false
+	}
+	if p.calls == nil {
+		p.calls = map[*parkedClaim]struct{}{}
+	}
+	p.calls[pc] = struct{}{}
+	return true
+}
+
+func (p *parkedClaims) remove(pc *parkedClaim) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.calls, pc)
+}
+
+// drain answers every parked call with no task and refuses new ones.
+func (p *parkedClaims) drain() {
+	p.mu.Lock()
+	p.draining = true
+	calls := make([]*parkedClaim, 0, len(p.calls))
+	for pc := range p.calls {
+		calls = append(calls, pc)
+	}
+	p.mu.Unlock()
+	for _, pc := range calls {
+		go pc.finish(emptyClaim{}, nil)
+	}
+}
+
+// rawResponse is the ResponseWriter of a parked call's reply: it keeps the
+// reply and writes it, with a Content-Length, straight to the connection.
+type rawResponse struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (w *rawResponse) Header() http.Header { return w.header }
+
+func (w *rawResponse) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *rawResponse) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.body.Write(b)
+}
+
+// writeTo writes the HTTP/1.1 response.
+func (w *rawResponse) writeTo(conn net.Conn, closing bool) (int64, error) {
+	status := w.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	h := w.header
+	h.Set("Content-Length", strconv.Itoa(w.body.Len()))
+	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	if closing {
+		h.Set("Connection", "close")
+	}
+	bw := bufio.NewWriterSize(conn, 512+w.body.Len())
+	fmt.Fprintf(bw, "HTTP/1.1 %03d %s\r\n", status, http.StatusText(status))
+	if err := h.Write(bw); err != nil {
+		return 0, err
+	}
+	_, _ = bw.WriteString("\r\n")
+	_, _ = bw.Write(w.body.Bytes())
+	_ = conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	defer conn.SetWriteDeadline(time.Time{})
+	return int64(bw.Buffered()), bw.Flush()
+}

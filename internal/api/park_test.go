@@ -1,0 +1,180 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// parkClient is one worker's HTTP connection: at most one, so a reused
+// connection is visible.
+type parkClient struct {
+	h      *harness
+	client *http.Client
+}
+
+func newParkClient(h *harness) *parkClient {
+	tr := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}
+	return &parkClient{h: h, client: &http.Client{Transport: tr}}
+}
+
+// claimWork sends a claimWork and returns its reply, whether it went on a
+// reused connection, and any transport error.
+func (p *parkClient) claimWork(ctx context.Context, tq, workerID string) (tcclient.ClaimWorkResponse, http.Header, bool, error) {
+	var out tcclient.ClaimWorkResponse
+	reused := false
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }})
+	body, _ := json.Marshal(map[string]any{"workerGroup": "wg", "workerId": workerID})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.h.url+queuePath("/claim-work/"+tcclient.EscapePathParam(tq)), bytes.NewReader(body))
+	if err != nil {
+		return out, nil, false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return out, nil, reused, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return out, nil, reused, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return out, resp.Header, reused, &replyError{resp.StatusCode, string(data)}
+	}
+	return out, resp.Header, reused, json.Unmarshal(data, &out)
+}
+
+type replyError struct {
+	status int
+	body   string
+}
+
+func (e *replyError) Error() string { return e.body }
+
+// waitParked waits until n claimWork calls are parked.
+func waitParked(t *testing.T, h *harness, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return h.srv.ParkedCalls() == n }, 10*time.Second, time.Millisecond, "parked calls")
+}
+
+type claimOutcome struct {
+	resp   tcclient.ClaimWorkResponse
+	header http.Header
+	reused bool
+	err    error
+}
+
+func goClaim(ctx context.Context, p *parkClient, tq, workerID string) <-chan claimOutcome {
+	out := make(chan claimOutcome, 1)
+	go func() {
+		r, hd, reused, err := p.claimWork(ctx, tq, workerID)
+		out <- claimOutcome{r, hd, reused, err}
+	}()
+	return out
+}
+
+// TestParkedClaim: a claimWork on an empty queue parks; the replies it
+// gets later (a task, or none at the end of the long-poll) are what an
+// unparked call answers, headers included, and the worker's connection
+// serves its next request.
+func TestParkedClaim(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		giveTask bool
+	}{
+		{"woken by a task", true},
+		{"the long-poll ends", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessOptions{LongPoll: 2 * time.Second})
+			const tq = "prov-park/wt-park"
+			p := newParkClient(h)
+			// A first call opens the connection the parked one reuses.
+			_, _, _, err := p.claimWork(context.Background(), "prov-park/warm-up", "w1")
+			require.NoError(t, err)
+			got := goClaim(context.Background(), p, tq, "w1")
+			waitParked(t, h, 1)
+			taskID := newTaskID()
+			if tc.giveTask {
+				h.createTask(t, taskID, h.taskDef(tq, nil))
+			}
+			r := <-got
+			require.NoError(t, r.err)
+			require.True(t, r.reused, "the parked call came on the warmed-up connection")
+			require.Equal(t, "application/json; charset=utf-8", r.header.Get("Content-Type"))
+			require.Equal(t, "nosniff", r.header.Get("X-Content-Type-Options"))
+			if tc.giveTask {
+				require.Len(t, r.resp.Tasks, 1)
+				require.Equal(t, taskID, r.resp.Tasks[0].Status.TaskID)
+				require.NotEmpty(t, r.resp.Tasks[0].Credentials.AccessToken)
+			} else {
+				require.Empty(t, r.resp.Tasks)
+				require.NotNil(t, r.resp.Tasks, `an empty reply is {"tasks": []}`)
+			}
+			require.Equal(t, 0, h.srv.ParkedCalls())
+			// The connection goes back to the HTTP server for the next call.
+			next := goClaim(context.Background(), p, tq, "w1")
+			waitParked(t, h, 1)
+			h.createTask(t, newTaskID(), h.taskDef(tq, nil))
+			r = <-next
+			require.NoError(t, r.err)
+			require.True(t, r.reused, "the answered connection serves the next request")
+			require.Len(t, r.resp.Tasks, 1)
+		})
+	}
+}
+
+// TestParkedClaimWorkerGone: a parked worker that went away does not take
+// the task meant for it: its wake-up goes to the next waiter at once.
+func TestParkedClaimWorkerGone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{LongPoll: 30 * time.Second})
+	const tq = "prov-park/wt-gone"
+	ctx, leave := context.WithCancel(context.Background())
+	gone := goClaim(ctx, newParkClient(h), tq, "gone")
+	waitParked(t, h, 1)
+	stays := goClaim(context.Background(), newParkClient(h), tq, "stays")
+	waitParked(t, h, 2)
+	leave()
+	require.Error(t, (<-gone).err)
+	taskID := newTaskID()
+	h.createTask(t, taskID, h.taskDef(tq, nil))
+	select {
+	case r := <-stays:
+		require.NoError(t, r.err)
+		require.Len(t, r.resp.Tasks, 1)
+		require.Equal(t, taskID, r.resp.Tasks[0].Status.TaskID)
+		require.Equal(t, "stays", r.resp.Tasks[0].WorkerID)
+	case <-time.After(3 * time.Second): // well under the hub's 5 s backup
+		t.Fatal("the wake-up of the worker that left was not passed on")
+	}
+}
+
+// TestParkedClaimDrain: draining answers parked calls at once, with no task.
+func TestParkedClaimDrain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{LongPoll: 30 * time.Second})
+	got := goClaim(context.Background(), newParkClient(h), "prov-park/wt-drain", "w1")
+	waitParked(t, h, 1)
+	h.srv.Drain()
+	select {
+	case r := <-got:
+		require.NoError(t, r.err)
+		require.Empty(t, r.resp.Tasks)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a drain must answer parked calls")
+	}
+}
