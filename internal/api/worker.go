@@ -136,9 +136,12 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	}
 }
 
-// claimReply publishes the claims' events and builds claimWork's reply.
+// claimReply publishes the claims' events, writes the superseding
+// artifacts of claims that superseded older tasks and builds claimWork's
+// reply.
 func (s *Server) claimReply(ctx context.Context, res *store.ClaimResult, now time.Time) (any, error) {
 	s.publish(ctx, res.Changes)
+	s.writeSupersessions(ctx, res.Supersessions, now)
 	claims := make([]*claimResponse, 0, len(res.Claims))
 	for _, cl := range res.Claims {
 		cr, err := s.claimFor(cl.Task, cl.RunID, now, true)
