@@ -142,6 +142,16 @@ step('scopes: object:upload:<projectId>:<name> and object:download:<name>');
   await expectError(() => object.createUpload(`${run}/malformed`, {
     projectId, uploadId: taskcluster.slugid(), expires, hashes: { sha256: 'abc' }, proposedUploadMethods: {},
   }), 400, 'InputValidationError');
+  // A content type that cannot travel in an HTTP header is the caller's
+  // mistake, whichever method carries it, and leaves nothing behind.
+  for (const [contentType, code] of [['text/\u0000plain', 'InputValidationError'], ['text/plain\r\nX-Evil: 1', 'InputValidationError'], ['', 'InputError']]) {
+    const bad = `${run}/bad-content-type`;
+    await expectError(() => object.createUpload(bad, { projectId, uploadId: taskcluster.slugid(), expires,
+      proposedUploadMethods: { dataInline: { contentType, objectData: 'aGk=' } } }), 400, code);
+    await expectError(() => object.createUpload(bad, { projectId, uploadId: taskcluster.slugid(), expires,
+      proposedUploadMethods: { putUrl: { contentType, contentLength: 2 } } }), 400, code);
+    await expectError(() => object.object(bad), 404, 'ResourceNotFound');
+  }
 
   // Hashes named at createUpload must agree with those at finishUpload.
   const amended = `${run}/amended`;

@@ -26,6 +26,8 @@ res = await pc.purgeRequests(pool, { since: '2020-01-01' });
 assert.equal(res.requests.length, 2);
 const bad = await expectError(() => pc.purgeRequests(pool, { since: 'yesterday' }), 400, 'InvalidRequestArguments');
 assert.match(bad.message, /since="yesterday" is not valid/);
+// A cache name with a control character (PostgreSQL cannot store a NUL) is refused on every store.
+await expectError(() => pc.purgeCache(pool, { cacheName: 'nul\u0000' }), 400, 'InputValidationError');
 step('purgeCache, then purgeRequests with and without since');
 
 // A repeat moves the request forward; it stays one request.

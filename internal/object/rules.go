@@ -84,6 +84,27 @@ type UploadRequest struct {
 	Hashes  map[string]string
 }
 
+// MaxContentTypeLen bounds a content type, as the blob stores do.
+const MaxContentTypeLen = 1024
+
+// CheckContentType refuses a content type that cannot be sent as an HTTP
+// header value: empty, longer than MaxContentTypeLen, or holding a control
+// character.
+func CheckContentType(ct string) error {
+	if ct == "" {
+		return errorf(KindInput, "contentType must not be empty")
+	}
+	if len(ct) > MaxContentTypeLen {
+		return errorf(KindInput, "contentType is %d bytes long; at most %d are allowed", len(ct), MaxContentTypeLen)
+	}
+	for i := 0; i < len(ct); i++ {
+		if c := ct[i]; c < 0x20 || c == 0x7f {
+			return errorf(KindInput, "contentType %q contains a control character", ct)
+		}
+	}
+	return nil
+}
+
 // BeginUpload returns the object record a createUpload call leaves: a new
 // unfinished upload, or the same one again (its uploadId, projectId and
 // expires must match, and hashes may only be added).

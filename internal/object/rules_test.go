@@ -154,3 +154,31 @@ func TestChooseDownloadMethod(t *testing.T) {
 	_, err := ChooseDownloadMethod(map[string]bool{})
 	requireKind(t, err, KindNoMatch)
 }
+
+func TestCheckContentType(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, contentType, wantErr string
+	}{
+		{name: "plain", contentType: "text/plain; charset=utf-8"},
+		{name: "empty", contentType: "", wantErr: "must not be empty"},
+		{name: "NUL", contentType: "text/\x00plain", wantErr: "control character"},
+		{name: "newline", contentType: "text/plain\r\nX-Evil: 1", wantErr: "control character"},
+		{name: "DEL", contentType: "text/\x7f", wantErr: "control character"},
+		{name: "too long", contentType: strings.Repeat("a", MaxContentTypeLen+1), wantErr: "at most 1024"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := CheckContentType(tt.contentType)
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tt.wantErr)
+			var oe *Error
+			require.ErrorAs(t, err, &oe)
+			require.Equal(t, KindInput, oe.Kind)
+		})
+	}
+}

@@ -75,6 +75,18 @@ type UploadMethod struct {
 // expires and hashes).
 func (s *Service) CreateUpload(ctx context.Context, name string, req UploadRequest, proposed ProposedMethods) (UploadMethod, error) {
 	now := s.now()
+	// The content type travels in an HTTP header of the blob store and
+	// of every download, so one that cannot is the caller's mistake (400),
+	// found before anything is stored.
+	if p := proposed.DataInline; p != nil {
+		if err := CheckContentType(p.ContentType); err != nil {
+			return UploadMethod{}, err
+		}
+	} else if p := proposed.PutURL; p != nil {
+		if err := CheckContentType(p.ContentType); err != nil {
+			return UploadMethod{}, err
+		}
+	}
 	var inline []byte
 	if p := proposed.DataInline; p != nil {
 		data, err := base64.StdEncoding.DecodeString(p.ObjectData)

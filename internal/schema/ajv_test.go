@@ -72,3 +72,31 @@ func TestTaskclusterWordingOfUserSchemas(t *testing.T) {
 	require.ErrorAs(t, err, &verr)
 	require.Equal(t, "data must NOT have additional properties; data/n must be >= 1", verr.TaskclusterSummary())
 }
+
+// TestHeaderValuesRefuseControlCharacters: content types travel in HTTP
+// headers and cache names are stored as text, where PostgreSQL cannot keep
+// a NUL, so control characters are refused by the schema on every store.
+func TestHeaderValuesRefuseControlCharacters(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	tests := []struct{ name, schema, body string }{
+		{"s3 artifact", "post-artifact-request", `{"storageType":"s3","expires":"2030-01-01T00:00:00Z","contentType":"text/\u0000plain"}`},
+		{"reference artifact", "post-artifact-request", `{"storageType":"reference","expires":"2030-01-01T00:00:00Z","url":"https://example.com","contentType":"a\r\nb"}`},
+		{"object artifact", "post-artifact-request", `{"storageType":"object","expires":"2030-01-01T00:00:00Z","contentType":"a\u007f"}`},
+		{"dataInline", "object-create-upload-request", `{"projectId":"p","uploadId":"fN1gHwxWQJmjsxJyHD-ZwA","expires":"2030-01-01T00:00:00Z","proposedUploadMethods":{"dataInline":{"contentType":"a\u0000","objectData":""}}}`},
+		{"putUrl", "object-create-upload-request", `{"projectId":"p","uploadId":"fN1gHwxWQJmjsxJyHD-ZwA","expires":"2030-01-01T00:00:00Z","proposedUploadMethods":{"putUrl":{"contentType":"a\nb","contentLength":1}}}`},
+		{"cache name", "purge-cache-request", `{"cacheName":"c\u0000"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := r.Validate(tt.schema, []byte(tt.body))
+			var verr *ValidationError
+			require.ErrorAs(t, err, &verr)
+			// Like ajv, every alternative of a oneOf is reported.
+			require.Contains(t, verr.TaskclusterText(), ` must match pattern "^[^\x00-\x1f\x7f]*$"`)
+		})
+	}
+	_, err := r.Validate("post-artifact-request", []byte(`{"storageType":"s3","expires":"2030-01-01T00:00:00Z","contentType":"text/plain; charset=utf-8"}`))
+	require.NoError(t, err)
+}
