@@ -136,9 +136,12 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	}
 }
 
-// claimReply publishes the claims' events and builds claimWork's reply.
+// claimReply publishes the claims' events, writes the artifacts of the
+// tasks a claim superseded, and builds claimWork's reply. Both the direct
+// and the parked (park.go) claimWork answer through it.
 func (s *Server) claimReply(ctx context.Context, res *store.ClaimResult, now time.Time) (any, error) {
 	s.publish(ctx, res.Changes)
+	s.writeSupersessions(ctx, res.Supersessions, now)
 	claims := make([]*claimResponse, 0, len(res.Claims))
 	for _, cl := range res.Claims {
 		cr, err := s.claimFor(cl.Task, cl.RunID, now, true)
