@@ -136,9 +136,9 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	}
 }
 
-// claimReply publishes the claims' events, writes the artifacts of the
-// tasks a claim superseded, and builds claimWork's reply. Both the direct
-// and the parked (park.go) claimWork answer through it.
+// claimReply publishes the claims' events, writes the superseding
+// artifacts of claims that superseded older tasks and builds claimWork's
+// reply.
 func (s *Server) claimReply(ctx context.Context, res *store.ClaimResult, now time.Time) (any, error) {
 	s.publish(ctx, res.Changes)
 	s.writeSupersessions(ctx, res.Supersessions, now)

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -99,4 +100,31 @@ func TestHeaderValuesRefuseControlCharacters(t *testing.T) {
 	}
 	_, err := r.Validate("post-artifact-request", []byte(`{"storageType":"s3","expires":"2030-01-01T00:00:00Z","contentType":"text/plain; charset=utf-8"}`))
 	require.NoError(t, err)
+}
+
+// TestTextRefusesNUL: descriptions are stored as text, where PostgreSQL
+// cannot keep a NUL (it answered 500), so the schemas refuse one on every
+// store; other control characters (newlines in Markdown) stay allowed.
+func TestTextRefusesNUL(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	tests := []struct{ schema, body string }{
+		{"create-client-request", `{"description":"a\u0000","expires":"2030-01-01T00:00:00Z"}`},
+		{"update-client-request", `{"description":"a\u0000","expires":"2030-01-01T00:00:00Z"}`},
+		{"create-role-request", `{"description":"a\u0000","scopes":[]}`},
+		{"declare-provisioner-request", `{"description":"a\u0000"}`},
+		{"declare-worker-type-request", `{"description":"a\u0000"}`},
+		{"quarantine-worker-request", `{"quarantineUntil":"2030-01-01T00:00:00Z","quarantineInfo":"a\u0000"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.schema, func(t *testing.T) {
+			t.Parallel()
+			_, err := r.Validate(tt.schema, []byte(tt.body))
+			var verr *ValidationError
+			require.ErrorAs(t, err, &verr)
+			require.Contains(t, verr.TaskclusterText(), ` must match pattern "^[^\x00]*$"`)
+			_, err = r.Validate(tt.schema, []byte(strings.ReplaceAll(tt.body, `\u0000`, `\n\tb`)))
+			require.NoError(t, err, "newlines and tabs are fine")
+		})
+	}
 }
