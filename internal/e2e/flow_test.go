@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,4 +157,77 @@ func TestFlowWithHopperWorkers(t *testing.T) {
 		require.Len(t, keys, 1)
 		require.Equal(t, flowapi.Key{Key: "lint", Supersede: true, Superseded: 2}, keys[0])
 	})
+}
+
+// TestFlowReplicasShareOnePostgres runs a limited key across two `hopper
+// serve` processes on one database, with plain claimWork/reportCompleted
+// loops on both: the key never has more runs than its limit, every task
+// runs once, and a run ending on one replica wakes claims waiting on the
+// other (a claimWork at the limit waits rather than polls).
+func TestFlowReplicasShareOnePostgres(t *testing.T) {
+	t.Parallel()
+	db := e2e.FreshPostgres(t)
+	args := []string{"--db", db, "--claim-timeout", "10m"}
+	env := []string{"HOPPER_SECRET_KEY=" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"}
+	clients := []*tcclient.Client{
+		rootClient(e2e.StartServer(t, e2e.ServerOptions{Args: args, Env: env})),
+		rootClient(e2e.StartServer(t, e2e.ServerOptions{Args: args, Env: env})),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const (
+		q     = "replicas/flow"
+		tasks = 30
+		limit = 2
+	)
+	for i := range tasks {
+		def := newTask(q)
+		def.Extra = json.RawMessage(fmt.Sprintf(`{"flow": {"key": "deploy", "limit": %d}}`, limit))
+		_, err := clients[i%2].CreateTask(ctx, tcclient.NewTaskID(), def)
+		require.NoError(t, err)
+	}
+	var (
+		running, peak, done atomic.Int64
+		seen                sync.Map
+		wg                  sync.WaitGroup
+		failures            = make(chan error, 64)
+	)
+	for w := range 6 {
+		wg.Go(func() {
+			c := clients[w%2]
+			for done.Load() < tasks && ctx.Err() == nil {
+				res, err := c.ClaimWork(ctx, q, &tcclient.ClaimWorkRequest{WorkerGroup: "g", WorkerID: fmt.Sprint("w", w), Tasks: 2})
+				if err != nil {
+					if done.Load() < tasks {
+						failures <- err
+					}
+					return
+				}
+				for _, cl := range res.Tasks {
+					n := running.Add(1)
+					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+					}
+					if _, dup := seen.LoadOrStore(cl.Status.TaskID, true); dup {
+						failures <- fmt.Errorf("task %s claimed twice", cl.Status.TaskID)
+					}
+					time.Sleep(20 * time.Millisecond)
+					running.Add(-1) // before the report: never over-counts
+					if _, err := c.ReportCompleted(ctx, cl.Status.TaskID, cl.RunID); err != nil {
+						failures <- err
+					}
+					if done.Add(1) == tasks {
+						cancel() // ends the other claimers' long-polls
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(failures)
+	for err := range failures {
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, tasks, done.Load())
+	require.LessOrEqual(t, peak.Load(), int64(limit))
+	t.Logf("%d tasks of one key with limit %d ran through 6 claimers on 2 replicas; at most %d at once", tasks, limit, peak.Load())
 }
