@@ -134,7 +134,7 @@ backlogs are then queued straight through the store.`,
 	f.BoolVar(&noDrain, "no-drain", false, "with --root-url: leave the rest of each backlog pending instead of working it off")
 	f.StringVar(&opts.ProvisionerID, "provisioner-id", "hopper-bench", "provisionerId of the benchmark's task queues")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	f.StringVar(&logLevel, "log-level", "info", "progress logging: debug, info, warn or error")
+	f.StringVar(&logLevel, "log-level", defaultLogLevel, "progress logging: debug, info, warn or error")
 	return cmd
 }
 

@@ -33,10 +33,10 @@ func (s *Server) queueRoutes() []Route {
 		)
 	}
 	routes := []Route{
-		{Name: "ping", Method: http.MethodGet, Paths: q("/ping"), Handle: s.ping},
-		{Name: "lbheartbeat", Method: http.MethodGet, Paths: append(q("/__lbheartbeat__"), "/__lbheartbeat__"), Handle: s.emptyObject},
-		{Name: "heartbeat", Method: http.MethodGet, Paths: append(q("/__heartbeat__"), "/__heartbeat__"), Handle: s.emptyObject},
-		{Name: "version", Method: http.MethodGet, Paths: append(q("/__version__"), "/__version__"), Handle: s.version},
+		{Name: "ping", Method: http.MethodGet, Paths: q("/ping"), Handle: pingSince(s.started)},
+		{Name: "lbheartbeat", Method: http.MethodGet, Paths: append(q("/__lbheartbeat__"), "/__lbheartbeat__"), Handle: emptyObject},
+		{Name: "heartbeat", Method: http.MethodGet, Paths: append(q("/__heartbeat__"), "/__heartbeat__"), Handle: emptyObject},
+		{Name: "version", Method: http.MethodGet, Paths: append(q("/__version__"), "/__version__"), Handle: versionOf(s.cfg.Version)},
 
 		{Name: "task", Method: http.MethodGet, Paths: q("/task/{taskId}"), Scopes: scope("queue:get-task:<taskId>"), EarlyScopes: true, Handle: s.getTask},
 		{Name: "status", Method: http.MethodGet, Paths: q("/task/{taskId}/status"), Scopes: scope("queue:status:<taskId>"), EarlyScopes: true, Handle: s.getStatus},

@@ -15,16 +15,6 @@ type statusResponse struct {
 	Status queue.Status `json:"status"`
 }
 
-func (s *Server) ping(c *Call) (any, error) {
-	return map[string]any{"alive": true, "uptime": c.Now.Sub(s.started).Seconds()}, nil
-}
-
-func (s *Server) emptyObject(*Call) (any, error) { return map[string]any{}, nil }
-
-func (s *Server) version(*Call) (any, error) {
-	return map[string]string{"version": s.cfg.Version, "commit": "", "source": "https://github.com/hopper-ci/hopper", "build": ""}, nil
-}
-
 // loadTask loads a task or answers 404.
 func (s *Server) loadTask(ctx context.Context, taskID string) (*queue.TaskState, error) {
 	t, err := s.store.GetTask(ctx, taskID)

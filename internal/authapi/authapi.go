@@ -102,11 +102,7 @@ func Routes(d Deps) []api.Route {
 		return out
 	}
 	paged := []string{"continuationToken", "limit"}
-	return []api.Route{
-		{Name: "ping", Method: http.MethodGet, Paths: p("/ping"), Handle: h.ping},
-		{Name: "lbheartbeat", Method: http.MethodGet, Paths: p("/__lbheartbeat__"), Handle: emptyObject},
-		{Name: "heartbeat", Method: http.MethodGet, Paths: p("/__heartbeat__"), Handle: emptyObject},
-
+	return append(api.ServiceHealthRoutes(BasePath, h.Started, ""), []api.Route{
 		{Name: "listClients", Method: http.MethodGet, Paths: p("/clients/{$}"), Query: append([]string{"prefix"}, paged...),
 			Scopes: scopesListClients, EarlyScopes: true, Handle: h.listClients},
 		{Name: "client", Method: http.MethodGet, Paths: p("/clients/{clientId...}"),
@@ -149,14 +145,8 @@ func Routes(d Deps) []api.Route {
 			Handle: h.testAuthenticate},
 		{Name: "testAuthenticateGet", Method: http.MethodGet, Paths: p("/test-authenticate-get/{$}"),
 			Handle: h.testAuthenticateGet},
-	}
+	}...)
 }
-
-func (h *handlers) ping(c *api.Call) (any, error) {
-	return map[string]any{"alive": true, "uptime": c.Now.Sub(h.Started).Seconds()}, nil
-}
-
-func emptyObject(*api.Call) (any, error) { return map[string]any{}, nil }
 
 // URL parameter patterns (Taskcluster's auth service).
 var (

@@ -162,13 +162,9 @@ func (h *handlers) createClient(c *api.Call) (any, error) {
 	if err := c.Authorize(c.Route.Scopes, map[string]any{"clientId": id, "scopes": in.Scopes}); err != nil {
 		return nil, err
 	}
-	token, err := auth.NewAccessToken()
+	token, sealed, err := h.newAccessToken(id)
 	if err != nil {
 		return nil, err
-	}
-	sealed, err := h.Sealer.Seal(token, id)
-	if err != nil {
-		return nil, fmt.Errorf("sealing the access token of %s: %w", id, err)
 	}
 	now := c.Now.UTC().Truncate(time.Millisecond)
 	stored, err := h.Store.CreateClient(c.Context(), &store.Client{
@@ -292,13 +288,9 @@ func (h *handlers) resetAccessToken(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	token, err := auth.NewAccessToken()
+	token, sealed, err := h.newAccessToken(id)
 	if err != nil {
 		return nil, err
-	}
-	sealed, err := h.Sealer.Seal(token, id)
-	if err != nil {
-		return nil, fmt.Errorf("sealing the access token of %s: %w", id, err)
 	}
 	now := c.Now.UTC().Truncate(time.Millisecond)
 	updated, err := h.modifyClient(c.Context(), id, func(cl *store.Client) {
@@ -363,4 +355,18 @@ func (h *handlers) deleteClient(c *api.Call) (any, error) {
 	}
 	h.Logger.Info("client deleted", "clientId", id)
 	return noContent(), nil
+}
+
+// newAccessToken makes a fresh access token for a client, in the clear for
+// the one reply that shows it and sealed to the client's id for the store.
+func (h *handlers) newAccessToken(clientID string) (token, sealed string, err error) {
+	token, err = auth.NewAccessToken()
+	if err != nil {
+		return "", "", fmt.Errorf("making an access token for %s: %w", clientID, err)
+	}
+	sealed, err = h.Sealer.Seal(token, clientID)
+	if err != nil {
+		return "", "", fmt.Errorf("sealing the access token of %s: %w", clientID, err)
+	}
+	return token, sealed, nil
 }

@@ -19,7 +19,7 @@ import (
 func NewHookCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "hook",
-		Short: "Manage hooks: create, update, show, list, trigger, fires, remove",
+		Short: "Manage hooks: create, update, show, list, trigger, fires, token, remove",
 		Long: `Manage hooks: tasks created on a schedule (cron), by an API call, by a
 webhook with a secret token, or by Pulse messages. A hook is defined in a
 YAML or JSON file with metadata, task (a JSON-e template), and optionally
@@ -208,7 +208,30 @@ hook-id:<hookGroupId>/<hookId>.
 			})
 		},
 	}
-	cmd.AddCommand(create, update, show, list, trigger, fires, remove)
+	var reset bool
+	token := &cobra.Command{
+		Use:   "token HOOK_GROUP_ID HOOK_ID [--reset]",
+		Short: "Print the hook's webhook URL, which fires it with the JSON body POSTed to it (--reset: a new token first)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			tok, err := c.GetTriggerToken(cmd.Context(), args[0], args[1], reset)
+			if err != nil {
+				return authCLIError("getting the trigger token of hook "+args[0]+"/"+args[1], err)
+			}
+			webhook := c.HooksBaseURL() + "/hooks/" + tcclient.EscapePathParam(args[0]) + "/" + tcclient.EscapePathParam(args[1]) +
+				"/trigger/" + tcclient.EscapePathParam(tok.Token)
+			return out(cmd, map[string]string{"token": tok.Token, "url": webhook}, func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, webhook)
+				return err
+			})
+		},
+	}
+	token.Flags().BoolVar(&reset, "reset", false, "replace the token first, so the URL handed out before stops working")
+	cmd.AddCommand(create, update, show, list, trigger, fires, token, remove)
 	return cmd
 }
 

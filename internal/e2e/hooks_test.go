@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -91,6 +92,23 @@ func TestHookCLI(t *testing.T) {
 	require.Contains(t, out, "triggerHook")
 	require.Contains(t, out, "pending")
 	require.Contains(t, ok("hook", "show", "nightly", "build"), "created task "+taskID)
+
+	// The README's webhook: `hopper hook token` prints the URL to POST to.
+	webhook := strings.TrimSpace(ok("hook", "token", "nightly", "build"))
+	require.True(t, strings.HasPrefix(webhook, srv.RootURL+"/api/hooks/v1/hooks/nightly/build/trigger/"), webhook)
+	postWebhook := func(url string) int {
+		t.Helper()
+		resp, err := http.Post(url, "application/json", strings.NewReader("{}"))
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, postWebhook(webhook))
+	require.Contains(t, ok("hook", "fires", "nightly", "build"), "triggerHookWithToken")
+	renewed := strings.TrimSpace(ok("hook", "token", "nightly", "build", "--reset"))
+	require.NotEqual(t, webhook, renewed)
+	require.NotEqual(t, http.StatusOK, postWebhook(webhook), "the token before --reset still fires the hook")
+	require.Equal(t, http.StatusOK, postWebhook(renewed))
 
 	bad := filepath.Join(dir, "bad.yaml")
 	require.NoError(t, os.WriteFile(bad, []byte(strings.Replace(nightlyHook, "0 30 2 * * *", "61 * * * *", 1)), 0o600))

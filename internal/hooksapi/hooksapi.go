@@ -92,12 +92,7 @@ func Routes(d Deps) []api.Route {
 	}
 	h := &handlers{Deps: d}
 	p := func(path string) []string { return []string{BasePath + path} }
-	return []api.Route{
-		{Name: "ping", Method: http.MethodGet, Paths: p("/ping"), Handle: h.ping},
-		{Name: "lbheartbeat", Method: http.MethodGet, Paths: p("/__lbheartbeat__"), Handle: emptyObject},
-		{Name: "heartbeat", Method: http.MethodGet, Paths: p("/__heartbeat__"), Handle: emptyObject},
-		{Name: "version", Method: http.MethodGet, Paths: p("/__version__"), Handle: h.version},
-
+	return append(api.ServiceHealthRoutes(BasePath, h.Started, h.Version), []api.Route{
 		{Name: "listHookGroups", Method: http.MethodGet, Paths: p("/hooks"),
 			Scopes: scopesListGroups, EarlyScopes: true, Handle: h.listHookGroups},
 		{Name: "listHooks", Method: http.MethodGet, Paths: p("/hooks/{hookGroupId}"),
@@ -122,17 +117,7 @@ func Routes(d Deps) []api.Route {
 			SecretParams: []string{"token"}, Handle: h.triggerHookWithToken},
 		{Name: "listLastFires", Method: http.MethodGet, Paths: p(hookPath + "/last-fires"), Query: []string{"continuationToken", "limit"},
 			Scopes: scopesListFires, EarlyScopes: true, Handle: h.listLastFires},
-	}
-}
-
-func (h *handlers) ping(c *api.Call) (any, error) {
-	return map[string]any{"alive": true, "uptime": c.Now.Sub(h.Started).Seconds()}, nil
-}
-
-func emptyObject(*api.Call) (any, error) { return map[string]any{}, nil }
-
-func (h *handlers) version(*api.Call) (any, error) {
-	return map[string]string{"version": h.Version, "commit": "", "source": "https://github.com/hopper-ci/hopper", "build": ""}, nil
+	}...)
 }
 
 // ids returns the URL's hookGroupId and hookId after checking their

@@ -73,12 +73,7 @@ func Routes(d Deps) []api.Route {
 		return out
 	}
 	paged := []string{"continuationToken", "limit"}
-	return []api.Route{
-		{Name: "ping", Method: http.MethodGet, Paths: p("/ping"), Handle: h.ping},
-		{Name: "lbheartbeat", Method: http.MethodGet, Paths: p("/__lbheartbeat__"), Handle: emptyObject},
-		{Name: "heartbeat", Method: http.MethodGet, Paths: p("/__heartbeat__"), Handle: emptyObject},
-		{Name: "version", Method: http.MethodGet, Paths: p("/__version__"), Handle: h.version},
-
+	return append(api.ServiceHealthRoutes(BasePath, h.Started, h.Version), []api.Route{
 		{Name: "findTask", Method: http.MethodGet, Paths: p("/task/{indexPath}"), Scopes: scopesFindTask, Handle: h.findTask},
 		{Name: "findTasksAtIndex", Method: http.MethodPost, Paths: p("/tasks/indexes"), Query: paged, Input: "index-find-tasks-request",
 			Scopes: scopesFindTasks, Handle: h.findTasksAtIndex},
@@ -94,18 +89,8 @@ func Routes(d Deps) []api.Route {
 
 		// hopper's own: where a task is indexed now (for the web UI).
 		{Name: "indexedAt", Method: http.MethodGet, Paths: p("/indexed-at/{taskId}"), Handle: h.indexedAt},
-	}
+	}...)
 }
-
-func (h *handlers) ping(c *api.Call) (any, error) {
-	return map[string]any{"alive": true, "uptime": c.Now.Sub(h.Started).Seconds()}, nil
-}
-
-func (h *handlers) version(*api.Call) (any, error) {
-	return map[string]string{"version": h.Version, "commit": "", "source": "https://github.com/hopper-ci/hopper", "build": ""}, nil
-}
-
-func emptyObject(*api.Call) (any, error) { return map[string]any{}, nil }
 
 // entryJSON is an entry as the API shows it (indexed-task-response).
 type entryJSON struct {

@@ -23,11 +23,7 @@ const (
 func Routes(svc *Service) []api.Route {
 	h := &handlers{svc: svc, started: time.Now()}
 	p := func(path string) []string { return []string{BasePath + path} }
-	return []api.Route{
-		{Name: "ping", Method: http.MethodGet, Paths: p("/ping"), Handle: h.ping},
-		{Name: "lbheartbeat", Method: http.MethodGet, Paths: p("/__lbheartbeat__"), Handle: emptyObject},
-		{Name: "heartbeat", Method: http.MethodGet, Paths: p("/__heartbeat__"), Handle: emptyObject},
-
+	return append(api.ServiceHealthRoutes(BasePath, h.started, ""), []api.Route{
 		// The projectId scoping an upload comes in the body, so these
 		// authorize in the handler, after validation.
 		{Name: "createUpload", Method: http.MethodPut, Paths: p("/upload/{name...}"), Input: "object-create-upload-request",
@@ -40,19 +36,13 @@ func Routes(svc *Service) []api.Route {
 			Scopes: scopeDownload, EarlyScopes: true, Handle: h.metadata},
 		{Name: "download", Method: http.MethodGet, Paths: p("/download/{name...}"),
 			Scopes: scopeDownload, EarlyScopes: true, Handle: h.download},
-	}
+	}...)
 }
 
 type handlers struct {
 	svc     *Service
 	started time.Time
 }
-
-func (h *handlers) ping(c *api.Call) (any, error) {
-	return map[string]any{"alive": true, "uptime": time.Since(h.started).Seconds()}, nil
-}
-
-func emptyObject(*api.Call) (any, error) { return map[string]any{}, nil }
 
 type uploadBody struct {
 	ProjectID             string            `json:"projectId"`

@@ -28,18 +28,14 @@ func Routes(st store.PurgeCacheStore, clock queue.Clock) []api.Route {
 	}
 	h := &handlers{store: st, clock: clock, started: clock.Now()}
 	p := func(path string) []string { return []string{BasePath + path} }
-	return []api.Route{
-		{Name: "ping", Method: http.MethodGet, Paths: p("/ping"), Handle: h.ping},
-		{Name: "lbheartbeat", Method: http.MethodGet, Paths: p("/__lbheartbeat__"), Handle: emptyObject},
-		{Name: "heartbeat", Method: http.MethodGet, Paths: p("/__heartbeat__"), Handle: emptyObject},
-
+	return append(api.ServiceHealthRoutes(BasePath, h.started, ""), []api.Route{
 		{Name: "purgeCache", Method: http.MethodPost, Paths: p("/purge-cache/{workerPoolId...}"), Input: "purge-cache-request",
 			Scopes: scopePurge, Handle: h.purgeCache},
 		{Name: "allPurgeRequests", Method: http.MethodGet, Paths: p("/purge-cache/list"), Query: []string{"continuationToken", "limit"},
 			Scopes: scopeAllRequests, EarlyScopes: true, Handle: h.allPurgeRequests},
 		{Name: "purgeRequests", Method: http.MethodGet, Paths: p("/purge-cache/{workerPoolId...}"), Query: []string{"since"},
 			Scopes: scopeRequests, Handle: h.purgeRequests},
-	}
+	}...)
 }
 
 type handlers struct {
@@ -47,12 +43,6 @@ type handlers struct {
 	clock   queue.Clock
 	started time.Time
 }
-
-func (h *handlers) ping(c *api.Call) (any, error) {
-	return map[string]any{"alive": true, "uptime": c.Now.Sub(h.started).Seconds()}, nil
-}
-
-func emptyObject(*api.Call) (any, error) { return map[string]any{}, nil }
 
 func workerPoolID(c *api.Call) (string, error) {
 	id := c.Params["workerPoolId"]

@@ -66,12 +66,7 @@ func Routes(d Deps) []api.Route {
 	}
 	h := &handlers{Deps: d}
 	p := func(path string) []string { return []string{BasePath + path} }
-	return []api.Route{
-		{Name: "ping", Method: http.MethodGet, Paths: p("/ping"), Handle: h.ping},
-		{Name: "lbheartbeat", Method: http.MethodGet, Paths: p("/__lbheartbeat__"), Handle: emptyObject},
-		{Name: "heartbeat", Method: http.MethodGet, Paths: p("/__heartbeat__"), Handle: emptyObject},
-		{Name: "version", Method: http.MethodGet, Paths: p("/__version__"), Handle: h.version},
-
+	return append(api.ServiceHealthRoutes(BasePath, h.Started, h.Version), []api.Route{
 		{Name: "set", Method: http.MethodPut, Paths: p("/secret/{name...}"), Input: "secret",
 			Scopes: scopesSet, EarlyScopes: true, Handle: h.set, CleanPayloadFunc: omitSecret},
 		{Name: "remove", Method: http.MethodDelete, Paths: p("/secret/{name...}"),
@@ -80,18 +75,8 @@ func Routes(d Deps) []api.Route {
 			Scopes: scopesGet, EarlyScopes: true, Handle: h.get, CleanPayloadFunc: omitSecret},
 		{Name: "list", Method: http.MethodGet, Paths: p("/secrets"), Query: []string{"continuationToken", "limit"},
 			Scopes: scopesList, EarlyScopes: true, Handle: h.list},
-	}
+	}...)
 }
-
-func (h *handlers) ping(c *api.Call) (any, error) {
-	return map[string]any{"alive": true, "uptime": c.Now.Sub(h.Started).Seconds()}, nil
-}
-
-func (h *handlers) version(*api.Call) (any, error) {
-	return map[string]string{"version": h.Version, "commit": "", "source": "https://github.com/hopper-ci/hopper", "build": ""}, nil
-}
-
-func emptyObject(*api.Call) (any, error) { return map[string]any{}, nil }
 
 // omitSecret replaces the value in an echoed request body, as Taskcluster
 // does. A body that is not an object carrying "secret" is echoed as {}:

@@ -148,3 +148,20 @@ func (c *Client) AllLastFires(ctx context.Context, hookGroupID, hookID string) (
 		opts.ContinuationToken = page.ContinuationToken
 	}
 }
+
+// TriggerToken is the secret token of a hook's webhook URL
+// (…/hooks/<hookGroupId>/<hookId>/trigger/<token>).
+type TriggerToken struct {
+	Token string `json:"token"`
+}
+
+// GetTriggerToken returns a hook's webhook token; reset replaces it first
+// (resetTriggerToken), so URLs handed out before stop working.
+func (c *Client) GetTriggerToken(ctx context.Context, hookGroupID, hookID string, reset bool) (*TriggerToken, error) {
+	method := http.MethodGet
+	if reset {
+		method = http.MethodPost
+	}
+	var out TriggerToken
+	return &out, c.doHooks(ctx, method, hookPath(hookGroupID, hookID)+"/token", nil, nil, &out)
+}

@@ -1,0 +1,40 @@
+package api
+
+import (
+	"net/http"
+	"time"
+)
+
+// ServiceHealthRoutes declares the routes every Taskcluster service answers
+// under its base path besides its API methods: ping (alive, with the uptime
+// since started), __lbheartbeat__ and __heartbeat__ (both {}), and, when
+// version is not empty, __version__. Each service plugged in through
+// ExtraRoutes starts its table with them.
+func ServiceHealthRoutes(basePath string, started time.Time, version string) []Route {
+	routes := []Route{
+		{Name: "ping", Method: http.MethodGet, Paths: []string{basePath + "/ping"}, Handle: pingSince(started)},
+		{Name: "lbheartbeat", Method: http.MethodGet, Paths: []string{basePath + "/__lbheartbeat__"}, Handle: emptyObject},
+		{Name: "heartbeat", Method: http.MethodGet, Paths: []string{basePath + "/__heartbeat__"}, Handle: emptyObject},
+	}
+	if version != "" {
+		routes = append(routes, Route{Name: "version", Method: http.MethodGet, Paths: []string{basePath + "/__version__"}, Handle: versionOf(version)})
+	}
+	return routes
+}
+
+// pingSince answers ping with the uptime since started, measured on the
+// call's clock.
+func pingSince(started time.Time) func(*Call) (any, error) {
+	return func(c *Call) (any, error) {
+		return map[string]any{"alive": true, "uptime": c.Now.Sub(started).Seconds()}, nil
+	}
+}
+
+func emptyObject(*Call) (any, error) { return map[string]any{}, nil }
+
+// versionOf answers __version__ in Taskcluster's shape.
+func versionOf(version string) func(*Call) (any, error) {
+	return func(*Call) (any, error) {
+		return map[string]string{"version": version, "commit": "", "source": "https://github.com/hopper-ci/hopper", "build": ""}, nil
+	}
+}
