@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -126,6 +127,7 @@ backlogs are then queued straight through the store.`,
 	f.IntVar(&opts.Workers, "workers", 8, "life-cycle and drain: concurrent workers")
 	f.IntVar(&opts.ClaimBatch, "batch", 32, "tasks asked for per claimWork (1-32)")
 	f.IntVar(&opts.Fleet, "fleet", 0, "fleet: idle workers to hold long-polling while the life-cycle runs (alone, it runs only the fleet benchmark)")
+	f.DurationVar(&opts.FleetIdle, "fleet-idle", 5*time.Second, "fleet: how long the fleet only waits before the server's memory is read")
 	f.BoolVar(&serverProcess, "server-process", false, "with --db: run the server as a child process, so its CPU time per task and memory are reported apart")
 	f.IntVar(&opts.WakeSamples, "wake-samples", 200, "wake: samples")
 	f.StringVar(&backlogs, "backlogs", "1000,100000", "backlog: comma-separated pending-queue sizes")

@@ -80,8 +80,11 @@ type Options struct {
 	Workers    int
 	ClaimBatch int
 
-	// Fleet is the number of idle workers the fleet benchmark holds.
-	Fleet int
+	// Fleet is the number of idle workers the fleet benchmark holds;
+	// FleetIdle how long they only wait before the server's memory is
+	// read (default 5 s).
+	Fleet     int
+	FleetIdle time.Duration
 
 	// WakeSamples is the number of wake-up measurements (default 200).
 	WakeSamples int
@@ -155,6 +158,9 @@ func (o *Options) defaults() error {
 	}
 	if slices.Contains(o.Benchmarks, Fleet) && o.Fleet <= 0 {
 		return errors.New("bench: the fleet benchmark needs a fleet size")
+	}
+	if o.FleetIdle <= 0 {
+		o.FleetIdle = 5 * time.Second
 	}
 	setDefault(&o.WakeSamples, 200)
 	if len(o.Backlogs) == 0 {

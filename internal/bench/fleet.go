@@ -20,7 +20,8 @@ const Fleet = "fleet"
 type FleetResult struct {
 	// Workers is the number of idle long-polling workers held.
 	Workers int
-	// Settle is how long the fleet had been waiting when IdleRSS was read.
+	// Settle is how long the fleet had been connecting and waiting when
+	// IdleRSS was read.
 	Settle time.Duration
 	// IdleRSS is the server's resident memory with the fleet waiting;
 	// PeakRSS its peak over the whole benchmark (bytes, 0 when the server
@@ -141,12 +142,16 @@ func RunFleet(ctx context.Context, opts Options) (FleetResult, error) {
 	time.Sleep(3 * time.Second)
 	res.Settle = time.Since(start)
 	if serverPID > 0 {
-		res.IdleRSS, _, _ = processRSS(serverPID)
+		// The fleet only waits for FleetIdle: the server's CPU over that
+		// time, and its memory at the end (steady state: the garbage of
+		// the fleet's arrival has had time to be collected and returned).
 		before, _ := processCPU(serverPID)
-		res.IdleWindow = 5 * time.Second
+		res.IdleWindow = opts.FleetIdle
 		time.Sleep(res.IdleWindow)
 		after, _ := processCPU(serverPID)
 		res.IdleCPU = after - before
+		res.IdleRSS, _, _ = processRSS(serverPID)
+		res.Settle = time.Since(start)
 	}
 	opts.Logf("fleet: %d waiting after %s; server RSS %.0f MiB", opts.Fleet, res.Settle.Round(time.Millisecond), float64(res.IdleRSS)/(1<<20))
 	if fleetCtx.Err() != nil {

@@ -46,9 +46,9 @@ func writeFleet(w io.Writer, f *FleetResult) {
 	}
 	idle := "server CPU not measured"
 	if f.IdleCPU >= 0 {
-		idle = fmt.Sprintf("server CPU %.1f%% of a core while they wait", 100*float64(f.IdleCPU)/float64(f.IdleWindow))
+		idle = fmt.Sprintf("server CPU %.1f%% of a core over %s of waiting", 100*float64(f.IdleCPU)/float64(f.IdleWindow), f.IdleWindow)
 	}
-	fmt.Fprintf(w, "fleet\t%d idle workers\tserver RSS %s\twaiting after %s; %s; peak RSS %s\n",
+	fmt.Fprintf(w, "fleet\t%d idle workers\tserver RSS %s\tread %s after the first connected; %s; peak RSS %s\n",
 		f.Workers, mib(f.IdleRSS), ms(f.Settle), idle, mib(f.PeakRSS))
 	fmt.Fprintf(w, "fleet\tlife-cycle beside them\t%.0f tasks/s\t%.0f%% of the %.0f tasks/s without them (%d tasks, %d creators, %d workers)%s\n",
 		f.Beside.TasksPerSecond(), 100*f.Beside.TasksPerSecond()/max(f.Alone.TasksPerSecond(), 1e-9), f.Alone.TasksPerSecond(),
