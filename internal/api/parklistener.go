@@ -66,14 +66,29 @@ func (l *parkingListener) Accept() (net.Conn, error) {
 	}
 }
 
-// Close stops accepting; connections handed back afterwards are closed.
+// Close stops accepting; connections handed back and not yet accepted,
+// or handed back afterwards, are closed.
 func (l *parkingListener) Close() error {
 	l.closeOnce.Do(func() { close(l.closed) })
-	return l.Listener.Close()
+	err := l.Listener.Close()
+	for {
+		select {
+		case c := <-l.back:
+			_ = c.Close()
+		default:
+			return err
+		}
+	}
 }
 
 // handBack returns an answered connection to the HTTP server.
 func (l *parkingListener) handBack(c net.Conn) {
+	select {
+	case <-l.closed:
+		_ = c.Close()
+		return
+	default:
+	}
 	select {
 	case l.back <- c:
 	case <-l.closed:

@@ -36,9 +36,10 @@ type InProcessOptions struct {
 	// Logger receives the server's logs (default: warnings and errors to
 	// stderr).
 	Logger *slog.Logger
-	// PrefillConcurrency is how many store transactions Prefill runs at
-	// once (default 4 on SQLite, whose writes serialise anyway, 8 on
-	// PostgreSQL).
+	// PrefillConcurrency is how many CreateTask calls Prefill makes at
+	// once (default 64: the store writes concurrent creates in shared
+	// batches, so more callers mean bigger batches; a 1,000,000-task
+	// backlog takes minutes).
 	PrefillConcurrency int
 	// DBBatches tunes the store (see server.StoreOptions.Batches).
 	DBBatches int
@@ -116,7 +117,7 @@ func StartInProcess(ctx context.Context, opts InProcessOptions) (_ *InProcess, e
 	}
 	p.concurrency = opts.PrefillConcurrency
 	if p.concurrency <= 0 {
-		p.concurrency = map[string]int{"sqlite": 4, "postgres": 8}[p.Kind]
+		p.concurrency = 64
 	}
 
 	token, err := randomToken()

@@ -189,3 +189,35 @@ func TestHubBackup(t *testing.T) {
 		t.Fatal("a queue without waiters must be forgotten")
 	}
 }
+
+// TestHubSubscribeFunc: a waiter without a goroutine of its own is told of
+// each wake-up put in its channel, and only then.
+func TestHubSubscribeFunc(t *testing.T) {
+	h := NewHub()
+	calls := make(chan struct{}, 4)
+	ch, cancel := h.SubscribeFunc("q", 1, func() { calls <- struct{}{} })
+	defer cancel()
+	h.Notify("other", 1)
+	select {
+	case <-calls:
+		t.Fatal("told of another queue's run")
+	case <-time.After(20 * time.Millisecond):
+	}
+	h.Notify("q", 1)
+	select {
+	case <-calls:
+	case <-time.After(5 * time.Second):
+		t.Fatal("never told of its wake-up")
+	}
+	if !woken(ch) {
+		t.Fatal("the wake-up must be in the channel when the waiter is told")
+	}
+	h.Notify("q", 1)
+	h.Notify("q", 1) // holds one already: not told twice
+	<-calls
+	select {
+	case <-calls:
+		t.Fatal("told of a wake-up it could not hold")
+	case <-time.After(20 * time.Millisecond):
+	}
+}
