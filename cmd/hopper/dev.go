@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/hopper-ci/hopper/internal/cli"
 	"github.com/hopper-ci/hopper/internal/devmode"
 	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
@@ -36,7 +37,7 @@ are printed at start. Ctrl-C stops everything.`,
 	addServerFlags(cmd, &cfg, &logLevel)
 	cmd.Flags().Lookup("log-level").DefValue = "warn"
 	_ = cmd.Flags().Set("log-level", env("HOPPER_LOG_LEVEL", "warn"))
-	cmd.Flags().StringVar(&taskQueueID, "task-queue-id", "hopper/default", "task queue the built-in worker serves")
+	cmd.Flags().StringVar(&taskQueueID, "task-queue-id", cli.DefaultTaskQueue, "task queue the built-in worker serves")
 	cmd.Flags().IntVar(&capacity, "capacity", 2, "concurrent tasks of the built-in worker")
 	return cmd
 }

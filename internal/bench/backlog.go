@@ -94,31 +94,10 @@ func RunBacklog(ctx context.Context, opts Options, n int) (BacklogResult, error)
 // prefillHTTP creates n tasks in tq with concurrent createTask calls.
 func prefillHTTP(ctx context.Context, opts *Options, tq string, n int) error {
 	c := opts.client()
-	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		errOnce  sync.Once
-		firstErr error
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for range min(opts.PrefillConcurrency, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil && next.Add(1) <= int64(n) {
-				if _, err := c.CreateTask(ctx, tcclient.NewTaskID(), taskDefinition(tq, time.Now(), backlogDeadline)); err != nil {
-					errOnce.Do(func() { firstErr = err; cancel() })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	return ctx.Err()
+	return repeatConcurrently(ctx, opts.PrefillConcurrency, n, func(ctx context.Context) error {
+		_, err := c.CreateTask(ctx, tcclient.NewTaskID(), taskDefinition(tq, time.Now(), backlogDeadline))
+		return err
+	})
 }
 
 // drain claims and completes exactly n pending tasks of tq with
@@ -165,6 +144,36 @@ func drain(ctx context.Context, opts *Options, tq string, n int) error {
 				// A short reply leaves work unreserved-but-unclaimed; give
 				// it back.
 				reserved.Add(int64(len(resp.Tasks)) - want)
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+// repeatConcurrently calls do n times in all, from at most concurrency
+// goroutines at once, and stops at the first error, which it returns.
+func repeatConcurrently(ctx context.Context, concurrency, n int, do func(context.Context) error) error {
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range min(concurrency, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil && next.Add(1) <= int64(n) {
+				if err := do(ctx); err != nil {
+					errOnce.Do(func() { firstErr = err; cancel() })
+					return
+				}
 			}
 		}()
 	}

@@ -201,31 +201,9 @@ func (p *InProcess) Prefill(ctx context.Context, taskQueueID string, n int) erro
 	if !taskQueuePattern.MatchString(taskQueueID) {
 		return fmt.Errorf("bench: %q is not a valid taskQueueId", taskQueueID)
 	}
-	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		errOnce  sync.Once
-		firstErr error
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for range min(p.concurrency, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil && next.Add(1) <= int64(n) {
-				if err := p.createDirect(ctx, taskQueueID); err != nil {
-					errOnce.Do(func() { firstErr = err; cancel() })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	return ctx.Err()
+	return repeatConcurrently(ctx, p.concurrency, n, func(ctx context.Context) error {
+		return p.createDirect(ctx, taskQueueID)
+	})
 }
 
 func (p *InProcess) createDirect(ctx context.Context, taskQueueID string) error {

@@ -208,7 +208,7 @@ the backing log once it resolves (following retries and reruns).`,
 		}),
 	}
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "F", false, "stream the live log until the task resolves")
-	cmd.Flags().IntVar(&opts.Run, "run", -1, "run to show (default: the latest; not with --follow)")
+	cmd.Flags().IntVar(&opts.Run, "run", -1, "run to show, -1 for the latest (not with --follow)")
 	return cmd
 }
 
@@ -222,7 +222,7 @@ func artifactsCommand(run runFunc) *cobra.Command {
 			return a.artifacts(ctx, got[0], runID)
 		}),
 	}
-	cmd.Flags().IntVar(&runID, "run", -1, "run whose artifacts to list (default: the latest)")
+	cmd.Flags().IntVar(&runID, "run", -1, "run whose artifacts to list, -1 for the latest")
 	return cmd
 }
 
@@ -253,7 +253,7 @@ the file named by -o. With --json, print where the artifact lives (and, with
 			return a.getArtifact(ctx, opts)
 		}),
 	}
-	get.Flags().IntVar(&opts.Run, "run", -1, "run to take the artifact from (default: the latest)")
+	get.Flags().IntVar(&opts.Run, "run", -1, "run to take the artifact from, -1 for the latest")
 	get.Flags().StringVarP(&opts.Output, "output", "o", "", "write to this file instead of stdout")
 	parent.AddCommand(get)
 	return parent
