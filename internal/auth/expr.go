@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/hopper-ci/hopper/internal/jsvalue"
 )
 
 // ExprKind says which of the three forms a scope expression has.
@@ -182,7 +184,7 @@ func (e Expr) String() string {
 // otherwise each nesting level is indented by indent.
 func (e Expr) writeJSON(b *bytes.Buffer, prefix, indent string) {
 	if e.kind == KindScope {
-		writeJSString(b, e.scope)
+		b.WriteString(jsvalue.QuoteJSON(e.scope))
 		return
 	}
 	key := `"AllOf":`
@@ -214,37 +216,6 @@ func (e Expr) writeJSON(b *bytes.Buffer, prefix, indent string) {
 		m.writeJSON(b, inner+indent, indent)
 	}
 	b.WriteString(inner + "]" + prefix + "}")
-}
-
-// writeJSString writes s as JavaScript's JSON.stringify quotes it (which
-// differs from encoding/json: no HTML escaping, no \u2028 escaping).
-func writeJSString(b *bytes.Buffer, s string) {
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if r < 0x20 {
-				fmt.Fprintf(b, `\u%04x`, r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
 }
 
 // UnmarshalJSON decodes a scope expression, rejecting anything

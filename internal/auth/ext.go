@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hopper-ci/hopper/internal/jsvalue"
 )
 
 // decodeExt decodes the ext attribute of a request by id, if any, and
@@ -153,7 +155,7 @@ func (c *loadedCredentials) applyCertificate(name, issuing string, raw any, now 
 	if issuer != "" {
 		sigName = name
 	}
-	text := SignatureString(sigName, issuer, seed, jsNumberString(start), jsNumberString(expiry), scopes)
+	text := SignatureString(sigName, issuer, seed, jsvalue.NumberString(start), jsvalue.NumberString(expiry), scopes)
 	valid := signatureMatches(cert["signature"], CertificateSignature(c.key, text))
 	if !valid && len(scopes) == 0 {
 		// The JS client signs empty scope lists with a trailing newline

@@ -1,11 +1,11 @@
 package auth
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"testing"
 
+	"github.com/hopper-ci/hopper/internal/jsvalue"
 	"github.com/stretchr/testify/require"
 )
 
@@ -130,9 +130,7 @@ func TestVectorStringify(t *testing.T) {
 		}
 		if expr.Kind() == KindScope {
 			require.Equal(t, expr.ScopeString(), expr.String())
-			var b bytes.Buffer
-			writeJSString(&b, expr.ScopeString())
-			require.Equal(t, tc.JSON, b.String())
+			require.Equal(t, tc.JSON, jsvalue.QuoteJSON(expr.ScopeString()))
 			continue
 		}
 		require.Equal(t, tc.JSON, expr.String())

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/jsvalue"
 )
 
 // MaxTemporaryCredentialsSpan is the longest a temporary credential may
@@ -195,7 +197,7 @@ func TaskCredentials(opts TaskCredentialsOptions) (Credentials, error) {
 		"queue:create-artifact:"+run,
 	)
 	scopes = append(scopes, opts.TaskScopes...)
-	until := jsNumberString(float64(opts.TakenUntil.UnixMilli()) / 1000)
+	until := jsvalue.NumberString(float64(opts.TakenUntil.UnixMilli()) / 1000)
 	creds, err := CreateTemporaryCredentials(TemporaryCredentialsOptions{
 		ClientID: "task-client/" + run + "/on/" + opts.WorkerGroup + "/" + opts.WorkerID + "/until/" + until,
 		Start:    opts.Now,

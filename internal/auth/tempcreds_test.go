@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/jsvalue"
 	"github.com/stretchr/testify/require"
 )
 
@@ -72,7 +73,7 @@ func TestVectorTemporaryCredentials(t *testing.T) {
 			if tc.Named {
 				issuer = tc.Issuer
 			}
-			text := SignatureString(name, issuer, tc.Seed, jsNumberString(float64(tc.Start)), jsNumberString(float64(tc.Expiry)), nil)
+			text := SignatureString(name, issuer, tc.Seed, jsvalue.NumberString(float64(tc.Start)), jsvalue.NumberString(float64(tc.Expiry)), nil)
 			require.Equal(t, tc.Signature, CertificateSignature(tc.IssuerAccessToken, text+"\n"))
 			require.Equal(t, cert.Signature, CertificateSignature(tc.IssuerAccessToken, text))
 		})
@@ -196,16 +197,4 @@ func TestTaskCredentials(t *testing.T) {
 	require.Equal(t, []string{"queue:reclaim-task:fN1SbArXTPSVFNUvaOlinQ/3", "queue:resolve-task:fN1SbArXTPSVFNUvaOlinQ/3", "queue:create-artifact:fN1SbArXTPSVFNUvaOlinQ/3"}, cert.Scopes)
 	require.Equal(t, int64(1700001200000), cert.Expiry)
 	require.Equal(t, "static/taskcluster/queue", cert.Issuer)
-}
-
-func TestJSNumberString(t *testing.T) {
-	t.Parallel()
-	tests := map[float64]string{
-		0: "0", 1: "1", -1: "-1", 1700000000000: "1700000000000", 1700000123.456: "1700000123.456",
-		1.5: "1.5", 0.000001: "0.000001", 1e-7: "1e-7", 1e21: "1e+21", 1.5e21: "1.5e+21", 123e-20: "1.23e-18",
-		999999999999999900000: "999999999999999900000",
-	}
-	for in, want := range tests {
-		require.Equal(t, want, jsNumberString(in), "%v", in)
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+
+	"github.com/hopper-ci/hopper/internal/jsvalue"
 )
 
 // Template is a scope-expression template as endpoints declare them: a
@@ -407,7 +409,7 @@ func stringParam(v any) (string, bool) {
 		if err != nil {
 			return "", false
 		}
-		return jsNumberString(f), true
+		return jsvalue.NumberString(f), true
 	case int:
 		return strconv.Itoa(v), true
 	case int32:
@@ -421,9 +423,9 @@ func stringParam(v any) (string, bool) {
 	case uint64:
 		return strconv.FormatUint(v, 10), true
 	case float32:
-		return jsNumberString(float64(v)), true
+		return jsvalue.NumberString(float64(v)), true
 	case float64:
-		return jsNumberString(v), true
+		return jsvalue.NumberString(v), true
 	}
 	return "", false
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/jsvalue"
 )
 
 // FuzzParseHeader checks that the header parser never panics, fails only
@@ -58,7 +60,7 @@ func FuzzParseHeader(f *testing.F) {
 		// Re-signing the parsed attributes must verify; a different key must not.
 		req := Request{Method: "GET", Resource: "/", Host: "h", Port: 80}
 		h.MAC = MAC("k", KindHeader, h.Artifacts(req))
-		now := time.UnixMilli(int64(jsNumber(h.TS) * 1000))
+		now := time.UnixMilli(int64(jsvalue.Number(h.TS) * 1000))
 		if err := h.Verify("k", req, now); err != nil && err.Error() != MsgStaleTimestamp {
 			t.Fatalf("re-signed header failed: %v", err)
 		}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/hopper-ci/hopper/internal/jsvalue"
 )
 
 // HostPort returns the host name and port that the client of r addressed,
@@ -29,7 +31,7 @@ func HostPort(r *http.Request) (string, int, error) {
 		}
 	}
 	if fwd := r.Header.Values("X-Forwarded-Port"); len(fwd) > 0 {
-		if p := jsParseInt(fwd[0]); p > 0 && p <= 65535 {
+		if p := jsvalue.ParseInt(fwd[0]); p > 0 && p <= 65535 {
 			port = int(p)
 		}
 	} else if proto := r.Header.Values("X-Forwarded-Proto"); len(proto) == 1 && proto[0] == "https" {

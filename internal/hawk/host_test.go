@@ -67,29 +67,3 @@ func TestHostPort(t *testing.T) {
 		})
 	}
 }
-
-func TestJSNumberConversions(t *testing.T) {
-	t.Parallel()
-	numbers := map[string]float64{
-		"1700000000": 1700000000, " 17 ": 17, "": 0, "+5": 5, "-5": -5, "1e3": 1000, ".5": 0.5, "5.": 5,
-		"0x10": 16, "0o10": 8, "0b11": 3, "Infinity": jsInf(1), "-Infinity": jsInf(-1),
-	}
-	for in, want := range numbers {
-		require.Equal(t, want, jsNumber(in), "Number(%q)", in)
-	}
-	for _, in := range []string{"abc", "1a", "--1", "-0x10", "0x", "1e", ".", "inf", "NaN", "1_000"} {
-		require.True(t, jsNumber(in) != jsNumber(in), "Number(%q) should be NaN", in)
-	}
-	ints := map[string]float64{"1700000900": 1700000900, " 12abc": 12, "-3": -3, "+4x": 4, "007": 7}
-	for in, want := range ints {
-		require.Equal(t, want, jsParseInt(in), "parseInt(%q)", in)
-	}
-	for _, in := range []string{"", "abc", "-", " x1"} {
-		require.True(t, jsParseInt(in) != jsParseInt(in), "parseInt(%q) should be NaN", in)
-	}
-}
-
-func jsInf(sign int) float64 {
-	var zero float64
-	return float64(sign) / zero
-}

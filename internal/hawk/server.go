@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hopper-ci/hopper/internal/jsvalue"
 )
 
 // jsDot is JavaScript's "." translated for Go: it stops at line
@@ -307,7 +309,7 @@ func (h Header) Verify(key string, r Request, now time.Time) error {
 	}
 	// Hawk coerces ts with JavaScript number semantics; a ts that is not a
 	// number compares false and so is never stale (the MAC still covers it).
-	ts := jsNumber(h.TS)
+	ts := jsvalue.Number(h.TS)
 	if math.Abs(ts*1000-float64(now.UnixMilli())) > float64(TimestampSkew.Milliseconds()) {
 		return fail(MsgStaleTimestamp)
 	}
@@ -409,7 +411,7 @@ func (b Bewit) Verify(key string, now time.Time) error {
 	}
 	// parseInt semantics: a non-numeric exp is NaN and never expires; the
 	// MAC already proves the signer chose it.
-	if exp := jsParseInt(b.Exp); exp*1000 <= float64(now.UnixMilli()) {
+	if exp := jsvalue.ParseInt(b.Exp); exp*1000 <= float64(now.UnixMilli()) {
 		return fail(MsgAccessExpired)
 	}
 	return nil

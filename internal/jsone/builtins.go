@@ -7,6 +7,8 @@ import (
 
 	"golang.org/x/text/cases"
 	"golang.org/x/text/language"
+
+	"github.com/hopper-ci/hopper/internal/jsvalue"
 )
 
 // builtin is a function of the expression language. Its arguments are
@@ -44,16 +46,16 @@ func newBuiltins() map[string]any {
 		{name: "str", argTests: []string{"string|number|boolean|null"}, invoke: func(_ *renderer, _ *scope, args []any) (any, error) {
 			return toString(args[0]), nil
 		}},
-		{name: "number", argTests: []string{"string"}, invoke: str1(func(s string) any { return stringToNumber(s) })},
+		{name: "number", argTests: []string{"string"}, invoke: str1(func(s string) any { return jsvalue.Number(s) })},
 		{name: "len", argTests: []string{"string|array"}, invoke: func(_ *renderer, _ *scope, args []any) (any, error) {
 			if s, ok := args[0].(string); ok {
 				return float64(len([]rune(s))), nil
 			}
 			return float64(len(args[0].([]any))), nil
 		}},
-		{name: "strip", argTests: []string{"string"}, invoke: str1(func(s string) any { return strings.TrimFunc(s, isJSSpace) })},
-		{name: "rstrip", argTests: []string{"string"}, invoke: str1(func(s string) any { return strings.TrimRightFunc(s, isJSSpace) })},
-		{name: "lstrip", argTests: []string{"string"}, invoke: str1(func(s string) any { return strings.TrimLeftFunc(s, isJSSpace) })},
+		{name: "strip", argTests: []string{"string"}, invoke: str1(func(s string) any { return strings.TrimFunc(s, jsvalue.IsSpace) })},
+		{name: "rstrip", argTests: []string{"string"}, invoke: str1(func(s string) any { return strings.TrimRightFunc(s, jsvalue.IsSpace) })},
+		{name: "lstrip", argTests: []string{"string"}, invoke: str1(func(s string) any { return strings.TrimLeftFunc(s, jsvalue.IsSpace) })},
 		{name: "split", minArgs: 2, argTests: []string{"string", "string|number"}, invoke: split},
 		{name: "join", argTests: []string{"array", "string|number"}, invoke: func(_ *renderer, _ *scope, args []any) (any, error) {
 			return joinValues(args[0].([]any), toString(args[1])), nil
@@ -110,7 +112,7 @@ func rangeOf(_ *renderer, _ *scope, args []any) (any, error) {
 	case n > math.MaxUint32:
 		return nil, &Error{Kind: "RangeError", Message: "Invalid array length"}
 	case n > maxRange:
-		return nil, builtinError("range would return " + numberToString(n) + " values, more than hopper's limit of " + strconv.Itoa(maxRange))
+		return nil, builtinError("range would return " + jsvalue.NumberString(n) + " values, more than hopper's limit of " + strconv.Itoa(maxRange))
 	}
 	out := make([]any, int(n))
 	for i := range out {
@@ -204,107 +206,6 @@ func (r *renderer) call(fn *function, args []any, sc *scope) (any, error) {
 	return b.invoke(r, sc, args)
 }
 
-// stringToNumber is JavaScript's Number(string): surrounding whitespace is
-// ignored, an empty string is 0, 0x/0o/0b prefixes give integers, and
-// anything else that is not a decimal literal or Infinity is NaN.
-func stringToNumber(s string) float64 {
-	s = strings.TrimFunc(s, isJSSpace)
-	if s == "" {
-		return 0
-	}
-	if len(s) > 2 && s[0] == '0' {
-		base := 0
-		switch s[1] {
-		case 'x', 'X':
-			base = 16
-		case 'o', 'O':
-			base = 8
-		case 'b', 'B':
-			base = 2
-		}
-		if base != 0 {
-			return parseIntDigits(s[2:], base)
-		}
-	}
-	body := s
-	if body[0] == '+' || body[0] == '-' {
-		body = body[1:]
-	}
-	if body == "Infinity" {
-		if s[0] == '-' {
-			return math.Inf(-1)
-		}
-		return math.Inf(1)
-	}
-	if !isDecimalLiteral(body) {
-		return math.NaN()
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil && !isRangeErr(err) {
-		return math.NaN()
-	}
-	return f
-}
-
-func isRangeErr(err error) bool {
-	ne, ok := err.(*strconv.NumError)
-	return ok && ne.Err == strconv.ErrRange
-}
-
-// isDecimalLiteral matches digits [. digits] [e [+-] digits], where either
-// side of the point may be empty but not both.
-func isDecimalLiteral(s string) bool {
-	i, digits := 0, 0
-	for i < len(s) && isDigit(s[i]) {
-		i, digits = i+1, digits+1
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		for i < len(s) && isDigit(s[i]) {
-			i, digits = i+1, digits+1
-		}
-	}
-	if digits == 0 {
-		return false
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		exp := 0
-		for i < len(s) && isDigit(s[i]) {
-			i, exp = i+1, exp+1
-		}
-		if exp == 0 {
-			return false
-		}
-	}
-	return i == len(s)
-}
-
-// parseIntDigits reads an unsigned integer in base, NaN if any digit is not
-// one; large values round as JavaScript's do (to the nearest float).
-func parseIntDigits(s string, base int) float64 {
-	f := 0.0
-	for _, c := range s {
-		d := -1
-		switch {
-		case c >= '0' && c <= '9':
-			d = int(c - '0')
-		case c >= 'a' && c <= 'z':
-			d = int(c-'a') + 10
-		case c >= 'A' && c <= 'Z':
-			d = int(c-'A') + 10
-		}
-		if d < 0 || d >= base {
-			return math.NaN()
-		}
-		f = f*float64(base) + float64(d)
-	}
-	return f
-}
-
 // toNumber is JavaScript's Number(v) for JSON-e values.
 func toNumber(v any) float64 {
 	switch x := v.(type) {
@@ -318,9 +219,9 @@ func toNumber(v any) float64 {
 	case float64:
 		return x
 	case string:
-		return stringToNumber(x)
+		return jsvalue.Number(x)
 	case []any:
-		return stringToNumber(toString(x))
+		return jsvalue.Number(toString(x))
 	}
 	return math.NaN()
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/jsvalue"
 )
 
 // caseless turns a lower-case ASCII word into a pattern matching it in any
@@ -41,7 +43,7 @@ var timeUnits = []struct {
 
 // timeExpression matches "[+|-] [N years] [N months] ... [N seconds]".
 var timeExpression = func() *regexp.Regexp {
-	s := jsSpaceClass + "*"
+	s := jsvalue.SpaceClass + "*"
 	var b strings.Builder
 	b.WriteString(`^(` + s + `(-|\+))?`)
 	for _, u := range timeUnits {

@@ -90,13 +90,3 @@ func TestErrorLocation(t *testing.T) {
 	require.Equal(t, ".task.payload[0]", e.Location)
 	require.Equal(t, "InterpreterError at template.task.payload[0]: unknown context value missing", err.Error())
 }
-
-func TestNumberToString(t *testing.T) {
-	t.Parallel()
-	for f, want := range map[float64]string{
-		0: "0", 1: "1", -1.5: "-1.5", 1e21: "1e+21", 1e20: "100000000000000000000", 1e-7: "1e-7",
-		1.5e-7: "1.5e-7", 0.000001: "0.000001", 123.456: "123.456", 5e-324: "5e-324", 1.7976931348623157e308: "1.7976931348623157e+308",
-	} {
-		require.Equal(t, want, numberToString(f), "%g", f)
-	}
-}

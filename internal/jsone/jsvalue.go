@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/hopper-ci/hopper/internal/jsvalue"
 )
 
 // JSON-e's reference implementation is JavaScript, and several of its
@@ -99,55 +101,6 @@ func typeOf(v any) string {
 	return "object"
 }
 
-// numberToString formats a number as JavaScript's Number.prototype.toString:
-// the shortest digits that read back to the same float, in plain notation
-// from 1e-7 up to 1e21 and in exponent notation outside.
-func numberToString(f float64) string {
-	switch {
-	case math.IsNaN(f):
-		return "NaN"
-	case math.IsInf(f, 1):
-		return "Infinity"
-	case math.IsInf(f, -1):
-		return "-Infinity"
-	case f == 0:
-		return "0"
-	case f < 0:
-		return "-" + numberToString(-f)
-	}
-	// 'e' with the shortest precision gives d.ddddde±XX.
-	e := strconv.FormatFloat(f, 'e', -1, 64)
-	mant, exp, _ := strings.Cut(e, "e")
-	digits := strings.Replace(mant, ".", "", 1)
-	x, _ := strconv.Atoi(exp)
-	k := len(digits)
-	n := x + 1 // the value is 0.digits × 10^n
-	switch {
-	case k <= n && n <= 21:
-		return digits + strings.Repeat("0", n-k)
-	case 0 < n && n <= 21:
-		return digits[:n] + "." + digits[n:]
-	case -6 < n && n <= 0:
-		return "0." + strings.Repeat("0", -n) + digits
-	}
-	sign := "+"
-	if n-1 < 0 {
-		sign = "-"
-	}
-	exponent := "e" + sign + strconv.Itoa(abs(n-1))
-	if k == 1 {
-		return digits + exponent
-	}
-	return digits[:1] + "." + digits[1:] + exponent
-}
-
-func abs(n int) int {
-	if n < 0 {
-		return -n
-	}
-	return n
-}
-
 // toString is JavaScript's String(v) for JSON-e values.
 func toString(v any) string {
 	switch x := v.(type) {
@@ -159,7 +112,7 @@ func toString(v any) string {
 		}
 		return "false"
 	case float64:
-		return numberToString(x)
+		return jsvalue.NumberString(x)
 	case string:
 		return x
 	case []any:
@@ -229,19 +182,6 @@ func sortStrings(s []string) {
 	sort.SliceStable(s, func(i, j int) bool { return compareStrings(s[i], s[j]) < 0 })
 }
 
-// isJSSpace reports whether r is whitespace or a line terminator for
-// JavaScript (`\s`, String.prototype.trim).
-func isJSSpace(r rune) bool {
-	switch r {
-	case '\t', '\n', '\v', '\f', '\r', ' ', 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff:
-		return true
-	}
-	return r >= 0x2000 && r <= 0x200a
-}
-
-// jsSpaceClass is isJSSpace as a regular expression character class.
-const jsSpaceClass = `[\t\n\v\f\r \x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{feff}]`
-
 // objectKeys lists an object's keys in JavaScript's property order as far as
 // it can be known: integer keys first, ascending, then the others (whose
 // insertion order a Go map does not keep) in code-unit order.
@@ -277,41 +217,6 @@ func arrayIndex(k string) (uint64, bool) {
 	return n, true
 }
 
-// quoteJSON is JavaScript's JSON.stringify of a string: unlike Go's
-// encoding/json it leaves <, >, & and U+2028/9 alone.
-func quoteJSON(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if r < 0x20 {
-				b.WriteString(`\u00`)
-				b.WriteByte("0123456789abcdef"[r>>4])
-				b.WriteByte("0123456789abcdef"[r&0xf])
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
-
 // stableJSON is JSON with sorted keys and no spaces, as `$json` renders
 // (json-stable-stringify): numbers as JavaScript prints them, non-finite
 // numbers as null.
@@ -321,7 +226,7 @@ func stableJSON(b *strings.Builder, v any) {
 		b.WriteString("null")
 	case bool, string:
 		if s, ok := x.(string); ok {
-			b.WriteString(quoteJSON(s))
+			b.WriteString(jsvalue.QuoteJSON(s))
 		} else {
 			b.WriteString(toString(x))
 		}
@@ -329,7 +234,7 @@ func stableJSON(b *strings.Builder, v any) {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			b.WriteString("null")
 		} else {
-			b.WriteString(numberToString(x))
+			b.WriteString(jsvalue.NumberString(x))
 		}
 	case []any:
 		b.WriteByte('[')
@@ -352,7 +257,7 @@ func stableJSON(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString(quoteJSON(k))
+			b.WriteString(jsvalue.QuoteJSON(k))
 			b.WriteByte(':')
 			stableJSON(b, o[k])
 		}

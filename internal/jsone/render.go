@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/jsvalue"
 )
 
 // renderer renders one template: it holds what lasts for the length of one
@@ -125,7 +127,7 @@ func (r *renderer) renderObject(t map[string]any, sc *scope) (any, error) {
 			if plainKey.MatchString(key) {
 				return nil, withLocation(err, "."+key)
 			}
-			return nil, withLocation(err, "["+quoteJSON(key)+"]")
+			return nil, withLocation(err, "["+jsvalue.QuoteJSON(key)+"]")
 		}
 		if v == deleteMarker {
 			continue
@@ -214,8 +216,8 @@ func operatorRule(alternatives ...string) *regexp.Regexp {
 const identifierPattern = `[a-zA-Z_][a-zA-Z0-9_]*`
 
 var (
-	eachOne = `each\((` + identifierPattern + `)(,` + jsSpaceClass + `*(` + identifierPattern + `))?\)`
-	eachTwo = `each\((` + identifierPattern + `),` + jsSpaceClass + `*(` + identifierPattern + `)(,` + jsSpaceClass + `*(` + identifierPattern + `))?\)`
+	eachOne = `each\((` + identifierPattern + `)(,` + jsvalue.SpaceClass + `*(` + identifierPattern + `))?\)`
+	eachTwo = `each\((` + identifierPattern + `),` + jsvalue.SpaceClass + `*(` + identifierPattern + `)(,` + jsvalue.SpaceClass + `*(` + identifierPattern + `))?\)`
 
 	eachOneKey = regexp.MustCompile(`^` + eachOne + `$`)
 	eachTwoKey = regexp.MustCompile(`^` + eachTwo + `$`)

@@ -2,6 +2,8 @@ package jsone
 
 import (
 	"unicode/utf8"
+
+	"github.com/hopper-ci/hopper/internal/jsvalue"
 )
 
 // token is one lexeme of an expression: its kind (the operator itself for
@@ -36,7 +38,7 @@ func isIdentChar(c byte) bool { return isIdentStart(c) || isDigit(c) }
 func nextToken(source string, offset int) (*token, error) {
 	for offset < len(source) {
 		r, n := utf8.DecodeRuneInString(source[offset:])
-		if !isJSSpace(r) {
+		if !jsvalue.IsSpace(r) {
 			break
 		}
 		offset += n
