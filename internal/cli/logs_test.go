@@ -202,7 +202,9 @@ func TestLogFollowNeedsALog(t *testing.T) {
 func TestLogSnapshotOfAChattyTaskEnds(t *testing.T) {
 	t.Parallel()
 	fake, h := fakeSetup(t)
-	h.env.LiveIdle = 50 * time.Millisecond
+	// The idle period is twenty times the writer's interval so that a
+	// scheduling pause on a loaded machine does not pass for idleness.
+	h.env.LiveIdle = 200 * time.Millisecond
 	createTask(t, h, taskA, `{}`)
 	ctx := context.Background()
 	claim, c := newWorker(t, fake).claim(ctx)
