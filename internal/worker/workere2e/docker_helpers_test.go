@@ -2,10 +2,6 @@ package workere2e
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"sync"
@@ -81,46 +77,18 @@ func startDockerWorker(t *testing.T, queue string, o workerOpts) *worker {
 	t.Helper()
 	d := needDocker(t)
 	dir := t.TempDir()
-	cfg := map[string]any{
-		"rootUrl":            shared.rootURL,
-		"credentials":        map[string]string{"clientId": rootClientID, "accessToken": shared.token},
-		"taskQueueId":        queue,
-		"workerGroup":        "e2e",
-		"workerId":           o.id,
-		"workDir":            filepath.Join(dir, "work"),
-		"claimInterval":      "200ms",
-		"numberOfTasksToRun": o.tasks,
-		"engine":             "docker",
-		"docker":             map[string]any{"host": d.Host},
+	config := map[string]any{
+		"engine": "docker",
+		"docker": map[string]any{"host": d.Host},
 	}
 	for k, v := range o.config {
-		cfg[k] = v
+		config[k] = v
 	}
-	if dc, ok := cfg["docker"].(map[string]any); ok {
+	if dc, ok := config["docker"].(map[string]any); ok {
 		dc["host"] = d.Host
 	}
-	raw, err := json.Marshal(cfg)
-	require.NoError(t, err)
-	path := filepath.Join(dir, "worker.json")
-	require.NoError(t, os.WriteFile(path, raw, 0o600))
-	cmd := exec.Command(shared.bin, "worker", "--config", path, "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "TASKCLUSTER_ACCESS_TOKEN="+shared.token)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, cmd.Start())
-	w := &worker{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		w.err = cmd.Wait()
-		close(w.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-w.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-w.done
-		}
-	})
-	return w
+	o.config = config
+	return launchWorker(t, dir, workerConfig(shared, queue, dir, o), "TASKCLUSTER_ACCESS_TOKEN="+shared.token)
 }
 
 // dockerPayload is a docker-worker payload running sh -c script in the

@@ -160,40 +160,10 @@ type worker struct {
 func startWorker(t *testing.T, queue string, n int) *worker {
 	t.Helper()
 	dir := reachableDir(t)
-	cfg := map[string]any{
-		"rootUrl":            shared.rootURL,
-		"credentials":        map[string]string{"clientId": rootClientID, "accessToken": shared.token},
-		"taskQueueId":        queue,
-		"workerGroup":        "e2e",
-		"workerId":           strings.ReplaceAll(strings.Split(queue, "/")[1], "/", "-"),
-		"workDir":            filepath.Join(dir, "work"),
-		"claimInterval":      "200ms",
-		"numberOfTasksToRun": n,
-	}
-	raw, err := json.Marshal(cfg)
-	require.NoError(t, err)
-	path := filepath.Join(dir, "worker.json")
-	require.NoError(t, os.WriteFile(path, raw, 0o600))
-	cmd := exec.Command(shared.bin, "worker", "--config", path, "--log-level", "warn")
+	o := workerOpts{id: strings.ReplaceAll(strings.Split(queue, "/")[1], "/", "-"), tasks: n}
 	// The worker must not hand its credentials to tasks even when they
 	// arrive through the environment.
-	cmd.Env = append(os.Environ(), "TASKCLUSTER_ACCESS_TOKEN="+shared.token)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, cmd.Start())
-	w := &worker{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		w.err = cmd.Wait()
-		close(w.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-w.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-w.done
-		}
-	})
-	return w
+	return launchWorker(t, dir, workerConfig(shared, queue, dir, o), "TASKCLUSTER_ACCESS_TOKEN="+shared.token)
 }
 
 func (w *worker) wait(t *testing.T, timeout time.Duration) int {

@@ -37,11 +37,17 @@ type workerOpts struct {
 // test ends if it is still running.
 func startWorkerWith(t *testing.T, queue string, o workerOpts) *worker {
 	t.Helper()
-	dir := reachableDir(t)
 	srv := o.server
 	if srv == nil {
 		srv = shared
 	}
+	dir := reachableDir(t)
+	return launchWorker(t, dir, workerConfig(srv, queue, dir, o))
+}
+
+// workerConfig is the config file of a worker for queue on srv working
+// under dir, with o.config's keys laid over the fixed settings.
+func workerConfig(srv *env, queue, dir string, o workerOpts) map[string]any {
 	cfg := map[string]any{
 		"rootUrl":            srv.rootURL,
 		"credentials":        map[string]string{"clientId": rootClientID, "accessToken": srv.token},
@@ -55,11 +61,20 @@ func startWorkerWith(t *testing.T, queue string, o workerOpts) *worker {
 	for k, v := range o.config {
 		cfg[k] = v
 	}
+	return cfg
+}
+
+// launchWorker writes cfg to dir/worker.json and starts `hopper worker` on
+// it, with env added to this process's environment. The worker is killed
+// when the test ends if it is still running.
+func launchWorker(t *testing.T, dir string, cfg map[string]any, env ...string) *worker {
+	t.Helper()
 	raw, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	path := filepath.Join(dir, "worker.json")
 	require.NoError(t, os.WriteFile(path, raw, 0o600))
 	cmd := exec.Command(shared.bin, "worker", "--config", path, "--log-level", "warn")
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, cmd.Start())
 	w := &worker{cmd: cmd, done: make(chan struct{}), configFile: path}
