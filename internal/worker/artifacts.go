@@ -77,6 +77,13 @@ type artifactUpload struct {
 	failure *runErr
 }
 
+// errorUpload is an error artifact named name whose message also fails
+// the run.
+func errorUpload(name string, expires time.Time, reason, msg string) artifactUpload {
+	fe := failure("%s", msg)
+	return artifactUpload{name: name, expires: expires, errReason: reason, errMessage: msg, failure: &fe}
+}
+
 // ExpandArtifacts turns payload artifacts into the list of uploads for a run
 // whose task directory is dir: directory artifacts become one upload per
 // file, named <name>/<relative path>; missing or wrong-type paths become
@@ -93,9 +100,7 @@ func ExpandArtifacts(dir string, arts []payload.Artifact, defaultExpires time.Ti
 			p = filepath.Join(dir, p)
 		}
 		errArt := func(reason, format string, args ...any) {
-			msg := fmt.Sprintf(format, args...)
-			fe := failure("%s", msg)
-			out = append(out, artifactUpload{name: a.Name, expires: expires, errReason: reason, errMessage: msg, failure: &fe})
+			out = append(out, errorUpload(a.Name, expires, reason, fmt.Sprintf(format, args...)))
 		}
 		fi, err := os.Stat(p)
 		switch {

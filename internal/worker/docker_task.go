@@ -284,9 +284,8 @@ func (t *dockerTask) uploads() []artifactUpload {
 // path (relative to dst) of the copy, or an error artifact.
 func (t *dockerTask) copyOut(name string, a payload.DockerArtifact, dst string, expires time.Time) (string, *artifactUpload) {
 	errArt := func(reason, format string, args ...any) (string, *artifactUpload) {
-		msg := fmt.Sprintf(format, args...)
-		fe := failure("%s", msg)
-		return "", &artifactUpload{name: name, expires: expires, errReason: reason, errMessage: msg, failure: &fe}
+		up := errorUpload(name, expires, reason, fmt.Sprintf(format, args...))
+		return "", &up
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -114,8 +114,7 @@ func confineUploads(dir string, ups []artifactUpload) {
 			}
 		}
 		msg := fmt.Sprintf("Artifact %s: %s resolves outside the task directory; a sandboxed task may only publish its own files", u.name, u.file)
-		fe := failure("%s", msg)
-		*u = artifactUpload{name: u.name, expires: u.expires, errReason: tcclient.ArtifactInvalidResource, errMessage: msg, failure: &fe}
+		*u = errorUpload(u.name, u.expires, tcclient.ArtifactInvalidResource, msg)
 	}
 }
 
