@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -37,24 +36,13 @@ func TestHooksOfficialClient(t *testing.T) {
 	}
 }
 
-// readmeHook returns the hook definition the README marks as created by
-// TestHookCLI (its nightly-build example).
-func readmeHook(t *testing.T) string {
-	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(e2e.RepoRoot(), "README.md"))
-	require.NoError(t, err)
-	m := regexp.MustCompile("(?s)<!-- README example: internal/e2e/hooks_test.go creates this hook -->\n```yaml\n(.*?)```").FindSubmatch(readme)
-	require.NotNil(t, m, "README.md has no marked hook example")
-	return string(m[1])
-}
-
 // TestHookCLI drives `hopper hook` against a real server with the README's
 // nightly-build example.
 func TestHookCLI(t *testing.T) {
 	t.Parallel()
 	srv := e2e.StartServer(t, e2e.ServerOptions{})
 	root := srv.Env()
-	nightlyHook := readmeHook(t)
+	nightlyHook := readmeBlock(t, "internal/e2e/hooks_test.go creates this hook", "yaml")
 	dir := t.TempDir()
 	file := filepath.Join(dir, "nightly.yaml")
 	require.NoError(t, os.WriteFile(file, []byte(nightlyHook), 0o600))

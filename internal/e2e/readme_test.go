@@ -16,14 +16,15 @@ import (
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
-// readmeExample returns the JavaScript block the README marks as run by
-// this test.
-func readmeExample(t *testing.T) string {
+// readmeBlock returns the lang code block that follows the README's
+// "<!-- README example: marker -->" line, so tests run the README's
+// examples exactly as written.
+func readmeBlock(t *testing.T, marker, lang string) string {
 	t.Helper()
 	readme, err := os.ReadFile(filepath.Join(e2e.RepoRoot(), "README.md"))
 	require.NoError(t, err)
-	m := regexp.MustCompile("(?s)<!-- README example: internal/e2e/readme_test.go runs this block -->\n```js\n(.*?)```").FindSubmatch(readme)
-	require.NotNil(t, m, "README.md has no marked JavaScript example")
+	m := regexp.MustCompile("(?s)<!-- README example: " + regexp.QuoteMeta(marker) + " -->\n```" + lang + "\n(.*?)```").FindSubmatch(readme)
+	require.NotNil(t, m, "README.md has no %s block marked %q", lang, marker)
 	return string(m[1])
 }
 
@@ -39,7 +40,7 @@ func TestReadmeJavaScriptExample(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("node not installed")
 	}
-	example := readmeExample(t)
+	example := readmeBlock(t, "internal/e2e/readme_test.go runs this block", "js")
 	srv := e2e.StartServer(t, e2e.ServerOptions{})
 	client := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
 	for _, dir := range []string{"node", "node-client55"} {
