@@ -119,26 +119,15 @@ func BenchmarkArtifactRoundTrip1GiB(b *testing.B) {
 		})
 		require.NoError(b, err)
 
-		sent := crc32.New(castagnoli)
-		body := io.TeeReader(newPatternReader(size, uint64(i)+1), sent)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPut, res.PutURL, io.NopCloser(body))
-		require.NoError(b, err)
-		req.ContentLength = size
-		req.Header.Set("Content-Type", ct)
-		start := time.Now()
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(b, err)
-		msg, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		upTime += time.Since(start)
-		require.Equal(b, http.StatusOK, resp.StatusCode, "upload: %s", msg)
+		sent, took := putPattern(ctx, b, res.PutURL, map[string]string{"Content-Type": ct}, size, uint64(i)+1)
+		upTime += took
 
-		start = time.Now()
+		start := time.Now()
 		loc, err := c.root.GetArtifact(ctx, c.taskID, 0, name)
 		require.NoError(b, err)
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, loc.URL, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, loc.URL, nil)
 		require.NoError(b, err)
-		resp, err = http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(req)
 		require.NoError(b, err)
 		got := crc32.New(castagnoli)
 		n, err := io.Copy(got, resp.Body)
@@ -148,16 +137,44 @@ func BenchmarkArtifactRoundTrip1GiB(b *testing.B) {
 		require.Equal(b, http.StatusOK, resp.StatusCode)
 		require.Equal(b, strconv.FormatInt(size, 10), resp.Header.Get("Content-Length"))
 		require.Equal(b, size, n)
-		require.Equal(b, sent.Sum32(), got.Sum32(), "downloaded bytes differ from the uploaded ones")
+		require.Equal(b, sent, got.Sum32(), "downloaded bytes differ from the uploaded ones")
 	}
 	b.StopTimer()
+	reportRoundTrip(b, pid, baseline, upTime, downTime, "artifact")
+}
+
+// putPattern uploads size bytes of patternReader(seed) to putURL with
+// headers and returns their CRC-32C and how long the upload took.
+func putPattern(ctx context.Context, b *testing.B, putURL string, headers map[string]string, size int64, seed uint64) (uint32, time.Duration) {
+	sent := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	body := io.TeeReader(newPatternReader(size, seed), sent)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, putURL, io.NopCloser(body))
+	require.NoError(b, err)
+	req.ContentLength = size
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(b, err)
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	took := time.Since(start)
+	require.Equal(b, http.StatusOK, resp.StatusCode, "upload: %s", msg)
+	return sent.Sum32(), took
+}
+
+// reportRoundTrip reports a round-trip benchmark's throughput and the
+// server's memory, and fails when the server's peak RSS suggests it held
+// what (an artifact, an object) in memory.
+func reportRoundTrip(b *testing.B, pid int, baseline int64, upTime, downTime time.Duration, what string) {
 	peak := procStatusKB(b, pid, "VmHWM")
 	mb := float64(benchArtifactSize) * float64(b.N) / 1e6
 	b.ReportMetric(mb/upTime.Seconds(), "upload-MB/s")
 	b.ReportMetric(mb/downTime.Seconds(), "download-MB/s")
 	b.ReportMetric(float64(peak)/1024, "server-peak-RSS-MiB")
 	b.ReportMetric(float64(baseline)/1024, "server-idle-RSS-MiB")
-	require.Less(b, peak*1024, int64(benchMaxServerRSS), "the server's peak RSS suggests it buffered the artifact")
+	require.Less(b, peak*1024, int64(benchMaxServerRSS), "the server's peak RSS suggests it buffered the %s", what)
 	b.Logf("1 GiB x %d: upload %.0f MB/s, download %.0f MB/s, server VmHWM %d KiB (idle %d KiB)",
 		b.N, mb/upTime.Seconds(), mb/downTime.Seconds(), peak, baseline)
 }

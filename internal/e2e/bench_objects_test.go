@@ -81,33 +81,20 @@ func BenchmarkObjectRoundTrip1GiB(b *testing.B) {
 					"projectId": "bench", "uploadId": uploadID, "expires": tcclient.NewTime(time.Now().Add(time.Hour)),
 					"proposedUploadMethods": map[string]any{"putUrl": map[string]any{"contentType": ct, "contentLength": size}},
 				}, &created)
-				sent := crc32.New(castagnoli)
-				body := io.TeeReader(newPatternReader(size, uint64(i)+1), sent)
-				req, err := http.NewRequestWithContext(ctx, http.MethodPut, created.UploadMethod.PutURL.URL, io.NopCloser(body))
-				require.NoError(b, err)
-				req.ContentLength = size
-				for k, v := range created.UploadMethod.PutURL.Headers {
-					req.Header.Set(k, v)
-				}
-				start := time.Now()
-				resp, err := http.DefaultClient.Do(req)
-				require.NoError(b, err)
-				msg, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				upTime += time.Since(start)
-				require.Equal(b, http.StatusOK, resp.StatusCode, "upload: %s", msg)
+				sent, took := putPattern(ctx, b, created.UploadMethod.PutURL.URL, created.UploadMethod.PutURL.Headers, size, uint64(i)+1)
+				upTime += took
 				objectCall(ctx, b, srv, http.MethodPost, "/finish-upload/"+tcclient.EscapePathParam(name),
 					map[string]any{"projectId": "bench", "uploadId": uploadID}, nil)
 
-				start = time.Now()
+				start := time.Now()
 				var dl struct {
 					URL string `json:"url"`
 				}
 				objectCall(ctx, b, srv, http.MethodPut, "/start-download/"+tcclient.EscapePathParam(name),
 					map[string]any{"acceptDownloadMethods": map[string]bool{"getUrl": true}}, &dl)
-				req, err = http.NewRequestWithContext(ctx, http.MethodGet, dl.URL, nil)
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, dl.URL, nil)
 				require.NoError(b, err)
-				resp, err = http.DefaultClient.Do(req)
+				resp, err := http.DefaultClient.Do(req)
 				require.NoError(b, err)
 				got := crc32.New(castagnoli)
 				n, err := io.Copy(got, resp.Body)
@@ -116,18 +103,10 @@ func BenchmarkObjectRoundTrip1GiB(b *testing.B) {
 				require.NoError(b, err)
 				require.Equal(b, http.StatusOK, resp.StatusCode)
 				require.Equal(b, size, n)
-				require.Equal(b, sent.Sum32(), got.Sum32(), "downloaded bytes differ from the uploaded ones")
+				require.Equal(b, sent, got.Sum32(), "downloaded bytes differ from the uploaded ones")
 			}
 			b.StopTimer()
-			peak := procStatusKB(b, pid, "VmHWM")
-			mb := float64(benchArtifactSize) * float64(b.N) / 1e6
-			b.ReportMetric(mb/upTime.Seconds(), "upload-MB/s")
-			b.ReportMetric(mb/downTime.Seconds(), "download-MB/s")
-			b.ReportMetric(float64(peak)/1024, "server-peak-RSS-MiB")
-			b.ReportMetric(float64(baseline)/1024, "server-idle-RSS-MiB")
-			require.Less(b, peak*1024, int64(benchMaxServerRSS), "the server's peak RSS suggests it buffered the object")
-			b.Logf("%s: 1 GiB x %d: upload %.0f MB/s, download %.0f MB/s, server VmHWM %d KiB (idle %d KiB)",
-				be.name, b.N, mb/upTime.Seconds(), mb/downTime.Seconds(), peak, baseline)
+			reportRoundTrip(b, pid, baseline, upTime, downTime, "object")
 		})
 	}
 }
