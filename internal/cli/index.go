@@ -74,27 +74,20 @@ the task found there.
 			if err != nil {
 				return err
 			}
-			namespaces := []tcclient.IndexNamespace{}
-			for opts := (tcclient.ListOptions{}); ; {
-				page, err := c.ListIndexNamespaces(cmd.Context(), ns, opts)
-				if err != nil {
-					return authCLIError("listing namespace "+quoteRoot(ns), err)
-				}
-				namespaces = append(namespaces, page.Namespaces...)
-				if opts.ContinuationToken = page.ContinuationToken; opts.ContinuationToken == "" {
-					break
-				}
+			namespaces, err := c.AllIndexNamespaces(cmd.Context(), ns)
+			if err != nil {
+				return authCLIError("listing namespace "+quoteRoot(ns), err)
 			}
-			tasks := []tcclient.IndexedTask{}
-			for opts := (tcclient.ListOptions{}); ; {
-				page, err := c.ListIndexedTasks(cmd.Context(), ns, opts)
-				if err != nil {
-					return authCLIError("listing namespace "+quoteRoot(ns), err)
-				}
-				tasks = append(tasks, page.Tasks...)
-				if opts.ContinuationToken = page.ContinuationToken; opts.ContinuationToken == "" {
-					break
-				}
+			tasks, err := c.AllIndexedTasks(cmd.Context(), ns)
+			if err != nil {
+				return authCLIError("listing namespace "+quoteRoot(ns), err)
+			}
+			// Empty lists print as [] in JSON, not null.
+			if namespaces == nil {
+				namespaces = []tcclient.IndexNamespace{}
+			}
+			if tasks == nil {
+				tasks = []tcclient.IndexedTask{}
 			}
 			if asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), map[string]any{"namespaces": namespaces, "tasks": tasks})

@@ -105,18 +105,12 @@ dropped).`,
 			if err != nil {
 				return err
 			}
-			names := []string{}
-			opts := tcclient.ListOptions{}
-			for {
-				page, err := c.ListSecrets(cmd.Context(), opts)
-				if err != nil {
-					return authCLIError("listing secrets", err)
-				}
-				names = append(names, page.Secrets...)
-				if page.ContinuationToken == "" {
-					break
-				}
-				opts.ContinuationToken = page.ContinuationToken
+			names, err := c.AllSecrets(cmd.Context())
+			if err != nil {
+				return authCLIError("listing secrets", err)
+			}
+			if names == nil {
+				names = []string{} // prints as [] in JSON, not null
 			}
 			if asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), map[string][]string{"secrets": names})

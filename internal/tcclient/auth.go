@@ -171,20 +171,13 @@ func (c *Client) ListClients(ctx context.Context, prefix string, opts ListOption
 // AllClients lists every client whose clientId starts with prefix,
 // following continuation tokens.
 func (c *Client) AllClients(ctx context.Context, prefix string) ([]AuthClient, error) {
-	var all []AuthClient
-	opts := ListOptions{}
-	for range maxPages {
+	return allPages("clients", func(opts ListOptions) ([]AuthClient, string, error) {
 		page, err := c.ListClients(ctx, prefix, opts)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		all = append(all, page.Clients...)
-		if page.ContinuationToken == "" {
-			return all, nil
-		}
-		opts.ContinuationToken = page.ContinuationToken
-	}
-	return nil, fmt.Errorf("listing clients: more than %d pages", maxPages)
+		return page.Clients, page.ContinuationToken, nil
+	})
 }
 
 // UpdateClient replaces a client's description, expiry, deleteOnExpiration

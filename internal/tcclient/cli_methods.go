@@ -12,6 +12,26 @@ import (
 // any real task group or artifact list.
 const maxPages = 1000
 
+// allPages collects the items of every page of a list, fetching each with
+// the previous page's continuation token, and refuses a list of more than
+// maxPages pages. what names the list in that error.
+func allPages[T any](what string, fetch func(ListOptions) ([]T, string, error)) ([]T, error) {
+	var all []T
+	opts := ListOptions{}
+	for range maxPages {
+		items, next, err := fetch(opts)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		if next == "" {
+			return all, nil
+		}
+		opts.ContinuationToken = next
+	}
+	return nil, fmt.Errorf("listing %s: more than %d pages", what, maxPages)
+}
+
 // CreateTaskDocument defines a task from an arbitrary JSON-encodable
 // document (usually a map decoded from a user's YAML or JSON file). Unlike
 // CreateTask it sends the document verbatim, so fields the typed
@@ -38,9 +58,7 @@ func (c *Client) ListLatestArtifacts(ctx context.Context, taskID string, opts Li
 // AllArtifacts lists every artifact of a run, following continuation
 // tokens. A negative runID means the latest run.
 func (c *Client) AllArtifacts(ctx context.Context, taskID string, runID int) ([]Artifact, error) {
-	var all []Artifact
-	opts := ListOptions{}
-	for range maxPages {
+	return allPages("artifacts of task "+taskID, func(opts ListOptions) ([]Artifact, string, error) {
 		var (
 			page *ListArtifactsResponse
 			err  error
@@ -51,15 +69,10 @@ func (c *Client) AllArtifacts(ctx context.Context, taskID string, runID int) ([]
 			page, err = c.ListArtifacts(ctx, taskID, runID, opts)
 		}
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		all = append(all, page.Artifacts...)
-		if page.ContinuationToken == "" {
-			return all, nil
-		}
-		opts.ContinuationToken = page.ContinuationToken
-	}
-	return nil, fmt.Errorf("listing artifacts of task %s: more than %d pages", taskID, maxPages)
+		return page.Artifacts, page.ContinuationToken, nil
+	})
 }
 
 // TaskGroup is the getTaskGroup reply: a group's identity without its

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 )
 
@@ -121,32 +120,19 @@ func (c *Client) TriggerHook(ctx context.Context, hookGroupID, hookID string, pa
 
 // ListLastFires returns one page of a hook's fires, newest first.
 func (c *Client) ListLastFires(ctx context.Context, hookGroupID, hookID string, opts ListOptions) (*ListLastFiresResponse, error) {
-	q := url.Values{}
-	if opts.ContinuationToken != "" {
-		q.Set("continuationToken", opts.ContinuationToken)
-	}
-	if opts.Limit > 0 {
-		q.Set("limit", strconv.Itoa(opts.Limit))
-	}
 	var out ListLastFiresResponse
-	return &out, c.doHooks(ctx, http.MethodGet, hookPath(hookGroupID, hookID)+"/last-fires", q, nil, &out)
+	return &out, c.doHooks(ctx, http.MethodGet, hookPath(hookGroupID, hookID)+"/last-fires", listQuery(opts), nil, &out)
 }
 
 // AllLastFires returns every recorded fire of a hook, newest first.
 func (c *Client) AllLastFires(ctx context.Context, hookGroupID, hookID string) ([]HookFire, error) {
-	var all []HookFire
-	opts := ListOptions{}
-	for {
+	return allPages("fires of hook "+hookGroupID+"/"+hookID, func(opts ListOptions) ([]HookFire, string, error) {
 		page, err := c.ListLastFires(ctx, hookGroupID, hookID, opts)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		all = append(all, page.LastFires...)
-		if page.ContinuationToken == "" {
-			return all, nil
-		}
-		opts.ContinuationToken = page.ContinuationToken
-	}
+		return page.LastFires, page.ContinuationToken, nil
+	})
 }
 
 // TriggerToken is the secret token of a hook's webhook URL

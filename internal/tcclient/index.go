@@ -109,3 +109,27 @@ func (c *Client) DeleteIndexedTask(ctx context.Context, path string) error {
 	}
 	return nil
 }
+
+// AllIndexNamespaces lists every namespace directly in namespace,
+// following continuation tokens.
+func (c *Client) AllIndexNamespaces(ctx context.Context, namespace string) ([]IndexNamespace, error) {
+	return allPages(fmt.Sprintf("the namespaces of %q", namespace), func(opts ListOptions) ([]IndexNamespace, string, error) {
+		page, err := c.ListIndexNamespaces(ctx, namespace, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		return page.Namespaces, page.ContinuationToken, nil
+	})
+}
+
+// AllIndexedTasks lists every entry directly in namespace, following
+// continuation tokens.
+func (c *Client) AllIndexedTasks(ctx context.Context, namespace string) ([]IndexedTask, error) {
+	return allPages(fmt.Sprintf("the entries of %q", namespace), func(opts ListOptions) ([]IndexedTask, string, error) {
+		page, err := c.ListIndexedTasks(ctx, namespace, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		return page.Tasks, page.ContinuationToken, nil
+	})
+}

@@ -61,3 +61,15 @@ func (c *Client) ListSecrets(ctx context.Context, opts ListOptions) (*ListSecret
 	}
 	return &out, nil
 }
+
+// AllSecrets lists the names of every secret, following continuation
+// tokens.
+func (c *Client) AllSecrets(ctx context.Context) ([]string, error) {
+	return allPages("secrets", func(opts ListOptions) ([]string, string, error) {
+		page, err := c.ListSecrets(ctx, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		return page.Secrets, page.ContinuationToken, nil
+	})
+}
