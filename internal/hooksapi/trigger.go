@@ -7,6 +7,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/hooks"
+	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -176,7 +177,7 @@ func (h *handlers) listLastFires(c *api.Call) (any, error) {
 			state = "unknown"
 		}
 		out = append(out, entry{f.HookGroupID, f.HookID, f.FiredBy, f.TaskID,
-			f.TaskCreateTime.UTC().Format("2006-01-02T15:04:05.000Z"), f.Result, f.Error, state})
+			queue.NewTime(f.TaskCreateTime).String(), f.Result, f.Error, state})
 	}
 	reply := map[string]any{"lastFires": out}
 	if next != "" {
