@@ -8,6 +8,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/hooks"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -57,9 +58,7 @@ func (h *handlers) trigger(c *api.Call, def *hooks.Definition, firedBy, clientID
 		return nil, apiError(err)
 	}
 	if taskID == "" {
-		if taskID, err = newSlugID(); err != nil {
-			return nil, err
-		}
+		taskID = slugid.New()
 	}
 	var payload any
 	if err := json.Unmarshal(c.Input, &payload); err != nil {
@@ -112,10 +111,7 @@ func (h *handlers) resetTriggerToken(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	token, err := newSlugID()
-	if err != nil {
-		return nil, err
-	}
+	token := slugid.New()
 	sealed, err := h.Sealer.Seal(token, tokenAssociatedAD+group+"/"+id)
 	if err != nil {
 		return nil, fmt.Errorf("sealing the trigger token: %w", err)
