@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/jsone"
+	"github.com/hopper-ci/hopper/internal/queue"
 )
 
 // Default task times when a template leaves them out (Taskcluster fills
@@ -66,22 +67,19 @@ func RenderTask(def *Definition, f Fire) (map[string]any, error) {
 		return nil, fmt.Errorf("the task template must render to an object or null, got %s", jsonType(out))
 	}
 	if falsy(task["created"]) {
-		task["created"] = now.Format(timeLayout)
+		task["created"] = queue.NewTime(now).String()
 	}
 	if falsy(task["deadline"]) {
-		task["deadline"] = now.Add(defaultDeadline).Format(timeLayout)
+		task["deadline"] = queue.NewTime(now.Add(defaultDeadline)).String()
 	}
 	if falsy(task["expires"]) {
-		task["expires"] = now.Add(defaultExpires).Format(timeLayout)
+		task["expires"] = queue.NewTime(now.Add(defaultExpires)).String()
 	}
 	if falsy(task["taskGroupId"]) {
 		task["taskGroupId"] = f.TaskID
 	}
 	return task, nil
 }
-
-// timeLayout is JavaScript's Date.toJSON.
-const timeLayout = "2006-01-02T15:04:05.000Z"
 
 // falsy is JavaScript's idea of a value that is not there.
 func falsy(v any) bool {

@@ -2,8 +2,6 @@ package hooksapi
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/hooks"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -151,10 +150,7 @@ func (f *Firer) fireScheduled(ctx context.Context, h *store.Hook) error {
 		return nil
 	}
 	next, _ := sched.NextAfterFire(f.Clock.Now())
-	nextID, err := newSlugID()
-	if err != nil {
-		return err
-	}
+	nextID := slugid.New()
 	applied, err := f.Store.FinishScheduledFire(ctx, store.FinishFireParams{HookGroupID: h.HookGroupID, HookID: h.HookID,
 		FiredTaskID: h.NextTaskID, NextTaskID: nextID, NextScheduled: next, Fire: out.record})
 	if err != nil {
@@ -192,10 +188,7 @@ func (f *Firer) FireMessage(ctx context.Context, hookGroupID, hookID string, bod
 	if err := json.Unmarshal(body, &payload); err != nil {
 		return nil
 	}
-	taskID, err := newSlugID()
-	if err != nil {
-		return err
-	}
+	taskID := slugid.New()
 	out, err := f.fire(ctx, def, hooks.Fire{FiredBy: hooks.FiredByPulse, TaskID: taskID, Payload: payload, Now: f.Clock.Now()})
 	if err != nil {
 		return err
@@ -216,18 +209,4 @@ func definitionOf(h *store.Hook) (*hooks.Definition, error) {
 		return nil, fmt.Errorf("decoding the schedule of hook %s/%s: %w", h.HookGroupID, h.HookID, err)
 	}
 	return def, nil
-}
-
-// newSlugID returns a random v4 slugid (taskIds, trigger tokens), with
-// Taskcluster's "nice" first character (A–f) so it never starts with a
-// dash.
-func newSlugID() (string, error) {
-	var u [16]byte
-	if _, err := rand.Read(u[:]); err != nil {
-		return "", fmt.Errorf("generating a slugid: %w", err)
-	}
-	u[0] &= 0x7f
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	return base64.RawURLEncoding.EncodeToString(u[:]), nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/hooks"
+	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -222,7 +223,7 @@ func (h *handlers) getHookStatus(c *api.Call) (any, error) {
 	reply := map[string]any{"lastFire": map[string]any{"result": "no-fire"}}
 	if len(fires) > 0 {
 		f := fires[0]
-		at := f.TaskCreateTime.UTC().Format("2006-01-02T15:04:05.000Z")
+		at := queue.NewTime(f.TaskCreateTime).String()
 		if f.Result == hooks.ResultSuccess {
 			reply["lastFire"] = map[string]any{"result": f.Result, "taskId": f.TaskID, "time": at}
 		} else {
@@ -236,7 +237,7 @@ func (h *handlers) getHookStatus(c *api.Call) (any, error) {
 		}
 	}
 	if len(def.Schedule) > 0 && !stored.NextScheduled.IsZero() {
-		reply["nextScheduledDate"] = stored.NextScheduled.UTC().Format("2006-01-02T15:04:05.000Z")
+		reply["nextScheduledDate"] = queue.NewTime(stored.NextScheduled).String()
 	}
 	return reply, nil
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/hooks"
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -56,9 +58,7 @@ func (h *handlers) trigger(c *api.Call, def *hooks.Definition, firedBy, clientID
 		return nil, apiError(err)
 	}
 	if taskID == "" {
-		if taskID, err = newSlugID(); err != nil {
-			return nil, err
-		}
+		taskID = slugid.New()
 	}
 	var payload any
 	if err := json.Unmarshal(c.Input, &payload); err != nil {
@@ -111,10 +111,7 @@ func (h *handlers) resetTriggerToken(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	token, err := newSlugID()
-	if err != nil {
-		return nil, err
-	}
+	token := slugid.New()
 	sealed, err := h.Sealer.Seal(token, tokenAssociatedAD+group+"/"+id)
 	if err != nil {
 		return nil, fmt.Errorf("sealing the trigger token: %w", err)
@@ -176,7 +173,7 @@ func (h *handlers) listLastFires(c *api.Call) (any, error) {
 			state = "unknown"
 		}
 		out = append(out, entry{f.HookGroupID, f.HookID, f.FiredBy, f.TaskID,
-			f.TaskCreateTime.UTC().Format("2006-01-02T15:04:05.000Z"), f.Result, f.Error, state})
+			queue.NewTime(f.TaskCreateTime).String(), f.Result, f.Error, state})
 	}
 	reply := map[string]any{"lastFires": out}
 	if next != "" {

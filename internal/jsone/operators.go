@@ -19,17 +19,28 @@ func (r *renderer) opEval(t map[string]any, sc *scope) (any, error) {
 	return r.evaluate(expr, sc)
 }
 
-func (r *renderer) opFlatten(t map[string]any, sc *scope) (any, error) {
-	if err := check(t, "$flatten"); err != nil {
+// arrayOperand checks an operator object's keys, renders its operand and
+// requires an array: the prelude $flatten, $flattenDeep, $reduce, $find and
+// $reverse share. want names what the error says the operand must be.
+func (r *renderer) arrayOperand(t map[string]any, op, want string, sc *scope) ([]any, error) {
+	if err := check(t, op); err != nil {
 		return nil, err
 	}
-	v, err := r.render(t["$flatten"], sc)
+	v, err := r.render(t[op], sc)
 	if err != nil {
 		return nil, err
 	}
 	list, ok := v.([]any)
 	if !ok {
-		return nil, templateError("$flatten value must evaluate to an array")
+		return nil, templateError(op + " value must evaluate to " + want)
+	}
+	return list, nil
+}
+
+func (r *renderer) opFlatten(t map[string]any, sc *scope) (any, error) {
+	list, err := r.arrayOperand(t, "$flatten", "an array", sc)
+	if err != nil {
+		return nil, err
 	}
 	out := []any{}
 	for _, e := range list {
@@ -43,16 +54,9 @@ func (r *renderer) opFlatten(t map[string]any, sc *scope) (any, error) {
 }
 
 func (r *renderer) opFlattenDeep(t map[string]any, sc *scope) (any, error) {
-	if err := check(t, "$flattenDeep"); err != nil {
-		return nil, err
-	}
-	v, err := r.render(t["$flattenDeep"], sc)
+	list, err := r.arrayOperand(t, "$flattenDeep", "an array", sc)
 	if err != nil {
 		return nil, err
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, templateError("$flattenDeep value must evaluate to an array")
 	}
 	return flattenDeep([]any{}, list), nil
 }
@@ -222,16 +226,9 @@ func (r *renderer) opMap(t map[string]any, sc *scope) (any, error) {
 }
 
 func (r *renderer) opReduce(t map[string]any, sc *scope) (any, error) {
-	if err := check(t, "$reduce"); err != nil {
-		return nil, err
-	}
-	v, err := r.render(t["$reduce"], sc)
+	list, err := r.arrayOperand(t, "$reduce", "an array", sc)
 	if err != nil {
 		return nil, err
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, templateError("$reduce value must evaluate to an array")
 	}
 	if len(t) != 3 {
 		return nil, templateError("$reduce must have exactly three properties")
@@ -263,16 +260,9 @@ func (r *renderer) opReduce(t map[string]any, sc *scope) (any, error) {
 }
 
 func (r *renderer) opFind(t map[string]any, sc *scope) (any, error) {
-	if err := check(t, "$find"); err != nil {
-		return nil, err
-	}
-	v, err := r.render(t["$find"], sc)
+	list, err := r.arrayOperand(t, "$find", "an array", sc)
 	if err != nil {
 		return nil, err
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, templateError("$find value must evaluate to an array")
 	}
 	if len(t) != 2 {
 		return nil, templateError("$find must have exactly two properties")
@@ -461,16 +451,9 @@ func mergeDeep(l, r any) any {
 }
 
 func (r *renderer) opReverse(t map[string]any, sc *scope) (any, error) {
-	if err := check(t, "$reverse"); err != nil {
-		return nil, err
-	}
-	v, err := r.render(t["$reverse"], sc)
+	list, err := r.arrayOperand(t, "$reverse", "an array of objects", sc)
 	if err != nil {
 		return nil, err
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, templateError("$reverse value must evaluate to an array of objects")
 	}
 	// In place, as the reference does: a list taken from the context is
 	// reversed for the rest of the render too. The caller's own context is

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -63,7 +64,7 @@ func Entries(reqs []store.PurgeRequest) []Entry {
 	for _, r := range reqs {
 		p, w, _ := strings.Cut(r.WorkerPoolID, "/")
 		out = append(out, Entry{ProvisionerID: p, WorkerType: w, CacheName: r.CacheName,
-			Before: r.Before.UTC().Format("2006-01-02T15:04:05.000Z")})
+			Before: queue.NewTime(r.Before).String()})
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
@@ -151,7 +152,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
 		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
-		Artifacts: blobs, ExtraRoutes: append(append(append(append(append(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st})...), flowapi.Routes(st)...), live.Routes(hub)...), hookSvc.routes...), side.routes...), Handlers: handlers,
+		Artifacts: blobs, ExtraRoutes: slices.Concat(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st}),
+			flowapi.Routes(st), live.Routes(hub), hookSvc.routes, side.routes), Handlers: handlers,
 		Objects: side.objects,
 	})
 	if err != nil {
@@ -160,11 +162,11 @@ func Run(ctx context.Context, cfg Config) error {
 	hookSvc.bind(srv)
 	// The background duties publish what they change through the API
 	// server, so their events and metrics are those of API calls.
-	duties := maintenance.NewMaintainer(append([]maintenance.Service{
+	duties := maintenance.NewMaintainer(slices.Concat([]maintenance.Service{
 		&maintenance.ClaimExpirer{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log},
 		&maintenance.DeadlineResolver{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log, Delay: cfg.DeadlineDelay},
 		&maintenance.DataExpirer{Store: st, Blobs: blobs, Clock: cfg.Clock, Logger: log, Interval: cfg.ExpireEvery},
-	}, append(side.duties, hookSvc.duties(log)...)...)...)
+	}, side.duties, hookSvc.duties(log))...)
 	duties.Start(ctx)
 	defer duties.Stop()
 

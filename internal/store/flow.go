@@ -156,22 +156,12 @@ func (t *txn) cancelInProgress(ctx context.Context, taskID string, def *queue.Ta
 	if !p.Keyed() || !p.CancelInProgress {
 		return nil
 	}
-	var ids []string
 	// Only tasks the creator could have created (same schedulerId and
 	// projectId, which createTask's scopes cover) are cancelled: sharing a
 	// task queue and a key name grants no power over others' tasks.
-	err := t.queryEach(ctx, `SELECT task_id FROM tasks WHERE task_queue_id = ? AND flow_key = ? AND state = 'running' AND task_id <> ?
+	ids, err := t.queryStrings(ctx, `SELECT task_id FROM tasks WHERE task_queue_id = ? AND flow_key = ? AND state = 'running' AND task_id <> ?
 		AND scheduler_id = ? AND project_id = ? ORDER BY task_id`,
-		[]any{def.TaskQueueID, p.Key, taskID, def.SchedulerID, def.ProjectID}, func(rows Rows) error {
-			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
-					return err
-				}
-				ids = append(ids, id)
-			}
-			return nil
-		})
+		def.TaskQueueID, p.Key, taskID, def.SchedulerID, def.ProjectID)
 	if err != nil {
 		return fmt.Errorf("listing running tasks of flow key %s: %w", p.Key, err)
 	}
@@ -312,21 +302,11 @@ func (t *txn) finishFlowClaims(ctx context.Context, p ClaimWorkParams, claimed [
 	for _, c := range claimed {
 		superseded := 0
 		if c.supersede {
-			var older []string
 			// As with cancelInProgress, only tasks of the same schedulerId
 			// and projectId as the one handed out are superseded.
-			err := t.queryEach(ctx, `SELECT task_id FROM tasks WHERE task_queue_id = ? AND flow_key = ?
+			older, err := t.queryStrings(ctx, `SELECT task_id FROM tasks WHERE task_queue_id = ? AND flow_key = ?
 				AND pending_seq IS NOT NULL AND pending_seq < ? AND scheduler_id = ? AND project_id = ? ORDER BY pending_seq`+t.db.dialect.LockSkip,
-				[]any{p.TaskQueueID, c.key, c.pendingSeq, c.task.Task.SchedulerID, c.task.Task.ProjectID}, func(rows Rows) error {
-					for rows.Next() {
-						var id string
-						if err := rows.Scan(&id); err != nil {
-							return err
-						}
-						older = append(older, id)
-					}
-					return nil
-				})
+				p.TaskQueueID, c.key, c.pendingSeq, c.task.Task.SchedulerID, c.task.Task.ProjectID)
 			if err != nil {
 				return fmt.Errorf("listing tasks superseded by %s: %w", c.task.TaskID, err)
 			}

@@ -126,18 +126,8 @@ func (db *DB) CancelTaskGroup(ctx context.Context, taskGroupID string, now time.
 // locks them in), the tasks of a group that are unresolved and still before
 // their deadline: what cancelling the group (sealed, or by failFast) touches.
 func (t *txn) cancellableGroupTasks(ctx context.Context, taskGroupID string, now time.Time) ([]string, error) {
-	var ids []string
-	err := t.queryEach(ctx, "SELECT task_id FROM tasks WHERE task_group_id = ? AND unresolved = 1 AND deadline > ? ORDER BY task_id",
-		[]any{taskGroupID, ms(now)}, func(rows Rows) error {
-			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
-					return err
-				}
-				ids = append(ids, id)
-			}
-			return nil
-		})
+	ids, err := t.queryStrings(ctx, "SELECT task_id FROM tasks WHERE task_group_id = ? AND unresolved = 1 AND deadline > ? ORDER BY task_id",
+		taskGroupID, ms(now))
 	if err != nil {
 		return nil, fmt.Errorf("listing unresolved tasks of group %s: %w", taskGroupID, err)
 	}

@@ -404,6 +404,23 @@ func (t *txn) queryEach(ctx context.Context, query string, args []any, fn func(R
 	return t.flush(ctx)
 }
 
+// queryStrings runs queued statements and then query, returning its rows'
+// single text column (the taskIds a transaction is about to act on).
+func (t *txn) queryStrings(ctx context.Context, query string, args ...any) ([]string, error) {
+	var out []string
+	err := t.queryEach(ctx, query, args, func(rows Rows) error {
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				return err
+			}
+			out = append(out, s)
+		}
+		return nil
+	})
+	return out, err
+}
+
 // txRow is one row a transaction's query is to read, like *sql.Row.
 type txRow struct {
 	t     *txn
