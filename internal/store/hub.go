@@ -34,9 +34,12 @@ type Hub struct {
 // A listener that reconnects wakes the queues itself.
 const DefaultHubBackup = 5 * time.Second
 
-// waiters are one task queue's subscribers, oldest first.
+// waiters are one task queue's subscribers, oldest first, in a list
+// linked through the waiters themselves: a fleet of thousands on one queue
+// joins, leaves and is woken in constant time per waiter, with no slice to
+// scan or copy.
 type waiters struct {
-	list []*waiter
+	first, last *waiter
 	// generation counts the notifications of this queue; empty is set by a
 	// claim that found the queue drained, if none came since it began.
 	generation uint64
@@ -45,9 +48,36 @@ type waiters struct {
 }
 
 type waiter struct {
-	ch       chan struct{} // holds at most one wake-up
-	capacity int           // runs the waiter claims at once
-	woken    func()        // if set, called (in a goroutine of its own) when a wake-up is put in ch
+	ch         chan struct{} // holds at most one wake-up
+	capacity   int           // runs the waiter claims at once
+	woken      func()        // if set, called (in a goroutine of its own) when a wake-up is put in ch
+	prev, next *waiter
+}
+
+// push appends w to the back of the list.
+func (q *waiters) push(w *waiter) {
+	w.prev, w.next = q.last, nil
+	if q.last != nil {
+		q.last.next = w
+	} else {
+		q.first = w
+	}
+	q.last = w
+}
+
+// remove unlinks w, which is in the list.
+func (q *waiters) remove(w *waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.first = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.last = w.prev
+	}
+	w.prev, w.next = nil, nil
 }
 
 // NewHub returns an empty hub.
@@ -73,24 +103,18 @@ func (h *Hub) SubscribeFunc(taskQueueID string, capacity int, woken func()) (<-c
 		h.queues[taskQueueID] = q
 		q.backup = time.AfterFunc(h.backupEvery, func() { h.backup(taskQueueID, q) })
 	}
-	q.list = append(q.list, w)
+	q.push(w)
 	h.mu.Unlock()
 	var once sync.Once
 	return w.ch, func() {
 		once.Do(func() {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			if q := h.queues[taskQueueID]; q != nil {
-				for i, other := range q.list {
-					if other == w {
-						q.list = append(q.list[:i], q.list[i+1:]...)
-						break
-					}
-				}
-				if len(q.list) == 0 {
-					q.backup.Stop()
-					delete(h.queues, taskQueueID)
-				}
+			// w is in q until now, so q is still the queue's list.
+			q.remove(w)
+			if q.first == nil {
+				q.backup.Stop()
+				delete(h.queues, taskQueueID)
 			}
 			select {
 			case <-w.ch: // woken but leaving: someone else takes the work
@@ -166,25 +190,23 @@ func (h *Hub) wakeLocked(taskQueueID string, n int) {
 	q.generation++
 	q.empty = false
 	// Woken waiters go to the back: if one claims nothing and waits again,
-	// the next wake-up goes to another. The list is rearranged in place: a
-	// fleet of thousands of waiters is not copied for every new run.
+	// the next wake-up goes to another.
 	var woken []*waiter
-	kept, i := 0, 0
-	for ; i < len(q.list) && n > 0; i++ {
-		w := q.list[i]
+	for w := q.first; w != nil && n > 0; {
+		next := w.next
 		select {
 		case w.ch <- struct{}{}:
+			q.remove(w)
 			woken = append(woken, w)
 			n -= w.capacity
 			if w.woken != nil {
 				go w.woken()
 			}
-			continue
 		default: // already holds a wake-up
 		}
-		q.list[kept] = w
-		kept++
+		w = next
 	}
-	kept += copy(q.list[kept:], q.list[i:])
-	copy(q.list[kept:], woken)
+	for _, w := range woken {
+		q.push(w)
+	}
 }

@@ -221,3 +221,23 @@ func TestHubSubscribeFunc(t *testing.T) {
 	case <-time.After(20 * time.Millisecond):
 	}
 }
+
+// BenchmarkHubFleetRepoll is one worker of a 10,000-strong idle fleet
+// polling again: it joins its queue's waiters and the previous poll's
+// subscription leaves. The cost must not grow with the fleet.
+func BenchmarkHubFleetRepoll(b *testing.B) {
+	const fleet = 10000
+	h := NewHub()
+	cancels := make([]func(), 0, fleet)
+	for range fleet {
+		_, cancel := h.Subscribe("prov/fleet", 1)
+		cancels = append(cancels, cancel)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		_, cancel := h.Subscribe("prov/fleet", 1)
+		cancels[i%fleet]()
+		cancels[i%fleet] = cancel
+	}
+}
