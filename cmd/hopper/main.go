@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,16 +21,7 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// gcPercent is the garbage collector's target unless GOGC is set: hopper's
-// live heap is small (tens of MiB) and its garbage is per-request, so
-// collecting four times less often costs little memory and, measured with
-// hopper bench, about a tenth of the server's CPU.
-const gcPercent = 400
-
 func main() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(gcPercent)
-	}
 	if err := rootCommand().Execute(); err != nil {
 		// Errors that carry only an exit code (a drained worker's 71) are
 		// outcomes the command already reported, not failures to print.

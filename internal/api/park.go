@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,8 +22,9 @@ import (
 // blocking in its handler: it takes the connection over from the HTTP
 // server (which frees the connection's goroutines and buffers and the
 // request's state) and waits with nothing but the connection, a hub
-// subscription and a timer. A wake-up, the end of the long-poll or a drain
-// starts a goroutine that claims and writes the reply itself, then hands
+// subscription and its place in the server's list of parked calls, whose
+// one timer ends the long-polls (parkedset.go). A wake-up, the end of the
+// long-poll or a drain has a goroutine claim and write the reply, then hand
 // the connection back to the HTTP server (parkingListener) for the
 // client's next request. An idle fleet of ten thousand workers then costs
 // a few kilobytes a worker instead of some forty.
@@ -34,30 +36,33 @@ type parkedReply struct{}
 // statusParked is handle's status for a parked call: nothing to log yet.
 const statusParked = -1
 
-// parkedClaim is one parked claimWork call.
+// parkedClaim is one parked claimWork call. It keeps what the reply, an
+// error's reply and the access log need of the call and no more: a few
+// hundred bytes besides the connection.
 type parkedClaim struct {
-	s *Server
-	// What the reply, an error's reply and the access log need of the
-	// call, and no more (a parked call keeps a few hundred bytes).
+	s        *Server
 	route    *Route
-	params   map[string]string
+	params   map[string]string // nil: just taskQueueId, the claim's
 	input    []byte
 	method   string
-	url      *url.URL
+	path     string
 	clientID string
 	now      time.Time
 
-	conn    net.Conn
-	header  http.Header
-	close   bool // the client asked to close the connection after the reply
-	claim   store.ClaimWorkParams
-	started time.Time
+	conn     net.Conn
+	header   http.Header // nil: the base headers (setBaseHeaders)
+	close    bool        // the client asked to close the connection after the reply
+	claim    store.ClaimWorkParams
+	started  time.Time
+	deadline time.Time
+
+	// The place in Server.parked (-1: not parked), under its lock.
+	index int
 
 	mu     sync.Mutex
 	done   bool
 	wake   <-chan struct{}
 	cancel func()
-	timer  *time.Timer
 }
 
 // parkClaim parks the call if it can: HTTP/1.x on a connection the server
@@ -69,7 +74,10 @@ func (s *Server) parkClaim(c *Call, p store.ClaimWorkParams, started, deadline t
 	if s.parking == nil || c.R.ProtoMajor != 1 {
 		return false
 	}
-	header := c.W.Header().Clone()
+	var header http.Header
+	if h := c.W.Header(); !hasOnlyBaseHeaders(h) {
+		header = h.Clone()
+	}
 	conn, rw, err := http.NewResponseController(c.W).Hijack()
 	if err != nil {
 		return false
@@ -80,16 +88,22 @@ func (s *Server) parkClaim(c *Call, p store.ClaimWorkParams, started, deadline t
 		ahead, _ := rw.Reader.Peek(n)
 		conn = &prefixedConn{Conn: conn, prefix: bytes.NewReader(bytes.Clone(ahead))}
 	}
-	pc := &parkedClaim{s: s, route: c.Route, params: c.Params, input: c.Input, method: c.R.Method, url: c.R.URL, now: c.Now,
-		conn: conn, header: header, claim: p, started: started, close: c.R.Close || c.R.ProtoMinor == 0}
+	// Copies, not slices, of the request's strings and bytes: a slice
+	// would keep the whole request (its header block, its body buffer)
+	// alive for the long-poll.
+	pc := &parkedClaim{s: s, route: c.Route, input: bytes.Clone(c.Input), method: c.R.Method, path: strings.Clone(c.R.URL.Path),
+		now: c.Now, conn: conn, header: header, claim: p, started: started, deadline: deadline, close: c.R.Close || c.R.ProtoMinor == 0,
+		index: -1}
+	if len(c.Params) != 1 || c.Params["taskQueueId"] != p.TaskQueueID {
+		pc.params = c.Params
+	}
 	if k, ok := c.Auth.(knownClientID); ok {
-		pc.clientID = k.KnownClientID()
+		pc.clientID = strings.Clone(k.KnownClientID())
 	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	pc.wake, pc.cancel = s.store.SubscribePendingFunc(p.TaskQueueID, p.Count, pc.woken)
 	unsubscribe()
-	pc.timer = time.AfterFunc(time.Until(deadline), func() { pc.finish(emptyClaim{}, nil) })
 	if !s.parked.add(pc) { // draining
 		pc.finishLocked(emptyClaim{}, nil)
 	}
@@ -108,7 +122,6 @@ func (pc *parkedClaim) woken() {
 		// The worker went away: leaving hands the wake-up to another.
 		pc.done = true
 		pc.cancel()
-		pc.timer.Stop()
 		pc.s.parked.remove(pc)
 		_ = pc.conn.Close()
 		pc.s.logAccess(pc.call(nil), 499, time.Since(pc.started))
@@ -174,9 +187,13 @@ func (pc *parkedClaim) finishLocked(out any, err error) {
 	}
 	pc.done = true
 	pc.cancel()
-	pc.timer.Stop()
 	pc.s.parked.remove(pc)
-	w := &rawResponse{header: pc.header}
+	header := pc.header
+	if header == nil {
+		header = http.Header{}
+		setBaseHeaders(header)
+	}
+	w := &rawResponse{header: header}
 	c := pc.call(w)
 	status := http.StatusOK
 	if err != nil {
@@ -198,8 +215,12 @@ func (pc *parkedClaim) finishLocked(out any, err error) {
 
 // call rebuilds the parts of the call that fail and logAccess use.
 func (pc *parkedClaim) call(w http.ResponseWriter) *Call {
-	r := (&http.Request{Method: pc.method, URL: pc.url, ProtoMajor: 1, ProtoMinor: 1}).WithContext(context.Background())
-	return &Call{W: w, R: r, Route: pc.route, Params: pc.params, Input: pc.input, Body: pc.input, Now: pc.now,
+	r := (&http.Request{Method: pc.method, URL: &url.URL{Path: pc.path}, ProtoMajor: 1, ProtoMinor: 1}).WithContext(context.Background())
+	params := pc.params
+	if params == nil {
+		params = map[string]string{"taskQueueId": pc.claim.TaskQueueID}
+	}
+	return &Call{W: w, R: r, Route: pc.route, Params: params, Input: pc.input, Body: pc.input, Now: pc.now,
 		Auth: knownClient(pc.clientID), srv: pc.s}
 }
 
@@ -207,46 +228,6 @@ func (pc *parkedClaim) call(w http.ResponseWriter) *Call {
 type knownClient string
 
 func (k knownClient) KnownClientID() string { return string(k) }
-
-// parkedClaims are the parked calls, answered at once on a drain.
-type parkedClaims struct {
-	mu       sync.Mutex
-	calls    map[*parkedClaim]struct{}
-	draining bool
-}
-
-func (p *parkedClaims) add(pc *parkedClaim) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.draining {
-		return false
-	}
-	if p.calls == nil {
-		p.calls = map[*parkedClaim]struct{}{}
-	}
-	p.calls[pc] = struct{}{}
-	return true
-}
-
-func (p *parkedClaims) remove(pc *parkedClaim) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.calls, pc)
-}
-
-// drain answers every parked call with no task and refuses new ones.
-func (p *parkedClaims) drain() {
-	p.mu.Lock()
-	p.draining = true
-	calls := make([]*parkedClaim, 0, len(p.calls))
-	for pc := range p.calls {
-		calls = append(calls, pc)
-	}
-	p.mu.Unlock()
-	for _, pc := range calls {
-		go pc.finish(emptyClaim{}, nil)
-	}
-}
 
 // rawResponse is the ResponseWriter of a parked call's reply: it keeps the
 // reply and writes it, with a Content-Length, straight to the connection.

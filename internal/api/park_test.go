@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
@@ -177,4 +179,55 @@ func TestParkedClaimDrain(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a drain must answer parked calls")
 	}
+}
+
+// TestParkedClaimsEndTogether: many parked calls share one timer; a woken
+// one leaves, and the others' long-polls end with no task, none before its
+// time, and spread apart: calls that came together do not all end
+// together.
+func TestParkedClaimsEndTogether(t *testing.T) {
+	t.Parallel()
+	const longPoll = time.Second
+	h := newHarness(t, harnessOptions{LongPoll: longPoll})
+	const tq, calls = "prov-park/wt-many", 20
+	type outcome struct {
+		claimOutcome
+		took time.Duration
+	}
+	results := make(chan outcome, calls)
+	for i := range calls {
+		p := newParkClient(h)
+		go func() {
+			start := time.Now()
+			r, hd, reused, err := p.claimWork(context.Background(), tq, fmt.Sprintf("w%d", i))
+			results <- outcome{claimOutcome{r, hd, reused, err}, time.Since(start)}
+		}()
+	}
+	waitParked(t, h, calls)
+	taskID := newTaskID()
+	h.createTask(t, taskID, h.taskDef(tq, nil))
+	var withTask, empty int
+	var shortest, longest time.Duration
+	for range calls {
+		r := <-results
+		require.NoError(t, r.err)
+		if len(r.resp.Tasks) == 1 {
+			require.Equal(t, taskID, r.resp.Tasks[0].Status.TaskID)
+			withTask++
+			continue
+		}
+		require.Empty(t, r.resp.Tasks)
+		require.GreaterOrEqual(t, r.took, api.ShortestLongPoll(longPoll), "a long-poll ended early")
+		if shortest == 0 || r.took < shortest {
+			shortest = r.took
+		}
+		longest = max(longest, r.took)
+		empty++
+	}
+	require.Equal(t, 1, withTask)
+	require.Equal(t, calls-1, empty)
+	require.Equal(t, 0, h.srv.ParkedCalls())
+	// 19 ends drawn over a quarter of a second lie within 25 ms of each
+	// other with a probability below 10^-16.
+	require.Greater(t, longest-shortest, longPoll/40, "the long-polls did not spread")
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	mathrand "math/rand/v2"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -34,7 +35,25 @@ const (
 	// DefaultLongPoll is how long claimWork waits for work, Taskcluster's
 	// 20 seconds.
 	DefaultLongPoll = 20 * time.Second
+	// longPollSpread is the part of the long-poll that a call finding no
+	// work is cut short by, at random: a call waits between three
+	// quarters and all of LongPoll. Workers that started together (a
+	// fleet restarted at once) would otherwise poll again together,
+	// every long-poll, for ever: ten thousand requests in one second and
+	// none in the next nineteen, and the server sized for the burst.
+	// With the spread such a fleet's polls drift apart within minutes.
+	// A worker only sees an empty reply a little sooner and polls again.
+	longPollSpread = 4 // LongPoll/longPollSpread
 )
+
+// longPollFor returns how long this claimWork call may wait.
+func (s *Server) longPollFor() time.Duration {
+	spread := int64(s.cfg.LongPoll / longPollSpread)
+	if spread <= 0 {
+		return s.cfg.LongPoll
+	}
+	return s.cfg.LongPoll - time.Duration(mathrand.Int64N(spread))
+}
 
 // Config holds the queue's tunables.
 type Config struct {
@@ -371,10 +390,35 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *Route, names 
 	markAPICall(w)
 }
 
+// The headers of every reply.
+var baseHeaders = [...][2]string{
+	{"Cache-Control", "no-store no-cache must-revalidate"},
+	{"X-Content-Type-Options", "nosniff"},
+}
+
+func setBaseHeaders(h http.Header) {
+	for _, kv := range baseHeaders {
+		h.Set(kv[0], kv[1])
+	}
+}
+
+// hasOnlyBaseHeaders reports whether h holds the base headers and nothing
+// else, so that a parked call need not keep a copy.
+func hasOnlyBaseHeaders(h http.Header) bool {
+	if len(h) != len(baseHeaders) {
+		return false
+	}
+	for _, kv := range baseHeaders {
+		if v := h[kv[0]]; len(v) != 1 || v[0] != kv[1] {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *Server) handle(c *Call) int {
 	h := c.W.Header()
-	h.Set("Cache-Control", "no-store no-cache must-revalidate")
-	h.Set("X-Content-Type-Options", "nosniff")
+	setBaseHeaders(h)
 	body, err := io.ReadAll(http.MaxBytesReader(c.W, c.R.Body, maxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError

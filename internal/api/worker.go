@@ -83,8 +83,9 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	key := store.WorkerKey{TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
 	s.touchWorker(key, c.Now)
 	started := time.Now()
-	deadline := started.Add(s.cfg.LongPoll)
-	timer := time.NewTimer(s.cfg.LongPoll)
+	wait := s.longPollFor()
+	deadline := started.Add(wait)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	// Subscribe before the first attempt so a task made pending between the
 	// attempt and the wait is not missed. While the hub knows the queue is
