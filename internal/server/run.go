@@ -177,7 +177,8 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer stop()
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleConnTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(srv.Listener(ln)) }()
 	log.Info("hopper queue serving", "rootUrl", cfg.RootURL, "listen", ln.Addr().String(), "db", storeKind(cfg.DB))
@@ -200,6 +201,16 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	return nil
 }
+
+// idleConnTimeout closes a kept-alive connection that has carried no
+// request for this long. Net/http holds a goroutine and its buffers
+// (some 25 KB) for every such connection: a fleet of busy workers, each
+// calling only to reclaim every quarter of an hour, would otherwise keep
+// them all for nothing. An idle worker's long-polls follow each other
+// with no gap, and its parked call is not idle in this sense, so polling
+// never meets the timeout; clients open a new connection when they need
+// one, as they do after Taskcluster's own services close theirs.
+const idleConnTimeout = time.Minute
 
 func storeKind(spec string) string {
 	if spec == "" || len(spec) > 7 && spec[:7] == "sqlite:" {
