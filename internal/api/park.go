@@ -136,7 +136,7 @@ func (pc *parkedClaim) woken() {
 	defer cancel()
 	now := pc.s.clock.Now()
 	p := pc.claim
-	p.Now, p.TakenUntil = now, pc.s.takenUntil(now)
+	p.Now, p.TakenUntil, p.Woken = now, pc.s.takenUntil(now), true
 	res, err := pc.s.store.ClaimWork(ctx, p)
 	switch {
 	case err != nil:

@@ -101,6 +101,8 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	for first := true; ; first = false {
 		now := s.clock.Now()
 		params.Now, params.TakenUntil = now, s.takenUntil(now)
+		// Every attempt after the first follows a wake-up.
+		params.Woken = !first
 		res, err := s.store.ClaimWork(ctx, params)
 		if err != nil {
 			return nil, err

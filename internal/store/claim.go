@@ -19,16 +19,26 @@ import (
 // a concurrent claim by the same worker changed them meanwhile, they are
 // appended again under a lock after the commit.
 func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, error) {
+	generation, empty := db.hub.knownEmpty(p.TaskQueueID)
+	if p.SkipKnownEmpty && !p.Woken && empty {
+		return &ClaimResult{Skipped: true}, nil
+	}
+	res, err := db.claimWork(ctx, p, generation)
+	if err != nil && p.Woken {
+		// The runs this call was woken for may be left: let the next
+		// claimWork look for them.
+		db.hub.forgetEmpty(p.TaskQueueID)
+	}
+	return res, err
+}
+
+func (db *DB) claimWork(ctx context.Context, p ClaimWorkParams, generation uint64) (*ClaimResult, error) {
 	var (
 		res      *ClaimResult
 		recent   []RecentTask
 		recorded bool
 		key      = WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}
 	)
-	generation, empty := db.hub.knownEmpty(p.TaskQueueID)
-	if p.SkipKnownEmpty && empty {
-		return &ClaimResult{Skipped: true}, nil
-	}
 	flows, err := db.queueHasFlowKeys(ctx, p.TaskQueueID)
 	if err != nil {
 		return nil, err
@@ -108,7 +118,10 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		// bookkeeping.
 		_ = db.AddRecentTasks(ctx, key, recent)
 	}
-	if p.SkipKnownEmpty && len(res.Claims) < p.Count && res.QuarantinedUntil.IsZero() {
+	if !res.QuarantinedUntil.IsZero() && p.Woken {
+		db.hub.forgetEmpty(p.TaskQueueID)
+	}
+	if (p.SkipKnownEmpty || p.Woken) && len(res.Claims) < p.Count && res.QuarantinedUntil.IsZero() {
 		// The queue was drained at this claim's snapshot: until a run is
 		// announced, the waiters of this process need not look.
 		db.hub.markEmpty(p.TaskQueueID, generation)

@@ -118,7 +118,9 @@ func (h *Hub) SubscribeFunc(taskQueueID string, capacity int, woken func()) (<-c
 			}
 			select {
 			case <-w.ch: // woken but leaving: someone else takes the work
-				h.wakeLocked(taskQueueID, 1)
+				if h.wakeLocked(taskQueueID, 1) > 0 {
+					h.forgetEmptyLocked(taskQueueID)
+				}
 			default:
 			}
 		})
@@ -128,10 +130,33 @@ func (h *Hub) SubscribeFunc(taskQueueID string, capacity int, woken func()) (<-c
 // Notify tells that n runs became pending in the task queue: it wakes
 // waiters not already woken, longest-waiting first, until their capacities
 // add up to n.
+//
+// A queue known to be empty stays so when the waiters woken can take every
+// run announced: those runs are theirs to claim, and a claimWork arriving
+// meanwhile (SkipKnownEmpty) waits rather than racing them to the runs,
+// which cost one empty claim transaction per run announced when workers
+// came back for more as fast as tasks were created. The woken calls look
+// whatever the mark says (ClaimWorkParams.Woken).
 func (h *Hub) Notify(taskQueueID string, n int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.wakeLocked(taskQueueID, n)
+	if h.wakeLocked(taskQueueID, n) > 0 {
+		h.forgetEmptyLocked(taskQueueID)
+	}
+}
+
+// forgetEmpty clears the queue's empty mark: a woken call that did not
+// claim (an error, a quarantine) may have left runs it was woken for.
+func (h *Hub) forgetEmpty(taskQueueID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.forgetEmptyLocked(taskQueueID)
+}
+
+func (h *Hub) forgetEmptyLocked(taskQueueID string) {
+	if q := h.queues[taskQueueID]; q != nil {
+		q.empty = false
+	}
 }
 
 // NotifyAll is for when wake-ups may have been missed (a database
@@ -145,6 +170,7 @@ func (h *Hub) NotifyAll() {
 	defer h.mu.Unlock()
 	for id := range h.queues {
 		h.wakeLocked(id, 1)
+		h.forgetEmptyLocked(id)
 	}
 }
 
@@ -157,6 +183,7 @@ func (h *Hub) backup(taskQueueID string, q *waiters) {
 		return // every waiter left; a new subscriber made a new timer
 	}
 	h.wakeLocked(taskQueueID, 1)
+	q.empty = false
 	q.backup.Reset(h.backupEvery)
 }
 
@@ -182,13 +209,16 @@ func (h *Hub) markEmpty(taskQueueID string, generation uint64) {
 	}
 }
 
-func (h *Hub) wakeLocked(taskQueueID string, n int) {
+// wakeLocked wakes waiters not already woken, longest-waiting first, until
+// their capacities add up to n, and returns how many of the n runs no
+// waiter was woken for. The caller decides whether the queue is still
+// known to be empty.
+func (h *Hub) wakeLocked(taskQueueID string, n int) (uncovered int) {
 	q := h.queues[taskQueueID]
 	if q == nil || n <= 0 {
-		return
+		return n
 	}
 	q.generation++
-	q.empty = false
 	// Woken waiters go to the back: if one claims nothing and waits again,
 	// the next wake-up goes to another.
 	var woken []*waiter
@@ -209,4 +239,5 @@ func (h *Hub) wakeLocked(taskQueueID string, n int) {
 	for _, w := range woken {
 		q.push(w)
 	}
+	return max(n, 0)
 }

@@ -117,18 +117,23 @@ func TestHubNotifyAll(t *testing.T) {
 }
 
 // TestHubKnownEmpty: a claim that found the queue drained marks it empty
-// unless a notification came since the claim began; a notification
-// clears the mark; a queue without waiters knows nothing.
+// unless a notification came since the claim began; a later notification
+// clears the mark unless the waiters it woke take every run it announced
+// (they look whatever the mark says, and the calls arriving meanwhile need
+// not race them); a queue without waiters knows nothing.
 func TestHubKnownEmpty(t *testing.T) {
 	tests := []struct {
-		name       string
-		notifyMid  bool // a run announced while the claim ran
-		notifyThen bool // a run announced after the claim
-		want       bool
+		name      string
+		notifyMid bool // a run announced while the claim ran
+		thenRuns  int  // runs announced after the claim
+		busy      bool // the only waiter already holds a wake-up then
+		want      bool
 	}{
-		{"drained", false, false, true},
-		{"a run came during the claim", true, false, false},
-		{"a run came afterwards", false, true, false},
+		{"drained", false, 0, false, true},
+		{"a run came during the claim", true, 0, false, false},
+		{"a run came afterwards for the waiter", false, 1, false, true},
+		{"more runs came afterwards than the waiter takes", false, 2, false, false},
+		{"a run came afterwards with no waiter to wake", false, 1, true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,14 +148,45 @@ func TestHubKnownEmpty(t *testing.T) {
 				h.Notify("q", 1)
 			}
 			h.markEmpty("q", gen)
-			if tc.notifyThen {
+			if tc.busy {
 				h.Notify("q", 1)
+				gen, _ := h.knownEmpty("q")
+				h.markEmpty("q", gen)
+			}
+			if tc.thenRuns > 0 {
+				h.Notify("q", tc.thenRuns)
 			}
 			if _, got := h.knownEmpty("q"); got != tc.want {
 				t.Fatalf("known empty = %v, want %v", got, tc.want)
 			}
 		})
 	}
+	t.Run("a woken call that did not claim", func(t *testing.T) {
+		h := NewHub()
+		_, cancel := h.Subscribe("q", 1)
+		defer cancel()
+		h.markEmpty("q", 0)
+		h.Notify("q", 1)
+		h.forgetEmpty("q")
+		if _, empty := h.knownEmpty("q"); empty {
+			t.Fatal("forgetEmpty must clear the mark")
+		}
+	})
+	t.Run("a woken waiter leaving", func(t *testing.T) {
+		h := NewHub()
+		_, cancelA := h.Subscribe("q", 1)
+		b, cancelB := h.Subscribe("q", 1)
+		defer cancelB()
+		h.markEmpty("q", 0)
+		h.Notify("q", 1)
+		cancelA() // the wake-up it holds goes to b
+		if !woken(b) {
+			t.Fatal("the wake-up must pass on to the next waiter")
+		}
+		if _, empty := h.knownEmpty("q"); !empty {
+			t.Fatal("the run is b's to claim: the queue stays known empty")
+		}
+	})
 	h := NewHub()
 	h.markEmpty("q", 0)
 	if _, empty := h.knownEmpty("q"); empty {

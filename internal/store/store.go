@@ -177,6 +177,11 @@ type ClaimWorkParams struct {
 	// waits on SubscribePending afterwards may set it: that wait is what
 	// hears of the next run.
 	SkipKnownEmpty bool
+	// Woken says the hub woke the caller's wait: the call looks even when
+	// the queue is known to be empty, since the runs it was woken for do
+	// not clear the mark (Hub.Notify), and marks the queue empty as
+	// SkipKnownEmpty does when it finds it drained.
+	Woken bool
 }
 
 // ClaimResult lists the runs a claimWork took.

@@ -114,9 +114,22 @@ func Open(ctx context.Context, url string, opts Options) (*store.DB, error) {
 	// until the next ANALYZE, costing O(table) per call meanwhile. Steering
 	// the planner away from those scans keeps every plan an index scan
 	// whatever the statistics say; a URL can still set them otherwise.
-	for _, param := range []string{"enable_seqscan", "enable_bitmapscan"} {
+	//
+	// For the same reason, and because planning was a tenth of the
+	// database's CPU per task, statements keep one generic plan per
+	// connection (pgx prepares each statement text once per connection).
+	// The default would plan each new statement text five times for its
+	// parameters before trying a generic plan, and the batched statements
+	// come in many texts (one per number of rows), most of which never
+	// reach five calls on one connection; a parameter's value never changes
+	// which index a hopper query should use.
+	for param, value := range map[string]string{
+		"enable_seqscan":    "off",
+		"enable_bitmapscan": "off",
+		"plan_cache_mode":   "force_generic_plan",
+	} {
 		if _, set := cfg.ConnConfig.RuntimeParams[param]; !set {
-			cfg.ConnConfig.RuntimeParams[param] = "off"
+			cfg.ConnConfig.RuntimeParams[param] = value
 		}
 	}
 	if opts.Schema != "" {
@@ -286,6 +299,14 @@ func parseAnnouncement(payload string) (announcement, bool) {
 	return announcement{origin: origin, runs: n, taskQueueID: queue}, true
 }
 
+// announceLinger is how long the announcer gathers wake-ups after the
+// first before sending them in one NOTIFY. Each NOTIFY is a transaction of
+// its own with a commit to flush, and it wakes every listening process's
+// backend: sent as often as commits made runs pending, they were a tenth
+// of the database's CPU per task. Other processes hear of new runs up to
+// this much later; this process's own waiters are woken at the commit.
+const announceLinger = 10 * time.Millisecond
+
 func newAnnouncer(pool *pgxpool.Pool, channel string, log *slog.Logger) *announcer {
 	a := &announcer{pool: pool, channel: channel, log: log, origin: uuid.NewString(),
 		queued: make(chan announcement, 1024), done: make(chan struct{})}
@@ -306,18 +327,20 @@ func (a *announcer) run() {
 	defer close(a.done)
 	for first := range a.queued {
 		batch := map[string]int{first.taskQueueID: first.runs}
-	drain:
+		linger := time.NewTimer(announceLinger)
+	collect:
 		for {
 			select {
 			case next, ok := <-a.queued:
 				if !ok {
-					break drain
+					break collect
 				}
 				batch[next.taskQueueID] += next.runs
-			default:
-				break drain
+			case <-linger.C:
+				break collect
 			}
 		}
+		linger.Stop()
 		payloads := make([]string, 0, len(batch))
 		for q, n := range batch {
 			payloads = append(payloads, announcement{origin: a.origin, runs: n, taskQueueID: q}.String())
