@@ -2,8 +2,8 @@
 -- never change, in a table of their own that is written once. As indexes
 -- of tasks they took a new entry at every claim and resolution (an update
 -- of a task's state is a new version of its row, listed anew in every
--- index of the table), and their churn set off index clean-ups: about a
--- tenth of PostgreSQL's CPU per task between them.
+-- index of the table), and their churn set off index clean-ups: 0.03 to
+-- 0.05 ms of PostgreSQL's 0.4 ms of CPU per task in hopper bench.
 CREATE TABLE task_group_members (
     task_group_id TEXT NOT NULL,
     task_id       TEXT NOT NULL,
