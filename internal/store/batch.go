@@ -114,12 +114,9 @@ func (t *txn) updateBatch(ctx context.Context, calls []*updateCall) (finish func
 	// Locked in one order, so two batches never wait on each other in a
 	// cycle.
 	slices.Sort(ids)
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
 	tasks := make(map[string]*queue.TaskState, len(calls))
-	t.send(Statement{Query: "SELECT " + taskColumns + " FROM tasks WHERE task_id IN (" + placeholders(len(ids)) + ") ORDER BY task_id" + t.db.dialect.LockRow,
+	cond, args := t.db.inList("task_id", ids)
+	t.send(Statement{Query: "SELECT " + taskColumns + " FROM tasks WHERE " + cond + " ORDER BY task_id" + t.db.dialect.LockRow,
 		Args: args, What: fmt.Sprintf("locking %d tasks", len(ids)),
 		Rows: func(rows Rows) error {
 			loaded, err := t.db.readTasks(rows)
@@ -133,7 +130,7 @@ func (t *txn) updateBatch(ctx context.Context, calls []*updateCall) (finish func
 	// edge is visible here. Whether the edges are satisfied is decided once
 	// the transitions are known.
 	var edges []dependencyEdge
-	t.send(t.dependentsOfStatement(args, &edges))
+	t.send(t.dependentsOfStatement(ids, &edges))
 	if err := t.flush(ctx); err != nil {
 		return nil, err
 	}
@@ -254,11 +251,12 @@ func readyDependents(edges []dependencyEdge, task *queue.TaskState) []string {
 }
 
 // dependentsOfStatement reads the unsatisfied edges to the given tasks.
-func (t *txn) dependentsOfStatement(taskIDs []any, edges *[]dependencyEdge) Statement {
+func (t *txn) dependentsOfStatement(taskIDs []string, edges *[]dependencyEdge) Statement {
+	cond, args := t.db.inList("required_task_id", taskIDs)
 	return Statement{
-		Query: "SELECT required_task_id, dependent_task_id, requires FROM task_dependencies WHERE required_task_id IN (" +
-			placeholders(len(taskIDs)) + ") AND satisfied = 0 ORDER BY required_task_id, dependent_task_id",
-		Args: taskIDs,
+		Query: "SELECT required_task_id, dependent_task_id, requires FROM task_dependencies WHERE " + cond +
+			" AND satisfied = 0 ORDER BY required_task_id, dependent_task_id",
+		Args: args,
 		What: fmt.Sprintf("loading dependents of %d tasks", len(taskIDs)),
 		Rows: func(rows Rows) error {
 			for rows.Next() {
@@ -293,16 +291,12 @@ const groupRecheckLimit = 8
 // batchGroupsResolvedStatement reads, for each task group, how many
 // unresolved members it has (counting stops past groupRecheckLimit).
 func (t *txn) batchGroupsResolvedStatement(groupIDs []string, checks map[string]groupCheck) Statement {
-	args := make([]any, 0, len(groupIDs)+1)
-	args = append(args, groupRecheckLimit+1)
-	for _, id := range groupIDs {
-		args = append(args, id)
-	}
+	cond, ids := t.db.inList("task_group_id", groupIDs)
 	return Statement{
 		Query: `SELECT task_group_id, scheduler_id, expires, sealed,
 		(SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE task_group_id = g.task_group_id AND unresolved = 1 LIMIT ?) AS u)
-		FROM task_groups g WHERE task_group_id IN (` + placeholders(len(groupIDs)) + `)`,
-		Args: args,
+		FROM task_groups g WHERE ` + cond,
+		Args: append([]any{groupRecheckLimit + 1}, ids...),
 		What: fmt.Sprintf("checking %d task groups", len(groupIDs)),
 		Rows: func(rows Rows) error {
 			for rows.Next() {

@@ -157,8 +157,20 @@ func (t *txn) sendInsertTask(state *queue.TaskState, flow *queue.FlowPolicy, ins
 			}
 			return nil
 		}})
+	// The task's membership goes in with it. When the taskId was taken,
+	// the create either fails, rolling this back, or repeats the stored
+	// definition, whose membership is this one.
+	t.send(Statement{Query: insertMembers + "(?, ?, ?) ON CONFLICT (task_group_id, task_id) DO NOTHING",
+		Args: []any{def.TaskGroupID, state.TaskID, def.Expires.Millis()},
+		What: "recording task " + state.TaskID + " in its group"})
 	return nil
 }
+
+// insertMembers starts the insert of rows of task_group_members, each
+// (task_group_id, task_id, expires): the look-ups of tasks by group and by
+// expiry, kept out of the tasks table (migration 008) so that its indexes
+// are not written again at every change of a task's state.
+const insertMembers = "INSERT INTO task_group_members (task_group_id, task_id, expires) VALUES "
 
 // insertTaskColumns are the columns a new task's row is inserted with;
 // insertTaskArgs gives the values of all but the last, pending_seq, which

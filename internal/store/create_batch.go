@@ -88,6 +88,7 @@ func (db *DB) runCreates(calls []*createCall) {
 		refused := false
 		tx.send(w.groupsStatement(&refused))
 		tx.send(w.tasksStatement(tx, inserted))
+		tx.send(w.membersStatement())
 		if err := tx.flush(ctx); err != nil {
 			return err
 		}
@@ -127,12 +128,14 @@ func newTaskResult(p CreateTaskParams) *Result {
 // createWrites are the two statements that write a batch of creates: the
 // upsert of its task groups and the insert of its tasks.
 type createWrites struct {
-	groupsQuery string
-	groupsArgs  []any
-	groups      int
-	tasksInsert string // the insert, without its conflict clause
-	tasksArgs   []any
-	queues      map[string]string // taskId → task queue, for the wake-ups
+	groupsQuery   string
+	groupsArgs    []any
+	groups        int
+	tasksInsert   string // the insert, without its conflict clause
+	tasksArgs     []any
+	membersInsert string
+	membersArgs   []any
+	queues        map[string]string // taskId → task queue, for the wake-ups
 }
 
 // buildCreateBatch prepares the writes of a batch; defs receives each
@@ -189,10 +192,12 @@ func (db *DB) buildCreateBatch(calls []*createCall, defs map[string]string) (*cr
 		// in row order.
 		values = append(values, "("+strings.Repeat("?, ", len(args))+db.dialect.PendingSeqs(strconv.Itoa(i+1))+")")
 		w.tasksArgs = append(w.tasksArgs, args...)
+		w.membersArgs = append(w.membersArgs, state.Task.TaskGroupID, c.p.TaskID, state.Task.Expires.Millis())
 		w.queues[c.p.TaskID] = state.Task.TaskQueueID
 	}
 	w.tasksInsert = `INSERT INTO tasks (` + insertTaskColumns + `)
 		VALUES ` + strings.Join(values, ", ")
+	w.membersInsert = insertMembers + strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", len(sorted)), ", ")
 	return w, nil
 }
 
@@ -228,6 +233,13 @@ func (w *createWrites) tasksStatement(t *txn, inserted map[string]bool) Statemen
 		}}
 }
 
+// membersStatement records the tasks in their groups. It runs after the
+// tasks' insert, in a batch that is abandoned unless every task went in.
+func (w *createWrites) membersStatement() Statement {
+	return Statement{Query: w.membersInsert + " ON CONFLICT (task_group_id, task_id) DO NOTHING", Args: w.membersArgs,
+		What: fmt.Sprintf("recording %d tasks in their groups", len(w.queues))}
+}
+
 // assertedStatement runs both writes as one statement that fails (through
 // the dialect's assert function) unless every group took its tasks, and
 // fails on its own if a taskId is taken: the tasks go in by a plain insert,
@@ -236,9 +248,9 @@ func (w *createWrites) tasksStatement(t *txn, inserted map[string]bool) Statemen
 // confirmation of each, for a repeat that is rare and is re-run alone
 // either way.)
 func (w *createWrites) assertedStatement(assert string) Statement {
-	args := append(append(slices.Clip(w.groupsArgs), w.tasksArgs...), w.groups)
+	args := append(append(append(slices.Clip(w.groupsArgs), w.tasksArgs...), w.membersArgs...), w.groups)
 	return Statement{
-		Query: "WITH g AS (" + w.groupsQuery + "), t AS (" + w.tasksInsert + ")\n" +
+		Query: "WITH g AS (" + w.groupsQuery + "), t AS (" + w.tasksInsert + "), m AS (" + w.membersInsert + ")\n" +
 			"SELECT " + assert + "((SELECT COUNT(*) FROM g) = ?, 'batch of creates incomplete')",
 		Args: args,
 		What: fmt.Sprintf("creating %d tasks", len(w.queues)),

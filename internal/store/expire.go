@@ -103,7 +103,7 @@ func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult,
 	cutoff := ms(now)
 	// An artifact goes when it expires or when its task does; either way
 	// its stored data must be reported for deletion.
-	const expiredArtifacts = "expires < ? OR task_id IN (SELECT task_id FROM tasks WHERE expires < ?)"
+	const expiredArtifacts = "expires < ? OR task_id IN (SELECT task_id FROM task_group_members WHERE expires < ?)"
 	err := db.tx(ctx, func(tx *txn) error {
 		out = &ExpireDataResult{} // afresh on every attempt
 		err := tx.queryEach(ctx, "SELECT task_id, run_id, name, storage_type, details FROM artifacts WHERE "+expiredArtifacts, []any{cutoff, cutoff}, func(rows Rows) error {
@@ -124,7 +124,10 @@ func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult,
 		steps := []expireStep{
 			{&out.Artifacts, "DELETE FROM artifacts WHERE " + expiredArtifacts, []any{cutoff, cutoff}},
 			{nil, "DELETE FROM task_dependencies WHERE expires < ?", []any{cutoff}},
-			{&out.Tasks, "DELETE FROM tasks WHERE expires < ?", []any{cutoff}},
+			// A task's expiry is found through its group membership
+			// (migration 008), which goes after it.
+			{&out.Tasks, "DELETE FROM tasks WHERE task_id IN (SELECT task_id FROM task_group_members WHERE expires < ?)", []any{cutoff}},
+			{nil, "DELETE FROM task_group_members WHERE expires < ?", []any{cutoff}},
 			{&out.TaskGroups, "DELETE FROM task_groups WHERE expires < ?", []any{cutoff}},
 			{&out.TaskQueues, "DELETE FROM task_queues WHERE expires < ?", []any{cutoff}},
 			{&out.Workers, "DELETE FROM workers WHERE expires < ? AND quarantine_until < ?", []any{cutoff, cutoff}},

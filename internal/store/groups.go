@@ -42,7 +42,8 @@ func (db *DB) GetTaskGroup(ctx context.Context, taskGroupID string) (*TaskGroup,
 // ListTaskGroup implements Store: members ordered by taskId.
 func (db *DB) ListTaskGroup(ctx context.Context, taskGroupID string, page Page) ([]*queue.TaskState, string, error) {
 	tasks, next, err := listPage(ctx, db, page, func(after string) (string, []any, error) {
-		return "SELECT " + taskColumns + " FROM tasks WHERE task_group_id = ? AND task_id > ? ORDER BY task_id LIMIT ?",
+		return "SELECT " + prefixColumns("t.", taskColumns) + ` FROM task_group_members m JOIN tasks t ON t.task_id = m.task_id
+			WHERE m.task_group_id = ? AND m.task_id > ? ORDER BY m.task_id LIMIT ?`,
 			[]any{taskGroupID, after}, nil
 	}, db.scanTask, taskIDCursor)
 	if err != nil {
@@ -97,7 +98,7 @@ func (db *DB) CancelTaskGroup(ctx context.Context, taskGroupID string, now time.
 		if g.Sealed == nil {
 			return queue.Conflictf("Task group %s must be sealed before it can be cancelled", taskGroupID)
 		}
-		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM tasks WHERE task_group_id = ?", taskGroupID).Scan(&out.GroupSize); err != nil {
+		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM task_group_members WHERE task_group_id = ?", taskGroupID).Scan(&out.GroupSize); err != nil {
 			return fmt.Errorf("counting task group %s: %w", taskGroupID, err)
 		}
 		ids, err := tx.cancellableGroupTasks(ctx, taskGroupID, now)

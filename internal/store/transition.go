@@ -93,6 +93,9 @@ func (t *txn) saveTask(before, after *queue.TaskState) error {
 // 64 tasks: a claimWork of 32 tasks, or a batch of reports, costs one
 // statement, not one per task.
 func (t *txn) saveMany(tasks []*queue.TaskState) error {
+	if t.db.dialect.Arrays {
+		return t.saveManyArrays(tasks)
+	}
 	const perStatement = 64 // 9 values each
 	for start := 0; start < len(tasks); start += perStatement {
 		batch := tasks[start:min(start+perStatement, len(tasks))]
@@ -117,6 +120,48 @@ func (t *txn) saveMany(tasks []*queue.TaskState) error {
 			FROM (VALUES ` + strings.Join(values, ", ") + `) AS v WHERE tasks.task_id = v.column1`,
 			Args: args, What: fmt.Sprintf("saving %d tasks", len(batch))})
 	}
+	return nil
+}
+
+// saveManyArrays is saveMany for a dialect that takes arrays: one
+// statement whatever the number of tasks, each column of values one array.
+func (t *txn) saveManyArrays(tasks []*queue.TaskState) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	n := len(tasks)
+	var (
+		ids, runs, states                   = make([]string, n), make([]string, n), make([]string, n)
+		retries, unresolved, pending        = make([]int64, n), make([]int64, n), make([]int64, n)
+		takenUntil, claimedAt, pendingSince = make([]*int64, n), make([]*int64, n), make([]*int64, n)
+	)
+	nullable := func(v sql.NullInt64) *int64 {
+		if !v.Valid {
+			return nil
+		}
+		return &v.Int64
+	}
+	for i, task := range tasks {
+		raw, err := t.db.encodeRuns(task)
+		if err != nil {
+			return err
+		}
+		d := derive(task)
+		t.notifyFlowRoom(task, d)
+		ids[i], retries[i], runs[i], states[i], unresolved[i] = task.TaskID, int64(task.RetriesLeft), raw, d.state, int64(d.unresolved)
+		takenUntil[i], claimedAt[i], pendingSince[i] = nullable(d.takenUntil), nullable(d.claimedAt), nullable(d.pendingSince)
+		pending[i] = int64(boolInt(d.pending))
+	}
+	// The same columns as saveMany's VALUES, in the same order.
+	t.send(Statement{Query: `UPDATE tasks SET retries_left = v.column2, runs = v.column3, state = v.column4,
+		unresolved = v.column5, taken_until = v.column6, claimed_at = v.column7, pending_since = v.column8,
+		pending_seq = CASE WHEN v.column9 = 1 THEN tasks.pending_seq ELSE NULL END
+		FROM unnest(CAST(? AS TEXT[]), CAST(? AS BIGINT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS BIGINT[]),
+			CAST(? AS BIGINT[]), CAST(? AS BIGINT[]), CAST(? AS BIGINT[]), CAST(? AS BIGINT[]))
+			AS v (column1, column2, column3, column4, column5, column6, column7, column8, column9)
+		WHERE tasks.task_id = v.column1`,
+		Args: []any{ids, retries, runs, states, unresolved, takenUntil, claimedAt, pendingSince, pending},
+		What: fmt.Sprintf("saving %d tasks", n)})
 	return nil
 }
 
@@ -162,7 +207,7 @@ func (t *txn) transition(ctx context.Context, taskID string, now time.Time,
 		t.indexCompleted([]*queue.TaskState{task}, now)
 		var edges []dependencyEdge
 		checks := map[string]groupCheck{}
-		t.send(t.dependentsOfStatement([]any{task.TaskID}, &edges))
+		t.send(t.dependentsOfStatement([]string{task.TaskID}, &edges))
 		t.send(t.batchGroupsResolvedStatement([]string{task.Task.TaskGroupID}, checks))
 		if err := t.flush(ctx); err != nil {
 			return nil, err

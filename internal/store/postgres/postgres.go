@@ -82,6 +82,7 @@ func dialect(announce func(taskQueueID string, runs int), pool *pgxpool.Pool, ba
 		// nextval is evaluated row by row, in the statement's row order.
 		PendingSeqs:     func(string) string { return "nextval('hopper_pending_seq')" },
 		AnnouncePending: announce,
+		Arrays:          true,
 		Batches:         batches,
 		Retryable: func(err error) bool {
 			var pgErr *pgconn.PgError

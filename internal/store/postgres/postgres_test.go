@@ -90,7 +90,7 @@ func TestConcurrency(t *testing.T) {
 const taskCopyColumns = `task_queue_id, scheduler_id, project_id, task_group_id, requires, priority, deadline, expires,
 	definition, retries_left, runs, state, unresolved, taken_until, claimed_at, pending_since, flow_key`
 
-// bulkFiller copies a pending task n times in one INSERT … SELECT, each
+// bulkFiller copies a pending task n times (with its group membership) in one INSERT … SELECT, each
 // copy taking the next pending sequence number, then refreshes the planner
 // statistics as autovacuum would.
 func bulkFiller(url, schema string) storetest.BulkFiller {
@@ -106,6 +106,10 @@ func bulkFiller(url, schema string) storetest.BulkFiller {
 		_, err = conn.Exec(ctx, `INSERT INTO tasks (task_id, `+taskCopyColumns+`, pending_seq)
 			SELECT t.task_id || '-' || g, `+taskCopyColumns+`, nextval('hopper_pending_seq')
 			FROM tasks t CROSS JOIN generate_series(1, $1::int) g WHERE t.task_id = $2 ORDER BY g`, n, seedID)
+		require.NoError(tb, err)
+		_, err = conn.Exec(ctx, `INSERT INTO task_group_members (task_group_id, task_id, expires)
+			SELECT task_group_id, task_id || '-' || g, expires
+			FROM tasks t CROSS JOIN generate_series(1, $1::int) g WHERE t.task_id = $2`, n, seedID)
 		require.NoError(tb, err)
 		_, err = conn.Exec(ctx, "ANALYZE tasks")
 		require.NoError(tb, err)
@@ -180,4 +184,43 @@ func TestListenerReconnectWakesWaiters(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter was not woken after the listener reconnected")
 	}
+}
+
+func TestUpgrade(t *testing.T) {
+	t.Parallel()
+	storetest.RunUpgrade(t, func(t *testing.T, version int) (func(string), func() store.Store) {
+		url := testURL(t)
+		schema := newSchema(t, url)
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, url)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close(context.Background()) })
+		_, err = conn.Exec(ctx, "CREATE SCHEMA "+schema)
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, "SET search_path TO "+schema)
+		require.NoError(t, err)
+		all, err := postgres.Migrations()
+		require.NoError(t, err)
+		for _, m := range all {
+			if m.Version <= version {
+				_, err := conn.Exec(ctx, m.SQL)
+				require.NoError(t, err, "migration %d", m.Version)
+			}
+		}
+		// Recorded as the migrator records them, so opening the store
+		// applies only the later ones.
+		_, err = conn.Exec(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied BIGINT NOT NULL)`)
+		require.NoError(t, err)
+		for _, m := range all {
+			if m.Version <= version {
+				_, err := conn.Exec(ctx, "INSERT INTO schema_migrations (version, name, applied) VALUES ($1, $2, 0)", m.Version, m.Name)
+				require.NoError(t, err)
+			}
+		}
+		exec := func(query string) {
+			_, err := conn.Exec(ctx, query)
+			require.NoError(t, err)
+		}
+		return exec, func() store.Store { return openSchema(t, url, schema, 4) }
+	})
 }

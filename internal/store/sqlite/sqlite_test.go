@@ -56,7 +56,7 @@ func TestConcurrency(t *testing.T) {
 const taskCopyColumns = `task_queue_id, scheduler_id, project_id, task_group_id, requires, priority, deadline, expires,
 	definition, retries_left, runs, state, unresolved, taken_until, claimed_at, flow_key`
 
-// bulkFiller copies a pending task n times in one INSERT … SELECT on a
+// bulkFiller copies a pending task n times (with its group membership) in one INSERT … SELECT on a
 // second connection to the file, each copy queued behind the one before.
 func bulkFiller(path string) storetest.BulkFiller {
 	return func(tb testing.TB, seedID string, n int) {
@@ -68,6 +68,10 @@ func bulkFiller(path string) storetest.BulkFiller {
 			INSERT INTO tasks (task_id, `+taskCopyColumns+`, pending_seq, pending_since)
 			SELECT t.task_id || '-' || n.i, `+taskCopyColumns+`, t.pending_seq + n.i, t.pending_since
 			FROM tasks t, n WHERE t.task_id = ?`, n, seedID)
+		require.NoError(tb, err)
+		_, err = db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+			INSERT INTO task_group_members (task_group_id, task_id, expires)
+			SELECT task_group_id, t.task_id || '-' || n.i, expires FROM tasks t, n WHERE t.task_id = ?`, n, seedID)
 		require.NoError(tb, err)
 	}
 }
@@ -105,4 +109,32 @@ func BenchmarkReportCompleted(b *testing.B) {
 			storetest.BenchReportCompleted(b, openFile(b, filepath.Join(b.TempDir(), "hopper.db")), routes)
 		})
 	}
+}
+
+func TestUpgrade(t *testing.T) {
+	t.Parallel()
+	storetest.RunUpgrade(t, func(t *testing.T, version int) (func(string), func() store.Store) {
+		path := filepath.Join(t.TempDir(), "hopper.db")
+		raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = raw.Close() })
+		all, err := sqlite.Migrations()
+		require.NoError(t, err)
+		var ms []store.Migration
+		for _, m := range all {
+			if m.Version <= version {
+				ms = append(ms, m)
+			}
+		}
+		_, err = store.Migrate(context.Background(), raw, sqlite.Dialect, ms, nil)
+		require.NoError(t, err)
+		exec := func(query string) {
+			_, err := raw.Exec(query)
+			require.NoError(t, err)
+		}
+		return exec, func() store.Store {
+			require.NoError(t, raw.Close())
+			return openFile(t, path)
+		}
+	})
 }
