@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -151,22 +150,29 @@ func (pc *parkedClaim) woken() {
 	}
 }
 
-// alive reports whether the client is still there, waiting a moment at
-// most: a closed connection reads EOF at once, an open one times out. (A
-// deadline already past would time out before looking.)
+// alive reports whether the client is still there. Where the system
+// allows, it looks without waiting (peerGone); otherwise it reads with a
+// deadline of a moment: a closed connection reads EOF at once, an open
+// one times out. (A deadline already past would time out before looking.)
 func (pc *parkedClaim) alive() bool {
+	c := pc.conn
+	p, prefixed := c.(*prefixedConn)
+	if prefixed {
+		if p.prefix.Len() > 0 {
+			return true // the client sent its next request already
+		}
+		c = p.Conn
+	}
+	if gone, known := peerGone(c); known {
+		return !gone
+	}
 	var b [1]byte
-	_ = pc.conn.SetReadDeadline(time.Now().Add(time.Millisecond))
-	n, err := pc.conn.Read(b[:])
-	_ = pc.conn.SetReadDeadline(time.Time{})
+	_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+	n, err := c.Read(b[:])
+	_ = c.SetReadDeadline(time.Time{})
 	if n > 0 {
 		// The start of a request sent before this reply: keep it.
-		if p, ok := pc.conn.(*prefixedConn); ok {
-			rest, _ := io.ReadAll(p.prefix)
-			p.prefix = bytes.NewReader(append(rest, b[0]))
-		} else {
-			pc.conn = &prefixedConn{Conn: pc.conn, prefix: bytes.NewReader([]byte{b[0]})}
-		}
+		pc.conn = &prefixedConn{Conn: c, prefix: bytes.NewReader([]byte{b[0]})}
 		return true
 	}
 	var ne net.Error
