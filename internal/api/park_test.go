@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -230,4 +232,24 @@ func TestParkedClaimsEndTogether(t *testing.T) {
 	// 19 ends drawn over a quarter of a second lie within 25 ms of each
 	// other with a probability below 10^-16.
 	require.Greater(t, longest-shortest, longPoll/40, "the long-polls did not spread")
+}
+
+// TestParkedClaimsHoldNoGoroutine: a parked call keeps no goroutine of the
+// HTTP server's (nor one of its own): 200 waiting workers leave none in
+// net/http's connection loop or in a handler.
+func TestParkedClaimsHoldNoGoroutine(t *testing.T) {
+	// Not parallel: the parallel tests wait meanwhile, so the connection
+	// loops counted are this test's.
+	h := newHarness(t, harnessOptions{LongPoll: 30 * time.Second})
+	const tq, calls = "prov-park/wt-goroutines", 200
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range calls {
+		goClaim(ctx, newParkClient(h), tq, fmt.Sprintf("w%d", i))
+	}
+	waitParked(t, h, calls)
+	var stacks bytes.Buffer
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&stacks, 2))
+	serving := strings.Count(stacks.String(), "net/http.(*conn).serve(")
+	require.Less(t, serving, 10, "parked calls hold the HTTP server's connection goroutines")
 }
