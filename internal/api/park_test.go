@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -252,4 +254,64 @@ func TestParkedClaimsHoldNoGoroutine(t *testing.T) {
 	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&stacks, 2))
 	serving := strings.Count(stacks.String(), "net/http.(*conn).serve(")
 	require.Less(t, serving, 10, "parked calls hold the HTTP server's connection goroutines")
+}
+
+// TestParkedClaimsUnderChurn: workers poll over and over while tasks
+// arrive at random moments, so wake-ups, long-polls ending and new calls
+// parking interleave: every task is claimed once, by one worker, and no
+// call is left parked.
+func TestParkedClaimsUnderChurn(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{LongPoll: 300 * time.Millisecond})
+	const tq, workers, tasks = "prov-park/wt-churn", 60, 200
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	claimedBy := map[string]string{}
+	allClaimed := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range workers {
+		p := newParkClient(h)
+		workerID := fmt.Sprintf("w%d", i)
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				r, _, _, err := p.claimWork(ctx, tq, workerID)
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("%s: %v", workerID, err)
+					}
+					return
+				}
+				mu.Lock()
+				for _, c := range r.Tasks {
+					if other, ok := claimedBy[c.Status.TaskID]; ok {
+						t.Errorf("task %s claimed by %s and %s", c.Status.TaskID, other, workerID)
+					}
+					claimedBy[c.Status.TaskID] = workerID
+				}
+				if len(claimedBy) == tasks {
+					select {
+					case <-allClaimed:
+					default:
+						close(allClaimed)
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for range tasks {
+		time.Sleep(time.Duration(rand.Int64N(int64(5 * time.Millisecond))))
+		h.createTask(t, newTaskID(), h.taskDef(tq, nil))
+	}
+	select {
+	case <-allClaimed:
+	case <-ctx.Done():
+		mu.Lock()
+		t.Fatalf("%d of %d tasks claimed", len(claimedBy), tasks)
+	}
+	cancel()
+	wg.Wait()
+	require.Eventually(t, func() bool { return h.srv.ParkedCalls() == 0 }, 5*time.Second, 10*time.Millisecond,
+		"calls whose workers left are not kept once their long-polls end")
 }
