@@ -62,7 +62,7 @@ func (s *Server) queueRoutes() []Route {
 		{Name: "cancelTask", Method: http.MethodPost, Paths: q("/task/{taskId}/cancel"), Scopes: schedulerScopes("cancel-task"), Handle: s.cancelTask},
 
 		{Name: "claimWork", Method: http.MethodPost, Paths: q("/claim-work/{taskQueueId}", "/claim-work/{tqProvisioner}/{tqWorkerType}"),
-			Input:  "claim-work-request",
+			Input: "claim-work-request", InputRepeats: true,
 			Scopes: allOf(scope("queue:claim-work:<taskQueueId>"), scope("queue:worker-id:<workerGroup>/<workerId>")), Handle: s.claimWork},
 		{Name: "claimTask", Method: http.MethodPost, Paths: q("/task/{taskId}/runs/{runId}/claim"), Input: "claim-task-request",
 			// hopper also accepts the claim-work scope of the task's queue, so

@@ -252,6 +252,10 @@ type Route struct {
 	EarlyScopes bool
 	// Input names the request body schema; "" means the body is ignored.
 	Input string
+	// InputRepeats says callers send the same body again and again (a
+	// worker's claimWork poll): a valid one validated lately is not
+	// validated again (schema.Registry.ValidateRepeated).
+	InputRepeats bool
 	// Query lists the allowed query-string parameters.
 	Query []string
 	// Handle serves the call.
@@ -446,7 +450,11 @@ func (s *Server) handle(c *Call) int {
 		if len(strings.TrimSpace(string(raw))) == 0 {
 			raw = []byte("{}")
 		}
-		in, err := s.schemas.Validate(c.Route.Input, raw)
+		validate := s.schemas.Validate
+		if c.Route.InputRepeats {
+			validate = s.schemas.ValidateRepeated
+		}
+		in, err := validate(c.Route.Input, raw)
 		if err != nil {
 			return s.fail(c, err)
 		}

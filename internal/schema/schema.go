@@ -66,6 +66,11 @@ type Registry struct {
 	members sync.Map // memberKey → []byte
 	// order caches each schema's property names, sorted (see filler).
 	order sync.Map
+	// repeats remembers, per schema, the bodies that ValidateRepeated
+	// validated lately (repeat.go); repeatEntries overrides the size of
+	// a generation (tests).
+	repeats       sync.Map // schema name → *repeats
+	repeatEntries int
 }
 
 type memberKey struct {
