@@ -703,10 +703,7 @@ func TestMetrics(t *testing.T) {
 	r := h.request(t, http.MethodGet, queuePath("/task/"+newTaskID()), "", nil)
 	require.Equal(t, http.StatusNotFound, r.status)
 
-	r = h.request(t, http.MethodGet, "/metrics", "", nil)
-	require.Equal(t, http.StatusOK, r.status)
-	text := string(r.body)
-	for _, line := range []string{
+	want := []string{
 		`hopper_api_requests_total{method="createTask",status="200"} 2`,
 		`hopper_api_requests_total{method="claimWork",status="200"} 1`,
 		`hopper_api_requests_total{method="reportCompleted",status="200"} 1`,
@@ -721,8 +718,21 @@ func TestMetrics(t *testing.T) {
 		`hopper_store_combined_calls_total{kind="create"} 2`,
 		`hopper_store_transactions_total{kind="update"} 1`,
 		`hopper_store_combined_calls_total{kind="update"} 1`,
-	} {
-		require.Contains(t, text, line+"\n")
 	}
+	// The queue gauges list the task queues the store knows, and a queue
+	// first seen by a claimWork is written with the next batch of
+	// touches, within a second.
+	var text string
+	require.Eventually(t, func() bool {
+		r = h.request(t, http.MethodGet, "/metrics", "", nil)
+		require.Equal(t, http.StatusOK, r.status)
+		text = string(r.body)
+		for _, line := range want {
+			if !strings.Contains(text, line+"\n") {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 50*time.Millisecond, "the metrics never showed every expected line")
 	require.Contains(t, text, "go_goroutines ")
 }

@@ -144,7 +144,7 @@ func (pc *parkedClaim) woken() {
 		// Quarantined meanwhile: wait out the long-poll, out of the hub.
 		pc.cancel()
 	case len(res.Claims) > 0:
-		pc.s.recordNewWorker(ctx, store.WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}, res)
+		pc.s.recordRecentTasks(store.WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}, res)
 		out, err := pc.s.claimReply(ctx, res, now)
 		pc.finishLocked(out, err)
 	}

@@ -13,12 +13,15 @@ import (
 const touchFlushDelay = time.Second
 
 // touches collects claimWork's bookkeeping (the worker and its task queue
-// seen at a time) and writes it in batches: an idle fleet of thousands of
-// workers re-polling costs a transaction a second, not two commits a poll.
+// seen at a time, the runs the worker claimed) and writes it in batches:
+// an idle fleet of thousands of workers re-polling costs a transaction a
+// second, not two commits a poll, and a busy worker's recent tasks are
+// written once a second, not once a claim.
 type touches struct {
 	flushing sync.Mutex // one flush at a time; later ones take what is left
 	mu       sync.Mutex
 	pending  map[store.WorkerKey]time.Time
+	recent   map[store.WorkerKey][]store.RecentTask
 	timer    *time.Timer
 }
 
@@ -31,32 +34,28 @@ func (s *Server) touchWorker(key store.WorkerKey, now time.Time) {
 		return
 	}
 	s.touched.Store(key, now)
-	s.touches.add(key, now, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := s.flushTouches(ctx); err != nil {
-			s.log.Warn("recording workers as seen", "error", err)
-		}
-	})
+	s.touches.add(key, now, s.flushTouchesLater)
 }
 
-// recordNewWorker records the recent tasks of a claim made before the
-// worker's first record was written (its touch still queued): the record
-// is written now, then the tasks.
-func (s *Server) recordNewWorker(ctx context.Context, key store.WorkerKey, res *store.ClaimResult) {
-	if !res.WorkerUnknown || len(res.Claims) == 0 {
-		return
-	}
-	if err := s.flushTouches(ctx); err != nil {
-		s.log.Warn("recording workers as seen", "error", err)
+// recordRecentTasks queues a claim's runs for the worker's recent tasks,
+// written with the next batch of touches (after the worker's record, which
+// a first claim's touch creates in the same batch).
+func (s *Server) recordRecentTasks(key store.WorkerKey, res *store.ClaimResult) {
+	if len(res.Claims) == 0 {
 		return
 	}
 	recent := make([]store.RecentTask, len(res.Claims))
 	for i, cl := range res.Claims {
 		recent[i] = store.RecentTask{TaskID: cl.Task.TaskID, RunID: cl.RunID}
 	}
-	if err := s.store.AddRecentTasks(ctx, key, recent); err != nil {
-		s.log.Warn("recording recent tasks", "error", err)
+	s.touches.addRecent(key, recent, s.flushTouchesLater)
+}
+
+func (s *Server) flushTouchesLater() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.flushTouches(ctx); err != nil {
+		s.log.Warn("recording workers as seen", "error", err)
 	}
 }
 
@@ -68,22 +67,37 @@ func (t *touches) add(key store.WorkerKey, now time.Time, flush func()) {
 		t.pending = map[store.WorkerKey]time.Time{}
 	}
 	t.pending[key] = now
+	t.armLocked(flush)
+}
+
+// addRecent queues runs for a worker's recent tasks.
+func (t *touches) addRecent(key store.WorkerKey, runs []store.RecentTask, flush func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.recent == nil {
+		t.recent = map[store.WorkerKey][]store.RecentTask{}
+	}
+	t.recent[key] = append(t.recent[key], runs...)
+	t.armLocked(flush)
+}
+
+func (t *touches) armLocked(flush func()) {
 	if t.timer == nil {
 		t.timer = time.AfterFunc(touchFlushDelay, flush)
 	}
 }
 
 // take empties the queue.
-func (t *touches) take() map[store.WorkerKey]time.Time {
+func (t *touches) take() (map[store.WorkerKey]time.Time, map[store.WorkerKey][]store.RecentTask) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p := t.pending
-	t.pending = nil
+	p, r := t.pending, t.recent
+	t.pending, t.recent = nil, nil
 	if t.timer != nil {
 		t.timer.Stop()
 		t.timer = nil
 	}
-	return p
+	return p, r
 }
 
 // flushTouches writes every queued touch in one transaction. A caller
@@ -92,8 +106,8 @@ func (t *touches) take() map[store.WorkerKey]time.Time {
 func (s *Server) flushTouches(ctx context.Context) error {
 	s.touches.flushing.Lock()
 	defer s.touches.flushing.Unlock()
-	pending := s.touches.take()
-	if len(pending) == 0 {
+	pending, recent := s.touches.take()
+	if len(pending) == 0 && len(recent) == 0 {
 		return nil
 	}
 	workers := make([]store.TouchWorkerParams, 0, len(pending))
@@ -106,8 +120,13 @@ func (s *Server) flushTouches(ctx context.Context) error {
 			queues = append(queues, store.TouchTaskQueueParams{TaskQueueID: key.TaskQueueID, Now: at, Expires: at.Add(taskQueueRecordLifetime)})
 		}
 	}
-	if err := s.store.TouchMany(ctx, queues, workers); err != nil {
-		// Put them back for the next flush, unless newer ones came.
+	runs := make([]store.RecentTasksParams, 0, len(recent))
+	for key, tasks := range recent {
+		runs = append(runs, store.RecentTasksParams{Key: key, Tasks: tasks})
+	}
+	if err := s.store.TouchMany(ctx, queues, workers, runs); err != nil {
+		// Put them back for the next flush: touches unless newer ones
+		// came, runs before those claimed since.
 		s.touches.mu.Lock()
 		for key, at := range pending {
 			if _, ok := s.touches.pending[key]; !ok {
@@ -116,6 +135,12 @@ func (s *Server) flushTouches(ctx context.Context) error {
 				}
 				s.touches.pending[key] = at
 			}
+		}
+		for key, tasks := range recent {
+			if s.touches.recent == nil {
+				s.touches.recent = map[store.WorkerKey][]store.RecentTask{}
+			}
+			s.touches.recent[key] = append(tasks, s.touches.recent[key]...)
 		}
 		s.touches.mu.Unlock()
 		return err

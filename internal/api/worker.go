@@ -96,7 +96,9 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	defer cancel()
 	params := store.ClaimWorkParams{
 		TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID,
-		Count: in.Tasks, RecordRecentTasks: true, CheckQuarantine: true, SkipKnownEmpty: true,
+		// The worker's recent tasks go with its touches, in batches
+		// (touches.go), not in the claim's transaction.
+		Count: in.Tasks, CheckQuarantine: true, SkipKnownEmpty: true,
 	}
 	for first := true; ; first = false {
 		now := s.clock.Now()
@@ -119,7 +121,7 @@ func (s *Server) claimWork(c *Call) (any, error) {
 			return emptyClaim{}, nil
 		}
 		if len(res.Claims) > 0 {
-			s.recordNewWorker(ctx, key, res)
+			s.recordRecentTasks(key, res)
 			return s.claimReply(ctx, res, now)
 		}
 		if first && s.parkClaim(c, params, started, deadline, cancel) {

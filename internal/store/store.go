@@ -58,10 +58,11 @@ type Store interface {
 	ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page Page) ([]Worker, string, error)
 	QuarantineWorker(ctx context.Context, p QuarantineWorkerParams) (*Worker, error)
 	AddRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentTask) error
-	// TouchMany records many task queues and workers as seen in one
-	// transaction, as TouchTaskQueue and TouchWorker would each
-	// (touch_batch.go): claimWork's bookkeeping, written in batches.
-	TouchMany(ctx context.Context, queues []TouchTaskQueueParams, workers []TouchWorkerParams) error
+	// TouchMany records many task queues and workers as seen, then adds
+	// runs to workers' recent tasks as AddRecentTasks would, in one
+	// transaction (touch_batch.go): claimWork's bookkeeping, written in
+	// batches.
+	TouchMany(ctx context.Context, queues []TouchTaskQueueParams, workers []TouchWorkerParams, recent []RecentTasksParams) error
 
 	// Artifacts.
 	CreateArtifact(ctx context.Context, p CreateArtifactParams) (*Artifact, error)
@@ -312,6 +313,12 @@ type QuarantineDetail struct {
 type RecentTask struct {
 	TaskID string `json:"taskId"`
 	RunID  int    `json:"runId"`
+}
+
+// RecentTasksParams are runs a worker claimed, for its recent tasks.
+type RecentTasksParams struct {
+	Key   WorkerKey
+	Tasks []RecentTask
 }
 
 // TouchWorkerParams records a worker as seen (claimWork) or declared.

@@ -16,10 +16,11 @@ const touchBatchRows = 500
 // records in one transaction, a few statements in all. A key given twice
 // keeps its latest time. Rows are written in key order, so that two
 // processes flushing overlapping batches lock them in the same order.
-func (db *DB) TouchMany(ctx context.Context, queues []TouchTaskQueueParams, workers []TouchWorkerParams) error {
+func (db *DB) TouchMany(ctx context.Context, queues []TouchTaskQueueParams, workers []TouchWorkerParams, recent []RecentTasksParams) error {
 	queues = latestQueues(queues)
 	workers = latestWorkers(workers)
-	if len(queues) == 0 && len(workers) == 0 {
+	recent = recentByWorker(recent)
+	if len(queues) == 0 && len(workers) == 0 && len(recent) == 0 {
 		return nil
 	}
 	return db.tx(ctx, func(tx *txn) error {
@@ -49,8 +50,42 @@ func (db *DB) TouchMany(ctx context.Context, queues []TouchTaskQueueParams, work
 				last_date_active = CASE WHEN excluded.last_date_active > workers.last_date_active THEN excluded.last_date_active ELSE workers.last_date_active END`),
 				Args: args, What: fmt.Sprintf("recording %d workers", len(chunk))})
 		}
-		return tx.flush(ctx)
+		if err := tx.flush(ctx); err != nil {
+			return err
+		}
+		// After the workers' records: a worker's first claim comes with
+		// its first touch. In key order, as the rows above, so that two
+		// processes lock the same records in the same order.
+		for _, r := range recent {
+			if err := tx.addRecentTasks(ctx, r.Key, r.Tasks); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+}
+
+// recentByWorker joins the runs given for the same worker, in the order
+// given, and sorts the workers by key.
+func recentByWorker(in []RecentTasksParams) []RecentTasksParams {
+	var out []RecentTasksParams
+	at := map[WorkerKey]int{}
+	for _, r := range in {
+		if len(r.Tasks) == 0 {
+			continue
+		}
+		if i, ok := at[r.Key]; ok {
+			out[i].Tasks = append(out[i].Tasks, r.Tasks...)
+			continue
+		}
+		at[r.Key] = len(out)
+		out = append(out, RecentTasksParams{Key: r.Key, Tasks: slices.Clone(r.Tasks)})
+	}
+	slices.SortFunc(out, func(a, b RecentTasksParams) int {
+		return cmp.Or(cmp.Compare(a.Key.TaskQueueID, b.Key.TaskQueueID), cmp.Compare(a.Key.WorkerGroup, b.Key.WorkerGroup),
+			cmp.Compare(a.Key.WorkerID, b.Key.WorkerID))
+	})
+	return out
 }
 
 // latestQueues keeps one entry per task queue, the latest, in id order.

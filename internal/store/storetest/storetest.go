@@ -134,6 +134,7 @@ func Run(t *testing.T, open Opener) {
 		{"Workers", testWorkers},
 		{"RecentTasks", testRecentTasks},
 		{"TouchMany", testTouchMany},
+		{"TouchManyRecentTasks", testTouchManyRecentTasks},
 		{"Artifacts", testArtifacts},
 		{"Clients", testClients},
 		{"Roles", testRoles},

@@ -36,7 +36,7 @@ func testTouchMany(t *testing.T, open Opener) {
 		{TaskQueueID: testQueue, Now: Epoch, Expires: Epoch.Add(time.Hour)},
 		{TaskQueueID: testQueue, Now: Epoch.Add(time.Minute), Expires: Epoch.Add(2 * time.Hour)},
 	}
-	require.NoError(t, e.s.TouchMany(e.ctx, queues, workers))
+	require.NoError(t, e.s.TouchMany(e.ctx, queues, workers, nil))
 
 	q, err := e.s.GetTaskQueue(e.ctx, testQueue, Epoch)
 	require.NoError(t, err)
@@ -57,7 +57,7 @@ func testTouchMany(t *testing.T, open Opener) {
 	stale.Key = key(7)
 	fresh := at(time.Hour)
 	fresh.Key = key(8)
-	require.NoError(t, e.s.TouchMany(e.ctx, nil, []store.TouchWorkerParams{stale, fresh}))
+	require.NoError(t, e.s.TouchMany(e.ctx, nil, []store.TouchWorkerParams{stale, fresh}, nil))
 	w, err = e.s.GetWorker(e.ctx, key(7), Epoch)
 	require.NoError(t, err)
 	require.True(t, w.LastDateActive.Equal(Epoch.Add(time.Minute)), "lastDateActive %s moved back", w.LastDateActive)
@@ -67,5 +67,42 @@ func testTouchMany(t *testing.T, open Opener) {
 	require.True(t, w.LastDateActive.Equal(Epoch.Add(time.Hour)))
 	require.True(t, w.FirstClaim.Equal(Epoch), "firstClaim stays")
 
-	require.NoError(t, e.s.TouchMany(e.ctx, nil, nil), "an empty batch is nothing")
+	require.NoError(t, e.s.TouchMany(e.ctx, nil, nil, nil), "an empty batch is nothing")
+}
+
+// testTouchManyRecentTasks: recent tasks given with a batch land after the
+// workers' records, so a worker's first claim, batched with its first
+// touch, is kept; runs given twice for a worker are appended in order, the
+// last maxRecentTasks kept; a worker with no record keeps none.
+func testTouchManyRecentTasks(t *testing.T, open Opener) {
+	e := setup(t, open)
+	newcomer := store.WorkerKey{TaskQueueID: testQueue, WorkerGroup: "g", WorkerID: "new"}
+	known := store.WorkerKey{TaskQueueID: testQueue, WorkerGroup: "g", WorkerID: "known"}
+	unknown := store.WorkerKey{TaskQueueID: testQueue, WorkerGroup: "g", WorkerID: "nobody"}
+	touch := func(k store.WorkerKey) store.TouchWorkerParams {
+		return store.TouchWorkerParams{Key: k, Now: Epoch, Expires: Epoch.Add(time.Hour)}
+	}
+	require.NoError(t, e.s.TouchMany(e.ctx, nil, []store.TouchWorkerParams{touch(known)}, nil))
+	runs := func(from, n int) []store.RecentTask {
+		var out []store.RecentTask
+		for i := range n {
+			out = append(out, store.RecentTask{TaskID: fmt.Sprintf("t%02d", from+i)})
+		}
+		return out
+	}
+	require.NoError(t, e.s.TouchMany(e.ctx, nil, []store.TouchWorkerParams{touch(newcomer)}, []store.RecentTasksParams{
+		{Key: known, Tasks: runs(0, 15)},
+		{Key: newcomer, Tasks: runs(0, 1)},
+		{Key: unknown, Tasks: runs(0, 1)},
+		{Key: known, Tasks: runs(15, 10)},
+	}))
+	w, err := e.s.GetWorker(e.ctx, newcomer, Epoch)
+	require.NoError(t, err)
+	require.Equal(t, runs(0, 1), w.RecentTasks, "the first claim, batched with the first touch")
+	w, err = e.s.GetWorker(e.ctx, known, Epoch)
+	require.NoError(t, err)
+	require.Equal(t, runs(25-len(w.RecentTasks), len(w.RecentTasks)), w.RecentTasks, "appended in order, the newest kept")
+	require.Less(t, len(w.RecentTasks), 25)
+	_, err = e.s.GetWorker(e.ctx, unknown, Epoch)
+	require.Error(t, err, "no record is made for recent tasks alone")
 }
