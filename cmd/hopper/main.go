@@ -16,12 +16,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-ci/hopper/internal/cli"
+	"github.com/hopper-ci/hopper/internal/gctune"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		// The collector's target follows the live heap (internal/gctune);
+		// it runs until the process exits.
+		gctune.Start()
+	}
 	if err := rootCommand().Execute(); err != nil {
 		// Errors that carry only an exit code (a drained worker's 71) are
 		// outcomes the command already reported, not failures to print.

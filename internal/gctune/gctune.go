@@ -1,0 +1,75 @@
+// Package gctune sets the garbage collector's target from the size of the
+// live heap, so that a small heap is collected seldom and a large one
+// without growing several times over.
+//
+// Go's one knob, GOGC, is a ratio: the heap may grow by that percentage of
+// what survived the last collection before the next. hopper's live heap is
+// small when it is busy (its state is in the database; its garbage is
+// per-request), where a ratio of 100 collects so often that the server
+// spends a tenth of its CPU on it, and large when ten thousand workers are
+// parked on it, where a ratio of 400 holds five times the parked calls'
+// memory. So the target is what survived plus a headroom of at least 48
+// MiB, or of what survived if that is more: GOGC between 100 and 800.
+package gctune
+
+import (
+	"context"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"time"
+)
+
+const (
+	// Headroom is how far the heap may grow past its live size before a
+	// collection, at the least.
+	Headroom = 48 << 20
+	// MinPercent and MaxPercent bound the ratio set: never more eager
+	// than Go's default, never lazier than 8× the live heap.
+	MinPercent = 100
+	MaxPercent = 800
+	// every is how often the live heap is looked at.
+	every = time.Second
+)
+
+// Percent is the GOGC ratio that gives a heap of live bytes its headroom.
+func Percent(live uint64) int {
+	if live == 0 {
+		return MaxPercent
+	}
+	return int(min(max(Headroom*100/live, MinPercent), MaxPercent))
+}
+
+// Start looks at the live heap every second and sets the collector's ratio
+// (runtime/debug.SetGCPercent) to Percent of it, when that changes by a
+// tenth or more. The returned stop ends it.
+func Start() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { run(ctx) })
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+func run(ctx context.Context) {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	current := 0
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		metrics.Read(sample)
+		if sample[0].Value.Kind() == metrics.KindUint64 {
+			if p := Percent(sample[0].Value.Uint64()); current == 0 || p*10 < current*9 || p*10 > current*11 {
+				debug.SetGCPercent(p)
+				current = p
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package gctune
+
+import (
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestPercent(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name string
+		live uint64
+		want int
+	}{
+		{"nothing measured yet", 0, MaxPercent},
+		{"a tiny heap is capped at 8×", 4 * mib, MaxPercent},
+		{"a busy server's heap gets 48 MiB more", 16 * mib, 300},
+		{"24 MiB gets 48 MiB more", 24 * mib, 200},
+		{"past 48 MiB, Go's default", 48 * mib, 100},
+		{"a large heap, still Go's default", 1024 * mib, 100},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, Percent(tc.live))
+		})
+	}
+}
+
+// TestStart: the tuner sets the ratio from the live heap at once and stops
+// when told.
+func TestStart(t *testing.T) {
+	old := debug.SetGCPercent(12345)
+	defer debug.SetGCPercent(old)
+	stop := Start()
+	sample := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	require.Eventually(t, func() bool {
+		metrics.Read(sample)
+		p := int(sample[0].Value.Uint64())
+		return p >= MinPercent && p <= MaxPercent
+	}, 5*time.Second, 10*time.Millisecond)
+	stop()
+}
