@@ -5,11 +5,12 @@
 // Go's one knob, GOGC, is a ratio: the heap may grow by that percentage of
 // what survived the last collection before the next. hopper's live heap is
 // small when it is busy (its state is in the database; its garbage is
-// per-request), where a ratio of 100 collects so often that the server
-// spends a tenth of its CPU on it, and large when ten thousand workers are
-// parked on it, where a ratio of 400 holds five times the parked calls'
-// memory. So the target is what survived plus a headroom of at least 48
-// MiB, or of what survived if that is more: GOGC between 100 and 800.
+// per-request), where Go's default ratio of 100 collects so often that the
+// server spends a tenth more CPU a task, and large when ten thousand
+// workers are parked on it, where a ratio of 400 holds five times the
+// parked calls' memory. So the heap may grow to twice what survived, as
+// Go's default lets it, but in any case to MinGoal: GOGC between 100 and
+// 800.
 package gctune
 
 import (
@@ -21,9 +22,8 @@ import (
 )
 
 const (
-	// Headroom is how far the heap may grow past its live size before a
-	// collection, at the least.
-	Headroom = 48 << 20
+	// MinGoal is the heap size a collection may always wait for.
+	MinGoal = 64 << 20
 	// MinPercent and MaxPercent bound the ratio set: never more eager
 	// than Go's default, never lazier than 8× the live heap.
 	MinPercent = 100
@@ -32,12 +32,16 @@ const (
 	every = time.Second
 )
 
-// Percent is the GOGC ratio that gives a heap of live bytes its headroom.
+// Percent is the GOGC ratio that lets a heap of live bytes grow to MinGoal,
+// or to twice its size if that is more.
 func Percent(live uint64) int {
 	if live == 0 {
 		return MaxPercent
 	}
-	return int(min(max(Headroom*100/live, MinPercent), MaxPercent))
+	if live >= MinGoal/2 {
+		return MinPercent
+	}
+	return int(min(max((MinGoal-live)*100/live, MinPercent), MaxPercent))
 }
 
 // Start looks at the live heap every second and sets the collector's ratio

@@ -17,10 +17,11 @@ func TestPercent(t *testing.T) {
 		want int
 	}{
 		{"nothing measured yet", 0, MaxPercent},
-		{"a tiny heap is capped at 8×", 4 * mib, MaxPercent},
-		{"a busy server's heap gets 48 MiB more", 16 * mib, 300},
-		{"24 MiB gets 48 MiB more", 24 * mib, 200},
-		{"past 48 MiB, Go's default", 48 * mib, 100},
+		{"a tiny heap is capped at 9×", 4 * mib, MaxPercent},
+		{"a busy server's heap may reach 64 MiB", 16 * mib, 300},
+		{"24 MiB may reach 64 MiB", 24 * mib, 166},
+		{"from half of 64 MiB, Go's default", 32 * mib, 100},
+		{"just under half", 31 * mib, 106},
 		{"a large heap, still Go's default", 1024 * mib, 100},
 	}
 	for _, tc := range tests {
