@@ -300,13 +300,14 @@ func parseAnnouncement(payload string) (announcement, bool) {
 	return announcement{origin: origin, runs: n, taskQueueID: queue}, true
 }
 
-// announceLinger is how long the announcer gathers wake-ups after the
-// first before sending them in one NOTIFY. Each NOTIFY is a transaction of
-// its own with a commit to flush, and it wakes every listening process's
-// backend: sent as often as commits made runs pending, they were a tenth
-// of the database's CPU per task. Other processes hear of new runs up to
-// this much later; this process's own waiters are woken at the commit.
-const announceLinger = 10 * time.Millisecond
+// announceEvery is the least time between two NOTIFYs. Each NOTIFY is a
+// transaction of its own with a commit to flush, and it wakes every
+// listening process's backend: sent as often as commits made runs pending,
+// they were a tenth of the database's CPU per task. A wake-up after a quiet
+// spell goes out at once; under load, those that come meanwhile are
+// gathered into the next, so other processes hear of new runs up to this
+// much later. This process's own waiters are woken at the commit.
+const announceEvery = 50 * time.Millisecond
 
 func newAnnouncer(pool *pgxpool.Pool, channel string, log *slog.Logger) *announcer {
 	a := &announcer{pool: pool, channel: channel, log: log, origin: uuid.NewString(),
@@ -326,22 +327,37 @@ func (a *announcer) announce(taskQueueID string, runs int) {
 
 func (a *announcer) run() {
 	defer close(a.done)
+	var last time.Time
 	for first := range a.queued {
 		batch := map[string]int{first.taskQueueID: first.runs}
-		linger := time.NewTimer(announceLinger)
-	collect:
-		for {
+		if wait := announceEvery - time.Since(last); wait > 0 {
+			linger := time.NewTimer(wait)
+		collect:
+			for {
+				select {
+				case next, ok := <-a.queued:
+					if !ok {
+						break collect
+					}
+					batch[next.taskQueueID] += next.runs
+				case <-linger.C:
+					break collect
+				}
+			}
+			linger.Stop()
+		}
+	queued:
+		for { // and what is queued already
 			select {
 			case next, ok := <-a.queued:
 				if !ok {
-					break collect
+					break queued
 				}
 				batch[next.taskQueueID] += next.runs
-			case <-linger.C:
-				break collect
+			default:
+				break queued
 			}
 		}
-		linger.Stop()
 		payloads := make([]string, 0, len(batch))
 		for q, n := range batch {
 			payloads = append(payloads, announcement{origin: a.origin, runs: n, taskQueueID: q}.String())
@@ -352,6 +368,7 @@ func (a *announcer) run() {
 		if err != nil {
 			a.log.Warn("announcing pending tasks to other hopper processes", "error", err)
 		}
+		last = time.Now()
 	}
 }
 
