@@ -10,7 +10,8 @@
 // workers are parked on it, where a ratio of 400 holds five times the
 // parked calls' memory. So the heap may grow to twice what survived, as
 // Go's default lets it, but in any case to MinGoal: GOGC between 100 and
-// 800.
+// 400, the ratio hopper once set for good (a small heap collected more
+// lazily still only grows faster while ten thousand workers arrive).
 package gctune
 
 import (
@@ -25,9 +26,9 @@ const (
 	// MinGoal is the heap size a collection may always wait for.
 	MinGoal = 64 << 20
 	// MinPercent and MaxPercent bound the ratio set: never more eager
-	// than Go's default, never lazier than 8× the live heap.
+	// than Go's default, never lazier than 5× the live heap.
 	MinPercent = 100
-	MaxPercent = 800
+	MaxPercent = 400
 	// every is how often the live heap is looked at.
 	every = time.Second
 )

@@ -17,8 +17,9 @@ func TestPercent(t *testing.T) {
 		want int
 	}{
 		{"nothing measured yet", 0, MaxPercent},
-		{"a tiny heap is capped at 9×", 4 * mib, MaxPercent},
+		{"a tiny heap is capped at 5×", 4 * mib, MaxPercent},
 		{"a busy server's heap may reach 64 MiB", 16 * mib, 300},
+		{"12 MiB is capped", 12 * mib, MaxPercent},
 		{"24 MiB may reach 64 MiB", 24 * mib, 166},
 		{"from half of 64 MiB, Go's default", 32 * mib, 100},
 		{"just under half", 31 * mib, 106},
