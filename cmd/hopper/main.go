@@ -17,15 +17,18 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/cli"
 	"github.com/hopper-ci/hopper/internal/gctune"
+	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		// The collector's target follows the live heap (internal/gctune);
-		// it runs until the process exits.
+	// The collector's target follows the live heap (internal/gctune) for
+	// the rest of the process, unless GOGC is set or this is a task
+	// sandbox's init: that runs inside the task's memory limit, where
+	// Go's default keeps it smallest.
+	if _, set := os.LookupEnv("GOGC"); !set && (len(os.Args) < 2 || os.Args[1] != sandbox.InitArg) {
 		gctune.Start()
 	}
 	if err := rootCommand().Execute(); err != nil {
