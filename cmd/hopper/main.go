@@ -28,7 +28,7 @@ func main() {
 	// the rest of the process, unless GOGC is set or this is a task
 	// sandbox's init: that runs inside the task's memory limit, where
 	// Go's default keeps it smallest.
-	if _, set := os.LookupEnv("GOGC"); !set && (len(os.Args) < 2 || os.Args[1] != sandbox.InitArg) {
+	if _, set := os.LookupEnv("GOGC"); !set && !sandbox.IsInitInvocation() {
 		gctune.Start()
 	}
 	if err := rootCommand().Execute(); err != nil {

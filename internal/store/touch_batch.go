@@ -81,10 +81,7 @@ func recentByWorker(in []RecentTasksParams) []RecentTasksParams {
 		at[r.Key] = len(out)
 		out = append(out, RecentTasksParams{Key: r.Key, Tasks: slices.Clone(r.Tasks)})
 	}
-	slices.SortFunc(out, func(a, b RecentTasksParams) int {
-		return cmp.Or(cmp.Compare(a.Key.TaskQueueID, b.Key.TaskQueueID), cmp.Compare(a.Key.WorkerGroup, b.Key.WorkerGroup),
-			cmp.Compare(a.Key.WorkerID, b.Key.WorkerID))
-	})
+	slices.SortFunc(out, func(a, b RecentTasksParams) int { return cmp.Compare(workerSortKey(a.Key), workerSortKey(b.Key)) })
 	return out
 }
 
@@ -96,9 +93,13 @@ func latestQueues(in []TouchTaskQueueParams) []TouchTaskQueueParams {
 
 // latestWorkers keeps one entry per worker, the latest, in key order.
 func latestWorkers(in []TouchWorkerParams) []TouchWorkerParams {
-	return latest(in, func(p TouchWorkerParams) string {
-		return p.Key.TaskQueueID + "\x00" + p.Key.WorkerGroup + "\x00" + p.Key.WorkerID
-	}, func(a, b TouchWorkerParams) bool { return b.Now.After(a.Now) || b.Expires.After(a.Expires) })
+	return latest(in, func(p TouchWorkerParams) string { return workerSortKey(p.Key) },
+		func(a, b TouchWorkerParams) bool { return b.Now.After(a.Now) || b.Expires.After(a.Expires) })
+}
+
+// workerSortKey orders workers' records as every batch writes them.
+func workerSortKey(k WorkerKey) string {
+	return k.TaskQueueID + "\x00" + k.WorkerGroup + "\x00" + k.WorkerID
 }
 
 // latest sorts by key and keeps, of equal keys, the entry newer wins for.
