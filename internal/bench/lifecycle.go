@@ -14,7 +14,9 @@ import (
 // LifecycleResult is the outcome of the life-cycle benchmark.
 type LifecycleResult struct {
 	Tasks, Creators, Workers, ClaimBatch int
-	// Elapsed runs from the first createTask to the last reportCompleted.
+	// Elapsed runs from the first createTask until every task was reported
+	// completed and every createTask had its reply: a task can be claimed
+	// and completed before the reply to its own create reaches the creator.
 	Elapsed time.Duration
 	// CreateElapsed runs from the first createTask to the last createTask
 	// reply.
@@ -63,7 +65,7 @@ func RunLifecycle(ctx context.Context, opts Options) (LifecycleResult, error) {
 		claimCalls      atomic.Int64
 		allDone         = make(chan struct{})
 		doneOnce        sync.Once
-		wg              sync.WaitGroup
+		wg, creators    sync.WaitGroup
 		createsDone     time.Time
 		createsMu       sync.Mutex
 	)
@@ -109,9 +111,9 @@ func RunLifecycle(ctx context.Context, opts Options) (LifecycleResult, error) {
 		}()
 	}
 	for range opts.Creators {
-		wg.Add(1)
+		creators.Add(1)
 		go func() {
-			defer wg.Done()
+			defer creators.Done()
 			for ctx.Err() == nil {
 				if next.Add(1) > int64(opts.Tasks) {
 					break
@@ -135,6 +137,7 @@ func RunLifecycle(ctx context.Context, opts Options) (LifecycleResult, error) {
 	case <-allDone:
 	case <-ctx.Done():
 	}
+	creators.Wait()
 	res.Elapsed = time.Since(start)
 	res.Machine = machineSince(ticks, ticksOK)
 	res.CPU = cpu.since(opts.Processes)
