@@ -19,6 +19,12 @@ import (
 // Within a batch PostgreSQL still runs each statement after the previous
 // one has finished, with its own snapshot, exactly as if sent one by one;
 // after a failed statement it skips the rest, COMMIT included.
+//
+// A transaction whose statements all go in one batch is sent without BEGIN
+// and COMMIT: PostgreSQL runs the statements of a pipeline up to its Sync
+// as one implicit transaction, committed at the Sync if every statement
+// succeeded and rolled back otherwise, so the two extra statements would
+// only cost their round of parsing, binding and executing.
 type pipelinedTx struct {
 	conn  *pgxpool.Conn
 	begun bool
@@ -89,6 +95,10 @@ func (p *pipelinedTx) send(ctx context.Context, stmts []store.Statement, commit 
 	}
 	b := &pgx.Batch{}
 	begin := !p.begun
+	if begin && commit {
+		// The whole transaction is this batch: an implicit one.
+		begin, commit = false, false
+	}
 	if begin {
 		b.Queue("BEGIN")
 	}

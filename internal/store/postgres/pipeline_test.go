@@ -38,6 +38,9 @@ func pipelineTestPool(t *testing.T) *pgxpool.Pool {
 	})
 	_, err = pool.Exec(ctx, "CREATE TABLE kv (k TEXT PRIMARY KEY, v BIGINT NOT NULL)")
 	require.NoError(t, err)
+	// kd's uniqueness is checked only when its transaction commits.
+	_, err = pool.Exec(ctx, "CREATE TABLE kd (k TEXT UNIQUE DEFERRABLE INITIALLY DEFERRED)")
+	require.NoError(t, err)
 	return pool
 }
 
@@ -100,6 +103,37 @@ func TestPipelinedTx(t *testing.T) {
 				return tx.Commit(ctx, []store.Statement{insertKV("a", 1), insertKV("a", 2), insertKV("c", 3)})
 			},
 			wantErr: "inserting a",
+			want:    map[string]int64{},
+		},
+		{
+			name: "one batch is one transaction: later statements see earlier ones",
+			run: func(ctx context.Context, tx store.Tx) error {
+				return tx.Commit(ctx, []store.Statement{
+					insertKV("a", 1),
+					{Query: "INSERT INTO kv (k, v) SELECT 'b', v + 1 FROM kv WHERE k = 'a'"},
+				})
+			},
+			want: map[string]int64{"a": 1, "b": 2},
+		},
+		{
+			name: "a failure at the commit of one batch keeps nothing",
+			run: func(ctx context.Context, tx store.Tx) error {
+				kd := store.Statement{Query: "INSERT INTO kd (k) VALUES ('x')"}
+				return tx.Commit(ctx, []store.Statement{insertKV("a", 1), kd, kd})
+			},
+			wantErr: "kd_k_key",
+			want:    map[string]int64{},
+		},
+		{
+			name: "a failure at the commit after several batches keeps nothing",
+			run: func(ctx context.Context, tx store.Tx) error {
+				kd := store.Statement{Query: "INSERT INTO kd (k) VALUES ('x')"}
+				if err := tx.Run(ctx, []store.Statement{insertKV("a", 1), kd}); err != nil {
+					return err
+				}
+				return tx.Commit(ctx, []store.Statement{kd})
+			},
+			wantErr: "kd_k_key",
 			want:    map[string]int64{},
 		},
 		{
