@@ -286,6 +286,9 @@ type taskCgroup struct {
 	cg   *cgroups
 	dirs []string
 	v2   string
+	// initDirs are <base>/<name>-init, without limits: the init leaves the
+	// task's cgroups for them once it has started the command.
+	initDirs []string
 }
 
 // newTask creates the cgroup <base>/<name> everywhere (removing a leftover
@@ -303,6 +306,13 @@ func (cg *cgroups) newTask(name string, lim Limits) (*taskCgroup, error) {
 		if base == cg.v2 {
 			t.v2 = dir
 		}
+		initDir := dir + "-init"
+		removeCgroup(initDir)
+		if err := os.Mkdir(initDir, 0o755); err != nil {
+			t.remove()
+			return nil, fmt.Errorf("creating cgroup: %w", err)
+		}
+		t.initDirs = append(t.initDirs, initDir)
 	}
 	var set []struct{ file, value string }
 	add := func(dir, file, value string) {
@@ -349,6 +359,18 @@ func (t *taskCgroup) add(pid int) error {
 		}
 	}
 	return nil
+}
+
+// initProcs are the cgroup.procs files the init moves itself to once the
+// command runs: outside the task's limits, the kernel never picks it at the
+// task's memory limit, where it was the only candidate left once the
+// command had ended (and its end lost the command's exit status).
+func (t *taskCgroup) initProcs() []string {
+	out := make([]string, len(t.initDirs))
+	for i, d := range t.initDirs {
+		out[i] = filepath.Join(d, "cgroup.procs")
+	}
+	return out
 }
 
 // kill kills every process in the task's cgroup and waits (briefly) until
@@ -398,7 +420,7 @@ func (t *taskCgroup) usage() Usage {
 
 // remove kills what is left and removes the task's cgroups.
 func (t *taskCgroup) remove() {
-	for _, d := range t.dirs {
+	for _, d := range append(t.dirs, t.initDirs...) {
 		removeCgroup(d)
 	}
 }

@@ -48,6 +48,9 @@ type initSpec struct {
 	PrivateShm bool `json:"privateShm,omitempty"`
 	// Probe makes the init only set itself up and report success.
 	Probe bool `json:"probe,omitempty"`
+	// InitCgroups are the cgroup.procs files the init moves itself to
+	// once the command has started in the task's cgroups (taskCgroup).
+	InitCgroups []string `json:"initCgroups,omitempty"`
 }
 
 // initStatus is the init's report: either why the command did not start,
@@ -191,6 +194,19 @@ func runCommand(spec initSpec) initStatus {
 	// not this init, whose end would end them all, nor the worker (both
 	// keep the worker's -500).
 	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", proc.Pid), []byte("500"), 0)
+	// This init leaves the task's cgroups, which the command keeps: at the
+	// task's memory limit the kernel picks a victim among the cgroup's
+	// processes only, and once the command had ended the init was the only
+	// one left; an allocation of its own while a killed process's memory
+	// was still being freed had it killed, and the command's exit status
+	// lost (the task ended with -1 although its command exited 0). Lowering
+	// its OOM score instead needs CAP_SYS_RESOURCE, which a worker in a
+	// container often lacks; where it is held, the init is also never the
+	// victim of the machine running out.
+	for _, procs := range spec.InitCgroups {
+		_ = os.WriteFile(procs, []byte("0"), 0)
+	}
+	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0)
 	st := initStatus{Started: true, ExitCode: -1}
 reap:
 	for {

@@ -256,6 +256,7 @@ func (m *Manager) spawnInit() (*Process, error) {
 func (p *Process) launch(spec initSpec, out io.Writer, cg *taskCgroup) error {
 	p.cg = cg
 	if cg != nil {
+		spec.InitCgroups = cg.initProcs()
 		if err := cg.add(p.cmd.Process.Pid); err != nil {
 			p.Kill()
 			p.Wait()

@@ -243,3 +243,27 @@ func TestIsolationNone(t *testing.T) {
 	require.False(t, growing(filepath.Join(dir, "hb")), "a background child outlived its command")
 	require.False(t, task.Close().Known, "no cgroup, no usage")
 }
+
+// TestInitOutlivesTheOOMKiller: the kernel picks a victim at the task's
+// memory limit among the command's processes only: the init (PID 1 of the
+// task) has left the task's cgroups, and its end would lose the command's
+// exit status.
+func TestInitOutlivesTheOOMKiller(t *testing.T) {
+	t.Parallel()
+	m := needStrict(t, Config{})
+	task, err := m.NewTask(0, Limits{Memory: 64 << 20})
+	require.NoError(t, err)
+	defer task.Close()
+	dir := taskDir(t, m, task)
+	if m.cg == nil || m.cg.v2 == "" {
+		t.Skip("no cgroup v2 hierarchy here")
+	}
+	res, out := run(t, task, dir, `echo "init $(grep '^0::' /proc/1/cgroup | cut -d: -f3)"; echo "command $(grep '^0::' /proc/self/cgroup | cut -d: -f3)"`)
+	require.Equal(t, 0, res.ExitCode, out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	initCg, _ := strings.CutPrefix(lines[0], "init ")
+	commandCg, _ := strings.CutPrefix(lines[1], "command ")
+	require.True(t, strings.HasSuffix(commandCg, "/slot-0"), "the command runs in the task's cgroup: %s", out)
+	require.Equal(t, commandCg+"-init", initCg, "the init left the task's cgroup")
+}
