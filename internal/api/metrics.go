@@ -61,6 +61,10 @@ func NewMetrics(st store.Store, clock queue.Clock) *Metrics {
 				counter("hopper_store_transactions_total", "Transactions that ran combined task updates (kind=update) or creates (kind=create).", k.batches),
 				counter("hopper_store_combined_calls_total", "Task updates or creates run in combined transactions.", k.calls))
 		}
+		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "hopper_store_handed_over_runs_total",
+			Help: "Runs claimed as created by this process, without a look at the queue in the database.",
+		}, func() float64 { return float64(c.CombinedStats().HandedOverRuns) }))
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.claims, m.resolutions,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),

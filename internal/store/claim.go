@@ -19,6 +19,13 @@ import (
 // a concurrent claim by the same worker changed them meanwhile, they are
 // appended again under a lock after the commit.
 func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, error) {
+	if (p.SkipKnownEmpty || p.Woken) && !p.RecordRecentTasks {
+		// Where this process knows the queue's pending runs exactly, the
+		// claim takes them from the hub (handover.go).
+		if res, exact, err := db.claimHandedOver(ctx, p); exact {
+			return res, err
+		}
+	}
 	generation, empty := db.hub.knownEmpty(p.TaskQueueID)
 	if p.SkipKnownEmpty && !p.Woken && empty {
 		return &ClaimResult{Skipped: true}, nil

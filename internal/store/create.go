@@ -128,7 +128,7 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 // CONFLICT then sees the committed row).
 func (t *txn) sendInsertTask(state *queue.TaskState, flow *queue.FlowPolicy, inserted *bool) error {
 	def := &state.Task
-	args, err := t.db.insertTaskArgs(state)
+	args, _, err := t.db.insertTaskArgs(state)
 	if err != nil {
 		return err
 	}
@@ -181,21 +181,21 @@ const insertTaskColumns = `task_id, task_queue_id, scheduler_id, project_id, tas
 
 // insertTaskArgs encodes a new task for insertTaskColumns, recording the
 // definition as stored in state.DefinitionJSON.
-func (db *DB) insertTaskArgs(state *queue.TaskState) ([]any, error) {
+func (db *DB) insertTaskArgs(state *queue.TaskState) (args []any, runs string, err error) {
 	def := &state.Task
 	defJSON, err := json.Marshal(def)
 	if err != nil {
-		return nil, fmt.Errorf("encoding task %s: %w", state.TaskID, err)
+		return nil, "", fmt.Errorf("encoding task %s: %w", state.TaskID, err)
 	}
 	state.DefinitionJSON = string(defJSON)
-	runs, err := db.encodeRuns(state)
+	runs, err = db.encodeRuns(state)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	d := derive(state)
 	return []any{state.TaskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
 		queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), state.DefinitionJSON, state.RetriesLeft,
-		runs, d.state, d.unresolved, d.pendingSince}, nil
+		runs, d.state, d.unresolved, d.pendingSince}, runs, nil
 }
 
 // sendDependencies queues the task's dependency edges, many per statement.

@@ -79,9 +79,9 @@ func (db *DB) runCreates(calls []*createCall) {
 			// transaction with it, unless every group took its tasks and
 			// every task went in.
 			tx.send(w.assertedStatement(db.dialect.Assert))
-			for id, q := range w.queues {
+			for id, c := range w.created {
 				inserted[id] = true
-				tx.notifyPending(q)
+				tx.offerPending(c.state, c.runs)
 			}
 			return nil
 		}
@@ -135,7 +135,13 @@ type createWrites struct {
 	tasksArgs     []any
 	membersInsert string
 	membersArgs   []any
-	queues        map[string]string // taskId → task queue, for the wake-ups
+	created       map[string]createdTask // taskId → the task as written, for the wake-ups
+}
+
+// createdTask is a task of a batch as it is written.
+type createdTask struct {
+	state *queue.TaskState
+	runs  string // the runs column
 }
 
 // buildCreateBatch prepares the writes of a batch; defs receives each
@@ -169,7 +175,7 @@ func (db *DB) buildCreateBatch(calls []*createCall, defs map[string]string) (*cr
 		groupIDs = append(groupIDs, id)
 	}
 	slices.Sort(groupIDs)
-	w := &createWrites{groups: len(groupIDs), queues: map[string]string{}}
+	w := &createWrites{groups: len(groupIDs), created: map[string]createdTask{}}
 	for _, id := range groupIDs {
 		w.groupsArgs = append(w.groupsArgs, id, groups[id].schedulerID, groups[id].expires)
 	}
@@ -183,7 +189,7 @@ func (db *DB) buildCreateBatch(calls []*createCall, defs map[string]string) (*cr
 	values := make([]string, 0, len(sorted))
 	for i, c := range sorted {
 		state := newTaskResult(c.p).Task
-		args, err := db.insertTaskArgs(state)
+		args, runs, err := db.insertTaskArgs(state)
 		if err != nil {
 			return nil, err
 		}
@@ -193,7 +199,7 @@ func (db *DB) buildCreateBatch(calls []*createCall, defs map[string]string) (*cr
 		values = append(values, "("+strings.Repeat("?, ", len(args))+db.dialect.PendingSeqs(strconv.Itoa(i+1))+")")
 		w.tasksArgs = append(w.tasksArgs, args...)
 		w.membersArgs = append(w.membersArgs, state.Task.TaskGroupID, c.p.TaskID, state.Task.Expires.Millis())
-		w.queues[c.p.TaskID] = state.Task.TaskQueueID
+		w.created[c.p.TaskID] = createdTask{state: state, runs: runs}
 	}
 	w.tasksInsert = `INSERT INTO tasks (` + insertTaskColumns + `)
 		VALUES ` + strings.Join(values, ", ")
@@ -219,7 +225,7 @@ func (w *createWrites) groupsStatement(refused *bool) Statement {
 // written, whose queues are told of their new pending runs at the commit.
 func (w *createWrites) tasksStatement(t *txn, inserted map[string]bool) Statement {
 	query := w.tasksInsert + " ON CONFLICT (task_id) DO NOTHING RETURNING task_id"
-	return Statement{Query: query, Args: w.tasksArgs, What: fmt.Sprintf("inserting %d tasks", len(w.queues)),
+	return Statement{Query: query, Args: w.tasksArgs, What: fmt.Sprintf("inserting %d tasks", len(w.created)),
 		Rows: func(rows Rows) error {
 			for rows.Next() {
 				var id string
@@ -227,7 +233,9 @@ func (w *createWrites) tasksStatement(t *txn, inserted map[string]bool) Statemen
 					return err
 				}
 				inserted[id] = true
-				t.notifyPending(w.queues[id])
+				if c, ok := w.created[id]; ok {
+					t.offerPending(c.state, c.runs)
+				}
 			}
 			return nil
 		}}
@@ -237,7 +245,7 @@ func (w *createWrites) tasksStatement(t *txn, inserted map[string]bool) Statemen
 // tasks' insert, in a batch that is abandoned unless every task went in.
 func (w *createWrites) membersStatement() Statement {
 	return Statement{Query: w.membersInsert + " ON CONFLICT (task_group_id, task_id) DO NOTHING", Args: w.membersArgs,
-		What: fmt.Sprintf("recording %d tasks in their groups", len(w.queues))}
+		What: fmt.Sprintf("recording %d tasks in their groups", len(w.created))}
 }
 
 // assertedStatement runs both writes as one statement that fails (through
@@ -253,6 +261,6 @@ func (w *createWrites) assertedStatement(assert string) Statement {
 		Query: "WITH g AS (" + w.groupsQuery + "), t AS (" + w.tasksInsert + "), m AS (" + w.membersInsert + ")\n" +
 			"SELECT " + assert + "((SELECT COUNT(*) FROM g) = ?, 'batch of creates incomplete')",
 		Args: args,
-		What: fmt.Sprintf("creating %d tasks", len(w.queues)),
+		What: fmt.Sprintf("creating %d tasks", len(w.created)),
 	}
 }

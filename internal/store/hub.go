@@ -45,6 +45,12 @@ type waiters struct {
 	generation uint64
 	empty      bool
 	backup     *time.Timer
+	// exact says this process knows every run pending in the queue: it was
+	// known to be empty, and every run made pending since came with its
+	// task's state (NotifyOffers). offers are those runs not yet handed to
+	// a claim, highest priority first, then oldest (handover.go).
+	exact  bool
+	offers []offer
 }
 
 type waiter struct {
@@ -140,6 +146,10 @@ func (h *Hub) SubscribeFunc(taskQueueID string, capacity int, woken func()) (<-c
 func (h *Hub) Notify(taskQueueID string, n int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if q := h.queues[taskQueueID]; q != nil {
+		// Runs of unknown tasks: claims look in the database again.
+		q.exact, q.offers = false, nil
+	}
 	if h.wakeLocked(taskQueueID, n) > 0 {
 		h.forgetEmptyLocked(taskQueueID)
 	}
@@ -155,7 +165,7 @@ func (h *Hub) forgetEmpty(taskQueueID string) {
 
 func (h *Hub) forgetEmptyLocked(taskQueueID string) {
 	if q := h.queues[taskQueueID]; q != nil {
-		q.empty = false
+		q.empty, q.exact, q.offers = false, false, nil
 	}
 }
 
@@ -183,7 +193,7 @@ func (h *Hub) backup(taskQueueID string, q *waiters) {
 		return // every waiter left; a new subscriber made a new timer
 	}
 	h.wakeLocked(taskQueueID, 1)
-	q.empty = false
+	q.empty, q.exact, q.offers = false, false, nil
 	q.backup.Reset(h.backupEvery)
 }
 
@@ -200,12 +210,14 @@ func (h *Hub) knownEmpty(taskQueueID string) (generation uint64, empty bool) {
 
 // markEmpty records that a claim which began at generation found the
 // queue drained; a notification since then makes it moot. A queue without
-// waiters keeps no such knowledge.
+// waiters keeps no such knowledge. Drained, the queue's pending runs are
+// known exactly (none) until a run of a task this process does not know
+// is announced.
 func (h *Hub) markEmpty(taskQueueID string, generation uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if q := h.queues[taskQueueID]; q != nil && q.generation == generation {
-		q.empty = true
+		q.empty, q.exact, q.offers = true, true, nil
 	}
 }
 

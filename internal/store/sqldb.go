@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -74,12 +75,15 @@ type Dialect struct {
 type CombinedStats struct {
 	UpdateBatches, UpdateCalls uint64
 	CreateBatches, CreateCalls uint64
+	// HandedOverRuns counts runs claimed from the hub's offers, without a
+	// look at the queue (handover.go).
+	HandedOverRuns uint64
 }
 
 // CombinedStats reports how UpdateTask and CreateTask calls were combined
 // so far (zero when the dialect runs every call alone).
 func (db *DB) CombinedStats() CombinedStats {
-	var s CombinedStats
+	s := CombinedStats{HandedOverRuns: db.handedOver.Load()}
 	if db.updates != nil {
 		s.UpdateBatches, s.UpdateCalls = db.updates.batches.Load(), db.updates.calls.Load()
 	}
@@ -106,6 +110,8 @@ type DB struct {
 	updates *combiner[*updateCall]
 	creates *combiner[*createCall]
 	flows   flowQueues // task queues known to have flow keys (flow.go)
+
+	handedOver atomic.Uint64 // runs claimed from offers (handover.go)
 }
 
 var _ Store = (*DB)(nil)
@@ -222,7 +228,11 @@ func (db *DB) tryTx(ctx context.Context, fn func(tx *txn) error) error {
 		return fmt.Errorf("committing: %w", err)
 	}
 	for q, n := range t.notify {
-		db.hub.Notify(q, n)
+		if offers := t.offers[q]; len(offers) == n {
+			db.hub.notifyOffers(q, offers)
+		} else {
+			db.hub.Notify(q, n)
+		}
 		if db.dialect.AnnouncePending != nil {
 			db.dialect.AnnouncePending(q, n)
 		}
@@ -367,7 +377,8 @@ func (s *sqlTx) Rollback() error {
 type txn struct {
 	conn   Tx
 	db     *DB
-	notify map[string]int // task queue → runs made pending
+	notify map[string]int     // task queue → runs made pending
+	offers map[string][]offer // task queue → the runs of notify whose tasks this transaction created (handover.go)
 	queued []Statement
 }
 

@@ -176,7 +176,10 @@ type ClaimWorkParams struct {
 	// database, when an earlier claim of this process found the queue
 	// drained and no run was announced since (see Hub). Only a caller that
 	// waits on SubscribePending afterwards may set it: that wait is what
-	// hears of the next run.
+	// hears of the next run. With it (or Woken), runs that this process
+	// made pending on a queue whose pending runs it knows exactly are
+	// claimed as they were handed over, without a look at the queue
+	// (handover.go).
 	SkipKnownEmpty bool
 	// Woken says the hub woke the caller's wait: the call looks even when
 	// the queue is known to be empty, since the runs it was woken for do

@@ -54,6 +54,7 @@ func RunConcurrency(t *testing.T, opts ConcurrencyOptions) {
 	t.Run("DependencyRace", func(t *testing.T) { t.Parallel(); testDependencyRace(t, stores(t)) })
 	t.Run("CombinedUpdates", func(t *testing.T) { t.Parallel(); testCombinedUpdates(t, stores(t)) })
 	t.Run("CombinedCreates", func(t *testing.T) { t.Parallel(); testCombinedCreates(t, stores(t)) })
+	t.Run("HandoverRace", func(t *testing.T) { t.Parallel(); testHandoverRace(t, stores(t)) })
 	t.Run("ClaimsOfOneWorker", func(t *testing.T) { t.Parallel(); testClaimsOfOneWorker(t, stores(t)) })
 	t.Run("GroupResolvedRace", func(t *testing.T) { t.Parallel(); testGroupResolvedRace(t, stores(t)) })
 	t.Run("FlowLimitRace", func(t *testing.T) { t.Parallel(); testFlowLimitRace(t, stores(t)) })

@@ -108,6 +108,7 @@ func Run(t *testing.T, open Opener) {
 		{"RerunRunCap", testRerunRunCap},
 		{"CancelTask", testCancelTask},
 		{"ClaimWork", testClaimWork},
+		{"ClaimHandover", testClaimHandover},
 		{"ClaimTask", testClaimTask},
 		{"ReclaimTask", testReclaimTask},
 		{"Reports", testReports},

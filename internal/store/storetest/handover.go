@@ -1,0 +1,253 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// testClaimHandover: tasks created while the store knows its queue drained
+// are handed to the waiting claims, which claim them by the same rules as a
+// look in the database would: priority then creation order, never a task
+// that changed meanwhile, nothing for a quarantined worker; and a run the
+// store did not make pending itself sends claims back to the database.
+func testClaimHandover(t *testing.T, open Opener) {
+	e := setup(t, open)
+	// A waiter makes the store keep what it knows of the queue.
+	_, unsubscribe := e.s.SubscribePending(testQueue, 32)
+	defer unsubscribe()
+	now := Epoch.Add(time.Minute)
+	claim := func(worker string, count int, woken bool) *store.ClaimResult {
+		t.Helper()
+		res, err := e.s.ClaimWork(e.ctx, store.ClaimWorkParams{
+			TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: worker, Count: count,
+			Now: now, TakenUntil: now.Add(claimTimeout), CheckQuarantine: true, SkipKnownEmpty: true, Woken: woken,
+		})
+		require.NoError(t, err)
+		require.Len(t, res.Changes, len(res.Claims))
+		requireStatusFilled(t, res.Changes)
+		return res
+	}
+	// Runs handed over so far, where the store counts them.
+	handedOver := func() uint64 {
+		if c, ok := e.s.(interface{ CombinedStats() store.CombinedStats }); ok {
+			return c.CombinedStats().HandedOverRuns
+		}
+		return 0
+	}
+	counted := func() bool { _, ok := e.s.(interface{ CombinedStats() store.CombinedStats }); return ok }
+	ids := func(res *store.ClaimResult) []string {
+		var out []string
+		for _, c := range res.Claims {
+			out = append(out, c.Task.TaskID)
+		}
+		return out
+	}
+
+	require.Empty(t, claim("w1", 1, false).Claims, "the queue is drained")
+	e.create("low-1", Epoch, withPriority("low"))
+	e.create("high", Epoch, withPriority("high"))
+	e.create("gone", Epoch, withPriority("high"))
+	e.create("low-2", Epoch, withPriority("low"))
+	e.create("late", Epoch, withPriority("low"), withDeadline(Epoch.Add(30*time.Second)))
+	// Cancelled after it was offered: its runs are no longer the ones
+	// created, so no claim takes it.
+	e.mustApply("gone", Epoch, cancel(Epoch))
+
+	res := claim("w1", 2, true)
+	require.Equal(t, []string{"high", "low-1"}, ids(res), "a lost offer is replaced by the next")
+	for _, c := range res.Claims {
+		require.Equal(t, queue.StateRunning, c.Task.State())
+		require.Equal(t, []string{queue.EventTaskRunning}, eventKinds(res.Changes, c.Task.TaskID))
+		stored := e.get(c.Task.TaskID)
+		require.Equal(t, queue.StateRunning, stored.State())
+		require.Equal(t, "w1", stored.Runs[c.RunID].WorkerID)
+		require.Equal(t, now.Add(claimTimeout).UnixMilli(), stored.Runs[c.RunID].TakenUntil.Millis())
+	}
+	require.Equal(t, queue.StateException, e.get("gone").State(), "a cancelled task stays cancelled")
+	if counted() {
+		require.Equal(t, uint64(2), handedOver(), "both were handed over")
+	}
+
+	// A quarantined worker claims nothing, and the offer it was handed
+	// goes back to the database's keeping.
+	w2 := store.WorkerKey{TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: "w2"}
+	_, err := e.s.TouchWorker(e.ctx, store.TouchWorkerParams{Key: w2, Now: now, Expires: now.Add(time.Hour)})
+	require.NoError(t, err)
+	_, err = e.s.QuarantineWorker(e.ctx, store.QuarantineWorkerParams{Key: w2, Now: now, QuarantineUntil: now.Add(time.Hour)})
+	require.NoError(t, err)
+	res = claim("w2", 1, true)
+	require.Empty(t, res.Claims)
+	require.Equal(t, now.Add(time.Hour).UnixMilli(), res.QuarantinedUntil.UnixMilli())
+	require.Equal(t, queue.StatePending, e.get("low-2").State())
+
+	// Past its deadline: left for the deadline to resolve.
+	res = claim("w1", 32, false)
+	require.Equal(t, []string{"low-2"}, ids(res), "found in the database again; the late task is not claimable")
+	if counted() {
+		require.Equal(t, uint64(2), handedOver(), "the queue was not known exactly")
+	}
+	require.Equal(t, queue.StatePending, e.get("late").State())
+	require.Empty(t, claim("w1", 1, false).Claims)
+
+	// Found drained again: offers are handed over; a retry (a run the
+	// store did not create) sends the next claim to the database, which
+	// hands out both in the order they became pending.
+	e.create("new", Epoch)
+	e.bring("retried", queue.StatePending)
+	e.claim("retried", now)
+	e.mustApply("retried", now, report(queue.ReasonWorkerShutdown, 0, now))
+	res = claim("w1", 32, true)
+	require.Equal(t, []string{"new", "retried"}, ids(res))
+	if counted() {
+		require.Equal(t, uint64(2), handedOver(), "a retry makes claims look in the database")
+	}
+	require.Equal(t, 1, res.Claims[1].RunID)
+
+	pending, claimed := e.counts(now)
+	require.Equal(t, 0, pending)
+	require.Equal(t, 5, claimed)
+}
+
+// eventKinds lists the kinds of the events of taskID's change.
+func eventKinds(changes []store.Change, taskID string) []string {
+	var kinds []string
+	for _, c := range changes {
+		if c.Task.TaskID != taskID {
+			continue
+		}
+		for _, ev := range c.Events {
+			kinds = append(kinds, ev.Kind)
+		}
+	}
+	return kinds
+}
+
+// testHandoverRace: claimers waiting on every replica while tasks are
+// created through all of them, some cancelled as they arrive: runs handed
+// over in one process race claims looking in the database from the others,
+// and every task is claimed at most once, by the claimer the store records,
+// and every task not cancelled is claimed.
+func testHandoverRace(t *testing.T, stores []store.Store) {
+	ctx := context.Background()
+	const (
+		tasks    = 240
+		creators = 4
+		claimers = 8
+	)
+	now := Epoch.Add(time.Minute)
+	var (
+		mu      sync.Mutex
+		owner   = map[string]string{}
+		claims  = map[string]int{}
+		settled atomic.Int64 // claimed or cancelled before a claim
+		errs    errorList
+		wg      sync.WaitGroup
+	)
+	done := make(chan struct{})
+	for c := range claimers {
+		wg.Go(func() {
+			s := stores[c%len(stores)]
+			worker := fmt.Sprintf("claimer-%d", c)
+			wake, unsubscribe := s.SubscribePending(testQueue, 1+c%3)
+			defer unsubscribe()
+			woken := false
+			for {
+				res, err := s.ClaimWork(ctx, store.ClaimWorkParams{
+					TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: worker, Count: 1 + c%3,
+					Now: now, TakenUntil: now.Add(claimTimeout), CheckQuarantine: true, SkipKnownEmpty: true, Woken: woken,
+				})
+				if err != nil {
+					errs.add(fmt.Errorf("%s: %w", worker, err))
+					return
+				}
+				mu.Lock()
+				for _, cl := range res.Claims {
+					claims[cl.Task.TaskID]++
+					owner[cl.Task.TaskID] = worker
+				}
+				mu.Unlock()
+				settled.Add(int64(len(res.Claims)))
+				if len(res.Claims) > 0 {
+					woken = false
+					continue
+				}
+				select {
+				case <-wake:
+					woken = true
+				case <-time.After(50 * time.Millisecond):
+					woken = false
+				case <-done:
+					return
+				}
+			}
+		})
+	}
+	var cancelled sync.Map
+	var created sync.WaitGroup
+	for c := range creators {
+		created.Go(func() {
+			s := stores[c%len(stores)]
+			for i := c; i < tasks; i += creators {
+				id := fmt.Sprintf("handover-%03d", i)
+				_, err := s.CreateTask(ctx, store.CreateTaskParams{TaskID: id, Task: NewTask(testQueue, Epoch, withGroup("handover"),
+					withPriority([]string{"low", "high"}[i%2])), Now: Epoch})
+				if err != nil {
+					errs.add(err)
+					return
+				}
+				if i%10 == 0 {
+					res, err := s.UpdateTask(ctx, store.UpdateTaskParams{TaskID: id, Now: now, Apply: cancel(now)})
+					if err != nil {
+						errs.add(err)
+						return
+					}
+					if res.Task != nil && len(res.Task.Runs) == 1 && res.Task.Runs[0].WorkerID == "" {
+						cancelled.Store(id, true) // cancelled while pending
+						settled.Add(1)
+					}
+				}
+			}
+		})
+	}
+	created.Wait()
+	require.Eventually(t, func() bool { return settled.Load() >= tasks }, 30*time.Second, 10*time.Millisecond,
+		"every task not cancelled is claimed")
+	close(done)
+	wg.Wait()
+	errs.require(t)
+
+	var handedOver uint64
+	for _, s := range stores {
+		if c, ok := s.(interface{ CombinedStats() store.CombinedStats }); ok {
+			handedOver += c.CombinedStats().HandedOverRuns
+		}
+	}
+	n := 0
+	cancelled.Range(func(any, any) bool { n++; return true })
+	t.Logf("%d tasks on %d replica(s): %d cancelled while pending, %d runs handed over", tasks, len(stores), n, handedOver)
+	ids := make([]string, 0, tasks)
+	for i := range tasks {
+		ids = append(ids, fmt.Sprintf("handover-%03d", i))
+	}
+	all, err := stores[0].GetTasks(ctx, ids)
+	require.NoError(t, err)
+	require.Len(t, all, tasks)
+	for _, ts := range all {
+		if _, ok := cancelled.Load(ts.TaskID); ok {
+			require.Zero(t, claims[ts.TaskID], "%s was claimed after it was cancelled", ts.TaskID)
+			continue
+		}
+		require.Equal(t, 1, claims[ts.TaskID], "%s claimed %d times", ts.TaskID, claims[ts.TaskID])
+		require.Len(t, ts.Runs, 1, ts.TaskID)
+		require.Equal(t, owner[ts.TaskID], ts.Runs[0].WorkerID, "the store records the claimer that got %s", ts.TaskID)
+	}
+}
