@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -144,6 +145,19 @@ func (s *Server) flushTouches(ctx context.Context) error {
 		}
 		s.touches.mu.Unlock()
 		return err
+	}
+	return nil
+}
+
+// Flush writes the worker bookkeeping still queued (workers and task
+// queues seen, runs claimed) at once rather than at the next batch. A
+// process that stops calls it once its HTTP server has shut down and
+// before its store closes: the last second's claims would otherwise not
+// be in the workers' records, and the batch's timer would fire on a
+// closed store.
+func (s *Server) Flush(ctx context.Context) error {
+	if err := s.flushTouches(ctx); err != nil {
+		return fmt.Errorf("recording workers as seen: %w", err)
 	}
 	return nil
 }

@@ -199,6 +199,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := httpSrv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutting down: %w", err)
 	}
+	// No request is served any more: what the last claims queued for the
+	// workers' records is written before the store closes.
+	if err := srv.Flush(shutdownCtx); err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
 	return nil
 }
 
