@@ -171,6 +171,15 @@ func (c *claimed) download(ctx context.Context, t testing.TB, name string) (*htt
 	return httpDo(ctx, t, http.MethodGet, loc.URL, "", nil)
 }
 
+// runContext is a context with the given time to run, counted from now:
+// a parallel subtest calls it after t.Parallel returns, once it runs, so
+// that waiting for a parallel slot does not spend its time.
+func runContext(t testing.TB, timeout time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // httpDo performs one plain HTTP request and reads the whole reply.
 func httpDo(ctx context.Context, t testing.TB, method, rawURL, contentType string, body []byte) (*http.Response, []byte) {
 	t.Helper()
@@ -324,10 +333,13 @@ func TestArtifactBlobURLsRefuseTampering(t *testing.T) {
 		{"PUT with another Content-Type header", http.MethodPut, putURL, "text/html", []byte("<script>"), http.StatusBadRequest, "InputError"},
 		{"expired PUT", http.MethodPut, expiredPut, ct, []byte("evil"), http.StatusForbidden, "UrlExpired"},
 	}
+	// The attacks run one after another: each is a request of a
+	// millisecond, and parallel subtests would wait for the package's
+	// parallel slots (two on a 2-core machine, held by the long end-to-end
+	// tests) while this test's minute ran out.
 	t.Run("attacks", func(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				t.Parallel()
 				resp, body := httpDo(ctx, t, tc.method, tc.url, tc.contentType, tc.body)
 				require.Equal(t, tc.want, resp.StatusCode, "%s", body)
 				if tc.want == http.StatusOK {
@@ -506,9 +518,9 @@ func requireOnlyHashedBlobs(t *testing.T, dataDir string, artifactsStored int) {
 func TestArtifactUploadRules(t *testing.T) {
 	t.Parallel()
 	srv := blobBackends()[0].start(t)
-	// The subtests run in parallel after this function returns.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
+	// The subtests run in parallel after this function returns, each once
+	// it has one of the package's parallel slots, which may be long after:
+	// each takes its minute from when it starts.
 	hour := tcclient.NewTime(time.Now().Add(time.Hour))
 	s3 := func(ct string) *tcclient.CreateArtifactRequest {
 		return &tcclient.CreateArtifactRequest{StorageType: tcclient.StorageS3, Expires: hour, ContentType: ct}
@@ -516,6 +528,7 @@ func TestArtifactUploadRules(t *testing.T) {
 
 	t.Run("after completion", func(t *testing.T) {
 		t.Parallel()
+		ctx := runContext(t, time.Minute)
 		c := claimTask(ctx, t, srv, nil)
 		early, err := c.worker.CreateArtifact(ctx, c.taskID, 0, "public/early.log", s3("text/plain"))
 		require.NoError(t, err)
@@ -539,6 +552,7 @@ func TestArtifactUploadRules(t *testing.T) {
 
 	t.Run("after failure", func(t *testing.T) {
 		t.Parallel()
+		ctx := runContext(t, time.Minute)
 		c := claimTask(ctx, t, srv, nil)
 		_, err := c.worker.ReportFailed(ctx, c.taskID, 0)
 		require.NoError(t, err)
@@ -548,6 +562,7 @@ func TestArtifactUploadRules(t *testing.T) {
 
 	t.Run("after exception, and unclaimed or unknown runs", func(t *testing.T) {
 		t.Parallel()
+		ctx := runContext(t, time.Minute)
 		retries := 1
 		c := claimTask(ctx, t, srv, func(d *tcclient.TaskDefinition) { d.Retries = &retries })
 		st, err := c.worker.ReportException(ctx, c.taskID, 0, "worker-shutdown")
