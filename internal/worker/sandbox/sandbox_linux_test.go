@@ -267,3 +267,27 @@ func TestInitOutlivesTheOOMKiller(t *testing.T) {
 	require.True(t, strings.HasSuffix(commandCg, "/slot-0"), "the command runs in the task's cgroup: %s", out)
 	require.Equal(t, commandCg+"-init", initCg, "the init left the task's cgroup")
 }
+
+// TestCommandCannotJoinTheInitCgroup: the init's cgroup has no limits, so
+// the task's command must not be able to move itself there: it runs as the
+// slot's user, and the cgroup's files belong to root. (Where the command
+// sees no cgroup file system at all, the write fails too.)
+func TestCommandCannotJoinTheInitCgroup(t *testing.T) {
+	t.Parallel()
+	m := needStrict(t, Config{})
+	task, err := m.NewTask(0, Limits{Memory: 64 << 20})
+	require.NoError(t, err)
+	defer task.Close()
+	dir := taskDir(t, m, task)
+	if m.cg == nil || m.cg.v2 == "" {
+		t.Skip("no cgroup v2 hierarchy here")
+	}
+	initProcs := filepath.Join(m.cg.v2, "slot-0-init", "cgroup.procs")
+	_, err = os.Stat(initProcs)
+	require.NoError(t, err, "the init's cgroup is where the test expects it")
+	res, out := run(t, task, dir, `if echo $$ > `+initProcs+` 2>/dev/null; then echo joined; fi
+echo "command $(grep '^0::' /proc/self/cgroup | cut -d: -f3)"`)
+	require.Equal(t, 0, res.ExitCode, out)
+	require.NotContains(t, out, "joined", "the command moved itself out of the task's limits")
+	require.True(t, strings.HasSuffix(strings.TrimSpace(out), "/slot-0"), "the command is still in the task's cgroup: %s", out)
+}
