@@ -250,14 +250,7 @@ func TestIsolationNone(t *testing.T) {
 // exit status.
 func TestInitOutlivesTheOOMKiller(t *testing.T) {
 	t.Parallel()
-	m := needStrict(t, Config{})
-	task, err := m.NewTask(0, Limits{Memory: 64 << 20})
-	require.NoError(t, err)
-	defer task.Close()
-	dir := taskDir(t, m, task)
-	if m.cg == nil || m.cg.v2 == "" {
-		t.Skip("no cgroup v2 hierarchy here")
-	}
+	task, dir := memoryLimitedTask(t)
 	res, out := run(t, task, dir, `echo "init $(grep '^0::' /proc/1/cgroup | cut -d: -f3)"; echo "command $(grep '^0::' /proc/self/cgroup | cut -d: -f3)"`)
 	require.Equal(t, 0, res.ExitCode, out)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -268,26 +261,38 @@ func TestInitOutlivesTheOOMKiller(t *testing.T) {
 	require.Equal(t, commandCg+"-init", initCg, "the init left the task's cgroup")
 }
 
-// TestCommandCannotJoinTheInitCgroup: the init's cgroup has no limits, so
-// the task's command must not be able to move itself there: it runs as the
-// slot's user, and the cgroup's files belong to root. (Where the command
-// sees no cgroup file system at all, the write fails too.)
+// TestCommandCannotJoinTheInitCgroup: the init's cgroups have no limits,
+// so the task's command must not be able to move itself into any of them
+// (v2, and the v1 hierarchies that hold memory and pids on a hybrid
+// machine): it runs as the slot's user, and their files belong to root.
 func TestCommandCannotJoinTheInitCgroup(t *testing.T) {
 	t.Parallel()
-	m := needStrict(t, Config{})
-	task, err := m.NewTask(0, Limits{Memory: 64 << 20})
-	require.NoError(t, err)
-	defer task.Close()
-	dir := taskDir(t, m, task)
-	if m.cg == nil || m.cg.v2 == "" {
-		t.Skip("no cgroup v2 hierarchy here")
+	task, dir := memoryLimitedTask(t)
+	procs := task.cg.initProcs()
+	require.NotEmpty(t, procs)
+	script := ""
+	for _, p := range procs {
+		_, err := os.Stat(p)
+		require.NoError(t, err, "the init's cgroup is where the test expects it")
+		script += `if echo $$ > ` + p + ` 2>/dev/null; then echo "joined ` + p + `"; fi
+`
 	}
-	initProcs := filepath.Join(m.cg.v2, "slot-0-init", "cgroup.procs")
-	_, err = os.Stat(initProcs)
-	require.NoError(t, err, "the init's cgroup is where the test expects it")
-	res, out := run(t, task, dir, `if echo $$ > `+initProcs+` 2>/dev/null; then echo joined; fi
-echo "command $(grep '^0::' /proc/self/cgroup | cut -d: -f3)"`)
+	res, out := run(t, task, dir, script+`echo "command $(grep '^0::' /proc/self/cgroup | cut -d: -f3)"`)
 	require.Equal(t, 0, res.ExitCode, out)
 	require.NotContains(t, out, "joined", "the command moved itself out of the task's limits")
 	require.True(t, strings.HasSuffix(strings.TrimSpace(out), "/slot-0"), "the command is still in the task's cgroup: %s", out)
+}
+
+// memoryLimitedTask is a strict task of slot 0 limited to 64 MiB, with a
+// directory of its own, where the machine has a cgroup v2 hierarchy.
+func memoryLimitedTask(t *testing.T) (*Task, string) {
+	t.Helper()
+	m := needStrict(t, Config{})
+	if m.cg == nil || m.cg.v2 == "" {
+		t.Skip("no cgroup v2 hierarchy here")
+	}
+	task, err := m.NewTask(0, Limits{Memory: 64 << 20})
+	require.NoError(t, err)
+	t.Cleanup(func() { task.Close() })
+	return task, taskDir(t, m, task)
 }
