@@ -53,7 +53,7 @@ func (i harnessIssuer) TaskCredentials(taskID string, runID int, workerGroup, wo
 	return api.Credentials{ClientID: c.ClientID, AccessToken: c.AccessToken, Certificate: c.Certificate}, nil
 }
 
-// subscribeSignal wraps the store to announce each SubscribePending call,
+// subscribeSignal wraps the store to announce each WaitForWork call,
 // so a test can act exactly when a claimWork has started waiting instead of
 // sleeping and hoping.
 type subscribeSignal struct {
@@ -61,13 +61,13 @@ type subscribeSignal struct {
 	subscribed chan string
 }
 
-func (s *subscribeSignal) SubscribePending(taskQueueID string, capacity int) (<-chan struct{}, func()) {
-	ch, cancel := s.Store.SubscribePending(taskQueueID, capacity)
+func (s *subscribeSignal) WaitForWork(taskQueueID string, capacity int, c *store.Claimant, woken func()) *store.Waiting {
+	w := s.Store.WaitForWork(taskQueueID, capacity, c, woken)
 	select {
 	case s.subscribed <- taskQueueID:
 	default:
 	}
-	return ch, cancel
+	return w
 }
 
 // harnessOptions tune newHarness; zero values pick test-friendly defaults.

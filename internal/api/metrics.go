@@ -64,7 +64,11 @@ func NewMetrics(st store.Store, clock queue.Clock) *Metrics {
 		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "hopper_store_handed_over_runs_total",
 			Help: "Runs claimed as created by this process, without a look at the queue in the database.",
-		}, func() float64 { return float64(c.CombinedStats().HandedOverRuns) }))
+		}, func() float64 { return float64(c.CombinedStats().HandedOverRuns) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "hopper_store_claimed_at_create_runs_total",
+				Help: "Runs claimed for waiting claimWork calls by the creates that made them, in the same transaction.",
+			}, func() float64 { return float64(c.CombinedStats().ClaimedAtCreate) }))
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.claims, m.resolutions,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),

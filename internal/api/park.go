@@ -58,18 +58,17 @@ type parkedClaim struct {
 	// The place in Server.parked (-1: not parked), under its lock.
 	index int
 
-	mu     sync.Mutex
-	done   bool
-	wake   <-chan struct{}
-	cancel func()
+	mu      sync.Mutex
+	done    bool
+	waiting *store.Waiting
 }
 
 // parkClaim parks the call if it can: HTTP/1.x on a connection the server
 // accepted through its parking listener. It returns false, leaving the
 // call as it was, when it cannot. The parked call subscribes before it
-// leaves the handler's subscription (unsubscribe), so that a wake-up the
-// handler received meanwhile passes on rather than being lost.
-func (s *Server) parkClaim(c *Call, p store.ClaimWorkParams, started, deadline time.Time, unsubscribe func()) bool {
+// leaves the handler's subscription (handler, never armed), so that a
+// wake-up the handler received meanwhile passes on rather than being lost.
+func (s *Server) parkClaim(c *Call, p store.ClaimWorkParams, started, deadline time.Time, handler *store.Waiting) bool {
 	if s.parking == nil || c.R.ProtoMajor != 1 {
 		return false
 	}
@@ -99,13 +98,24 @@ func (s *Server) parkClaim(c *Call, p store.ClaimWorkParams, started, deadline t
 	if k, ok := c.Auth.(knownClientID); ok {
 		pc.clientID = strings.Clone(k.KnownClientID())
 	}
+	// A create may claim for the call while the worker is still there:
+	// a look at the socket that does not wait (the connection as it was
+	// taken over; pc.conn is the woken call's).
+	raw := conn
+	claimant := &store.Claimant{WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID, ClaimTimeout: s.cfg.ClaimTimeout,
+		Alive: func() bool {
+			gone, known := peerGone(raw)
+			return !known || !gone
+		}}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	pc.wake, pc.cancel = s.store.SubscribePendingFunc(p.TaskQueueID, p.Count, pc.woken)
-	unsubscribe()
+	pc.waiting = s.store.WaitForWork(p.TaskQueueID, p.Count, claimant, pc.woken)
+	handler.Leave()
 	if !s.parked.add(pc) { // draining
 		pc.finishLocked(emptyClaim{}, nil)
+		return true
 	}
+	pc.waiting.Arm()
 	return true
 }
 
@@ -120,14 +130,14 @@ func (pc *parkedClaim) woken() {
 	if !pc.alive() {
 		// The worker went away: leaving hands the wake-up to another.
 		pc.done = true
-		pc.cancel()
+		pc.leave()
 		pc.s.parked.remove(pc)
 		_ = pc.conn.Close()
 		pc.s.logAccess(pc.call(nil), 499, time.Since(pc.started))
 		return
 	}
 	select {
-	case <-pc.wake:
+	case <-pc.waiting.C:
 	default:
 		return // taken already
 	}
@@ -135,19 +145,41 @@ func (pc *parkedClaim) woken() {
 	defer cancel()
 	now := pc.s.clock.Now()
 	p := pc.claim
-	p.Now, p.TakenUntil, p.Woken = now, pc.s.takenUntil(now), true
-	res, err := pc.s.store.ClaimWork(ctx, p)
+	res := pc.waiting.Claimed() // runs a create claimed for the call
+	if res == nil {
+		p.Now, p.TakenUntil, p.Woken = now, pc.s.takenUntil(now), true
+		var err error
+		if res, err = pc.s.store.ClaimWork(ctx, p); err != nil {
+			pc.finishLocked(nil, err)
+			return
+		}
+	}
 	switch {
-	case err != nil:
-		pc.finishLocked(nil, err)
 	case !res.QuarantinedUntil.IsZero():
 		// Quarantined meanwhile: wait out the long-poll, out of the hub.
-		pc.cancel()
+		pc.leave()
 	case len(res.Claims) > 0:
-		pc.s.recordRecentTasks(store.WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}, res)
+		pc.s.recordRecentTasks(pc.workerKey(), res)
 		out, err := pc.s.claimReply(ctx, res, now)
 		pc.finishLocked(out, err)
+	default:
+		pc.waiting.Arm() // still waiting
 	}
+}
+
+func (pc *parkedClaim) workerKey() store.WorkerKey {
+	return store.WorkerKey{TaskQueueID: pc.claim.TaskQueueID, WorkerGroup: pc.claim.WorkerGroup, WorkerID: pc.claim.WorkerID}
+}
+
+// leave ends the call's wait in the hub and returns runs claimed for it
+// that it has not answered with (see Waiting.Leave).
+func (pc *parkedClaim) leave() *store.ClaimResult {
+	res := pc.waiting.Leave()
+	if res != nil && pc.done {
+		pc.s.lostClaims(pc.workerKey(), res)
+		return nil
+	}
+	return res
 }
 
 // alive reports whether the client is still there. Where the system
@@ -191,8 +223,18 @@ func (pc *parkedClaim) finishLocked(out any, err error) {
 	if pc.done {
 		return
 	}
+	if res := pc.leave(); res != nil {
+		// Runs claimed for the call as its wait ended are its answer.
+		if _, empty := out.(emptyClaim); empty && err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			pc.s.recordRecentTasks(pc.workerKey(), res)
+			out, err = pc.s.claimReply(ctx, res, pc.s.clock.Now())
+		} else {
+			pc.s.lostClaims(pc.workerKey(), res)
+		}
+	}
 	pc.done = true
-	pc.cancel()
 	pc.s.parked.remove(pc)
 	header := pc.header
 	if header == nil {

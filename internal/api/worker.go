@@ -91,9 +91,13 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	// attempt and the wait is not missed. While the hub knows the queue is
 	// empty an attempt asks nothing of the database, so a waiting call
 	// costs no query and no connection; the hub's backup timer, one per
-	// queue, covers a lost wake-up (store.Hub).
-	wake, cancel := s.store.SubscribePending(taskQueueID, in.Tasks)
-	defer cancel()
+	// queue, covers a lost wake-up (store.Hub). While the call waits, a
+	// create in this process may claim its new task for the call
+	// (store/direct.go).
+	claimant := &store.Claimant{WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID, ClaimTimeout: s.cfg.ClaimTimeout,
+		Alive: func() bool { return ctx.Err() == nil }}
+	waiting := s.store.WaitForWork(taskQueueID, in.Tasks, claimant, nil)
+	defer s.leaveWaiting(waiting, key)
 	params := store.ClaimWorkParams{
 		TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID,
 		// The worker's recent tasks go with its touches, in batches
@@ -102,17 +106,20 @@ func (s *Server) claimWork(c *Call) (any, error) {
 	}
 	for first := true; ; first = false {
 		now := s.clock.Now()
-		params.Now, params.TakenUntil = now, s.takenUntil(now)
-		// Every attempt after the first follows a wake-up.
-		params.Woken = !first
-		res, err := s.store.ClaimWork(ctx, params)
-		if err != nil {
-			return nil, err
+		res := waiting.Claimed()
+		if res == nil {
+			params.Now, params.TakenUntil = now, s.takenUntil(now)
+			// Every attempt after the first follows a wake-up.
+			params.Woken = !first
+			var err error
+			if res, err = s.store.ClaimWork(ctx, params); err != nil {
+				return nil, err
+			}
 		}
 		if !res.QuarantinedUntil.IsZero() {
 			// A quarantined worker waits out the long-poll and gets nothing;
 			// leaving the hub now hands on a wake-up meant for others.
-			cancel()
+			waiting.Leave()
 			select {
 			case <-timer.C:
 			case <-ctx.Done():
@@ -124,20 +131,48 @@ func (s *Server) claimWork(c *Call) (any, error) {
 			s.recordRecentTasks(key, res)
 			return s.claimReply(ctx, res, now)
 		}
-		if first && s.parkClaim(c, params, started, deadline, cancel) {
+		if first && s.parkClaim(c, params, started, deadline, waiting) {
 			// Nothing yet: the call waits parked, without this goroutine
 			// (park.go).
 			return parkedReply{}, nil
 		}
+		waiting.Arm()
 		select {
-		case <-wake:
+		case <-waiting.C:
+			continue
 		case <-timer.C:
-			return emptyClaim{}, nil
 		case <-ctx.Done():
-			return emptyClaim{}, nil
 		case <-s.draining:
-			return emptyClaim{}, nil
 		}
+		// Runs claimed for the call as it stopped waiting are its answer.
+		if res := waiting.Leave(); res != nil && ctx.Err() == nil {
+			s.recordRecentTasks(key, res)
+			return s.claimReply(ctx, res, s.clock.Now())
+		} else if res != nil {
+			s.lostClaims(key, res)
+		}
+		return emptyClaim{}, nil
+	}
+}
+
+// leaveWaiting ends a claimWork call's wait in the hub when its handler
+// returns. Runs claimed for it after its answer was settled cannot be
+// answered any more: they are logged, and expire with their claims.
+func (s *Server) leaveWaiting(waiting *store.Waiting, key store.WorkerKey) {
+	if res := waiting.Leave(); res != nil {
+		s.lostClaims(key, res)
+	}
+}
+
+// lostClaims logs runs claimed for a claimWork call that could not be
+// answered with them (the worker went away as they were claimed). Like a
+// reply lost on its way, they end when their claims expire
+// (claim-expired), and are retried.
+func (s *Server) lostClaims(key store.WorkerKey, res *store.ClaimResult) {
+	for _, cl := range res.Claims {
+		s.log.Warn("claimWork: a run claimed for a worker that left before its answer; it is retried once its claim expires",
+			"taskId", cl.Task.TaskID, "runId", cl.RunID, "taskQueueId", key.TaskQueueID,
+			"workerGroup", key.WorkerGroup, "workerId", key.WorkerID)
 	}
 }
 

@@ -177,7 +177,7 @@ const insertMembers = "INSERT INTO task_group_members (task_group_id, task_id, e
 // is an SQL expression.
 const insertTaskColumns = `task_id, task_queue_id, scheduler_id, project_id, task_group_id, requires,
 
-	priority, deadline, expires, definition, retries_left, runs, state, unresolved, pending_since, pending_seq`
+	priority, deadline, expires, definition, retries_left, runs, state, unresolved, pending_since, taken_until, claimed_at, pending_seq`
 
 // insertTaskArgs encodes a new task for insertTaskColumns, recording the
 // definition as stored in state.DefinitionJSON.
@@ -195,7 +195,7 @@ func (db *DB) insertTaskArgs(state *queue.TaskState) (args []any, runs string, e
 	d := derive(state)
 	return []any{state.TaskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
 		queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), state.DefinitionJSON, state.RetriesLeft,
-		runs, d.state, d.unresolved, d.pendingSince}, runs, nil
+		runs, d.state, d.unresolved, d.pendingSince, d.takenUntil, d.claimedAt}, runs, nil
 }
 
 // sendDependencies queues the task's dependency edges, many per statement.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hopper-ci/hopper/internal/queue"
 )
@@ -66,22 +67,33 @@ func (db *DB) runCreates(calls []*createCall) {
 	}
 	ctx, cancel := batchContext(calls[0].ctx)
 	defer cancel()
+	var now time.Time
+	for _, c := range batch {
+		if c.p.Now.After(now) {
+			now = c.p.Now
+		}
+	}
+	// Waiting claimWork calls take the new tasks as they are created
+	// (direct.go).
+	direct, reserved := db.planDirectClaims(batch)
 	var inserted map[string]bool
 	defs := map[string]string{} // taskId → the definition as stored
 	err := db.tryTx(ctx, func(tx *txn) error {
 		inserted = map[string]bool{}
-		w, err := tx.db.buildCreateBatch(batch, defs)
+		w, err := tx.db.buildCreateBatch(batch, defs, direct, now)
 		if err != nil {
 			return err
 		}
 		if db.dialect.Assert != "" {
 			// One round trip with the COMMIT: the statement fails, and the
-			// transaction with it, unless every group took its tasks and
-			// every task went in.
+			// transaction with it, unless every group took its tasks, every
+			// task went in and no worker claimed for is quarantined.
 			tx.send(w.assertedStatement(db.dialect.Assert))
 			for id, c := range w.created {
 				inserted[id] = true
-				tx.offerPending(c.state, c.runs)
+				if !c.direct {
+					tx.offerPending(c.state, c.runs)
+				}
 			}
 			return nil
 		}
@@ -89,6 +101,9 @@ func (db *DB) runCreates(calls []*createCall) {
 		tx.send(w.groupsStatement(&refused))
 		tx.send(w.tasksStatement(tx, inserted))
 		tx.send(w.membersStatement())
+		if w.quarantineCond != "" {
+			tx.send(quarantineStatement(w.quarantineCond, w.quarantineArgs))
+		}
 		if err := tx.flush(ctx); err != nil {
 			return err
 		}
@@ -100,11 +115,15 @@ func (db *DB) runCreates(calls []*createCall) {
 		}
 		return nil
 	})
+	db.settleDirectClaims(ctx, reserved, direct, err == nil, now)
 	for _, c := range batch {
 		switch {
 		case err == nil && inserted[c.p.TaskID]:
 			c.res, c.err = newTaskResult(c.p), nil
 			c.res.Task.DefinitionJSON = defs[c.p.TaskID]
+			if dc := direct[c.p.TaskID]; dc != nil && dc.state != nil {
+				c.res = directResult(c.res, dc)
+			}
 		default:
 			later = append(later, c)
 		}
@@ -136,12 +155,17 @@ type createWrites struct {
 	membersInsert string
 	membersArgs   []any
 	created       map[string]createdTask // taskId → the task as written, for the wake-ups
+	// quarantineCond holds if no worker the batch claims for is
+	// quarantined (empty: it claims for none).
+	quarantineCond string
+	quarantineArgs []any
 }
 
 // createdTask is a task of a batch as it is written.
 type createdTask struct {
-	state *queue.TaskState
-	runs  string // the runs column
+	state  *queue.TaskState
+	runs   string // the runs column
+	direct bool   // claimed for a waiting call as it was created (direct.go)
 }
 
 // buildCreateBatch prepares the writes of a batch; defs receives each
@@ -151,8 +175,9 @@ type createdTask struct {
 // concurrent seal until the commit; one that refuses them (sealed, or
 // created with another schedulerId) is left alone and missing from the
 // upsert's rows. A taskId already taken is missing from the insert's rows.
-// Rows go in key order, so two batches lock in one order.
-func (db *DB) buildCreateBatch(calls []*createCall, defs map[string]string) (*createWrites, error) {
+// Rows go in key order, so two batches lock in one order. A task planned
+// for a direct claim goes in claimed, out of the pending order.
+func (db *DB) buildCreateBatch(calls []*createCall, defs map[string]string, direct map[string]*directClaim, now time.Time) (*createWrites, error) {
 	sorted := slices.Clone(calls)
 	slices.SortFunc(sorted, func(a, b *createCall) int { return strings.Compare(a.p.TaskID, b.p.TaskID) })
 
@@ -189,18 +214,22 @@ func (db *DB) buildCreateBatch(calls []*createCall, defs map[string]string) (*cr
 	values := make([]string, 0, len(sorted))
 	for i, c := range sorted {
 		state := newTaskResult(c.p).Task
-		args, runs, err := db.insertTaskArgs(state)
+		// Pending tasks take their places in the queue in row order.
+		row, seq := state, db.dialect.PendingSeqs(strconv.Itoa(i+1))
+		if dc := direct[c.p.TaskID]; dc != nil && dc.claim(state, c.p.Now) {
+			row, seq = dc.state, "NULL"
+		}
+		args, runs, err := db.insertTaskArgs(row)
 		if err != nil {
 			return nil, err
 		}
-		defs[c.p.TaskID] = state.DefinitionJSON
-		// Every new task is pending; they take their places in the queue
-		// in row order.
-		values = append(values, "("+strings.Repeat("?, ", len(args))+db.dialect.PendingSeqs(strconv.Itoa(i+1))+")")
+		defs[c.p.TaskID] = row.DefinitionJSON
+		values = append(values, "("+strings.Repeat("?, ", len(args))+seq+")")
 		w.tasksArgs = append(w.tasksArgs, args...)
 		w.membersArgs = append(w.membersArgs, state.Task.TaskGroupID, c.p.TaskID, state.Task.Expires.Millis())
-		w.created[c.p.TaskID] = createdTask{state: state, runs: runs}
+		w.created[c.p.TaskID] = createdTask{state: row, runs: runs, direct: row != state}
 	}
+	w.quarantineCond, w.quarantineArgs = quarantineCondition(direct, now)
 	w.tasksInsert = `INSERT INTO tasks (` + insertTaskColumns + `)
 		VALUES ` + strings.Join(values, ", ")
 	w.membersInsert = insertMembers + strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", len(sorted)), ", ")
@@ -233,7 +262,7 @@ func (w *createWrites) tasksStatement(t *txn, inserted map[string]bool) Statemen
 					return err
 				}
 				inserted[id] = true
-				if c, ok := w.created[id]; ok {
+				if c, ok := w.created[id]; ok && !c.direct {
 					t.offerPending(c.state, c.runs)
 				}
 			}
@@ -257,9 +286,14 @@ func (w *createWrites) membersStatement() Statement {
 // either way.)
 func (w *createWrites) assertedStatement(assert string) Statement {
 	args := append(append(append(slices.Clip(w.groupsArgs), w.tasksArgs...), w.membersArgs...), w.groups)
+	ok := "(SELECT COUNT(*) FROM g) = ?"
+	if w.quarantineCond != "" {
+		ok += " AND " + w.quarantineCond
+		args = append(args, w.quarantineArgs...)
+	}
 	return Statement{
 		Query: "WITH g AS (" + w.groupsQuery + "), t AS (" + w.tasksInsert + "), m AS (" + w.membersInsert + ")\n" +
-			"SELECT " + assert + "((SELECT COUNT(*) FROM g) = ?, 'batch of creates incomplete')",
+			"SELECT " + assert + "(" + ok + ", 'batch of creates incomplete')",
 		Args: args,
 		What: fmt.Sprintf("creating %d tasks", len(w.created)),
 	}

@@ -51,6 +51,9 @@ type waiters struct {
 	// a claim, highest priority first, then oldest (handover.go).
 	exact  bool
 	offers []offer
+	// reserved counts waiters out of the list while a create claims runs
+	// for them (direct.go); the queue's entry stays while any are.
+	reserved int
 }
 
 type waiter struct {
@@ -58,6 +61,14 @@ type waiter struct {
 	capacity   int           // runs the waiter claims at once
 	woken      func()        // if set, called (in a goroutine of its own) when a wake-up is put in ch
 	prev, next *waiter
+
+	// A waiter with a claimant may have runs claimed for it by a create
+	// while it is armed (direct.go).
+	claimant *Claimant
+	armed    bool
+	noDirect bool          // a create's claim for it failed: it claims for itself
+	reserved chan struct{} // set while a create claims for it; closed when that settles
+	claimed  *ClaimResult  // runs claimed for it, not yet taken
 }
 
 // push appends w to the back of the list.
@@ -101,8 +112,14 @@ func (h *Hub) Subscribe(taskQueueID string, capacity int) (<-chan struct{}, func
 // blocked on the channel: woken, if not nil, is started in a new goroutine
 // each time a wake-up is put in the channel.
 func (h *Hub) SubscribeFunc(taskQueueID string, capacity int, woken func()) (<-chan struct{}, func()) {
-	w := &waiter{ch: make(chan struct{}, 1), capacity: max(capacity, 1), woken: woken}
+	wt := h.Wait(taskQueueID, capacity, nil, woken)
+	return wt.C, func() { wt.Leave() }
+}
+
+// subscribe adds a waiter to the back of the queue's list.
+func (h *Hub) subscribe(taskQueueID string, w *waiter) *waiters {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	q := h.queues[taskQueueID]
 	if q == nil {
 		q = &waiters{}
@@ -110,27 +127,43 @@ func (h *Hub) SubscribeFunc(taskQueueID string, capacity int, woken func()) (<-c
 		q.backup = time.AfterFunc(h.backupEvery, func() { h.backup(taskQueueID, q) })
 	}
 	q.push(w)
-	h.mu.Unlock()
-	var once sync.Once
-	return w.ch, func() {
-		once.Do(func() {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			// w is in q until now, so q is still the queue's list.
-			q.remove(w)
-			if q.first == nil {
-				q.backup.Stop()
-				delete(h.queues, taskQueueID)
-			}
-			select {
-			case <-w.ch: // woken but leaving: someone else takes the work
-				if h.wakeLocked(taskQueueID, 1) > 0 {
-					h.forgetEmptyLocked(taskQueueID)
-				}
-			default:
-			}
-		})
+	return q
+}
+
+// leave unsubscribes w from q, once any claim a create is making for it
+// has settled. It returns the runs claimed for w that it had not taken;
+// otherwise a wake-up w received but did not act on is passed on.
+func (h *Hub) leave(taskQueueID string, q *waiters, w *waiter) *ClaimResult {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w.reserved != nil {
+		settled := w.reserved
+		h.mu.Unlock()
+		<-settled
+		h.mu.Lock()
 	}
+	// w is in q until now, so q is still the queue's list.
+	q.remove(w)
+	if q.first == nil && q.reserved == 0 {
+		q.backup.Stop()
+		delete(h.queues, taskQueueID)
+	}
+	if claimed := w.claimed; claimed != nil {
+		w.claimed = nil
+		select {
+		case <-w.ch: // the wake-up that came with them
+		default:
+		}
+		return claimed
+	}
+	select {
+	case <-w.ch: // woken but leaving: someone else takes the work
+		if h.wakeLocked(taskQueueID, 1) > 0 {
+			h.forgetEmptyLocked(taskQueueID)
+		}
+	default:
+	}
+	return nil
 }
 
 // Notify tells that n runs became pending in the task queue: it wakes
@@ -239,6 +272,7 @@ func (h *Hub) wakeLocked(taskQueueID string, n int) (uncovered int) {
 		select {
 		case w.ch <- struct{}{}:
 			q.remove(w)
+			w.armed = false // it claims for itself now
 			woken = append(woken, w)
 			n -= w.capacity
 			if w.woken != nil {

@@ -78,12 +78,15 @@ type CombinedStats struct {
 	// HandedOverRuns counts runs claimed from the hub's offers, without a
 	// look at the queue (handover.go).
 	HandedOverRuns uint64
+	// ClaimedAtCreate counts runs claimed for waiting claimWork calls by
+	// the creates that made them (direct.go).
+	ClaimedAtCreate uint64
 }
 
 // CombinedStats reports how UpdateTask and CreateTask calls were combined
 // so far (zero when the dialect runs every call alone).
 func (db *DB) CombinedStats() CombinedStats {
-	s := CombinedStats{HandedOverRuns: db.handedOver.Load()}
+	s := CombinedStats{HandedOverRuns: db.handedOver.Load(), ClaimedAtCreate: db.claimedAtCreate.Load()}
 	if db.updates != nil {
 		s.UpdateBatches, s.UpdateCalls = db.updates.batches.Load(), db.updates.calls.Load()
 	}
@@ -111,7 +114,8 @@ type DB struct {
 	creates *combiner[*createCall]
 	flows   flowQueues // task queues known to have flow keys (flow.go)
 
-	handedOver atomic.Uint64 // runs claimed from offers (handover.go)
+	handedOver      atomic.Uint64 // runs claimed from offers (handover.go)
+	claimedAtCreate atomic.Uint64 // runs claimed for waiting calls as created (direct.go)
 }
 
 var _ Store = (*DB)(nil)
@@ -162,6 +166,11 @@ func (db *DB) SubscribePending(taskQueueID string, capacity int) (<-chan struct{
 // SubscribePendingFunc implements Store.
 func (db *DB) SubscribePendingFunc(taskQueueID string, capacity int, woken func()) (<-chan struct{}, func()) {
 	return db.hub.SubscribeFunc(taskQueueID, capacity, woken)
+}
+
+// WaitForWork implements Store.
+func (db *DB) WaitForWork(taskQueueID string, capacity int, c *Claimant, woken func()) *Waiting {
+	return db.hub.Wait(taskQueueID, capacity, c, woken)
 }
 
 // q rewrites "?" placeholders for the dialect (cached).

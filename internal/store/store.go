@@ -99,6 +99,12 @@ type Store interface {
 	// goroutine blocked on ch: woken runs, in a goroutine of its own, each
 	// time a wake-up is put in ch.
 	SubscribePendingFunc(taskQueueID string, capacity int, woken func()) (ch <-chan struct{}, cancel func())
+	// WaitForWork is SubscribePendingFunc for a claimWork call: while the
+	// call is armed (Waiting.Arm), creates in this process may claim
+	// their new runs for the claimant as they create them, and wake the
+	// call to take them (Waiting.Claimed). The call must Leave, and
+	// answer with any claims Leave returns.
+	WaitForWork(taskQueueID string, capacity int, c *Claimant, woken func()) *Waiting
 
 	// The Index and Secrets services (index.go, secrets.go).
 	IndexStore

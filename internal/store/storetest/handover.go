@@ -153,40 +153,65 @@ func testHandoverRace(t *testing.T, stores []store.Store) {
 		wg      sync.WaitGroup
 	)
 	done := make(chan struct{})
+	record := func(worker string, res *store.ClaimResult) {
+		mu.Lock()
+		for _, cl := range res.Claims {
+			claims[cl.Task.TaskID]++
+			owner[cl.Task.TaskID] = worker
+		}
+		mu.Unlock()
+		settled.Add(int64(len(res.Claims)))
+	}
 	for c := range claimers {
 		wg.Go(func() {
 			s := stores[c%len(stores)]
 			worker := fmt.Sprintf("claimer-%d", c)
-			wake, unsubscribe := s.SubscribePending(testQueue, 1+c%3)
-			defer unsubscribe()
-			woken := false
+			// Half the claimers wait as claimWork does, armed: creates in
+			// their process claim for them (direct.go). Each long-poll
+			// ends after 50 ms and takes what was claimed for it as it
+			// leaves.
+			var claimant *store.Claimant
+			if c%2 == 0 {
+				claimant = &store.Claimant{WorkerGroup: workerGroup, WorkerID: worker, ClaimTimeout: claimTimeout}
+			}
 			for {
-				res, err := s.ClaimWork(ctx, store.ClaimWorkParams{
-					TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: worker, Count: 1 + c%3,
-					Now: now, TakenUntil: now.Add(claimTimeout), CheckQuarantine: true, SkipKnownEmpty: true, Woken: woken,
-				})
-				if err != nil {
-					errs.add(fmt.Errorf("%s: %w", worker, err))
-					return
+				waiting := s.WaitForWork(testQueue, 1+c%3, claimant, nil)
+				woken := false
+				for poll := time.After(50 * time.Millisecond); ; {
+					res := waiting.Claimed()
+					if res == nil {
+						var err error
+						res, err = s.ClaimWork(ctx, store.ClaimWorkParams{
+							TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: worker, Count: 1 + c%3,
+							Now: now, TakenUntil: now.Add(claimTimeout), CheckQuarantine: true, SkipKnownEmpty: true, Woken: woken,
+						})
+						if err != nil {
+							errs.add(fmt.Errorf("%s: %w", worker, err))
+							waiting.Leave()
+							return
+						}
+					}
+					record(worker, res)
+					if len(res.Claims) > 0 {
+						break // answered: the worker polls again
+					}
+					waiting.Arm()
+					select {
+					case <-waiting.C:
+						woken = true
+						continue
+					case <-poll:
+					case <-done:
+					}
+					break
 				}
-				mu.Lock()
-				for _, cl := range res.Claims {
-					claims[cl.Task.TaskID]++
-					owner[cl.Task.TaskID] = worker
-				}
-				mu.Unlock()
-				settled.Add(int64(len(res.Claims)))
-				if len(res.Claims) > 0 {
-					woken = false
-					continue
+				if res := waiting.Leave(); res != nil {
+					record(worker, res)
 				}
 				select {
-				case <-wake:
-					woken = true
-				case <-time.After(50 * time.Millisecond):
-					woken = false
 				case <-done:
 					return
+				default:
 				}
 			}
 		})
@@ -225,15 +250,16 @@ func testHandoverRace(t *testing.T, stores []store.Store) {
 	wg.Wait()
 	errs.require(t)
 
-	var handedOver uint64
+	var handedOver, atCreate uint64
 	for _, s := range stores {
 		if c, ok := s.(interface{ CombinedStats() store.CombinedStats }); ok {
 			handedOver += c.CombinedStats().HandedOverRuns
+			atCreate += c.CombinedStats().ClaimedAtCreate
 		}
 	}
 	n := 0
 	cancelled.Range(func(any, any) bool { n++; return true })
-	t.Logf("%d tasks on %d replica(s): %d cancelled while pending, %d runs handed over", tasks, len(stores), n, handedOver)
+	t.Logf("%d tasks on %d replica(s): %d cancelled while pending, %d runs handed over, %d claimed at create", tasks, len(stores), n, handedOver, atCreate)
 	ids := make([]string, 0, tasks)
 	for i := range tasks {
 		ids = append(ids, fmt.Sprintf("handover-%03d", i))

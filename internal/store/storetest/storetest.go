@@ -109,6 +109,7 @@ func Run(t *testing.T, open Opener) {
 		{"CancelTask", testCancelTask},
 		{"ClaimWork", testClaimWork},
 		{"ClaimHandover", testClaimHandover},
+		{"ClaimAtCreate", testClaimAtCreate},
 		{"ClaimTask", testClaimTask},
 		{"ReclaimTask", testReclaimTask},
 		{"Reports", testReports},
