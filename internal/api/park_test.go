@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
@@ -126,6 +127,10 @@ func TestParkedClaim(t *testing.T) {
 				require.Len(t, r.resp.Tasks, 1)
 				require.Equal(t, taskID, r.resp.Tasks[0].Status.TaskID)
 				require.NotEmpty(t, r.resp.Tasks[0].Credentials.AccessToken)
+				require.Equal(t, "running", r.resp.Tasks[0].Status.State)
+				// The parked call was waiting armed on a queue known drained:
+				// the create claimed the task for it (store/direct.go).
+				require.Equal(t, uint64(1), h.store.(*store.DB).CombinedStats().ClaimedAtCreate)
 			} else {
 				require.Empty(t, r.resp.Tasks)
 				require.NotNil(t, r.resp.Tasks, `an empty reply is {"tasks": []}`)
