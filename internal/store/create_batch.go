@@ -80,10 +80,11 @@ func (db *DB) runCreates(calls []*createCall) {
 	defs := map[string]string{} // taskId → the definition as stored
 	err := db.tryTx(ctx, func(tx *txn) error {
 		inserted = map[string]bool{}
-		w, err := tx.db.buildCreateBatch(batch, defs, direct, now)
+		w, err := tx.db.buildCreateBatch(batch, defs, direct)
 		if err != nil {
 			return err
 		}
+		w.quarantineCond, w.quarantineArgs = quarantineCondition(reserved, now)
 		if db.dialect.Assert != "" {
 			// One round trip with the COMMIT: the statement fails, and the
 			// transaction with it, unless every group took its tasks, every
@@ -115,13 +116,13 @@ func (db *DB) runCreates(calls []*createCall) {
 		}
 		return nil
 	})
-	db.settleDirectClaims(ctx, reserved, direct, err == nil, now)
+	db.settleDirectClaims(ctx, reserved, err == nil, now)
 	for _, c := range batch {
 		switch {
 		case err == nil && inserted[c.p.TaskID]:
 			c.res, c.err = newTaskResult(c.p), nil
 			c.res.Task.DefinitionJSON = defs[c.p.TaskID]
-			if dc := direct[c.p.TaskID]; dc != nil && dc.state != nil {
+			if dc := direct[c.p.TaskID]; dc != nil && dc.made() {
 				c.res = directResult(c.res, dc)
 			}
 		default:
@@ -177,7 +178,7 @@ type createdTask struct {
 // upsert's rows. A taskId already taken is missing from the insert's rows.
 // Rows go in key order, so two batches lock in one order. A task planned
 // for a direct claim goes in claimed, out of the pending order.
-func (db *DB) buildCreateBatch(calls []*createCall, defs map[string]string, direct map[string]*directClaim, now time.Time) (*createWrites, error) {
+func (db *DB) buildCreateBatch(calls []*createCall, defs map[string]string, direct map[string]*directClaim) (*createWrites, error) {
 	sorted := slices.Clone(calls)
 	slices.SortFunc(sorted, func(a, b *createCall) int { return strings.Compare(a.p.TaskID, b.p.TaskID) })
 
@@ -229,7 +230,6 @@ func (db *DB) buildCreateBatch(calls []*createCall, defs map[string]string, dire
 		w.membersArgs = append(w.membersArgs, state.Task.TaskGroupID, c.p.TaskID, state.Task.Expires.Millis())
 		w.created[c.p.TaskID] = createdTask{state: row, runs: runs, direct: row != state}
 	}
-	w.quarantineCond, w.quarantineArgs = quarantineCondition(direct, now)
 	w.tasksInsert = `INSERT INTO tasks (` + insertTaskColumns + `)
 		VALUES ` + strings.Join(values, ", ")
 	w.membersInsert = insertMembers + strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", len(sorted)), ", ")

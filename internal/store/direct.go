@@ -107,8 +107,7 @@ type reservation struct {
 	queueID string
 	q       *waiters
 	w       *waiter
-	room    int // runs it may still be given
-	claims  []Claimed
+	planned []*directClaim // the tasks it is given, highest priority first
 }
 
 // reserve takes armed claimants of the queue, longest-waiting first, with
@@ -130,7 +129,7 @@ func (h *Hub) reserve(taskQueueID string, runs int) []*reservation {
 			w.armed = false
 			w.reserved = make(chan struct{})
 			q.reserved++
-			out = append(out, &reservation{queueID: taskQueueID, q: q, w: w, room: w.capacity})
+			out = append(out, &reservation{queueID: taskQueueID, q: q, w: w})
 			runs -= w.capacity
 		}
 		w = next
@@ -194,12 +193,13 @@ func (db *DB) planDirectClaims(batch []*createCall) (map[string]*directClaim, []
 		})
 		i := 0
 		for _, r := range rs {
-			for ; r.room > 0 && i < len(calls); i++ {
+			for ; len(r.planned) < r.w.capacity && i < len(calls); i++ {
 				if direct == nil {
 					direct = map[string]*directClaim{}
 				}
-				direct[calls[i].p.TaskID] = &directClaim{r: r}
-				r.room--
+				dc := &directClaim{r: r}
+				direct[calls[i].p.TaskID] = dc
+				r.planned = append(r.planned, dc)
 			}
 		}
 	}
@@ -223,23 +223,23 @@ func (dc *directClaim) claim(state *queue.TaskState, now time.Time) bool {
 	return true
 }
 
+// made reports whether the task was claimed as planned (see claim).
+func (dc *directClaim) made() bool { return dc.state != nil }
+
 // quarantineCondition is an SQL condition true if none of the workers the
 // batch claims for is quarantined at now. The workers are joined from a
 // list, so each is one look-up by the table's key (a disjunction of the
 // keys had PostgreSQL scan the whole table, dead rows of the fleet's
 // touches included: 100 ms a batch beside 10,000 waiting workers).
-func quarantineCondition(direct map[string]*directClaim, now time.Time) (string, []any) {
-	seen := map[*waiter]bool{}
+func quarantineCondition(reserved []*reservation, now time.Time) (string, []any) {
 	var values []string
 	var args []any
-	for _, dc := range direct {
-		if dc.state == nil || seen[dc.r.w] {
+	for _, r := range reserved {
+		if !slices.ContainsFunc(r.planned, (*directClaim).made) {
 			continue
 		}
-		seen[dc.r.w] = true
-		c := dc.r.w.claimant
 		values = append(values, "(CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT))")
-		args = append(args, dc.state.Task.TaskQueueID, c.WorkerGroup, c.WorkerID)
+		args = append(args, r.queueID, r.w.claimant.WorkerGroup, r.w.claimant.WorkerID)
 	}
 	if len(values) == 0 {
 		return "", nil
@@ -274,24 +274,19 @@ func quarantineStatement(cond string, args []any) Statement {
 // settleDirectClaims hands each reserved call its claims after the batch
 // committed (ok), or sends it back to waiting. After a failure, the calls
 // whose workers are quarantined are excused from further claims at create.
-func (db *DB) settleDirectClaims(ctx context.Context, reserved []*reservation, direct map[string]*directClaim, ok bool, now time.Time) {
-	if ok {
-		for _, dc := range direct {
-			if dc.state == nil {
-				continue
-			}
-			// Cached for the worker's reports, which read it back.
-			db.defs.put(dc.state.TaskID, dc.state.DefinitionJSON, dc.state.Task)
-			dc.r.claims = append(dc.r.claims, Claimed{Task: dc.state, RunID: dc.state.LastRun().RunID})
-		}
-	}
+func (db *DB) settleDirectClaims(ctx context.Context, reserved []*reservation, ok bool, now time.Time) {
 	for _, r := range reserved {
-		if ok && len(r.claims) > 0 {
-			slices.SortStableFunc(r.claims, func(a, b Claimed) int {
-				return queue.PriorityWeight(b.Task.Task.Priority) - queue.PriorityWeight(a.Task.Task.Priority)
-			})
-			db.claimedAtCreate.Add(uint64(len(r.claims)))
-			db.hub.settle(r, &ClaimResult{Claims: r.claims}, false)
+		var claims []Claimed
+		for _, dc := range r.planned {
+			if ok && dc.made() {
+				// Cached for the worker's reports, which read it back.
+				db.defs.put(dc.state.TaskID, dc.state.DefinitionJSON, dc.state.Task)
+				claims = append(claims, Claimed{Task: dc.state, RunID: dc.state.LastRun().RunID})
+			}
+		}
+		if len(claims) > 0 {
+			db.claimedAtCreate.Add(uint64(len(claims)))
+			db.hub.settle(r, &ClaimResult{Claims: claims}, false)
 			continue
 		}
 		db.hub.settle(r, nil, !ok && db.claimantQuarantined(ctx, r, now))
