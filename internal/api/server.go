@@ -15,6 +15,7 @@ import (
 	mathrand "math/rand/v2"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,8 +114,13 @@ type Server struct {
 	extra   []Route
 	blobs   artifacts.Backend
 	objects ObjectService
+	// routes are the routes served, in registration order.
+	routes []Route
 	// tails are the routes ending in "{name...}" (cleanpath.go).
 	tails []tailRoute
+	// secretPaths find the secrets of routes' paths in any request's path,
+	// for the access log (redact.go).
+	secretPaths []secretPath
 
 	// touched remembers when this process last wrote a worker's
 	// bookkeeping records (store.WorkerKey → time.Time).
@@ -198,6 +204,7 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	s.routes = routes
 	for prefix, h := range opts.Handlers {
 		s.mux.Handle(prefix, h)
 	}
@@ -223,6 +230,10 @@ func New(opts Options) (*Server, error) {
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.logOtherRequests(http.HandlerFunc(s.routeVerbatim)) }
+
+// Routes returns the routes served, for tools and tests that walk them all
+// (the fuzz test of every route's parameters).
+func (s *Server) Routes() []Route { return slices.Clone(s.routes) }
 
 // Store returns the server's store.
 func (s *Server) Store() store.Store { return s.store }
@@ -281,6 +292,14 @@ var paramPatterns = map[string]*regexp.Regexp{
 	"name":          regexp.MustCompile(`^[\x20-\x7e]+$`),
 }
 
+// paramRanges bound the numeric URL parameters, from the schemas that
+// describe what they name: a run's runId is an integer from 0 to 1000 in
+// Taskcluster's task-status schema. A value outside never reaches a query
+// (PostgreSQL refused one above 2^31-1 as an integer column's value: a 500).
+var paramRanges = map[string]struct{ min, max int64 }{
+	"runId": {0, 1000},
+}
+
 var queryPatterns = map[string]*regexp.Regexp{
 	"limit":             regexp.MustCompile(`^[0-9]+$`),
 	"continuationToken": regexp.MustCompile(`^.+$`),
@@ -299,6 +318,9 @@ func (s *Server) register(rt Route) error {
 		}
 		if tr, ok := newTailRoute(p); ok {
 			s.tails = append(s.tails, tr)
+		}
+		if sp, ok := newSecretPath(p, rt.SecretParams); ok {
+			s.secretPaths = append(s.secretPaths, sp)
 		}
 		pattern := rt.Method + " " + p
 		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -522,6 +544,12 @@ func validateParams(c *Call) *Error {
 	for name, value := range c.Params {
 		if p, ok := paramPatterns[name]; ok && !p.MatchString(value) {
 			return InvalidParam(name, value, p)
+		}
+		if r, ok := paramRanges[name]; ok {
+			if n, err := strconv.ParseInt(value, 10, 64); err != nil || n < r.min || n > r.max {
+				return apiErrorf(CodeInvalidRequestArguments,
+					"Invalid URL patterns:\nURL parameter '%s' given as '%s' must be an integer from %d to %d", name, value, r.min, r.max)
+			}
 		}
 	}
 	allowed := map[string]bool{"bewit": true}

@@ -67,6 +67,9 @@ type Config struct {
 	Pprof string
 	// Ready, if set, receives the server's root URL once it is listening.
 	Ready func(rootURL string)
+	// Routes, if set, receives the API routes served before Ready is
+	// called (tests walk them all).
+	Routes func([]api.Route)
 }
 
 // Run serves until ctx is cancelled, then drains: open long-polls end with
@@ -182,6 +185,9 @@ func Run(ctx context.Context, cfg Config) error {
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(srv.Listener(ln)) }()
 	log.Info("hopper queue serving", "rootUrl", cfg.RootURL, "listen", ln.Addr().String(), "db", storeKind(cfg.DB))
+	if cfg.Routes != nil {
+		cfg.Routes(srv.Routes())
+	}
 	if cfg.Ready != nil {
 		cfg.Ready(cfg.RootURL)
 	}

@@ -93,7 +93,7 @@ func (db *DB) GetClient(ctx context.Context, clientID string) (*Client, error) {
 
 // ListClients implements Store.
 func (db *DB) ListClients(ctx context.Context, prefix string, page Page) ([]Client, string, error) {
-	out, next, err := listPage(ctx, db, page, func(after string) (string, []any, error) {
+	out, next, err := listPage(ctx, db, page, 1, func(after string) (string, []any, error) {
 		return "SELECT " + clientColumns + " FROM clients WHERE client_id > ? AND substr(client_id, 1, ?) = ? ORDER BY client_id LIMIT ?",
 			[]any{after, len(prefix), prefix}, nil
 	}, func(row rowScanner) (Client, error) {
