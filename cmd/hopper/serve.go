@@ -70,7 +70,7 @@ that encrypts stored tokens from HOPPER_SECRET_KEY (or one generated into
 				return fmt.Errorf("--deadline-delay must not be negative, got %s", cfg.DeadlineDelay)
 			}
 			cfg.Logger = newLogger(logLevel)
-			cfg.Version = version
+			cfg.Version = build().Short()
 			ctx, cancel := signalContext()
 			defer cancel()
 			return server.Run(ctx, cfg)
