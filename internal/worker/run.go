@@ -447,5 +447,9 @@ func (r *taskRun) cleanup() {
 		if err := os.RemoveAll(r.dir); err != nil {
 			r.logger.Warn("removing task directory", "error", err)
 		}
+	} else if r.dir != "" && r.confined {
+		if err := retireTaskDir(r.dir); err != nil {
+			r.logger.Warn("taking the kept task directory back from the task user", "error", err)
+		}
 	}
 }
