@@ -140,7 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	handlers := map[string]http.Handler{ui.Prefix: ui.Handler()}
+	handlers := map[string]http.Handler{ui.Prefix: ui.Handler(), ui.CLISigninPath: ui.CLISignin()}
 	if m, ok := blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}
