@@ -140,6 +140,8 @@ func Run(t *testing.T, open Opener) {
 		{"Artifacts", testArtifacts},
 		{"Clients", testClients},
 		{"Roles", testRoles},
+		{"AuditHistory", testAuditHistory},
+		{"ListTasks", testListTasks},
 		{"ExpireData", testExpireData},
 		{"SubscribePending", testSubscribePending},
 		{"Objects", testObjects},
@@ -397,3 +399,4 @@ func testCreateClaimComplete(t *testing.T, open Opener) {
 	require.Equal(t, queue.StateCompleted, done.Task.State())
 	require.NotNil(t, done.Changes[0].GroupResolved)
 }
+
