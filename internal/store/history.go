@@ -19,7 +19,6 @@ type HistoryStore interface {
 	ListTasks(ctx context.Context, f TaskFilter, page Page) ([]HistoryTask, string, error)
 }
 
-
 // TaskFilter narrows ListTasks; every field is optional.
 type TaskFilter struct {
 	// State is a task state: unscheduled, pending, running, completed,

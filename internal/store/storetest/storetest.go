@@ -399,4 +399,3 @@ func testCreateClaimComplete(t *testing.T, open Opener) {
 	require.Equal(t, queue.StateCompleted, done.Task.State())
 	require.NotNil(t, done.Changes[0].GroupResolved)
 }
-
