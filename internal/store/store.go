@@ -116,6 +116,9 @@ type Store interface {
 	// Flow control (flow.go).
 	FlowStore
 
+	// The forge integration (github.go).
+	GithubStore
+
 	Close() error
 }
 
