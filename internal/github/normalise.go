@@ -108,3 +108,7 @@ func firstString(m map[string]any, keys ...string) string {
 	}
 	return ""
 }
+
+// NormaliseGiteaPull rewrites a pull request from Gitea's or Forgejo's
+// API (as a comment's processing fetches it) into GitHub's shape.
+func NormaliseGiteaPull(pr map[string]any) { normalisePull(pr) }

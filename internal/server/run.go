@@ -53,6 +53,8 @@ type Config struct {
 	Artifacts string
 	// AMQP, if set, is the broker events are published to.
 	AMQP string
+	// ForgeConfig, if set, is the forges' configuration file (forge.Load).
+	ForgeConfig string
 	// RootAccessToken is the access token of the root client.
 	RootAccessToken string
 	// SecretKey encrypts access tokens at rest and signs blob URLs
@@ -148,25 +150,31 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer hookSvc.Close()
+	githubSvc, err := newGithubService(sec, st, key, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer githubSvc.Close()
 	srv, err := api.New(api.Options{
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
 		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
 		Artifacts: blobs, ExtraRoutes: slices.Concat(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st}),
-			flowapi.Routes(st), live.Routes(hub), hookSvc.routes, side.routes), Handlers: handlers,
+			flowapi.Routes(st), live.Routes(hub), hookSvc.routes, side.routes, githubSvc.routes), Handlers: handlers,
 		Objects: side.objects,
 	})
 	if err != nil {
 		return fmt.Errorf("building API: %w", err)
 	}
 	hookSvc.bind(srv)
+	githubSvc.bind(srv)
 	// The background duties publish what they change through the API
 	// server, so their events and metrics are those of API calls.
 	duties := maintenance.NewMaintainer(slices.Concat([]maintenance.Service{
 		&maintenance.ClaimExpirer{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log},
 		&maintenance.DeadlineResolver{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log, Delay: cfg.DeadlineDelay},
 		&maintenance.DataExpirer{Store: st, Blobs: blobs, Clock: cfg.Clock, Logger: log, Interval: cfg.ExpireEvery},
-	}, side.duties, hookSvc.duties(log))...)
+	}, side.duties, hookSvc.duties(log), githubSvc.duties)...)
 	duties.Start(ctx)
 	defer duties.Stop()
 
