@@ -18,8 +18,8 @@ func FakeEvent(tasksFor, action, org, repo string, overrides map[string]any) (*E
 		"url": "https://api.github.com/repos/" + org + "/" + repo, "default_branch": "main", "private": false}
 	pull := map[string]any{"number": json.Number("1"), "title": "A pull request", "state": "open", "user": user,
 		"html_url": "https://github.com/" + org + "/" + repo + "/pull/1",
-		"head": map[string]any{"ref": "feature", "sha": sha, "label": org + ":feature", "user": user, "repo": repository},
-		"base": map[string]any{"ref": "main", "sha": before, "label": org + ":main", "user": user, "repo": repository}}
+		"head":     map[string]any{"ref": "feature", "sha": sha, "label": org + ":feature", "user": user, "repo": repository},
+		"base":     map[string]any{"ref": "main", "sha": before, "label": org + ":main", "user": user, "repo": repository}}
 	body := map[string]any{"repository": repository, "sender": user}
 	name := ""
 	switch tasksFor {

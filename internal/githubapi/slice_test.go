@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/github"
 	. "github.com/hopper-ci/hopper/internal/githubapi"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
@@ -68,7 +70,7 @@ func setup(t *testing.T) *bundle {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	sec, err := server.NewSecurity(ctx, db, rootToken, key, clock, log)
 	require.NoError(t, err)
-	var srv *api.Server
+	var srv *queueapi.Server
 	var handler http.Handler
 	b := &bundle{}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
@@ -87,15 +89,16 @@ func setup(t *testing.T) *bundle {
 		Changes: publisherFunc(func(ctx context.Context, changes []store.Change) { srv.Publish(ctx, changes) }),
 	}, []*forge.Forge{f})
 	require.NoError(t, err)
-	srv, err = api.New(api.Options{
-		Config: api.Config{RootURL: hs.URL, Version: "test"},
-		Store:  db, Clock: clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer, Logger: log,
-		ExtraRoutes: append(Routes(svc, "test", clock.Now()),
+	srv, err = queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: hs.URL, Version: "test"}, Store: db, Clock: clock,
+		Issuer: sec.Issuer, Logger: log})
+	require.NoError(t, err)
+	httpSrv, err := api.New(api.Options{Clock: clock, Authorizer: sec.Authorizer, Logger: log,
+		Routes: slices.Concat(srv.Routes(), Routes(svc, "test", clock.Now()),
 			authapi.Routes(authapi.Deps{Store: db, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
-				Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log})...),
+				Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log})),
 	})
 	require.NoError(t, err)
-	handler = srv.Handler()
+	handler = httpSrv.Handler()
 	root := &tcclient.Client{RootURL: hs.URL, MaxRetries: -1, Credentials: &tcclient.Credentials{ClientID: server.RootClientID, AccessToken: rootToken}}
 	*b = bundle{clock: clock, store: db, root: root, svc: svc, gh: gh, url: hs.URL}
 	return b

@@ -15,6 +15,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/githubapi"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -29,7 +30,7 @@ type githubService struct {
 	amqp   *events.AMQP
 
 	mu  sync.RWMutex
-	srv *api.Server
+	srv *queueapi.Server
 }
 
 func newGithubService(sec *Security, st store.Store, key [32]byte, cfg Config, log *slog.Logger) (*githubService, error) {
@@ -77,13 +78,13 @@ func (g *githubService) Close() {
 	}
 }
 
-func (g *githubService) bind(srv *api.Server) {
+func (g *githubService) bind(srv *queueapi.Server) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.srv = srv
 }
 
-func (g *githubService) server() *api.Server {
+func (g *githubService) server() *queueapi.Server {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return g.srv
