@@ -101,6 +101,15 @@ func (s *Service) process(ctx context.Context, d *store.GithubDelivery) (*outcom
 		if j.installation, err = s.Store.GetGithubInstallation(ctx, f.Host, e.Organization); err != nil {
 			return nil, err
 		}
+		if j.installation == 0 {
+			// Not heard of by an installation event: ask GitHub.
+			if j.installation, err = f.RepositoryInstallation(ctx, e.Organization, e.Repository); err != nil {
+				return nil, fmt.Errorf("finding the App's installation: %w", err)
+			}
+			if j.installation == 0 {
+				return nil, permanent{fmt.Errorf("the GitHub App is not installed on %s/%s", e.Organization, e.Repository)}
+			}
+		}
 	}
 	if err := j.run(ctx); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -339,3 +340,5 @@ func TestPushErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, builds)
 }
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -443,3 +443,15 @@ func (g *GitHub) checkJWT(token string) error {
 	}
 	return nil
 }
+
+// IssueToken issues a token for a token forge (a Gitea bot's access
+// token) that acts like the installation's.
+func (g *GitHub) IssueToken(installation int64) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	tok := make([]byte, 20)
+	_, _ = rand.Read(tok)
+	token := "gta_" + base64.RawURLEncoding.EncodeToString(tok)
+	g.tokens[token] = installation
+	return token
+}
