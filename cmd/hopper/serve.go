@@ -1,11 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hopper-ci/hopper/internal/cli"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
@@ -58,17 +58,17 @@ that encrypts stored tokens from HOPPER_SECRET_KEY (or one generated into
 			cfg.RootAccessToken = env("HOPPER_ROOT_ACCESS_TOKEN", "")
 			cfg.SecretKey = env("HOPPER_SECRET_KEY", "")
 			if cfg.RootAccessToken == "" {
-				return errors.New("HOPPER_ROOT_ACCESS_TOKEN is not set: hopper serve needs the root client's access token " +
-					"(22–66 characters of A-Z a-z 0-9 _ -); generate one with `openssl rand -base64 33 | tr '+/' '-_'`, or use `hopper dev`")
+				return &cli.ExitError{Code: cli.ExitUsage, Msg: "HOPPER_ROOT_ACCESS_TOKEN is not set: hopper serve needs the root client's access token " +
+					"(22–66 characters of A-Z a-z 0-9 _ -); generate one with `openssl rand -base64 33 | tr '+/' '-_'`, or use `hopper dev`"}
 			}
 			if cfg.ClaimTimeout <= 0 {
-				return fmt.Errorf("--claim-timeout must be positive, got %s", cfg.ClaimTimeout)
+				return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("--claim-timeout must be positive, got %s", cfg.ClaimTimeout)}
 			}
 			if cfg.ExpireEvery <= 0 {
-				return fmt.Errorf("--expire-interval must be positive, got %s", cfg.ExpireEvery)
+				return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("--expire-interval must be positive, got %s", cfg.ExpireEvery)}
 			}
 			if cfg.DeadlineDelay < 0 {
-				return fmt.Errorf("--deadline-delay must not be negative, got %s", cfg.DeadlineDelay)
+				return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("--deadline-delay must not be negative, got %s", cfg.DeadlineDelay)}
 			}
 			cfg.Logger = newLogger(logLevel)
 			cfg.Version = build().Short()
