@@ -148,18 +148,24 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer hookSvc.Close()
+	wmSvc, err := newWorkerManagerService(sec, st, log, cfg.Version, cfg.AMQP)
+	if err != nil {
+		return err
+	}
+	defer wmSvc.Close()
 	srv, err := api.New(api.Options{
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
 		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
 		Artifacts: blobs, ExtraRoutes: slices.Concat(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st}),
-			flowapi.Routes(st), live.Routes(hub), hookSvc.routes, side.routes), Handlers: handlers,
+			flowapi.Routes(st), live.Routes(hub), hookSvc.routes, side.routes, wmSvc.routes), Handlers: handlers,
 		Objects: side.objects,
 	})
 	if err != nil {
 		return fmt.Errorf("building API: %w", err)
 	}
 	hookSvc.bind(srv)
+	wmSvc.bind(srv)
 	// The background duties publish what they change through the API
 	// server, so their events and metrics are those of API calls.
 	duties := maintenance.NewMaintainer(slices.Concat([]maintenance.Service{

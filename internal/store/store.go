@@ -116,6 +116,9 @@ type Store interface {
 	// Flow control (flow.go).
 	FlowStore
 
+	// The Worker Manager service (workermanager.go).
+	WorkerManagerStore
+
 	Close() error
 }
 
