@@ -15,13 +15,18 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hopper-ci/hopper/internal/buildinfo"
 	"github.com/hopper-ci/hopper/internal/cli"
 	"github.com/hopper-ci/hopper/internal/gctune"
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, when set at build time with -ldflags "-X main.version=...",
+// overrides the version the build recorded (internal/buildinfo).
+var version string
+
+// build is what this binary knows of its own build.
+func build() buildinfo.Info { return buildinfo.Read(version) }
 
 func main() {
 	// The collector's target follows the live heap (internal/gctune) for
@@ -53,7 +58,7 @@ func rootCommand() *cobra.Command {
 		Short:         "A self-hosted task queue for CI and batch work, compatible with Taskcluster's Queue API",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       build().String(),
 		// Arbitrary arguments reach RunE, which refuses them with exit
 		// 64; cobra's own "unknown command" error would exit 1.
 		Args: cobra.ArbitraryArgs,
@@ -68,6 +73,7 @@ func rootCommand() *cobra.Command {
 			return &cli.ExitError{Code: cli.ExitUsage, Msg: msg}
 		},
 	}
+	root.SetVersionTemplate("hopper version {{.Version}}\n")
 	root.SuggestionsMinimumDistance = 2
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("%v (see %s --help)", err, c.CommandPath()), Err: err}

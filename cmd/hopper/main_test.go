@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,4 +65,35 @@ func TestWorkerDrainIsNotAnError(t *testing.T) {
 	require.Equal(t, worker.ExitDrained, w.ExitCode())
 	require.Contains(t, w.Logs(), "worker drained")
 	require.NotContains(t, w.Logs(), "hopper:")
+}
+
+// TestVersionNamesTheCommit builds hopper as a user does in a checkout
+// (go build, with VCS stamping on whatever GOFLAGS says) and checks that
+// `hopper --version` names the checkout's commit, not a placeholder.
+func TestVersionNamesTheCommit(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: skips building the hopper binary")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	root := e2e.RepoRoot()
+	head, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(root, ".git")); err != nil || !fi.IsDir() {
+		// cmd/go looks for a .git directory; a `git worktree` has a file.
+		t.Skip("Go stamps no VCS information in a git worktree; run this in a clone")
+	}
+	bin := filepath.Join(t.TempDir(), "hopper")
+	build := exec.Command("go", "build", "-buildvcs=true", "-o", bin, "./cmd/hopper")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+	out, err = exec.Command(bin, "--version").Output()
+	require.NoError(t, err)
+	require.Regexp(t, `^hopper version \S+ \(.*built with go`, string(out))
+	require.Contains(t, string(out), strings.TrimSpace(string(head))[:12], "names the commit it was built from")
 }

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/maintenance"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
 )
 
@@ -27,7 +27,7 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	f.StringVar(&cfg.DB, "db", env("HOPPER_DB", ""), "store: sqlite:PATH or a postgres:// URL (default sqlite in --data-dir) (HOPPER_DB)")
 	f.IntVar(&cfg.Store.Batches, "db-batches", envInt("HOPPER_DB_BATCHES", 0), "PostgreSQL: concurrent transactions of combined task updates and creates (0: the default, 1; -1: every call alone) (HOPPER_DB_BATCHES)")
 	f.StringVar(&cfg.DataDir, "data-dir", env("HOPPER_DATA_DIR", defaultDataDir), "directory for the SQLite file, blobs and keys (HOPPER_DATA_DIR)")
-	f.DurationVar(&cfg.ClaimTimeout, "claim-timeout", envDuration("HOPPER_CLAIM_TIMEOUT", api.DefaultClaimTimeout), "how long a claim lasts before it must be reclaimed (HOPPER_CLAIM_TIMEOUT)")
+	f.DurationVar(&cfg.ClaimTimeout, "claim-timeout", envDuration("HOPPER_CLAIM_TIMEOUT", queueapi.DefaultClaimTimeout), "how long a claim lasts before it must be reclaimed (HOPPER_CLAIM_TIMEOUT)")
 	f.DurationVar(&cfg.DeadlineDelay, "deadline-delay", envDuration("HOPPER_DEADLINE_DELAY", maintenance.DefaultDeadlineDelay), "delay after a deadline before unresolved tasks are resolved (HOPPER_DEADLINE_DELAY)")
 	f.StringVar(&cfg.Artifacts, "artifacts", env("HOPPER_ARTIFACTS", ""), "artifact storage: local (default, under --data-dir), local:DIR or s3://BUCKET?endpoint=HOST:PORT&region=R (HOPPER_ARTIFACTS)")
 	f.StringVar(&cfg.AMQP, "amqp", env("HOPPER_AMQP", ""), "publish task events to this AMQP broker, e.g. amqp://guest:guest@127.0.0.1:5672/ (HOPPER_AMQP)")
@@ -70,7 +70,7 @@ that encrypts stored tokens from HOPPER_SECRET_KEY (or one generated into
 				return fmt.Errorf("--deadline-delay must not be negative, got %s", cfg.DeadlineDelay)
 			}
 			cfg.Logger = newLogger(logLevel)
-			cfg.Version = version
+			cfg.Version = build().Short()
 			ctx, cancel := signalContext()
 			defer cancel()
 			return server.Run(ctx, cfg)

@@ -36,7 +36,7 @@ type Response struct {
 	Keys        []Key  `json:"keys"`
 }
 
-// Routes returns the route for api.Options.ExtraRoutes.
+// Routes returns the route for api.Options.Routes.
 func Routes(st store.FlowStore) []api.Route {
 	return []api.Route{{
 		Name: "flowKeys", Method: http.MethodGet,

@@ -34,7 +34,7 @@ var (
 	taskQueuePattern = regexp.MustCompile(`^([a-zA-Z0-9-_]{1,38})/([a-z]([-a-z0-9]{0,36}[a-z0-9])?)$`)
 )
 
-// Routes returns the stream's route for api.Options.ExtraRoutes.
+// Routes returns the stream's route for api.Options.Routes.
 //
 // Query parameters narrow the stream, like a Pulse binding: taskId (that
 // task's events), taskGroupId (its tasks' events and the group's own),

@@ -12,6 +12,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/hooksapi"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -28,7 +29,7 @@ type hookService struct {
 	amqp     *events.AMQP
 
 	mu  sync.RWMutex
-	srv *api.Server
+	srv *queueapi.Server
 }
 
 // newHookService builds the service; amqpURL is the broker hooks'
@@ -74,7 +75,7 @@ func (h *hookService) duties(log *slog.Logger) []maintenance.Service {
 }
 
 // bind gives the service the API server whose createTask hooks use.
-func (h *hookService) bind(srv *api.Server) {
+func (h *hookService) bind(srv *queueapi.Server) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.srv = srv

@@ -21,6 +21,8 @@ import (
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/queueapi"
+	"github.com/hopper-ci/hopper/internal/schema"
 	"github.com/hopper-ci/hopper/internal/secretsapi"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/superseder"
@@ -43,7 +45,7 @@ type Config struct {
 	// after a deadline unresolved tasks are resolved.
 	ClaimTimeout  time.Duration
 	DeadlineDelay time.Duration
-	// LongPoll bounds claimWork's wait (default api.DefaultLongPoll).
+	// LongPoll bounds claimWork's wait (default queueapi.DefaultLongPoll).
 	LongPoll time.Duration
 	// ExpireEvery is how often expired tasks, artifacts (rows and blobs)
 	// and other records are deleted (default maintenance.DefaultExpireEvery). Tests shorten it to
@@ -130,9 +132,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer relay.Close()
 	}
-	ep := api.NewEventPublisher(out, log)
+	ep := queueapi.NewEventPublisher(out, log)
 	defer ep.Close()
-	var publisher api.Publisher = ep
+	var publisher queueapi.Publisher = ep
 
 	sec, err := NewSecurity(ctx, st, cfg.RootAccessToken, key, cfg.Clock, log)
 	if err != nil {
@@ -153,13 +155,23 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer wmSvc.Close()
-	srv, err := api.New(api.Options{
-		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
-		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
-		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
-		Artifacts: blobs, ExtraRoutes: slices.Concat(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st}),
+	schemas, err := schema.New()
+	if err != nil {
+		return err
+	}
+	metrics := queueapi.NewMetrics(st, cfg.Clock)
+	srv, err := queueapi.New(queueapi.Options{
+		Config: queueapi.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
+		Store:  st, Clock: cfg.Clock, Issuer: sec.Issuer, Publisher: publisher, Logger: log, Metrics: metrics,
+		Schemas: schemas, Artifacts: blobs, Objects: side.objects,
+	})
+	if err != nil {
+		return fmt.Errorf("building the queue: %w", err)
+	}
+	httpSrv, err := api.New(api.Options{
+		Clock: cfg.Clock, Authorizer: sec.Authorizer, Logger: log, Metrics: api.NewMetrics(metrics.Collectors()...), Schemas: schemas,
+		Routes: slices.Concat(srv.Routes(), extraRoutes(sec, st, srv, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st}),
 			flowapi.Routes(st), live.Routes(hub), hookSvc.routes, side.routes, wmSvc.routes), Handlers: handlers,
-		Objects: side.objects,
 	})
 	if err != nil {
 		return fmt.Errorf("building API: %w", err)
@@ -183,10 +195,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer stop()
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleConnTimeout,
+	serving := &http.Server{Handler: httpSrv.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleConnTimeout,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(srv.Listener(ln)) }()
+	go func() { errc <- serving.Serve(httpSrv.Listener(ln)) }()
 	log.Info("hopper queue serving", "rootUrl", cfg.RootURL, "listen", ln.Addr().String(), "db", storeKind(cfg.DB))
 	if cfg.Ready != nil {
 		cfg.Ready(cfg.RootURL)
@@ -202,7 +214,7 @@ func Run(ctx context.Context, cfg Config) error {
 	_ = hub.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := httpSrv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := serving.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutting down: %w", err)
 	}
 	// No request is served any more: what the last claims queued for the
@@ -231,14 +243,14 @@ func storeKind(spec string) string {
 }
 
 // extraRoutes are the routes served beside the Queue API.
-func extraRoutes(sec *Security, st store.Store, log *slog.Logger, version string) []api.Route {
+func extraRoutes(sec *Security, st store.Store, queue *queueapi.Server, log *slog.Logger, version string) []api.Route {
 	var routes []api.Route
 	routes = append(routes, authapi.Routes(authapi.Deps{
 		Store: st, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
 		Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log,
 	})...)
 	routes = append(routes, api.VersionRoute(authapi.BasePath, version))
-	routes = append(routes, indexapi.Routes(indexapi.Deps{Store: st, Version: version})...)
+	routes = append(routes, indexapi.Routes(indexapi.Deps{Store: st, Artifacts: queue, Version: version})...)
 	routes = append(routes, secretsapi.Routes(secretsapi.Deps{Store: st, Sealer: sec.Sealer, Caller: sec.Authorizer.Caller,
 		Logger: log, Version: version})...)
 	return routes

@@ -10,6 +10,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/object"
 	"github.com/hopper-ci/hopper/internal/purgecache"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // their background expiry.
 type sideServices struct {
 	routes  []api.Route
-	objects api.ObjectService
+	objects queueapi.ObjectService
 	duties  []maintenance.Service
 }
 

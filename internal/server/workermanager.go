@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -25,8 +26,15 @@ type workerManagerService struct {
 	st     store.Store
 
 	mu       sync.RWMutex
-	srv      *api.Server
+	srv      queueServer
 	resolver *maintenance.WorkerRunResolver
+}
+
+// queueServer is what the service needs of the queue's server: writing
+// the workers' queued records, and publishing task changes.
+type queueServer interface {
+	Flush(ctx context.Context) error
+	maintenance.EventPublisher
 }
 
 // defaultProviders are the providers every hopper offers: "static", for
@@ -44,7 +52,7 @@ func newWorkerManagerService(sec *Security, st store.Store, log *slog.Logger, ve
 		}
 		s.amqp, publisher = amqp, amqp
 	}
-	routes, err := workermanagerapi.Routes(workermanagerapi.Deps{Store: st, Queue: s, Resolver: s, Issuer: sec.Issuer,
+	routes, err := workermanagerapi.Routes(workermanagerapi.Deps{Store: st, Queue: s, Resolver: s, Issuer: workerIssuer{sec.Issuer},
 		Providers: defaultProviders, Publisher: publisher, Caller: sec.Authorizer.Caller, Logger: log, Version: version})
 	if err != nil {
 		return nil, err
@@ -56,14 +64,14 @@ func newWorkerManagerService(sec *Security, st store.Store, log *slog.Logger, ve
 // bind gives the service the queue's API server: reads of the queue's
 // workers first write what its claims queued, and resolved runs publish
 // their events as the queue's own changes do.
-func (s *workerManagerService) bind(srv *api.Server) {
+func (s *workerManagerService) bind(srv queueServer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.srv = srv
 	s.resolver = &maintenance.WorkerRunResolver{Store: s.st, Publisher: srv}
 }
 
-func (s *workerManagerService) server() (*api.Server, *maintenance.WorkerRunResolver) {
+func (s *workerManagerService) server() (queueServer, *maintenance.WorkerRunResolver) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.srv, s.resolver
@@ -108,4 +116,15 @@ func (s *workerManagerService) Close() {
 	if s.amqp != nil {
 		_ = s.amqp.Close()
 	}
+}
+
+// workerIssuer signs registered workers' credentials with the queue's
+// issuing identity, as the other temporary credentials hopper hands out.
+type workerIssuer struct{ *TaskIssuer }
+
+// WorkerCredentials implements workermanagerapi.Issuer.
+func (i workerIssuer) WorkerCredentials(clientID string, scopes []string, start, expiry time.Time) (auth.Credentials, error) {
+	return auth.CreateTemporaryCredentials(auth.TemporaryCredentialsOptions{
+		ClientID: clientID, Start: start, Expiry: expiry, Scopes: scopes, Issuer: i.creds,
+	})
 }

@@ -45,7 +45,7 @@ type ServerOptions struct {
 var number = regexp.MustCompile(`^[0-9]+$`)
 
 // Routes returns the built-in superseder's API routes for
-// api.Options.ExtraRoutes:
+// api.Options.Routes:
 //
 //	GET /api/superseder/v1/list/<age>/<size>/<key>?taskId=<taskId>
 //	GET /api/superseder/v1/list/<key>?taskId=<taskId>   (server thresholds)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
 	"github.com/hopper-ci/hopper/internal/store/storetest"
@@ -79,8 +80,8 @@ func (allowAll) Authorize(*api.Call, string, map[string]any) error { return nil 
 
 type noCredentials struct{}
 
-func (noCredentials) TaskCredentials(string, int, string, string, time.Time, time.Time, []string) (api.Credentials, error) {
-	return api.Credentials{}, nil
+func (noCredentials) TaskCredentials(string, int, string, string, time.Time, time.Time, []string) (queueapi.Credentials, error) {
+	return queueapi.Credentials{}, nil
 }
 
 // TestListEndpoint serves the built-in superseder from a real SQLite store
@@ -130,10 +131,10 @@ func TestListEndpoint(t *testing.T) {
 
 	serve := func(opts superseder.ServerOptions) string {
 		opts.Store = st
-		srv, err := api.New(api.Options{
-			Config: api.Config{RootURL: "http://example"}, Store: st, Clock: testclock.New(now),
-			Authorizer: allowAll{}, Issuer: noCredentials{}, ExtraRoutes: superseder.Routes(opts),
-		})
+		clock := testclock.New(now)
+		queueSrv, err := queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: "http://example"}, Store: st, Clock: clock, Issuer: noCredentials{}})
+		require.NoError(t, err)
+		srv, err := api.New(api.Options{Clock: clock, Authorizer: allowAll{}, Routes: append(queueSrv.Routes(), superseder.Routes(opts)...)})
 		require.NoError(t, err)
 		hs := httptest.NewServer(srv.Handler())
 		t.Cleanup(hs.Close)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/buildinfo"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
@@ -20,8 +21,9 @@ import (
 	"github.com/hopper-ci/hopper/internal/worker/tcproxy"
 )
 
-// Version is the worker implementation version printed in task logs.
-const Version = "hopper-worker/0.1"
+// Version is the worker implementation version printed in task logs: the
+// build's version (internal/buildinfo), so a log names the code that ran it.
+var Version = "hopper-worker/" + buildinfo.Read("").Short()
 
 type logLine struct {
 	warn bool

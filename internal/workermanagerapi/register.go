@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -65,17 +66,17 @@ func (h *handlers) registerWorker(c *api.Call) (any, error) {
 	h.Logger.Info("worker registered", "worker", k.String(), "expires", reg.Expires)
 	h.publish(c, exchangeWorkerRunning, workerMessage(w, "", c.Now))
 	return struct {
-		Expires      queue.Time      `json:"expires"`
-		Credentials  api.Credentials `json:"credentials"`
-		WorkerConfig json.RawMessage `json:"workerConfig"`
-		Secret       string          `json:"secret"`
+		Expires      queue.Time       `json:"expires"`
+		Credentials  auth.Credentials `json:"credentials"`
+		WorkerConfig json.RawMessage  `json:"workerConfig"`
+		Secret       string           `json:"secret"`
 	}{timeOut(reg.Expires), creds, pool.WorkerConfig(), secret}, nil
 }
 
 // credentials issues a registered worker's temporary credentials, named
 // after the worker and signed by hopper's issuer.
-func (h *handlers) credentials(w *workermanager.Worker, c *api.Call, reg workermanager.Registration) (api.Credentials, error) {
-	return h.Issuer.ScopedCredentials(w.ClientID(), w.CredentialScopes(), c.Now.Add(-workermanager.CredentialStartSkew), reg.Expires)
+func (h *handlers) credentials(w *workermanager.Worker, c *api.Call, reg workermanager.Registration) (auth.Credentials, error) {
+	return h.Issuer.WorkerCredentials(w.ClientID(), w.CredentialScopes(), c.Now.Add(-workermanager.CredentialStartSkew), reg.Expires)
 }
 
 // reregisterWorker trades the secret of the last registration for fresh
@@ -116,8 +117,8 @@ func (h *handlers) reregisterWorker(c *api.Call) (any, error) {
 		return nil, err
 	}
 	return struct {
-		Expires     queue.Time      `json:"expires"`
-		Credentials api.Credentials `json:"credentials"`
-		Secret      string          `json:"secret"`
+		Expires     queue.Time       `json:"expires"`
+		Credentials auth.Credentials `json:"credentials"`
+		Secret      string           `json:"secret"`
 	}{timeOut(reg.Expires), creds, secret}, nil
 }

@@ -51,12 +51,18 @@ type RunResolver interface {
 	ResolveWorkerRuns(ctx context.Context, key store.WorkerKey, now time.Time) (int, error)
 }
 
+// Issuer issues a registered worker's temporary credentials, named
+// clientID, signed by hopper's issuing identity.
+type Issuer interface {
+	WorkerCredentials(clientID string, scopes []string, start, expiry time.Time) (auth.Credentials, error)
+}
+
 // Deps are what the Worker Manager API needs. Store, Queue, Issuer and
 // Providers are required.
 type Deps struct {
 	Store     store.WorkerManagerStore
 	Queue     QueueWorkers
-	Issuer    api.ScopedIssuer
+	Issuer    Issuer
 	Providers []Provider
 	// Resolver, if set, resolves a removed worker's claimed runs.
 	Resolver RunResolver

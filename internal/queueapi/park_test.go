@@ -1,4 +1,4 @@
-package api_test
+package queueapi_test
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
@@ -226,7 +226,7 @@ func TestParkedClaimsEndTogether(t *testing.T) {
 			continue
 		}
 		require.Empty(t, r.resp.Tasks)
-		require.GreaterOrEqual(t, r.took, api.ShortestLongPoll(longPoll), "a long-poll ended early")
+		require.GreaterOrEqual(t, r.took, queueapi.ShortestLongPoll(longPoll), "a long-poll ended early")
 		if shortest == 0 || r.took < shortest {
 			shortest = r.took
 		}

@@ -1,4 +1,4 @@
-package api
+package queueapi
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/slugid"
@@ -61,16 +62,16 @@ type ArtifactPublisher interface {
 
 // artifactRoutes is the artifact part of the Queue API
 // (docs/contract/queue.md §5.1, §5.7).
-func (s *Server) artifactRoutes() []Route {
+func (s *Server) artifactRoutes() []api.Route {
 	q := func(p string) []string { return []string{queueBase + p} }
 	paged := []string{"continuationToken", "limit"}
-	createScopes := scope("queue:create-artifact:<taskId>/<runId>")
+	createScopes := api.Scope("queue:create-artifact:<taskId>/<runId>")
 	// The get-artifact family needs a scope for every name on the link
 	// chain, so it is authorized in the handler as links are followed.
-	getScopes := allOf(forEach("name", "names", "queue:get-artifact:<name>"))
-	runList := scope("queue:list-artifacts:<taskId>:<runId>")
-	latestList := scope("queue:list-artifacts:<taskId>")
-	return []Route{
+	getScopes := api.AllOf(api.ForEach("name", "names", "queue:get-artifact:<name>"))
+	runList := api.Scope("queue:list-artifacts:<taskId>:<runId>")
+	latestList := api.Scope("queue:list-artifacts:<taskId>")
+	return []api.Route{
 		{Name: "createArtifact", Method: http.MethodPost, Paths: q("/task/{taskId}/runs/{runId}/artifacts/{name...}"),
 			Input: "post-artifact-request", Scopes: createScopes, EarlyScopes: true, Handle: s.createArtifact},
 		{Name: "finishArtifact", Method: http.MethodPut, Paths: q("/task/{taskId}/runs/{runId}/artifacts/{name...}"),
@@ -138,7 +139,7 @@ func toArtifactJSON(a *store.Artifact) (artifactJSON, error) {
 // runIDParam parses the runId URL parameter. The pattern admits numbers too
 // large for an int; those name no run, so ok is false rather than the
 // value silently becoming 0.
-func runIDParam(c *Call) (runID int, ok bool) {
+func runIDParam(c *api.Call) (runID int, ok bool) {
 	n, err := strconv.Atoi(c.Params["runId"])
 	return n, err == nil && n >= 0
 }
@@ -256,7 +257,7 @@ func recreateArtifact(existing, next *store.Artifact) (*store.Artifact, error) {
 	return &out, nil
 }
 
-func (s *Server) createArtifact(c *Call) (any, error) {
+func (s *Server) createArtifact(c *api.Call) (any, error) {
 	taskID, name := c.Params["taskId"], c.Params["name"]
 	var in createArtifactInput
 	if err := c.Decode(&in); err != nil {
@@ -348,7 +349,7 @@ func (s *Server) createArtifact(c *Call) (any, error) {
 // resolveArtifact follows links from name within one run, authorizing the
 // get-artifact scope of every name visited (docs/contract/queue.md
 // §5.7). firstChecked says the caller already authorized name itself.
-func (s *Server) resolveArtifact(c *Call, taskID string, runID int, name string, firstChecked bool) (*store.Artifact, artifactDetails, error) {
+func (s *Server) resolveArtifact(c *api.Call, taskID string, runID int, name string, firstChecked bool) (*store.Artifact, artifactDetails, error) {
 	names := []string{name}
 	for {
 		if !firstChecked || len(names) > 1 {
@@ -358,13 +359,13 @@ func (s *Server) resolveArtifact(c *Call, taskID string, runID int, name string,
 		}
 		a, err := s.store.GetArtifact(c.Context(), taskID, runID, names[len(names)-1])
 		if errors.Is(err, store.ErrNotFound) || (err == nil && !a.Present) {
-			return nil, artifactDetails{}, NotFoundf("Artifact not found")
+			return nil, artifactDetails{}, api.NotFoundf("Artifact not found")
 		}
 		if err != nil {
 			return nil, artifactDetails{}, err
 		}
 		if a.Expires.Before(c.Now) {
-			return nil, artifactDetails{}, apiErrorf(CodeResourceExpired, "Artifact expired")
+			return nil, artifactDetails{}, api.Errorf(api.CodeResourceExpired, "Artifact expired")
 		}
 		d, err := decodeDetails(a)
 		if err != nil {
@@ -385,13 +386,13 @@ func (s *Server) resolveArtifact(c *Call, taskID string, runID int, name string,
 func (s *Server) latestRun(ctx context.Context, taskID string) (int, error) {
 	t, err := s.store.GetTask(ctx, taskID)
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, NotFoundf("Task not found")
+		return 0, api.NotFoundf("Task not found")
 	}
 	if err != nil {
 		return 0, err
 	}
 	if len(t.Runs) == 0 {
-		return 0, NotFoundf("Task doesn't have any runs")
+		return 0, api.NotFoundf("Task doesn't have any runs")
 	}
 	return len(t.Runs) - 1, nil
 }
@@ -399,7 +400,7 @@ func (s *Server) latestRun(ctx context.Context, taskID string) (int, error) {
 // resolveCall resolves the artifact a get-artifact-family call names: on
 // the run in the URL, or (latest) on the task's last run after checking the
 // scope of the requested name before anything is loaded.
-func (s *Server) resolveCall(c *Call, latest bool) (*store.Artifact, artifactDetails, error) {
+func (s *Server) resolveCall(c *api.Call, latest bool) (*store.Artifact, artifactDetails, error) {
 	taskID, name := c.Params["taskId"], c.Params["name"]
 	if !latest {
 		runID, ok := runIDParam(c)
@@ -407,7 +408,7 @@ func (s *Server) resolveCall(c *Call, latest bool) (*store.Artifact, artifactDet
 			if err := c.Authorize(c.Route.Scopes, map[string]any{"names": []string{name}}); err != nil {
 				return nil, artifactDetails{}, err
 			}
-			return nil, artifactDetails{}, NotFoundf("Artifact not found")
+			return nil, artifactDetails{}, api.NotFoundf("Artifact not found")
 		}
 		return s.resolveArtifact(c, taskID, runID, name, false)
 	}
@@ -422,7 +423,7 @@ func (s *Server) resolveCall(c *Call, latest bool) (*store.Artifact, artifactDet
 }
 
 // downloadURL is where a resolved s3 or reference artifact's data lives.
-func (s *Server) downloadURL(c *Call, a *store.Artifact, d artifactDetails) (string, error) {
+func (s *Server) downloadURL(c *api.Call, a *store.Artifact, d artifactDetails) (string, error) {
 	if a.StorageType == storageReference {
 		return d.URL, nil
 	}
@@ -446,13 +447,13 @@ type errorArtifactReply struct {
 	Message string `json:"message"`
 }
 
-func (s *Server) getArtifact(c *Call) (any, error)       { return s.redirectToArtifact(c, false) }
-func (s *Server) getLatestArtifact(c *Call) (any, error) { return s.redirectToArtifact(c, true) }
+func (s *Server) getArtifact(c *api.Call) (any, error)       { return s.redirectToArtifact(c, false) }
+func (s *Server) getLatestArtifact(c *api.Call) (any, error) { return s.redirectToArtifact(c, true) }
 
 // redirectToArtifact answers getArtifact: a 303 to the data (with a JSON
 // body, since the JS client does not follow redirects) or, for error
 // artifacts, 424 with the recorded reason.
-func (s *Server) redirectToArtifact(c *Call, latest bool) (any, error) {
+func (s *Server) redirectToArtifact(c *api.Call, latest bool) (any, error) {
 	a, d, err := s.resolveCall(c, latest)
 	if err != nil {
 		return nil, err
@@ -466,26 +467,26 @@ func (s *Server) redirectToArtifact(c *Call, latest bool) (any, error) {
 			return nil, err
 		}
 		h.Set("Location", u)
-		return &Response{Status: http.StatusSeeOther, Header: h, Body: artifactURLReply{a.StorageType, u}}, nil
+		return &api.Response{Status: http.StatusSeeOther, Header: h, Body: artifactURLReply{a.StorageType, u}}, nil
 	case storageObject:
 		u, err := s.objectDownloadURL(c, a)
 		if err != nil {
 			return nil, err
 		}
 		h.Set("Location", u)
-		return &Response{Status: http.StatusSeeOther, Header: h, Body: artifactURLReply{a.StorageType, u}}, nil
+		return &api.Response{Status: http.StatusSeeOther, Header: h, Body: artifactURLReply{a.StorageType, u}}, nil
 	case storageError:
-		return &Response{Status: http.StatusFailedDependency, Header: h, Body: errorArtifactReply{d.Reason, d.Message}}, nil
+		return &api.Response{Status: http.StatusFailedDependency, Header: h, Body: errorArtifactReply{d.Reason, d.Message}}, nil
 	}
 	return nil, fmt.Errorf("artifact %s of %s/%d has storage type %q, which cannot be downloaded", a.Name, a.TaskID, a.RunID, a.StorageType)
 }
 
-func (s *Server) artifactContent(c *Call) (any, error)       { return s.describeArtifact(c, false) }
-func (s *Server) latestArtifactContent(c *Call) (any, error) { return s.describeArtifact(c, true) }
+func (s *Server) artifactContent(c *api.Call) (any, error)       { return s.describeArtifact(c, false) }
+func (s *Server) latestArtifactContent(c *api.Call) (any, error) { return s.describeArtifact(c, true) }
 
 // describeArtifact answers the artifact-content methods: how to fetch the
 // data, always with 200.
-func (s *Server) describeArtifact(c *Call, latest bool) (any, error) {
+func (s *Server) describeArtifact(c *api.Call, latest bool) (any, error) {
 	a, d, err := s.resolveCall(c, latest)
 	if err != nil {
 		return nil, err
@@ -510,7 +511,7 @@ func (s *Server) describeArtifact(c *Call, latest bool) (any, error) {
 
 // runOf checks that runId names an existing run of the task, for the list
 // methods (404 otherwise).
-func (s *Server) runOf(c *Call) (int, error) {
+func (s *Server) runOf(c *api.Call) (int, error) {
 	taskID := c.Params["taskId"]
 	last, err := s.latestRun(c.Context(), taskID)
 	if err != nil {
@@ -518,12 +519,12 @@ func (s *Server) runOf(c *Call) (int, error) {
 	}
 	runID, ok := runIDParam(c)
 	if !ok || runID > last {
-		return 0, NotFoundf("Task with taskId: `%s` has no run with runId: %s", taskID, c.Params["runId"])
+		return 0, api.NotFoundf("Task with taskId: `%s` has no run with runId: %s", taskID, c.Params["runId"])
 	}
 	return runID, nil
 }
 
-func (s *Server) listArtifacts(c *Call) (any, error) {
+func (s *Server) listArtifacts(c *api.Call) (any, error) {
 	runID, err := s.runOf(c)
 	if err != nil {
 		return nil, err
@@ -531,7 +532,7 @@ func (s *Server) listArtifacts(c *Call) (any, error) {
 	return s.artifactPage(c, runID)
 }
 
-func (s *Server) listLatestArtifacts(c *Call) (any, error) {
+func (s *Server) listLatestArtifacts(c *api.Call) (any, error) {
 	runID, err := s.latestRun(c.Context(), c.Params["taskId"])
 	if err != nil {
 		return nil, err
@@ -541,7 +542,7 @@ func (s *Server) listLatestArtifacts(c *Call) (any, error) {
 
 // artifactPage lists every stored artifact of the run, expired-but-not-yet-
 // deleted ones included, ordered by name.
-func (s *Server) artifactPage(c *Call, runID int) (any, error) {
+func (s *Server) artifactPage(c *api.Call, runID int) (any, error) {
 	list, next, err := s.store.ListArtifacts(c.Context(), c.Params["taskId"], runID, c.Page())
 	if err != nil {
 		return nil, err
@@ -560,15 +561,15 @@ func (s *Server) artifactPage(c *Call, runID int) (any, error) {
 	}{out, next}, nil
 }
 
-func (s *Server) artifactInfo(c *Call) (any, error) {
+func (s *Server) artifactInfo(c *api.Call) (any, error) {
 	runID, ok := runIDParam(c)
 	if !ok {
-		return nil, NotFoundf("Artifact not found")
+		return nil, api.NotFoundf("Artifact not found")
 	}
 	return s.infoOf(c, runID)
 }
 
-func (s *Server) latestArtifactInfo(c *Call) (any, error) {
+func (s *Server) latestArtifactInfo(c *api.Call) (any, error) {
 	runID, err := s.latestRun(c.Context(), c.Params["taskId"])
 	if err != nil {
 		return nil, err
@@ -578,10 +579,10 @@ func (s *Server) latestArtifactInfo(c *Call) (any, error) {
 
 // infoOf describes one artifact without following links or checking its
 // expiry: only the record is revealed, never the data.
-func (s *Server) infoOf(c *Call, runID int) (any, error) {
+func (s *Server) infoOf(c *api.Call, runID int) (any, error) {
 	a, err := s.store.GetArtifact(c.Context(), c.Params["taskId"], runID, c.Params["name"])
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !a.Present) {
-		return nil, NotFoundf("Artifact not found")
+		return nil, api.NotFoundf("Artifact not found")
 	}
 	if err != nil {
 		return nil, err

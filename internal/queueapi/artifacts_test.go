@@ -1,4 +1,4 @@
-package api
+package queueapi
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -70,7 +71,7 @@ func (a *artAuthorizer) Calls(method string) [][]string {
 	return out
 }
 
-func (a *artAuthorizer) Authorize(c *Call, template string, params map[string]any) error {
+func (a *artAuthorizer) Authorize(c *api.Call, template string, params map[string]any) error {
 	// The production renderer must accept the template and parameters too.
 	tmpl, err := auth.ParseTemplate([]byte(template))
 	if err != nil {
@@ -92,7 +93,7 @@ func (a *artAuthorizer) Authorize(c *Call, template string, params map[string]an
 	}
 	a.calls = append(a.calls, artAuthCall{method: c.Route.Name, scopes: leaves})
 	if !ok {
-		return apiErrorf(CodeInsufficientScopes, "Client lacks scopes for %s", template)
+		return api.Errorf(api.CodeInsufficientScopes, "Client lacks scopes for %s", template)
 	}
 	return nil
 }
@@ -233,11 +234,13 @@ func newArtHarness(t *testing.T) *artHarness {
 	}
 	srv, err := New(Options{
 		Config: Config{RootURL: base, LongPoll: 2 * time.Second}, Store: db, Clock: clock,
-		Authorizer: h.authz, Issuer: artIssuer{}, Publisher: h.pub, Artifacts: blobs,
-		Handlers: map[string]http.Handler{blobs.MountPath(): blobs},
+		Issuer: artIssuer{}, Publisher: h.pub, Artifacts: blobs,
 	})
 	require.NoError(t, err)
-	ts.Config.Handler = srv.Handler()
+	httpSrv, err := api.New(api.Options{Clock: clock, Authorizer: h.authz, Routes: srv.Routes(),
+		Handlers: map[string]http.Handler{blobs.MountPath(): blobs}})
+	require.NoError(t, err)
+	ts.Config.Handler = httpSrv.Handler()
 	ts.Start()
 	t.Cleanup(ts.Close)
 	t.Cleanup(h.client.CloseIdleConnections)
@@ -505,11 +508,11 @@ func TestArtifactNames(t *testing.T) {
 	// Names must be printable ASCII.
 	for _, bad := range []string{"tab%09name", "caf%C3%A9", "nul%00"} {
 		r := h.do(http.MethodPost, fmt.Sprintf("/task/%s/runs/0/artifacts/%s", taskID, bad), h.s3Body("text/plain", time.Hour))
-		h.requireAPIError(r, http.StatusBadRequest, CodeInvalidRequestArguments, "Invalid URL patterns:\nURL parameter 'name' given as")
+		h.requireAPIError(r, http.StatusBadRequest, api.CodeInvalidRequestArguments, "Invalid URL patterns:\nURL parameter 'name' given as")
 	}
 	long := strings.Repeat("n", maxArtifactNameLen+1)
 	r := h.create(taskID, 0, long, h.s3Body("text/plain", time.Hour))
-	h.requireAPIError(r, http.StatusBadRequest, CodeInputError, "Artifact name is 1025 characters long")
+	h.requireAPIError(r, http.StatusBadRequest, api.CodeInputError, "Artifact name is 1025 characters long")
 }
 
 func TestArtifactReferenceLinkError(t *testing.T) {
@@ -551,9 +554,9 @@ func TestArtifactReferenceLinkError(t *testing.T) {
 	t.Run("cycles", func(t *testing.T) {
 		for _, name := range []string{"public/cycle-a", "public/cycle-b", "public/self"} {
 			r := h.do(http.MethodGet, artPath(taskID, 0, "artifacts", name), nil)
-			h.requireAPIError(r, http.StatusBadRequest, CodeInputError, "Artifact leads to a link cycle")
+			h.requireAPIError(r, http.StatusBadRequest, api.CodeInputError, "Artifact leads to a link cycle")
 			r = h.do(http.MethodGet, artLatestPath(taskID, "artifact-content", name), nil)
-			h.requireAPIError(r, http.StatusBadRequest, CodeInputError, "Artifact leads to a link cycle")
+			h.requireAPIError(r, http.StatusBadRequest, api.CodeInputError, "Artifact leads to a link cycle")
 		}
 	})
 	t.Run("missing", func(t *testing.T) {
@@ -566,10 +569,10 @@ func TestArtifactReferenceLinkError(t *testing.T) {
 			artPath(taskID, 0, "artifact-content", "public/dangling"),
 		} {
 			r := h.do(http.MethodGet, p, nil)
-			h.requireAPIError(r, http.StatusNotFound, CodeResourceNotFound, "Artifact not found")
+			h.requireAPIError(r, http.StatusNotFound, api.CodeResourceNotFound, "Artifact not found")
 		}
 		r := h.do(http.MethodGet, artLatestPath(artSlug(), "artifacts", "public/ref"), nil)
-		h.requireAPIError(r, http.StatusNotFound, CodeResourceNotFound, "Task not found")
+		h.requireAPIError(r, http.StatusNotFound, api.CodeResourceNotFound, "Task not found")
 	})
 	t.Run("error artifacts", func(t *testing.T) {
 		for _, name := range []string{"public/err", "public/to-error"} {
@@ -595,14 +598,14 @@ func TestArtifactExpiry(t *testing.T) {
 	taskID := h.claimed()
 
 	r := h.create(taskID, 0, "public/old", h.s3Body("text/plain", -16*time.Minute))
-	h.requireAPIError(r, http.StatusBadRequest, CodeInputError, "Expires must be in the future")
+	h.requireAPIError(r, http.StatusBadRequest, api.CodeInputError, "Expires must be in the future")
 	r = h.create(taskID, 0, "public/too-late", h.s3Body("text/plain", 49*time.Hour))
-	h.requireAPIError(r, http.StatusBadRequest, CodeInputError, "Artifact expires ("+h.ts(49*time.Hour)+") after the task expiration "+h.ts(48*time.Hour))
+	h.requireAPIError(r, http.StatusBadRequest, api.CodeInputError, "Artifact expires ("+h.ts(49*time.Hour)+") after the task expiration "+h.ts(48*time.Hour))
 
 	// Slightly in the past is tolerated (clock skew), and is then expired.
 	h.ok(http.StatusOK, h.create(taskID, 0, "public/skewed", h.s3Body("text/plain", -time.Minute)))
 	r = h.do(http.MethodGet, artPath(taskID, 0, "artifacts", "public/skewed"), nil)
-	h.requireAPIError(r, http.StatusGone, CodeResourceExpired, "Artifact expired")
+	h.requireAPIError(r, http.StatusGone, api.CodeResourceExpired, "Artifact expired")
 
 	ref := h.refBody("https://example.com/x")
 	ref["expires"] = h.ts(time.Hour)
@@ -617,7 +620,7 @@ func TestArtifactExpiry(t *testing.T) {
 		artLatestPath(taskID, "artifact-content", "public/ref"),
 	} {
 		r := h.do(http.MethodGet, p, nil)
-		h.requireAPIError(r, http.StatusGone, CodeResourceExpired, "Artifact expired")
+		h.requireAPIError(r, http.StatusGone, api.CodeResourceExpired, "Artifact expired")
 	}
 	// Records of expired artifacts stay visible until they are deleted.
 	info := h.ok(http.StatusOK, h.do(http.MethodGet, artPath(taskID, 0, "artifact-info", "public/ref"), nil))
@@ -673,7 +676,7 @@ func TestArtifactRecreation(t *testing.T) {
 		first := h.ok(http.StatusOK, h.create(taskID, 0, name, tt.first))
 		r := h.create(taskID, 0, name, tt.second)
 		if !tt.wantOK {
-			h.requireAPIError(r, http.StatusConflict, CodeRequestConflict,
+			h.requireAPIError(r, http.StatusConflict, api.CodeRequestConflict,
 				"Artifact already exists with different properties, and none of the allowed exceptions apply: ")
 			continue
 		}
@@ -717,16 +720,16 @@ func TestArtifactUploadWindow(t *testing.T) {
 		t.Parallel()
 		h := newArtHarness(t)
 		r := h.create(artSlug(), 0, "public/x", h.s3Body("text/plain", time.Hour))
-		h.requireAPIError(r, http.StatusBadRequest, CodeInputError, "Task not found")
+		h.requireAPIError(r, http.StatusBadRequest, api.CodeInputError, "Task not found")
 
 		taskID := h.claimed()
 		pending := h.createTask()
 		r = h.create(pending, 0, "public/x", h.s3Body("text/plain", time.Hour))
-		h.requireAPIError(r, http.StatusBadRequest, CodeInputError, "Run was not claimed by a worker and so no artifacts can exist")
+		h.requireAPIError(r, http.StatusBadRequest, api.CodeInputError, "Run was not claimed by a worker and so no artifacts can exist")
 
 		for _, runID := range []string{"1", "99999999999999999999999"} {
 			r = h.do(http.MethodPost, fmt.Sprintf("/task/%s/runs/%s/artifacts/public%%2Fx", taskID, runID), h.s3Body("text/plain", time.Hour))
-			h.requireAPIError(r, http.StatusBadRequest, CodeInputError, "Run not found")
+			h.requireAPIError(r, http.StatusBadRequest, api.CodeInputError, "Run not found")
 		}
 	})
 
@@ -737,12 +740,12 @@ func TestArtifactUploadWindow(t *testing.T) {
 		h.ok(http.StatusOK, h.create(taskID, 0, "public/before", h.refBody("https://example.com")))
 		h.ok(http.StatusOK, h.do(http.MethodPost, fmt.Sprintf("/task/%s/runs/0/completed", taskID), nil))
 		r := h.create(taskID, 0, "public/after", h.refBody("https://example.com"))
-		h.requireAPIError(r, http.StatusConflict, CodeRequestConflict,
+		h.requireAPIError(r, http.StatusConflict, api.CodeRequestConflict,
 			"Artifacts cannot be created for a task after it is resolved, unless it is resolved 'exception', and even in this case only up to 25 min past resolution.This to ensure")
 		require.Contains(t, h.ok(http.StatusConflict, r)["message"], "Task status: {\n  \"taskId\": \""+taskID+"\"")
 		// Even an identical repeat is refused once the run is resolved.
 		r = h.create(taskID, 0, "public/before", h.refBody("https://example.com"))
-		h.requireAPIError(r, http.StatusConflict, CodeRequestConflict, "Artifacts cannot be created")
+		h.requireAPIError(r, http.StatusConflict, api.CodeRequestConflict, "Artifacts cannot be created")
 	})
 
 	t.Run("exception allows 25 minutes", func(t *testing.T) {
@@ -754,10 +757,10 @@ func TestArtifactUploadWindow(t *testing.T) {
 		h.ok(http.StatusOK, h.create(taskID, 0, "public/logs/live.log", h.s3Body("text/plain", time.Hour)))
 		// The retry's run 1 is pending, not claimed.
 		r := h.create(taskID, 1, "public/x", h.s3Body("text/plain", time.Hour))
-		h.requireAPIError(r, http.StatusBadRequest, CodeInputError, "Run was not claimed")
+		h.requireAPIError(r, http.StatusBadRequest, api.CodeInputError, "Run was not claimed")
 		h.clock.Advance(time.Minute)
 		r = h.create(taskID, 0, "public/logs/live.log", h.s3Body("text/plain", time.Hour))
-		h.requireAPIError(r, http.StatusConflict, CodeRequestConflict, "Artifacts cannot be created")
+		h.requireAPIError(r, http.StatusConflict, api.CodeRequestConflict, "Artifacts cannot be created")
 	})
 }
 
@@ -800,17 +803,17 @@ func TestArtifactListing(t *testing.T) {
 		code    string
 		message string
 	}{
-		{fmt.Sprintf("/task/%s/runs/1/artifacts", taskID), http.StatusNotFound, CodeResourceNotFound,
+		{fmt.Sprintf("/task/%s/runs/1/artifacts", taskID), http.StatusNotFound, api.CodeResourceNotFound,
 			fmt.Sprintf("Task with taskId: `%s` has no run with runId: 1", taskID)},
-		{fmt.Sprintf("/task/%s/runs/0/artifacts", artSlug()), http.StatusNotFound, CodeResourceNotFound, "Task not found"},
-		{fmt.Sprintf("/task/%s/artifacts", artSlug()), http.StatusNotFound, CodeResourceNotFound, "Task not found"},
-		{fmt.Sprintf("/task/%s/artifacts", unscheduled), http.StatusNotFound, CodeResourceNotFound, "Task doesn't have any runs"},
-		{fmt.Sprintf("/task/%s/runs/0/artifacts", unscheduled), http.StatusNotFound, CodeResourceNotFound, "Task doesn't have any runs"},
-		{artLatestPath(unscheduled, "artifact-info", "a"), http.StatusNotFound, CodeResourceNotFound, "Task doesn't have any runs"},
-		{artLatestPath(unscheduled, "artifacts", "a"), http.StatusNotFound, CodeResourceNotFound, "Task doesn't have any runs"},
-		{fmt.Sprintf("/task/%s/runs/0/artifacts?continuationToken=%%21%%21", taskID), http.StatusBadRequest, CodeInputError, "Invalid continuationToken"},
-		{fmt.Sprintf("/task/%s/runs/0/artifacts?limit=x", taskID), http.StatusBadRequest, CodeInvalidRequestArguments, `Query-string parameter: limit="x" does not match expression: /^[0-9]+$/`},
-		{fmt.Sprintf("/task/%s/runs/0/artifacts?foo=1", taskID), http.StatusBadRequest, CodeInvalidRequestArguments, "Query-string parameter: foo is not supported!"},
+		{fmt.Sprintf("/task/%s/runs/0/artifacts", artSlug()), http.StatusNotFound, api.CodeResourceNotFound, "Task not found"},
+		{fmt.Sprintf("/task/%s/artifacts", artSlug()), http.StatusNotFound, api.CodeResourceNotFound, "Task not found"},
+		{fmt.Sprintf("/task/%s/artifacts", unscheduled), http.StatusNotFound, api.CodeResourceNotFound, "Task doesn't have any runs"},
+		{fmt.Sprintf("/task/%s/runs/0/artifacts", unscheduled), http.StatusNotFound, api.CodeResourceNotFound, "Task doesn't have any runs"},
+		{artLatestPath(unscheduled, "artifact-info", "a"), http.StatusNotFound, api.CodeResourceNotFound, "Task doesn't have any runs"},
+		{artLatestPath(unscheduled, "artifacts", "a"), http.StatusNotFound, api.CodeResourceNotFound, "Task doesn't have any runs"},
+		{fmt.Sprintf("/task/%s/runs/0/artifacts?continuationToken=%%21%%21", taskID), http.StatusBadRequest, api.CodeInputError, "Invalid continuationToken"},
+		{fmt.Sprintf("/task/%s/runs/0/artifacts?limit=x", taskID), http.StatusBadRequest, api.CodeInvalidRequestArguments, `Query-string parameter: limit="x" does not match expression: /^[0-9]+$/`},
+		{fmt.Sprintf("/task/%s/runs/0/artifacts?foo=1", taskID), http.StatusBadRequest, api.CodeInvalidRequestArguments, "Query-string parameter: foo is not supported!"},
 	}
 	for _, tt := range tests {
 		r := h.do(http.MethodGet, tt.path, nil)
@@ -823,21 +826,21 @@ func TestArtifactUnsupportedAndFinish(t *testing.T) {
 	h := newArtHarness(t)
 	taskID := h.claimed()
 	r := h.create(taskID, 0, "public/obj", map[string]any{"storageType": "object", "contentType": "text/plain", "expires": h.ts(time.Hour)})
-	h.requireAPIError(r, http.StatusBadRequest, CodeInputError, "Storage type `object` is not supported")
+	h.requireAPIError(r, http.StatusBadRequest, api.CodeInputError, "Storage type `object` is not supported")
 	require.Contains(t, h.ok(http.StatusBadRequest, r)["message"], "s3, reference, link, error")
 
 	r = h.create(taskID, 0, "public/bad", map[string]any{"storageType": "azure", "expires": h.ts(time.Hour)})
-	h.requireAPIError(r, http.StatusBadRequest, CodeInputValidationError, "")
+	h.requireAPIError(r, http.StatusBadRequest, api.CodeInputValidationError, "")
 
 	uploadID := map[string]any{"uploadId": artSlug()}
 	r = h.do(http.MethodPut, artPath(taskID, 0, "artifacts", "public/nothing"), uploadID)
-	h.requireAPIError(r, http.StatusNotFound, CodeResourceNotFound,
+	h.requireAPIError(r, http.StatusNotFound, api.CodeResourceNotFound,
 		fmt.Sprintf("Artifact with taskId `%s`, runId 0, name `public/nothing` not found", taskID))
 	h.ok(http.StatusOK, h.create(taskID, 0, "public/s3", h.s3Body("text/plain", time.Hour)))
 	r = h.do(http.MethodPut, artPath(taskID, 0, "artifacts", "public/s3"), uploadID)
-	h.requireAPIError(r, http.StatusBadRequest, CodeInputError, "Only object artifacts can be finished")
+	h.requireAPIError(r, http.StatusBadRequest, api.CodeInputError, "Only object artifacts can be finished")
 	r = h.do(http.MethodPut, artPath(taskID, 0, "artifacts", "public/s3"), map[string]any{})
-	h.requireAPIError(r, http.StatusBadRequest, CodeInputValidationError, "")
+	h.requireAPIError(r, http.StatusBadRequest, api.CodeInputValidationError, "")
 }
 
 func TestArtifactScopes(t *testing.T) {
@@ -875,7 +878,7 @@ func TestArtifactScopes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		r := h.do(tt.method, tt.path, tt.body)
-		h.requireAPIError(r, http.StatusForbidden, CodeInsufficientScopes, "Client lacks scopes")
+		h.requireAPIError(r, http.StatusForbidden, api.CodeInsufficientScopes, "Client lacks scopes")
 		require.Equal(t, tt.name, h.ok(http.StatusForbidden, r)["requestInfo"].(map[string]any)["method"])
 	}
 	require.Equal(t, [][]string{{"queue:get-artifact:public/alias"}, {"queue:get-artifact:public/alias", "queue:get-artifact:private/target"}},

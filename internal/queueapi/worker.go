@@ -1,4 +1,4 @@
-package api
+package queueapi
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
@@ -64,7 +65,7 @@ type workerIdentity struct {
 	WorkerID    string `json:"workerId"`
 }
 
-func (s *Server) claimWork(c *Call) (any, error) {
+func (s *Server) claimWork(c *api.Call) (any, error) {
 	var in struct {
 		workerIdentity
 		Tasks int `json:"tasks"`
@@ -134,7 +135,7 @@ func (s *Server) claimWork(c *Call) (any, error) {
 		if first && s.parkClaim(c, params, started, deadline, waiting) {
 			// Nothing yet: the call waits parked, without this goroutine
 			// (park.go).
-			return parkedReply{}, nil
+			return api.ParkedReply{}, nil
 		}
 		waiting.Arm()
 		select {
@@ -198,7 +199,7 @@ type emptyClaim struct {
 	Tasks [0]struct{} `json:"tasks"`
 }
 
-func (s *Server) claimTask(c *Call) (any, error) {
+func (s *Server) claimTask(c *api.Call) (any, error) {
 	var in workerIdentity
 	if err := c.Decode(&in); err != nil {
 		return nil, err
@@ -266,7 +267,7 @@ func madeChanges(res *store.Result) bool {
 
 // runCall serves the methods addressed to one run: 404 for an unknown task
 // or run, then the transition.
-func (s *Server) runCall(c *Call, apply func(*queue.TaskState, *queue.Transition, int) error) (*store.Result, error) {
+func (s *Server) runCall(c *api.Call, apply func(*queue.TaskState, *queue.Transition, int) error) (*store.Result, error) {
 	taskID, runID := c.Params["taskId"], c.IntParam("runId")
 	res, err := s.store.UpdateTask(c.Context(), store.UpdateTaskParams{TaskID: taskID, Now: c.Now, Apply: func(t *queue.TaskState, tr *queue.Transition) error {
 		if runID >= len(t.Runs) {
@@ -275,7 +276,7 @@ func (s *Server) runCall(c *Call, apply func(*queue.TaskState, *queue.Transition
 		return apply(t, tr, runID)
 	}})
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, NotFoundf("Task `%s` not found", taskID)
+		return nil, api.NotFoundf("Task `%s` not found", taskID)
 	}
 	if err != nil {
 		return nil, err
@@ -284,7 +285,7 @@ func (s *Server) runCall(c *Call, apply func(*queue.TaskState, *queue.Transition
 	return res, nil
 }
 
-func (s *Server) reclaimTask(c *Call) (any, error) {
+func (s *Server) reclaimTask(c *api.Call) (any, error) {
 	res, err := s.runCall(c, func(t *queue.TaskState, _ *queue.Transition, runID int) error {
 		return t.Reclaim(runID, c.Now, s.takenUntil(c.Now))
 	})
@@ -294,7 +295,7 @@ func (s *Server) reclaimTask(c *Call) (any, error) {
 	return s.claimFor(res.Task, c.IntParam("runId"), c.Now, false)
 }
 
-func (s *Server) reportCompleted(c *Call) (any, error) {
+func (s *Server) reportCompleted(c *api.Call) (any, error) {
 	var legacy struct {
 		Success *bool `json:"success"`
 	}
@@ -311,7 +312,7 @@ func (s *Server) reportCompleted(c *Call) (any, error) {
 	return statusResponse{res.Task.Status()}, nil
 }
 
-func (s *Server) reportFailed(c *Call) (any, error) {
+func (s *Server) reportFailed(c *api.Call) (any, error) {
 	res, err := s.runCall(c, func(t *queue.TaskState, tr *queue.Transition, runID int) error {
 		return t.ReportFailed(runID, c.Now, tr)
 	})
@@ -322,7 +323,7 @@ func (s *Server) reportFailed(c *Call) (any, error) {
 	return statusResponse{res.Task.Status()}, nil
 }
 
-func (s *Server) reportException(c *Call) (any, error) {
+func (s *Server) reportException(c *api.Call) (any, error) {
 	var in struct {
 		Reason string `json:"reason"`
 	}

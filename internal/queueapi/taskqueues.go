@@ -1,15 +1,16 @@
-package api
+package queueapi
 
 import (
 	"errors"
 	"sort"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
-func (s *Server) pendingTasks(c *Call) (any, error) {
+func (s *Server) pendingTasks(c *api.Call) (any, error) {
 	id := c.Params["taskQueueId"]
 	pending, _, err := s.store.TaskQueueCounts(c.Context(), id, c.Now)
 	if err != nil {
@@ -19,7 +20,7 @@ func (s *Server) pendingTasks(c *Call) (any, error) {
 	return map[string]any{"provisionerId": p, "workerType": w, "taskQueueId": id, "pendingTasks": pending}, nil
 }
 
-func (s *Server) taskQueueCounts(c *Call) (any, error) {
+func (s *Server) taskQueueCounts(c *api.Call) (any, error) {
 	id := c.Params["taskQueueId"]
 	pending, claimed, err := s.store.TaskQueueCounts(c.Context(), id, c.Now)
 	if err != nil {
@@ -29,7 +30,7 @@ func (s *Server) taskQueueCounts(c *Call) (any, error) {
 	return map[string]any{"provisionerId": p, "workerType": w, "taskQueueId": id, "pendingTasks": pending, "claimedTasks": claimed}, nil
 }
 
-func (s *Server) listPendingTasks(c *Call) (any, error) {
+func (s *Server) listPendingTasks(c *api.Call) (any, error) {
 	entries, next, err := s.store.ListPending(c.Context(), c.Params["taskQueueId"], c.Now, c.Page())
 	if err != nil {
 		return nil, err
@@ -50,7 +51,7 @@ func (s *Server) listPendingTasks(c *Call) (any, error) {
 	}{out, next}, nil
 }
 
-func (s *Server) listClaimedTasks(c *Call) (any, error) {
+func (s *Server) listClaimedTasks(c *api.Call) (any, error) {
 	entries, next, err := s.store.ListClaimed(c.Context(), c.Params["taskQueueId"], c.Now, c.Page())
 	if err != nil {
 		return nil, err
@@ -85,7 +86,7 @@ func taskQueueOut(q store.TaskQueue) taskQueueJSON {
 	return taskQueueJSON{q.TaskQueueID, q.Description, q.Stability, queue.NewTime(q.Expires), queue.NewTime(q.LastDateActive)}
 }
 
-func (s *Server) listTaskQueues(c *Call) (any, error) {
+func (s *Server) listTaskQueues(c *api.Call) (any, error) {
 	s.settleTouches(c.Context())
 	qs, next, err := s.store.ListTaskQueues(c.Context(), c.Now, store.TaskQueueFilter{}, c.Page())
 	if err != nil {
@@ -101,16 +102,16 @@ func (s *Server) listTaskQueues(c *Call) (any, error) {
 	}{out, next}, nil
 }
 
-func (s *Server) loadTaskQueue(c *Call, id string) (*store.TaskQueue, error) {
+func (s *Server) loadTaskQueue(c *api.Call, id string) (*store.TaskQueue, error) {
 	s.settleTouches(c.Context())
 	q, err := s.store.GetTaskQueue(c.Context(), id, c.Now)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, NotFoundf("Task queue %s not found", id)
+		return nil, api.NotFoundf("Task queue %s not found", id)
 	}
 	return q, err
 }
 
-func (s *Server) getTaskQueue(c *Call) (any, error) {
+func (s *Server) getTaskQueue(c *api.Call) (any, error) {
 	q, err := s.loadTaskQueue(c, c.Params["taskQueueId"])
 	if err != nil {
 		return nil, err
@@ -131,7 +132,7 @@ type provisionerJSON struct {
 }
 
 // provisioners folds every non-expired task queue into provisioners.
-func (s *Server) provisioners(c *Call) ([]provisionerJSON, error) {
+func (s *Server) provisioners(c *api.Call) ([]provisionerJSON, error) {
 	byID := map[string]*provisionerJSON{}
 	page := store.Page{}
 	for {
@@ -167,7 +168,7 @@ func (s *Server) provisioners(c *Call) ([]provisionerJSON, error) {
 	return out, nil
 }
 
-func (s *Server) listProvisioners(c *Call) (any, error) {
+func (s *Server) listProvisioners(c *api.Call) (any, error) {
 	all, err := s.provisioners(c)
 	if err != nil {
 		return nil, err
@@ -194,7 +195,7 @@ func (s *Server) listProvisioners(c *Call) (any, error) {
 	}{out, next}, nil
 }
 
-func (s *Server) getProvisioner(c *Call) (any, error) {
+func (s *Server) getProvisioner(c *api.Call) (any, error) {
 	all, err := s.provisioners(c)
 	if err != nil {
 		return nil, err
@@ -204,12 +205,12 @@ func (s *Server) getProvisioner(c *Call) (any, error) {
 			return p, nil
 		}
 	}
-	return nil, NotFoundf("Provisioner %s not found", c.Params["provisionerId"])
+	return nil, api.NotFoundf("Provisioner %s not found", c.Params["provisionerId"])
 }
 
 // bodyProperties lists the top-level keys of the validated body: the
 // declare* methods need a scope per property present.
-func bodyProperties(c *Call) ([]string, map[string]any, error) {
+func bodyProperties(c *api.Call) ([]string, map[string]any, error) {
 	var m map[string]any
 	if err := c.Decode(&m); err != nil {
 		return nil, nil, err
@@ -222,7 +223,7 @@ func bodyProperties(c *Call) ([]string, map[string]any, error) {
 	return keys, m, nil
 }
 
-func (s *Server) declareProvisioner(c *Call) (any, error) {
+func (s *Server) declareProvisioner(c *api.Call) (any, error) {
 	props, _, err := bodyProperties(c)
 	if err != nil {
 		return nil, err
@@ -251,7 +252,7 @@ func workerTypeOut(q store.TaskQueue) workerTypeJSON {
 	return workerTypeJSON{p, w, q.TaskQueueID, q.Description, q.Stability, queue.NewTime(q.Expires), queue.NewTime(q.LastDateActive), []any{}}
 }
 
-func (s *Server) listWorkerTypes(c *Call) (any, error) {
+func (s *Server) listWorkerTypes(c *api.Call) (any, error) {
 	s.settleTouches(c.Context())
 	qs, next, err := s.store.ListTaskQueues(c.Context(), c.Now, store.TaskQueueFilter{ProvisionerID: c.Params["provisionerId"]}, c.Page())
 	if err != nil {
@@ -267,7 +268,7 @@ func (s *Server) listWorkerTypes(c *Call) (any, error) {
 	}{out, next}, nil
 }
 
-func (s *Server) getWorkerType(c *Call) (any, error) {
+func (s *Server) getWorkerType(c *api.Call) (any, error) {
 	q, err := s.loadTaskQueue(c, c.Params["provisionerId"]+"/"+c.Params["workerType"])
 	if err != nil {
 		return nil, err
@@ -275,7 +276,7 @@ func (s *Server) getWorkerType(c *Call) (any, error) {
 	return workerTypeOut(*q), nil
 }
 
-func (s *Server) declareWorkerType(c *Call) (any, error) {
+func (s *Server) declareWorkerType(c *api.Call) (any, error) {
 	props, body, err := bodyProperties(c)
 	if err != nil {
 		return nil, err
@@ -327,7 +328,7 @@ func workerOut(w *store.Worker) workerJSON {
 		queue.NewTime(w.FirstClaim), queue.NewTime(w.QuarantineUntil), &active, []any{}}
 }
 
-func (s *Server) listWorkers(c *Call) (any, error) {
+func (s *Server) listWorkers(c *api.Call) (any, error) {
 	var quarantined *bool
 	if v := c.R.URL.Query().Get("quarantined"); v != "" {
 		b := v == "true"
@@ -364,11 +365,11 @@ func (s *Server) listWorkers(c *Call) (any, error) {
 	}{out, next}, nil
 }
 
-func workerKeyOf(c *Call) store.WorkerKey {
+func workerKeyOf(c *api.Call) store.WorkerKey {
 	return store.WorkerKey{TaskQueueID: c.Params["provisionerId"] + "/" + c.Params["workerType"], WorkerGroup: c.Params["workerGroup"], WorkerID: c.Params["workerId"]}
 }
 
-func (s *Server) getWorker(c *Call) (any, error) {
+func (s *Server) getWorker(c *api.Call) (any, error) {
 	key := workerKeyOf(c)
 	if _, err := s.loadTaskQueue(c, key.TaskQueueID); err != nil {
 		return nil, err
@@ -376,7 +377,7 @@ func (s *Server) getWorker(c *Call) (any, error) {
 	s.settleTouches(c.Context())
 	w, err := s.store.GetWorker(c.Context(), key, c.Now)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, NotFoundf("Worker %s/%s not found", key.WorkerGroup, key.WorkerID)
+		return nil, api.NotFoundf("Worker %s/%s not found", key.WorkerGroup, key.WorkerID)
 	}
 	if err != nil {
 		return nil, err
@@ -384,7 +385,7 @@ func (s *Server) getWorker(c *Call) (any, error) {
 	return workerOut(w), nil
 }
 
-func (s *Server) quarantineWorker(c *Call) (any, error) {
+func (s *Server) quarantineWorker(c *api.Call) (any, error) {
 	var in struct {
 		QuarantineUntil queue.Time `json:"quarantineUntil"`
 		QuarantineInfo  string     `json:"quarantineInfo"`
@@ -395,14 +396,14 @@ func (s *Server) quarantineWorker(c *Call) (any, error) {
 	if in.QuarantineInfo == "" {
 		in.QuarantineInfo = "[unspecified]"
 	}
-	clientID := s.callerClientID(c)
+	clientID := c.CallerClientID()
 	s.settleTouches(c.Context())
 	w, err := s.store.QuarantineWorker(c.Context(), store.QuarantineWorkerParams{
 		Key: workerKeyOf(c), Now: c.Now, QuarantineUntil: in.QuarantineUntil.Time,
 		Detail: store.QuarantineDetail{ClientID: clientID, UpdatedAt: queue.NewTime(c.Now).String(), QuarantineUntil: in.QuarantineUntil.String(), QuarantineInfo: in.QuarantineInfo},
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, NotFoundf("Worker %s/%s not found", c.Params["workerGroup"], c.Params["workerId"])
+		return nil, api.NotFoundf("Worker %s/%s not found", c.Params["workerGroup"], c.Params["workerId"])
 	}
 	if err != nil {
 		return nil, err
@@ -410,7 +411,7 @@ func (s *Server) quarantineWorker(c *Call) (any, error) {
 	return workerOut(w), nil
 }
 
-func (s *Server) declareWorker(c *Call) (any, error) {
+func (s *Server) declareWorker(c *api.Call) (any, error) {
 	props, body, err := bodyProperties(c)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package api
+package queueapi
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
@@ -19,12 +20,12 @@ type statusResponse struct {
 func (s *Server) loadTask(ctx context.Context, taskID string) (*queue.TaskState, error) {
 	t, err := s.store.GetTask(ctx, taskID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, NotFoundf("Task `%s` not found", taskID)
+		return nil, api.NotFoundf("Task `%s` not found", taskID)
 	}
 	return t, err
 }
 
-func (s *Server) getTask(c *Call) (any, error) {
+func (s *Server) getTask(c *api.Call) (any, error) {
 	t, err := s.loadTask(c.Context(), c.Params["taskId"])
 	if err != nil {
 		return nil, err
@@ -32,7 +33,7 @@ func (s *Server) getTask(c *Call) (any, error) {
 	return t.DefinitionBytes()
 }
 
-func (s *Server) getStatus(c *Call) (any, error) {
+func (s *Server) getStatus(c *api.Call) (any, error) {
 	t, err := s.loadTask(c.Context(), c.Params["taskId"])
 	if err != nil {
 		return nil, err
@@ -47,7 +48,7 @@ func pageIDs(ids []string, page store.Page) ([]string, string, error) {
 	if page.ContinuationToken != "" {
 		n, err := strconv.Atoi(page.ContinuationToken)
 		if err != nil || n < 0 {
-			return nil, "", apiErrorf(CodeInputError, "Invalid continuationToken")
+			return nil, "", api.Errorf(api.CodeInputError, "Invalid continuationToken")
 		}
 		offset = n
 	}
@@ -66,7 +67,7 @@ func pageIDs(ids []string, page store.Page) ([]string, string, error) {
 	return ids[offset:end], next, nil
 }
 
-func (s *Server) taskIDsCall(c *Call) ([]*queue.TaskState, string, error) {
+func (s *Server) taskIDsCall(c *api.Call) ([]*queue.TaskState, string, error) {
 	var in struct {
 		TaskIDs []string `json:"taskIds"`
 	}
@@ -84,7 +85,7 @@ func (s *Server) taskIDsCall(c *Call) ([]*queue.TaskState, string, error) {
 	return tasks, next, err
 }
 
-func (s *Server) getTasks(c *Call) (any, error) {
+func (s *Server) getTasks(c *api.Call) (any, error) {
 	tasks, next, err := s.taskIDsCall(c)
 	if err != nil {
 		return nil, err
@@ -103,7 +104,7 @@ func (s *Server) getTasks(c *Call) (any, error) {
 	return out, nil
 }
 
-func (s *Server) getStatuses(c *Call) (any, error) {
+func (s *Server) getStatuses(c *api.Call) (any, error) {
 	tasks, next, err := s.taskIDsCall(c)
 	if err != nil {
 		return nil, err
@@ -135,7 +136,7 @@ func taskList(tasks []*queue.TaskState) []taskAndStatus {
 	return out
 }
 
-func (s *Server) listDependentTasks(c *Call) (any, error) {
+func (s *Server) listDependentTasks(c *api.Call) (any, error) {
 	taskID := c.Params["taskId"]
 	if _, err := s.loadTask(c.Context(), taskID); err != nil {
 		return nil, err
@@ -151,7 +152,7 @@ func (s *Server) listDependentTasks(c *Call) (any, error) {
 	}{taskID, taskList(tasks), next}, nil
 }
 
-func (s *Server) createTask(c *Call) (any, error) {
+func (s *Server) createTask(c *api.Call) (any, error) {
 	t, err := s.createTaskFrom(c.Context(), c.Params["taskId"], c.Input, c.Now, func(params map[string]any) error {
 		return c.Authorize(c.Route.Scopes, params)
 	})
@@ -167,7 +168,7 @@ func (s *Server) createTask(c *Call) (any, error) {
 func (s *Server) createTaskFrom(ctx context.Context, taskID string, input []byte, now time.Time, authorize func(params map[string]any) error) (*queue.TaskState, error) {
 	var in queue.CreateTaskInput
 	if err := json.Unmarshal(input, &in); err != nil {
-		return nil, apiErrorf(CodeInputValidationError, "decoding request body: %v", err)
+		return nil, api.Errorf(api.CodeInputValidationError, "decoding request body: %v", err)
 	}
 	if err := in.NormalizeQueueIdentity(); err != nil {
 		return nil, err
@@ -229,7 +230,7 @@ func schedulerParams(t *queue.TaskState) map[string]any {
 
 // transitionCall loads the task (404), authorizes with its fields, then
 // applies the transition in one transaction.
-func (s *Server) transitionCall(c *Call, apply func(*queue.TaskState, *queue.Transition, time.Time) error) (any, error) {
+func (s *Server) transitionCall(c *api.Call, apply func(*queue.TaskState, *queue.Transition, time.Time) error) (any, error) {
 	t, err := s.loadTask(c.Context(), c.Params["taskId"])
 	if err != nil {
 		return nil, err
@@ -246,15 +247,15 @@ func (s *Server) transitionCall(c *Call, apply func(*queue.TaskState, *queue.Tra
 	return statusResponse{res.Task.Status()}, nil
 }
 
-func (s *Server) scheduleTask(c *Call) (any, error) {
+func (s *Server) scheduleTask(c *api.Call) (any, error) {
 	return s.transitionCall(c, func(t *queue.TaskState, tr *queue.Transition, now time.Time) error { return t.Schedule(now, tr) })
 }
 
-func (s *Server) rerunTask(c *Call) (any, error) {
+func (s *Server) rerunTask(c *api.Call) (any, error) {
 	return s.transitionCall(c, func(t *queue.TaskState, tr *queue.Transition, now time.Time) error { return t.Rerun(now, tr) })
 }
 
-func (s *Server) cancelTask(c *Call) (any, error) {
+func (s *Server) cancelTask(c *api.Call) (any, error) {
 	return s.transitionCall(c, func(t *queue.TaskState, tr *queue.Transition, now time.Time) error { return t.Cancel(now, tr) })
 }
 
@@ -293,12 +294,12 @@ func groupJSON(g *store.TaskGroup) groupResponse {
 func (s *Server) loadGroup(ctx context.Context, id string) (*store.TaskGroup, error) {
 	g, err := s.store.GetTaskGroup(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, NotFoundf("No task-group with taskGroupId: `%s`", id)
+		return nil, api.NotFoundf("No task-group with taskGroupId: `%s`", id)
 	}
 	return g, err
 }
 
-func (s *Server) getTaskGroup(c *Call) (any, error) {
+func (s *Server) getTaskGroup(c *api.Call) (any, error) {
 	g, err := s.loadGroup(c.Context(), c.Params["taskGroupId"])
 	if err != nil {
 		return nil, err
@@ -306,7 +307,7 @@ func (s *Server) getTaskGroup(c *Call) (any, error) {
 	return groupJSON(g), nil
 }
 
-func (s *Server) listTaskGroup(c *Call) (any, error) {
+func (s *Server) listTaskGroup(c *api.Call) (any, error) {
 	g, err := s.loadGroup(c.Context(), c.Params["taskGroupId"])
 	if err != nil {
 		return nil, err
@@ -322,7 +323,7 @@ func (s *Server) listTaskGroup(c *Call) (any, error) {
 	}{groupJSON(g), taskList(tasks), next}, nil
 }
 
-func (s *Server) sealTaskGroup(c *Call) (any, error) {
+func (s *Server) sealTaskGroup(c *api.Call) (any, error) {
 	g, err := s.loadGroup(c.Context(), c.Params["taskGroupId"])
 	if err != nil {
 		return nil, err
@@ -345,7 +346,7 @@ type GroupPublisher interface {
 	PublishGroupSealed(ctx context.Context, g *store.TaskGroup)
 }
 
-func (s *Server) cancelTaskGroup(c *Call) (any, error) {
+func (s *Server) cancelTaskGroup(c *api.Call) (any, error) {
 	g, err := s.loadGroup(c.Context(), c.Params["taskGroupId"])
 	if err != nil {
 		return nil, err

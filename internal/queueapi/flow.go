@@ -1,4 +1,4 @@
-package api
+package queueapi
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -30,7 +31,7 @@ const (
 func flowPolicy(def *queue.Task) (*queue.FlowPolicy, error) {
 	p, err := queue.ParseFlow(def)
 	if err != nil {
-		return nil, apiErrorf(CodeInputValidationError, "%s", err.Error())
+		return nil, api.Errorf(api.CodeInputValidationError, "%s", err.Error())
 	}
 	return p, nil
 }

@@ -1,4 +1,4 @@
-package api_test
+package queueapi_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
@@ -453,7 +454,7 @@ func TestClaimWorkLongPollEndsEmpty(t *testing.T) {
 	elapsed := time.Since(start)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	require.JSONEq(t, `{"tasks":[]}`, string(r.body))
-	require.GreaterOrEqual(t, elapsed, api.ShortestLongPoll(longPoll))
+	require.GreaterOrEqual(t, elapsed, queueapi.ShortestLongPoll(longPoll))
 	require.Less(t, elapsed, 5*time.Second)
 	// The call recorded the queue and the worker as seen.
 	h.call(t, http.MethodGet, queuePath("/task-queues/prov-lp%2Fwt-lp"), nil, nil)
@@ -667,7 +668,7 @@ func TestQuarantinedWorker(t *testing.T) {
 	h.createTask(t, taskID, h.taskDef(tq, nil))
 	start := time.Now()
 	require.Empty(t, h.claimWork(t, tq, 1))
-	require.GreaterOrEqual(t, time.Since(start), api.ShortestLongPoll(longPoll), "a quarantined worker must wait out the long-poll")
+	require.GreaterOrEqual(t, time.Since(start), queueapi.ShortestLongPoll(longPoll), "a quarantined worker must wait out the long-poll")
 
 	r := h.request(t, http.MethodPost, queuePath("/task/"+taskID+"/runs/0/claim"), "", map[string]any{"workerGroup": "wg", "workerId": "w1"})
 	_, text := h.requireError(t, r, http.StatusConflict, api.CodeRequestConflict, "claimTask", map[string]string{"taskId": taskID, "runId": "0"})

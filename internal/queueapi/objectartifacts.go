@@ -1,4 +1,4 @@
-package api
+package queueapi
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
@@ -22,7 +23,7 @@ import (
 // its data (getArtifact).
 
 // ObjectService is the object service as object artifacts use it. Its
-// errors are API errors (*Error) where the caller is at fault.
+// errors are API errors (*api.Error) where the caller is at fault.
 type ObjectService interface {
 	// LockUpload begins an upload of name with no method agreed, fixing
 	// its projectId, uploadId and expires; a repeat with the same values
@@ -65,7 +66,7 @@ func (s *Server) scopedCredentials(clientID string, scopes []string, start, expi
 
 // objectArtifactCreated locks the object's upload and answers how to
 // upload it.
-func (s *Server) objectArtifactCreated(c *Call, t *queue.TaskState, runID int, a *store.Artifact) (any, error) {
+func (s *Server) objectArtifactCreated(c *api.Call, t *queue.TaskState, runID int, a *store.Artifact) (any, error) {
 	d, err := decodeDetails(a)
 	if err != nil {
 		return nil, err
@@ -95,7 +96,7 @@ func (s *Server) objectArtifactCreated(c *Call, t *queue.TaskState, runID int, a
 	}{storageObject, name, projectID, d.UploadID, queue.NewTime(a.Expires), creds}, nil
 }
 
-func (s *Server) finishArtifact(c *Call) (any, error) {
+func (s *Server) finishArtifact(c *api.Call) (any, error) {
 	taskID, name := c.Params["taskId"], c.Params["name"]
 	var in struct {
 		UploadID string `json:"uploadId"`
@@ -104,7 +105,7 @@ func (s *Server) finishArtifact(c *Call) (any, error) {
 		return nil, err
 	}
 	runID, ok := runIDParam(c)
-	notFound := NotFoundf("Artifact with taskId `%s`, runId %s, name `%s` not found", taskID, c.Params["runId"], name)
+	notFound := api.NotFoundf("Artifact with taskId `%s`, runId %s, name `%s` not found", taskID, c.Params["runId"], name)
 	if !ok {
 		return nil, notFound
 	}
@@ -119,7 +120,7 @@ func (s *Server) finishArtifact(c *Call) (any, error) {
 		return nil, queue.InputErrorf("Only object artifacts can be finished")
 	}
 	if a.Present {
-		return &Response{Status: http.StatusNoContent}, nil
+		return &api.Response{Status: http.StatusNoContent}, nil
 	}
 	d, err := decodeDetails(a)
 	if err != nil {
@@ -148,12 +149,12 @@ func (s *Server) finishArtifact(c *Call) (any, error) {
 			s.log.Warn("announcing a finished object artifact", "taskId", taskID, "error", err)
 		}
 	}
-	return &Response{Status: http.StatusNoContent}, nil
+	return &api.Response{Status: http.StatusNoContent}, nil
 }
 
 // objectDownloadCredentials answers artifact/latestArtifact for an object
 // artifact: the object's name and credentials that may download it.
-func (s *Server) objectDownloadCredentials(c *Call, a *store.Artifact) (any, error) {
+func (s *Server) objectDownloadCredentials(c *api.Call, a *store.Artifact) (any, error) {
 	name := ObjectArtifactName(a.TaskID, a.RunID, a.Name)
 	creds, err := s.scopedCredentials("artifact-download/"+a.TaskID+"/"+strconv.Itoa(a.RunID)+"/"+a.Name,
 		[]string{"object:download:" + name}, c.Now, c.Now.Add(objectDownloadCredentialsTTL))
@@ -168,9 +169,9 @@ func (s *Server) objectDownloadCredentials(c *Call, a *store.Artifact) (any, err
 }
 
 // objectDownloadURL is where getArtifact redirects for an object artifact.
-func (s *Server) objectDownloadURL(c *Call, a *store.Artifact) (string, error) {
+func (s *Server) objectDownloadURL(c *api.Call, a *store.Artifact) (string, error) {
 	if s.objects == nil {
-		return "", NotFoundf("Object does not exist.")
+		return "", api.NotFoundf("Object does not exist.")
 	}
 	return s.objects.ArtifactURL(c.Context(), ObjectArtifactName(a.TaskID, a.RunID, a.Name))
 }

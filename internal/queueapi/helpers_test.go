@@ -1,4 +1,4 @@
-package api_test
+package queueapi_test
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
 	"github.com/hopper-ci/hopper/internal/tcclient"
@@ -42,15 +43,15 @@ func (permitAll) Authorize(*api.Call, string, map[string]any) error { return nil
 // credential path runs exactly as in production.
 type harnessIssuer struct{ issuer auth.Credentials }
 
-func (i harnessIssuer) TaskCredentials(taskID string, runID int, workerGroup, workerID string, now, takenUntil time.Time, taskScopes []string) (api.Credentials, error) {
+func (i harnessIssuer) TaskCredentials(taskID string, runID int, workerGroup, workerID string, now, takenUntil time.Time, taskScopes []string) (queueapi.Credentials, error) {
 	c, err := auth.TaskCredentials(auth.TaskCredentialsOptions{
 		TaskID: taskID, RunID: runID, WorkerGroup: workerGroup, WorkerID: workerID,
 		TakenUntil: takenUntil, TaskScopes: taskScopes, Now: now, Issuer: i.issuer,
 	})
 	if err != nil {
-		return api.Credentials{}, fmt.Errorf("issuing test credentials: %w", err)
+		return queueapi.Credentials{}, fmt.Errorf("issuing test credentials: %w", err)
 	}
-	return api.Credentials{ClientID: c.ClientID, AccessToken: c.AccessToken, Certificate: c.Certificate}, nil
+	return queueapi.Credentials{ClientID: c.ClientID, AccessToken: c.AccessToken, Certificate: c.Certificate}, nil
 }
 
 // subscribeSignal wraps the store to announce each WaitForWork call,
@@ -80,7 +81,7 @@ type harnessOptions struct {
 
 // harness is one API server over a fresh SQLite store, served by httptest.
 type harness struct {
-	srv        *api.Server
+	srv        *queueapi.Server
 	url        string
 	clock      *testclock.Clock // moved by hand
 	store      store.Store
@@ -100,23 +101,29 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 	t.Cleanup(func() { _ = db.Close() })
 	spy := &subscribeSignal{Store: db, subscribed: make(chan string, 64)}
 	clock := testclock.New(harnessEpoch)
-	var metrics *api.Metrics
+	var (
+		metrics     *queueapi.Metrics
+		httpMetrics *api.Metrics
+	)
 	if opts.Metrics {
 		// The metrics read the store itself (its combining counters are
 		// not part of store.Store).
-		metrics = api.NewMetrics(db, clock)
+		metrics = queueapi.NewMetrics(db, clock)
+		httpMetrics = api.NewMetrics(metrics.Collectors()...)
 	}
-	srv, err := api.New(api.Options{
-		Config: api.Config{RootURL: "http://hopper.test", LongPoll: opts.LongPoll, ClaimTimeout: opts.ClaimTimeout,
+	srv, err := queueapi.New(queueapi.Options{
+		Config: queueapi.Config{RootURL: "http://hopper.test", LongPoll: opts.LongPoll, ClaimTimeout: opts.ClaimTimeout,
 			MaxDependencies: opts.MaxDependencies, Version: "test"},
-		Store: spy, Clock: clock, Authorizer: permitAll{},
+		Store: spy, Clock: clock,
 		Issuer:  harnessIssuer{issuer: auth.Credentials{ClientID: "static/taskcluster/queue", AccessToken: "harness-issuer-access-token-0123456789"}},
 		Metrics: metrics,
 	})
 	require.NoError(t, err)
+	httpSrv, err := api.New(api.Options{Clock: clock, Authorizer: permitAll{}, Metrics: httpMetrics, Routes: srv.Routes()})
+	require.NoError(t, err)
 	// Served as `hopper serve` does: waiting claimWork calls park.
-	hs := httptest.NewUnstartedServer(srv.Handler())
-	hs.Listener = srv.Listener(hs.Listener)
+	hs := httptest.NewUnstartedServer(httpSrv.Handler())
+	hs.Listener = httpSrv.Listener(hs.Listener)
 	hs.Start()
 	t.Cleanup(func() {
 		srv.Drain()
