@@ -156,7 +156,8 @@ type Config struct {
 	// MaxTaskMemoryMB limits every task's memory (0: no limit) and
 	// MaxTaskProcesses its processes and threads (default 4096, so a fork
 	// bomb cannot take the machine; -1: no limit); payload.limits may ask
-	// for less.
+	// for less. The docker engine applies MaxTaskProcesses as each
+	// container's pids limit.
 	MaxTaskMemoryMB  int `yaml:"maxTaskMemoryMB" json:"maxTaskMemoryMB,omitempty"`
 	MaxTaskProcesses int `yaml:"maxTaskProcesses" json:"maxTaskProcesses,omitempty"`
 	// CancelPollInterval is how often the worker asks the queue whether a

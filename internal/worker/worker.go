@@ -71,6 +71,9 @@ type Worker struct {
 	// answered twice (claimWork, then a superseding claimTask that the
 	// queue answers as a repeat) is never run twice.
 	heldRuns sync.Map
+
+	// workDirLock holds the work dir for this worker (claimWorkDir).
+	workDirLock *os.File
 }
 
 // New validates cfg and prepares the working directories.
@@ -159,6 +162,10 @@ func closed(ch <-chan struct{}) bool {
 // shutdown). It returns the process exit code to use.
 func (w *Worker) Run(ctx context.Context) (int, error) {
 	w.logger.Info("worker starting", "taskQueueId", w.cfg.TaskQueueID, "capacity", w.cfg.Capacity, "engine", w.cfg.Engine)
+	if err := w.claimWorkDir(); err != nil {
+		return 1, err
+	}
+	defer w.workDirLock.Close()
 	if err := w.engine.recover(ctx); err != nil {
 		return 1, fmt.Errorf("starting the %s engine: %w", w.cfg.Engine, err)
 	}

@@ -140,6 +140,8 @@ func Run(t *testing.T, open Opener) {
 		{"Artifacts", testArtifacts},
 		{"Clients", testClients},
 		{"Roles", testRoles},
+		{"AuditHistory", testAuditHistory},
+		{"ListTasks", testListTasks},
 		{"ExpireData", testExpireData},
 		{"SubscribePending", testSubscribePending},
 		{"Objects", testObjects},
