@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hopper-ci/hopper/internal/schema"
 	"github.com/hopper-ci/hopper/internal/slugid"
@@ -432,10 +433,19 @@ func checkJSONBody(c *Call) *Error {
 	return Errorf(CodeMalformedPayload, "Request body must be a JSON object")
 }
 
+// textual reports whether a URL parameter or query value can be text in a
+// query: UTF-8 without NUL. No route names anything else, and PostgreSQL
+// refuses both as a text parameter (a 500), where SQLite stores them.
+func textual(v string) bool { return utf8.ValidString(v) && strings.IndexByte(v, 0) < 0 }
+
 func validateParams(c *Call) *Error {
 	for name, value := range c.Params {
 		if p, ok := paramPatterns[name]; ok && !p.MatchString(value) {
 			return InvalidParam(name, value, p)
+		}
+		if !textual(value) {
+			return Errorf(CodeInvalidRequestArguments,
+				"Invalid URL patterns:\nURL parameter '%s' must be UTF-8 text without NUL", name)
 		}
 		if r, ok := paramRanges[name]; ok {
 			if n, err := strconv.ParseInt(value, 10, 64); err != nil || n < r.min || n > r.max {
@@ -457,6 +467,11 @@ func validateParams(c *Call) *Error {
 				if !p.MatchString(v) {
 					return InvalidQuery(key, v, p)
 				}
+			}
+		}
+		for _, v := range values {
+			if !textual(v) {
+				return Errorf(CodeInvalidRequestArguments, "Query-string parameter: %s must be UTF-8 text without NUL", key)
 			}
 		}
 	}
