@@ -40,9 +40,13 @@ func VersionOf(version string) func(*Call) (any, error) {
 	}
 }
 
-// VersionRoute is the __version__ method of a service served at basePath,
-// answering as the queue's does: every Taskcluster service has one, and the
-// official client knows it for each.
-func VersionRoute(basePath, version string) Route {
-	return Route{Name: "version", Method: http.MethodGet, Paths: []string{basePath + "/__version__"}, Handle: VersionOf(version)}
+// RootHealthRoutes are __lbheartbeat__, __heartbeat__ and __version__ at
+// the deployment's root, as Taskcluster's load balancers and the official
+// clients look for them there.
+func RootHealthRoutes(version string) []Route {
+	return []Route{
+		{Name: "lbheartbeat", Method: http.MethodGet, Paths: []string{"/__lbheartbeat__"}, Handle: EmptyObject},
+		{Name: "heartbeat", Method: http.MethodGet, Paths: []string{"/__heartbeat__"}, Handle: EmptyObject},
+		{Name: "version", Method: http.MethodGet, Paths: []string{"/__version__"}, Handle: VersionOf(version)},
+	}
 }

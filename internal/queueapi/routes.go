@@ -6,7 +6,10 @@ import (
 	"github.com/hopper-ci/hopper/internal/api"
 )
 
-const queueBase = "/api/queue/v1"
+// BasePath is where the Queue API lives below the root URL.
+const BasePath = "/api/queue/v1"
+
+const queueBase = BasePath
 
 // createTaskScopes is what createTask requires, whoever calls it (see
 // CreateTaskAs).
@@ -36,12 +39,7 @@ func (s *Server) queueRoutes() []api.Route {
 			api.AllOf(api.Scope("queue:"+verb), api.Scope("assume:scheduler-id:<schedulerId>/<taskGroupId>")),
 		)
 	}
-	routes := []api.Route{
-		{Name: "ping", Method: http.MethodGet, Paths: q("/ping"), Handle: api.PingSince(s.started)},
-		{Name: "lbheartbeat", Method: http.MethodGet, Paths: append(q("/__lbheartbeat__"), "/__lbheartbeat__"), Handle: api.EmptyObject},
-		{Name: "heartbeat", Method: http.MethodGet, Paths: append(q("/__heartbeat__"), "/__heartbeat__"), Handle: api.EmptyObject},
-		{Name: "version", Method: http.MethodGet, Paths: append(q("/__version__"), "/__version__"), Handle: api.VersionOf(s.cfg.Version)},
-
+	routes := append(api.ServiceHealthRoutes(queueBase, s.started, s.cfg.Version), []api.Route{
 		{Name: "task", Method: http.MethodGet, Paths: q("/task/{taskId}"), Scopes: api.Scope("queue:get-task:<taskId>"), EarlyScopes: true, Handle: s.getTask},
 		{Name: "status", Method: http.MethodGet, Paths: q("/task/{taskId}/status"), Scopes: api.Scope("queue:status:<taskId>"), EarlyScopes: true, Handle: s.getStatus},
 		{Name: "tasks", Method: http.MethodPost, Paths: q("/tasks"), Input: "task-ids-request", Query: paged,
@@ -120,6 +118,6 @@ func (s *Server) queueRoutes() []api.Route {
 		{Name: "declareWorker", Method: http.MethodPut, Paths: q("/provisioners/{provisionerId}/worker-types/{workerType}/{workerGroup}/{workerId}"),
 			Input:  "declare-worker-request",
 			Scopes: api.AllOf(api.ForEach("property", "properties", "queue:declare-worker:<provisionerId>/<workerType>/<workerGroup>/<workerId>#<property>")), Handle: s.declareWorker},
-	}
+	}...)
 	return routes
 }

@@ -9,23 +9,18 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
-	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/events"
-	"github.com/hopper-ci/hopper/internal/flowapi"
-	"github.com/hopper-ci/hopper/internal/indexapi"
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/schema"
-	"github.com/hopper-ci/hopper/internal/secretsapi"
-	"github.com/hopper-ci/hopper/internal/store"
-	"github.com/hopper-ci/hopper/internal/superseder"
 	"github.com/hopper-ci/hopper/internal/ui"
 )
 
@@ -55,6 +50,8 @@ type Config struct {
 	Artifacts string
 	// AMQP, if set, is the broker events are published to.
 	AMQP string
+	// ForgeConfig, if set, is the forges' configuration file (forge.Load).
+	ForgeConfig string
 	// RootAccessToken is the access token of the root client.
 	RootAccessToken string
 	// SecretKey encrypts access tokens at rest and signs blob URLs
@@ -81,6 +78,9 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Clock = queue.SystemClock{}
 	}
 	log := cfg.Logger
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = ".hopper"
 	}
@@ -134,53 +134,49 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	ep := queueapi.NewEventPublisher(out, log)
 	defer ep.Close()
-	var publisher queueapi.Publisher = ep
 
 	sec, err := NewSecurity(ctx, st, cfg.RootAccessToken, key, cfg.Clock, log)
 	if err != nil {
 		return err
 	}
-	handlers := map[string]http.Handler{ui.Prefix: ui.Handler()}
-	if m, ok := blobs.(artifacts.Mountable); ok {
-		handlers[m.MountPath()] = m
-	}
-	side := newSideServices(st, blobs, cfg.Clock, log, cfg.ExpireEvery, cfg.Version)
-	hookSvc, err := newHookService(sec, st, cfg.Clock, log, cfg.Version, cfg.AMQP)
-	if err != nil {
-		return err
-	}
-	defer hookSvc.Close()
 	schemas, err := schema.New()
 	if err != nil {
 		return err
 	}
-	metrics := queueapi.NewMetrics(st, cfg.Clock)
-	srv, err := queueapi.New(queueapi.Options{
-		Config: queueapi.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
-		Store:  st, Clock: cfg.Clock, Issuer: sec.Issuer, Publisher: publisher, Logger: log, Metrics: metrics,
-		Schemas: schemas, Artifacts: blobs, Objects: side.objects,
-	})
+	w := &wiring{cfg: cfg, store: st, sec: sec, blobs: blobs, schemas: schemas, key: key, log: log, events: ep, hub: hub}
+	services, err := w.build()
 	if err != nil {
-		return fmt.Errorf("building the queue: %w", err)
+		return err
 	}
-	httpSrv, err := api.New(api.Options{
-		Clock: cfg.Clock, Authorizer: sec.Authorizer, Logger: log, Metrics: api.NewMetrics(metrics.Collectors()...), Schemas: schemas,
-		Routes: slices.Concat(srv.Routes(), extraRoutes(sec, st, srv, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st}),
-			flowapi.Routes(st), live.Routes(hub), hookSvc.routes, side.routes), Handlers: handlers,
-	})
+	defer func() {
+		for i := len(services) - 1; i >= 0; i-- {
+			if c := services[i].close; c != nil {
+				c()
+			}
+		}
+	}()
+	routes := api.RootHealthRoutes(cfg.Version)
+	var (
+		duties     []maintenance.Service
+		collectors []prometheus.Collector
+	)
+	for _, svc := range services {
+		routes = append(routes, svc.routes...)
+		duties = append(duties, svc.duties...)
+		collectors = append(collectors, svc.collectors...)
+	}
+	handlers := map[string]http.Handler{ui.Prefix: ui.Handler(), ui.CLISigninPath: ui.CLISignin()}
+	if m, ok := blobs.(artifacts.Mountable); ok {
+		handlers[m.MountPath()] = m
+	}
+	srv, err := api.New(api.Options{Clock: cfg.Clock, Authorizer: sec.Authorizer, Logger: log,
+		Metrics: api.NewMetrics(collectors...), Schemas: schemas, Routes: routes, Handlers: handlers})
 	if err != nil {
 		return fmt.Errorf("building API: %w", err)
 	}
-	hookSvc.bind(srv)
-	// The background duties publish what they change through the API
-	// server, so their events and metrics are those of API calls.
-	duties := maintenance.NewMaintainer(slices.Concat([]maintenance.Service{
-		&maintenance.ClaimExpirer{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log},
-		&maintenance.DeadlineResolver{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log, Delay: cfg.DeadlineDelay},
-		&maintenance.DataExpirer{Store: st, Blobs: blobs, Clock: cfg.Clock, Logger: log, Interval: cfg.ExpireEvery},
-	}, side.duties, hookSvc.duties(log))...)
-	duties.Start(ctx)
-	defer duties.Stop()
+	maintainer := maintenance.NewMaintainer(duties...)
+	maintainer.Start(ctx)
+	defer maintainer.Stop()
 
 	if cfg.Pprof != "" {
 		stop, err := startPprof(cfg.Pprof, log)
@@ -189,10 +185,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer stop()
 	}
-	serving := &http.Server{Handler: httpSrv.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleConnTimeout,
+	serving := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleConnTimeout,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
-	go func() { errc <- serving.Serve(httpSrv.Listener(ln)) }()
+	go func() { errc <- serving.Serve(srv.Listener(ln)) }()
 	log.Info("hopper queue serving", "rootUrl", cfg.RootURL, "listen", ln.Addr().String(), "db", storeKind(cfg.DB))
 	if cfg.Ready != nil {
 		cfg.Ready(cfg.RootURL)
@@ -203,18 +199,22 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: draining requests")
-	srv.Drain()
-	// Open event streams would hold Shutdown for its whole timeout.
-	_ = hub.Close()
+	for _, svc := range services {
+		if svc.drain != nil {
+			svc.drain()
+		}
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := serving.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutting down: %w", err)
 	}
-	// No request is served any more: what the last claims queued for the
-	// workers' records is written before the store closes.
-	if err := srv.Flush(shutdownCtx); err != nil {
-		return fmt.Errorf("shutting down: %w", err)
+	for _, svc := range services {
+		if svc.flush != nil {
+			if err := svc.flush(shutdownCtx); err != nil {
+				return fmt.Errorf("shutting down: %w", err)
+			}
+		}
 	}
 	return nil
 }
@@ -234,18 +234,4 @@ func storeKind(spec string) string {
 		return "sqlite"
 	}
 	return "postgres"
-}
-
-// extraRoutes are the routes served beside the Queue API.
-func extraRoutes(sec *Security, st store.Store, queue *queueapi.Server, log *slog.Logger, version string) []api.Route {
-	var routes []api.Route
-	routes = append(routes, authapi.Routes(authapi.Deps{
-		Store: st, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
-		Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log,
-	})...)
-	routes = append(routes, api.VersionRoute(authapi.BasePath, version))
-	routes = append(routes, indexapi.Routes(indexapi.Deps{Store: st, Artifacts: queue, Version: version})...)
-	routes = append(routes, secretsapi.Routes(secretsapi.Deps{Store: st, Sealer: sec.Sealer, Caller: sec.Authorizer.Caller,
-		Logger: log, Version: version})...)
-	return routes
 }

@@ -101,7 +101,7 @@ func seedAnonymousRole(ctx context.Context, st store.Store, now time.Time) error
 		return &store.Role{RoleID: auth.AnonymousRole, Scopes: DefaultAnonymousScopes,
 			Description: "Scopes every caller has, with or without credentials (created by hopper; edit freely).",
 			Created:     now, LastModified: now}, nil
-	})
+	}, nil)
 	if errors.Is(err, errRoleExists) {
 		return nil
 	}
@@ -174,7 +174,7 @@ func (d *ClientDirectory) markUsed(ctx context.Context, c *store.Client) {
 		_, err := d.store.UpdateClient(bg, c.ClientID, func(cl *store.Client) error {
 			cl.LastDateUsed = now.UTC().Truncate(time.Millisecond)
 			return nil
-		})
+		}, nil)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			d.log.Warn("recording that a client was used", "clientId", c.ClientID, "error", err)
 		}

@@ -1,4 +1,7 @@
-package superseder
+// Package supersederapi serves the built-in superseder's API
+// (/api/superseder/v1/…) from the queue's store; its rule is
+// superseder.Select.
+package supersederapi
 
 import (
 	"errors"
@@ -7,29 +10,24 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
-	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
+	"github.com/hopper-ci/hopper/internal/superseder"
 )
-
-// RoutePrefix is the task-route prefix by which tasks opt in to the built-in
-// superseder: a task with route "coalesce.v1.<key>" is a candidate of lists
-// for <key>.
-const RoutePrefix = "coalesce.v1."
-
-// DefaultMaxTasks is how many entries a built-in list holds at most (the
-// worker's default superseding.maxTasks).
-const DefaultMaxTasks = 32
 
 // backlogScan bounds how many pending candidates one list request reads.
 const backlogScan = 1000
 
+// BasePath is where the superseder's API lives below the root URL.
+const BasePath = "/api/superseder/v1"
+
 // ServerOptions configure the built-in superseder endpoint.
 type ServerOptions struct {
+	// Version is reported by __version__.
+	Version string
 	// Store is the queue's store.
 	Store store.Store
 	// MaxTasks caps each list (default DefaultMaxTasks).
@@ -54,12 +52,12 @@ var number = regexp.MustCompile(`^[0-9]+$`)
 // only taskIds of tasks that opted in.
 func Routes(opts ServerOptions) []api.Route {
 	if opts.MaxTasks <= 0 {
-		opts.MaxTasks = DefaultMaxTasks
+		opts.MaxTasks = superseder.DefaultMaxTasks
 	}
-	return []api.Route{
+	return append(api.ServiceHealthRoutes(BasePath, time.Now(), opts.Version), []api.Route{
 		{
 			Name: "supersederList", Method: http.MethodGet,
-			Paths: []string{"/api/superseder/v1/list/{age}/{size}/{key}"},
+			Paths: []string{BasePath + "/list/{age}/{size}/{key}"},
 			Query: []string{"taskId"},
 			Handle: func(c *api.Call) (any, error) {
 				age, size, ok := thresholds(c.Params["age"], c.Params["size"])
@@ -71,20 +69,13 @@ func Routes(opts ServerOptions) []api.Route {
 		},
 		{
 			Name: "supersederListDefault", Method: http.MethodGet,
-			Paths: []string{"/api/superseder/v1/list/{key}"},
+			Paths: []string{BasePath + "/list/{key}"},
 			Query: []string{"taskId"},
 			Handle: func(c *api.Call) (any, error) {
 				return list(c, opts, opts.DefaultAge, opts.DefaultSize)
 			},
 		},
-		{
-			Name: "supersederPing", Method: http.MethodGet,
-			Paths: []string{"/api/superseder/v1/ping"},
-			Handle: func(*api.Call) (any, error) {
-				return map[string]any{"alive": true}, nil
-			},
-		},
-	}
+	}...)
 }
 
 // thresholds parses the age (seconds) and size path segments. Values too
@@ -127,7 +118,7 @@ func list(c *api.Call, opts ServerOptions, age time.Duration, size int) (any, er
 		return nil, err
 	}
 	empty := Answer{Supersedes: []string{}}
-	route := RoutePrefix + c.Params["key"]
+	route := superseder.RoutePrefix + c.Params["key"]
 	if !slices.Contains(requester.Task.Routes, route) {
 		// The requester did not opt in under this key.
 		return empty, nil
@@ -136,77 +127,15 @@ func list(c *api.Call, opts ServerOptions, age time.Duration, size int) (any, er
 	if err != nil {
 		return nil, err
 	}
-	entries := []Candidate{{TaskID: taskID, Created: requester.Task.Created.Time, Arrived: arrival(requester)}}
+	entries := []superseder.Candidate{{TaskID: taskID, Created: requester.Task.Created.Time, Arrived: superseder.Arrival(requester)}}
 	for _, p := range pending {
 		if p.Task.TaskID != taskID {
-			entries = append(entries, Candidate{TaskID: p.Task.TaskID, Created: p.Task.Task.Created.Time, Arrived: p.Inserted})
+			entries = append(entries, superseder.Candidate{TaskID: p.Task.TaskID, Created: p.Task.Task.Created.Time, Arrived: p.Inserted})
 		}
 	}
-	ids, ok := Select(entries, taskID, c.Now, age, size, opts.MaxTasks)
+	ids, ok := superseder.Select(entries, taskID, c.Now, age, size, opts.MaxTasks)
 	if !ok {
 		return empty, nil
 	}
 	return Answer{Supersedes: ids}, nil
-}
-
-// arrival is when the task's current run was queued (its creation time if
-// it has no run).
-func arrival(t *queue.TaskState) time.Time {
-	if r := t.LastRun(); r != nil {
-		return r.Scheduled.Time
-	}
-	return t.Task.Created.Time
-}
-
-// Candidate is one task a built-in list may contain.
-type Candidate struct {
-	// TaskID identifies the task.
-	TaskID string
-	// Created is the task's creation time (the list order).
-	Created time.Time
-	// Arrived is when its current run was queued (the age threshold).
-	Arrived time.Time
-}
-
-// Select applies the built-in superseder's rule to the candidates (the
-// requester and the pending same-key tasks of its queue): when more than
-// size of them exist AND the earliest arrival lies more than age before
-// now, it answers them ascending by creation (ties by taskId), keeping the
-// requester and the newest maxTasks−1 others; otherwise it answers nothing
-// (ok false).
-func Select(entries []Candidate, requester string, now time.Time, age time.Duration, size, maxTasks int) ([]string, bool) {
-	if len(entries) == 0 || len(entries) <= size {
-		return nil, false
-	}
-	oldest := entries[0].Arrived
-	for _, e := range entries[1:] {
-		if e.Arrived.Before(oldest) {
-			oldest = e.Arrived
-		}
-	}
-	if now.Sub(oldest) <= age {
-		return nil, false
-	}
-	sorted := slices.Clone(entries)
-	slices.SortFunc(sorted, func(a, b Candidate) int {
-		if c := a.Created.Compare(b.Created); c != 0 {
-			return c
-		}
-		return strings.Compare(a.TaskID, b.TaskID)
-	})
-	// Keep the newest maxTasks−1 others plus the requester, in order.
-	keepOthers := max(maxTasks-1, 0)
-	var out []string
-	for i := len(sorted) - 1; i >= 0; i-- {
-		if sorted[i].TaskID == requester {
-			out = append(out, sorted[i].TaskID)
-			continue
-		}
-		if keepOthers > 0 {
-			out = append(out, sorted[i].TaskID)
-			keepOthers--
-		}
-	}
-	slices.Reverse(out)
-	return out, true
 }

@@ -1,4 +1,4 @@
-package superseder_test
+package supersederapi_test
 
 import (
 	"context"
@@ -18,61 +18,10 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
 	"github.com/hopper-ci/hopper/internal/store/storetest"
-	"github.com/hopper-ci/hopper/internal/superseder"
+	"github.com/hopper-ci/hopper/internal/supersederapi"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/testclock"
 )
-
-func TestSelect(t *testing.T) {
-	t.Parallel()
-	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
-	c := func(id string, created, arrived int) superseder.Candidate {
-		return superseder.Candidate{TaskID: id, Created: at(created), Arrived: at(arrived)}
-	}
-	tests := []struct {
-		name    string
-		entries []superseder.Candidate
-		req     string
-		now     int
-		age     time.Duration
-		size    int
-		max     int
-		want    []string
-		ok      bool
-	}{
-		{name: "ascending by created, ties by taskId", req: "r",
-			entries: []superseder.Candidate{c("r", 10, 10), c("b", 20, 20), c("a", 20, 21), c("o", 5, 5)},
-			now:     100, max: 32, ok: true, want: []string{"o", "r", "a", "b"}},
-		{name: "requester alone", req: "r", entries: []superseder.Candidate{c("r", 10, 10)}, now: 100, max: 32,
-			ok: true, want: []string{"r"}},
-		{name: "size not exceeded", req: "r", entries: []superseder.Candidate{c("r", 10, 10), c("a", 20, 20)},
-			now: 100, size: 2, max: 32},
-		{name: "size exceeded", req: "r", entries: []superseder.Candidate{c("r", 10, 10), c("a", 20, 20)},
-			now: 100, size: 1, max: 32, ok: true, want: []string{"r", "a"}},
-		{name: "age not exceeded (equal)", req: "r", entries: []superseder.Candidate{c("r", 10, 40), c("a", 20, 30)},
-			now: 100, age: 70 * time.Second, max: 32},
-		{name: "age measured from the earliest arrival", req: "r", entries: []superseder.Candidate{c("r", 10, 40), c("a", 20, 29)},
-			now: 100, age: 70 * time.Second, max: 32, ok: true, want: []string{"r", "a"}},
-		{name: "cap keeps the requester and the newest others", req: "r",
-			entries: []superseder.Candidate{c("r", 1, 1), c("a", 2, 2), c("b", 3, 3), c("c", 4, 4)},
-			now:     100, max: 3, ok: true, want: []string{"r", "b", "c"}},
-		{name: "cap with a newest requester", req: "r",
-			entries: []superseder.Candidate{c("r", 9, 9), c("a", 2, 2), c("b", 3, 3), c("c", 4, 4)},
-			now:     100, max: 2, ok: true, want: []string{"c", "r"}},
-		{name: "cap of one", req: "r", entries: []superseder.Candidate{c("r", 1, 1), c("a", 2, 2)},
-			now: 100, max: 1, ok: true, want: []string{"r"}},
-		{name: "no candidates", req: "r", now: 100, max: 32},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, ok := superseder.Select(tt.entries, tt.req, at(tt.now), tt.age, tt.size, tt.max)
-			require.Equal(t, tt.ok, ok)
-			require.Equal(t, tt.want, got)
-		})
-	}
-}
 
 type allowAll struct{}
 
@@ -129,20 +78,20 @@ func TestListEndpoint(t *testing.T) {
 		return tk.ReportCompleted(0, now, tr)
 	})
 
-	serve := func(opts superseder.ServerOptions) string {
+	serve := func(opts supersederapi.ServerOptions) string {
 		opts.Store = st
 		clock := testclock.New(now)
 		queueSrv, err := queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: "http://example"}, Store: st, Clock: clock, Issuer: noCredentials{}})
 		require.NoError(t, err)
-		srv, err := api.New(api.Options{Clock: clock, Authorizer: allowAll{}, Routes: append(queueSrv.Routes(), superseder.Routes(opts)...)})
+		srv, err := api.New(api.Options{Clock: clock, Authorizer: allowAll{}, Routes: append(queueSrv.Routes(), supersederapi.Routes(opts)...)})
 		require.NoError(t, err)
 		hs := httptest.NewServer(srv.Handler())
 		t.Cleanup(hs.Close)
 		return hs.URL
 	}
-	def := serve(superseder.ServerOptions{})
-	capped := serve(superseder.ServerOptions{MaxTasks: 2})
-	thresholds := serve(superseder.ServerOptions{DefaultAge: time.Minute, DefaultSize: 10})
+	def := serve(supersederapi.ServerOptions{})
+	capped := serve(supersederapi.ServerOptions{MaxTasks: 2})
+	thresholds := serve(supersederapi.ServerOptions{DefaultAge: time.Minute, DefaultSize: 10})
 
 	full := []string{ids["old"], req, ids["p1"], ids["p2"]}
 	tests := []struct {
@@ -193,7 +142,7 @@ func TestListEndpoint(t *testing.T) {
 			var raw map[string]json.RawMessage
 			require.NoError(t, json.Unmarshal(body, &raw))
 			require.Len(t, raw, 1, "exactly {\"supersedes\": [...]}: %s", body)
-			var got superseder.Answer
+			var got supersederapi.Answer
 			require.NoError(t, json.Unmarshal(body, &got))
 			require.Equal(t, tt.want, got.Supersedes)
 		})

@@ -1,10 +1,13 @@
-package purgecache
+// Package purgecacheapi serves the Purge-Cache API v1
+// (/api/purge-cache/v1/…) over the rules of package purgecache.
+package purgecacheapi
 
 import (
 	"net/http"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/purgecache"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
@@ -20,15 +23,24 @@ const (
 	scopeRequests    = `"purge-cache:purge-requests::<workerPoolId>"`
 )
 
+// Deps are what the Purge-Cache API needs.
+type Deps struct {
+	Store store.PurgeCacheStore
+	Clock queue.Clock // default the system clock
+	// Version is reported by __version__.
+	Version string
+}
+
 // Routes declares the Purge-Cache API v1 (served through package api's
 // request pipeline).
-func Routes(st store.PurgeCacheStore, clock queue.Clock) []api.Route {
+func Routes(d Deps) []api.Route {
+	clock := d.Clock
 	if clock == nil {
 		clock = queue.SystemClock{}
 	}
-	h := &handlers{store: st, clock: clock, started: clock.Now()}
+	h := &handlers{store: d.Store, clock: clock, started: clock.Now()}
 	p := func(path string) []string { return []string{BasePath + path} }
-	return append(api.ServiceHealthRoutes(BasePath, h.started, ""), []api.Route{
+	return append(api.ServiceHealthRoutes(BasePath, h.started, d.Version), []api.Route{
 		{Name: "purgeCache", Method: http.MethodPost, Paths: p("/purge-cache/{workerPoolId...}"), Input: "purge-cache-request",
 			Scopes: scopePurge, Handle: h.purgeCache},
 		{Name: "allPurgeRequests", Method: http.MethodGet, Paths: p("/purge-cache/list"), Query: []string{"continuationToken", "limit"},
@@ -46,8 +58,8 @@ type handlers struct {
 
 func workerPoolID(c *api.Call) (string, error) {
 	id := c.Params["workerPoolId"]
-	if !ValidWorkerPoolID(id) {
-		return "", api.InvalidParam("workerPoolId", id, WorkerPoolIDPattern())
+	if !purgecache.ValidWorkerPoolID(id) {
+		return "", api.InvalidParam("workerPoolId", id, purgecache.WorkerPoolIDPattern())
 	}
 	return id, nil
 }
@@ -66,7 +78,7 @@ func (h *handlers) purgeCache(c *api.Call) (any, error) {
 	if err := c.Authorize(c.Route.Scopes, map[string]any{"workerPoolId": pool, "cacheName": in.CacheName}); err != nil {
 		return nil, err
 	}
-	if err := h.store.PutPurgeRequest(c.Context(), NewRequest(pool, in.CacheName, c.Now)); err != nil {
+	if err := h.store.PutPurgeRequest(c.Context(), purgecache.NewRequest(pool, in.CacheName, c.Now)); err != nil {
 		return nil, err
 	}
 	return &api.Response{Status: http.StatusNoContent}, nil
@@ -78,9 +90,9 @@ func (h *handlers) allPurgeRequests(c *api.Call) (any, error) {
 		return nil, err
 	}
 	return struct {
-		Requests          []Entry `json:"requests"`
-		ContinuationToken string  `json:"continuationToken,omitempty"`
-	}{Entries(reqs), next}, nil
+		Requests          []purgecache.Entry `json:"requests"`
+		ContinuationToken string             `json:"continuationToken,omitempty"`
+	}{purgecache.Entries(reqs), next}, nil
 }
 
 func (h *handlers) purgeRequests(c *api.Call) (any, error) {
@@ -91,7 +103,7 @@ func (h *handlers) purgeRequests(c *api.Call) (any, error) {
 	if err := c.Authorize(c.Route.Scopes, map[string]any{"workerPoolId": pool}); err != nil {
 		return nil, err
 	}
-	since, err := ParseSince(c.R.URL.Query().Get("since"))
+	since, err := purgecache.ParseSince(c.R.URL.Query().Get("since"))
 	if err != nil {
 		return nil, &api.Error{Code: api.CodeInvalidRequestArguments, Message: err.Error()}
 	}
@@ -109,6 +121,6 @@ func (h *handlers) purgeRequests(c *api.Call) (any, error) {
 		page.ContinuationToken = next
 	}
 	return struct {
-		Requests []Entry `json:"requests"`
-	}{Entries(Since(all, since))}, nil
+		Requests []purgecache.Entry `json:"requests"`
+	}{purgecache.Entries(purgecache.Since(all, since))}, nil
 }

@@ -1,4 +1,7 @@
-package object
+// Package objectapi serves the Object API v1 (/api/object/v1/…) over the
+// object service (package object), and the service as the queue's object
+// artifacts use it (QueueArtifacts).
+package objectapi
 
 import (
 	"errors"
@@ -6,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/object"
 	"github.com/hopper-ci/hopper/internal/queue"
 )
 
@@ -18,12 +22,18 @@ const (
 	scopeDownload = `"object:download:<name>"`
 )
 
-// Routes declares the Object API v1; they plug into the queue's request
-// pipeline (package api) like the Auth API's.
-func Routes(svc *Service) []api.Route {
-	h := &handlers{svc: svc, started: time.Now()}
+// Deps are what the Object API needs.
+type Deps struct {
+	Service *object.Service
+	// Version is reported by __version__.
+	Version string
+}
+
+// Routes declares the Object API v1, served through package api.
+func Routes(d Deps) []api.Route {
+	h := &handlers{svc: d.Service, started: time.Now()}
 	p := func(path string) []string { return []string{BasePath + path} }
-	return append(api.ServiceHealthRoutes(BasePath, h.started, ""), []api.Route{
+	return append(api.ServiceHealthRoutes(BasePath, h.started, d.Version), []api.Route{
 		// The projectId scoping an upload comes in the body, so these
 		// authorize in the handler, after validation.
 		{Name: "createUpload", Method: http.MethodPut, Paths: p("/upload/{name...}"), Input: "object-create-upload-request",
@@ -40,20 +50,20 @@ func Routes(svc *Service) []api.Route {
 }
 
 type handlers struct {
-	svc     *Service
+	svc     *object.Service
 	started time.Time
 }
 
 type uploadBody struct {
-	ProjectID             string            `json:"projectId"`
-	UploadID              string            `json:"uploadId"`
-	Expires               queue.Time        `json:"expires"`
-	Hashes                map[string]string `json:"hashes"`
-	ProposedUploadMethods ProposedMethods   `json:"proposedUploadMethods"`
+	ProjectID             string                 `json:"projectId"`
+	UploadID              string                 `json:"uploadId"`
+	Expires               queue.Time             `json:"expires"`
+	Hashes                map[string]string      `json:"hashes"`
+	ProposedUploadMethods object.ProposedMethods `json:"proposedUploadMethods"`
 }
 
-func (b *uploadBody) request() UploadRequest {
-	return UploadRequest{ProjectID: b.ProjectID, UploadID: b.UploadID, Expires: b.Expires.Time, Hashes: b.Hashes}
+func (b *uploadBody) request() object.UploadRequest {
+	return object.UploadRequest{ProjectID: b.ProjectID, UploadID: b.UploadID, Expires: b.Expires.Time, Hashes: b.Hashes}
 }
 
 func (h *handlers) decodeUpload(c *api.Call) (*uploadBody, error) {
@@ -77,10 +87,10 @@ func (h *handlers) createUpload(c *api.Call) (any, error) {
 		return nil, apiError(err)
 	}
 	return struct {
-		ProjectID    string       `json:"projectId"`
-		UploadID     string       `json:"uploadId"`
-		Expires      queue.Time   `json:"expires"`
-		UploadMethod UploadMethod `json:"uploadMethod"`
+		ProjectID    string              `json:"projectId"`
+		UploadID     string              `json:"uploadId"`
+		Expires      queue.Time          `json:"expires"`
+		UploadMethod object.UploadMethod `json:"uploadMethod"`
 	}{in.ProjectID, in.UploadID, in.Expires, method}, nil
 }
 
@@ -129,15 +139,15 @@ func (h *handlers) download(c *api.Call) (any, error) {
 
 // apiError maps the rules' errors onto the API's, in one place.
 func apiError(err error) error {
-	var e *Error
+	var e *object.Error
 	if !errors.As(err, &e) {
 		return err
 	}
-	code := map[ErrorKind]string{
-		KindConflict: api.CodeRequestConflict,
-		KindNotFound: api.CodeResourceNotFound,
-		KindInput:    api.CodeInputError,
-		KindNoMatch:  api.CodeNoMatchingMethod,
+	code := map[object.ErrorKind]string{
+		object.KindConflict: api.CodeRequestConflict,
+		object.KindNotFound: api.CodeResourceNotFound,
+		object.KindInput:    api.CodeInputError,
+		object.KindNoMatch:  api.CodeNoMatchingMethod,
 	}[e.Kind]
 	if code == "" {
 		return err
