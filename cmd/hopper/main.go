@@ -138,6 +138,7 @@ func subcommands() []*cobra.Command {
 		cli.NewHookCommand(),
 		cli.NewCacheCommand(),
 		cli.NewJSONECommand(),
+		cli.NewGithubCommand(),
 		benchCommand(),
 	}
 }

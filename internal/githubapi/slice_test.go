@@ -325,6 +325,14 @@ func TestPushErrors(t *testing.T) {
 	errs := b.gh.Calls("/statuses/")
 	require.Len(t, errs, 2, "each delivery's error status")
 	require.Equal(t, "error", errs[0].Body["state"])
+	// The status links to the delivery's record, holding the whole error.
+	resp, err := http.Get(errs[0].Body["target_url"].(string))
+	require.NoError(t, err)
+	var record map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&record))
+	resp.Body.Close()
+	require.Equal(t, "done", record["state"])
+	require.Contains(t, record["outcome"], "InterpreterError at template.tasks[0]")
 
 	// Without the branch's role the queue refuses the task.
 	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", decisionTask)
