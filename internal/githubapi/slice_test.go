@@ -57,7 +57,7 @@ type bundle struct {
 	dieAfterCreate bool
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	gh := forgetest.Start(t)
 	ctx := context.Background()
@@ -111,7 +111,7 @@ func (f publisherFunc) Publish(ctx context.Context, changes []store.Change) { f(
 
 // example returns a payload of @octokit/webhooks-examples: the index-th
 // example of the event.
-func example(t *testing.T, event string, index int) map[string]any {
+func example(t testing.TB, event string, index int) map[string]any {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "e2e", "node", "node_modules", "@octokit", "webhooks-examples", "api.github.com", "index.json"))
@@ -133,7 +133,7 @@ func example(t *testing.T, event string, index int) map[string]any {
 }
 
 // deliver posts a delivery signed with secret ("" for none).
-func (b *bundle) deliver(t *testing.T, event, id string, body []byte, secret string) (int, string) {
+func (b *bundle) deliver(t testing.TB, event, id string, body []byte, secret string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, b.url+BasePath+"/github", bytes.NewReader(body))
 	require.NoError(t, err)
@@ -169,7 +169,7 @@ tasks:
       extra: {head: '${head}', slug: {$eval: 'as_slugid("decision")'}}
 `
 
-func (b *bundle) role(t *testing.T, roleID string) {
+func (b *bundle) role(t testing.TB, roleID string) {
 	t.Helper()
 	_, err := b.root.CreateRole(context.Background(), roleID, &tcclient.RoleRequest{Description: "test",
 		Scopes: []string{"queue:create-task:lowest:" + testQueue, "queue:create-task:project:none"}})
