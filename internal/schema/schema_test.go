@@ -71,6 +71,8 @@ func TestNewRegistersEveryRequestSchema(t *testing.T) {
 		"create-hook-request",
 		"create-role-request",
 		"create-task-request",
+		"create-worker-pool-request",
+		"create-worker-request",
 		"declare-provisioner-request",
 		"declare-worker-request",
 		"declare-worker-type-request",
@@ -84,7 +86,10 @@ func TestNewRegistersEveryRequestSchema(t *testing.T) {
 		"post-artifact-request",
 		"purge-cache-request",
 		"quarantine-worker-request",
+		"register-worker-request",
 		"report-completed-request",
+		"report-worker-error-request",
+		"reregister-worker-request",
 		"scopeset", "secret",
 		"task-exception-request",
 		"task-ids-request",
@@ -92,6 +97,9 @@ func TestNewRegistersEveryRequestSchema(t *testing.T) {
 		"test-authenticate-request",
 		"trigger-hook-request",
 		"update-client-request",
+		"update-worker-pool-request",
+		"worker-pool-config-docker",
+		"worker-pool-config-static",
 	}, r.Names())
 }
 

@@ -57,6 +57,7 @@ func (w *wiring) services() []func() (service, error) {
 		w.supersederService,
 		w.flowService,
 		w.liveService,
+		w.workerManagerService,
 	}
 }
 

@@ -124,6 +124,9 @@ type Store interface {
 	// The forge integration (github.go).
 	GithubStore
 
+	// The Worker Manager service (workermanager.go).
+	WorkerManagerStore
+
 	Close() error
 }
 

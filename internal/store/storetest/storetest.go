@@ -165,6 +165,10 @@ func Run(t *testing.T, open Opener) {
 		{"FlowSupersede", testFlowSupersede},
 		{"FlowCancelInProgress", testFlowCancelInProgress},
 		{"FlowFailFast", testFlowFailFast},
+		{"WorkerPools", testWorkerPools},
+		{"PoolWorkers", testPoolWorkers},
+		{"PoolErrors", testPoolErrors},
+		{"LeaseRace", testLeaseRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
