@@ -165,7 +165,7 @@ func Run(ctx context.Context, cfg Config) error {
 		duties = append(duties, svc.duties...)
 		collectors = append(collectors, svc.collectors...)
 	}
-	handlers := map[string]http.Handler{ui.Prefix: ui.Handler()}
+	handlers := map[string]http.Handler{ui.Prefix: ui.Handler(), ui.CLISigninPath: ui.CLISignin()}
 	if m, ok := blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}
