@@ -23,7 +23,8 @@ import (
 // ErrNotFound is returned when the requested entity does not exist.
 var ErrNotFound = errors.New("not found")
 
-// Store is hopper's persistence.
+// Store is hopper's persistence. The in-process wake-up hub that waiting
+// claimWork calls use is not part of it: see WorkHub (*DB is both).
 type Store interface {
 	// Tasks.
 	CreateTask(ctx context.Context, p CreateTaskParams) (*Result, error)
@@ -70,26 +71,34 @@ type Store interface {
 	ListArtifacts(ctx context.Context, taskID string, runID int, page Page) ([]Artifact, string, error)
 	MarkArtifactPresent(ctx context.Context, taskID string, runID int, name string) error
 
-	// Clients and roles. A change given an *Audit records it in the audit
-	// log (audit.go) in the change's transaction.
-	CreateClient(ctx context.Context, c *Client, audit *Audit) (*Client, error)
-	GetClient(ctx context.Context, clientID string) (*Client, error)
-	ListClients(ctx context.Context, prefix string, page Page) ([]Client, string, error)
-	UpdateClient(ctx context.Context, clientID string, fn func(*Client) error, audit *Audit) (*Client, error)
-	DeleteClient(ctx context.Context, clientID string, audit *Audit) error
-	PutRole(ctx context.Context, roleID string, fn func(existing *Role) (*Role, error), audit *Audit) (*Role, error)
-	ListRoles(ctx context.Context) ([]Role, error)
-	DeleteRole(ctx context.Context, roleID string, audit *Audit) error
-	AuditStore
-	// RolesVersion changes whenever roles change, so callers can cache
-	// expanded role sets cheaply.
-	RolesVersion(ctx context.Context) (int64, error)
+	// The Auth service's clients and roles (clients.go).
+	AuthStore
 
 	// The object service (objects.go) and the purge-cache service
 	// (purgecache.go).
 	ObjectStore
 	PurgeCacheStore
 
+	// The Index and Secrets services (index.go, secrets.go).
+	IndexStore
+	SecretStore
+
+	// Hooks (hooks.go).
+	HookStore
+
+	// Flow control (flow.go).
+	FlowStore
+
+	// Finding tasks without their taskId (history.go).
+	HistoryStore
+
+	Close() error
+}
+
+// WorkHub is the in-process wake-up hub (hub.go) as claimWork calls use
+// it: not persistence, but *DB's, since the creates and claims of this
+// process feed it.
+type WorkHub interface {
 	// SubscribePending registers a waiter for runs becoming pending in the
 	// task queue, from this process or (where the driver supports it) from
 	// another process sharing the database; the waiter claims up to
@@ -107,21 +116,6 @@ type Store interface {
 	// call to take them (Waiting.Claimed). The call must Leave, and
 	// answer with any claims Leave returns.
 	WaitForWork(taskQueueID string, capacity int, c *Claimant, woken func()) *Waiting
-
-	// The Index and Secrets services (index.go, secrets.go).
-	IndexStore
-	SecretStore
-
-	// Hooks (hooks.go).
-	HookStore
-
-	// Flow control (flow.go).
-	FlowStore
-
-	// Finding tasks without their taskId (history.go).
-	HistoryStore
-
-	Close() error
 }
 
 // Page selects one page of a listing.
