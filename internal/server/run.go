@@ -50,6 +50,8 @@ type Config struct {
 	Artifacts string
 	// AMQP, if set, is the broker events are published to.
 	AMQP string
+	// ForgeConfig, if set, is the forges' configuration file (forge.Load).
+	ForgeConfig string
 	// RootAccessToken is the access token of the root client.
 	RootAccessToken string
 	// SecretKey encrypts access tokens at rest and signs blob URLs
@@ -141,7 +143,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	w := &wiring{cfg: cfg, store: st, hub: st, sec: sec, blobs: blobs, schemas: schemas, log: log, events: ep, live: hub}
+	w := &wiring{cfg: cfg, store: st, hub: st, sec: sec, blobs: blobs, schemas: schemas, key: key, log: log, events: ep, live: hub}
 	services, err := w.build()
 	if err != nil {
 		return err
@@ -163,7 +165,7 @@ func Run(ctx context.Context, cfg Config) error {
 		duties = append(duties, svc.duties...)
 		collectors = append(collectors, svc.collectors...)
 	}
-	handlers := map[string]http.Handler{ui.Prefix: ui.Handler()}
+	handlers := map[string]http.Handler{ui.Prefix: ui.Handler(), ui.CLISigninPath: ui.CLISignin()}
 	if m, ok := blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}

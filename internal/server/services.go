@@ -52,10 +52,12 @@ func (w *wiring) services() []func() (service, error) {
 		w.indexService,
 		w.secretsService,
 		w.hooksService,
+		w.githubService,
 		w.purgeCacheService,
 		w.supersederService,
 		w.flowService,
 		w.liveService,
+		w.workerManagerService,
 	}
 }
 
@@ -69,7 +71,9 @@ type wiring struct {
 	sec     *Security
 	blobs   artifacts.Backend
 	schemas *schema.Registry
-	log     *slog.Logger
+	// key is the server's secret key (keys derived from it).
+	key [32]byte
+	log *slog.Logger
 	// events receives the queue's task events (queueapi.EventPublisher);
 	// live is the live feed's in-process bus.
 	events queueapi.Publisher

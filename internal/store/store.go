@@ -92,6 +92,12 @@ type Store interface {
 	// Finding tasks without their taskId (history.go).
 	HistoryStore
 
+	// The forge integration (github.go).
+	GithubStore
+
+	// The Worker Manager service (workermanager.go).
+	WorkerManagerStore
+
 	Close() error
 }
 

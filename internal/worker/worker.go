@@ -182,12 +182,21 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 		select {
 		case <-ctx.Done():
 			w.Shutdown(true)
-		case <-w.abort:
+		case <-w.drain:
 		case <-finished:
 			return
 		}
-		// An immediate shutdown also interrupts a claimWork long-poll.
+		// Any shutdown, a drain included, ends a claimWork long-poll at
+		// once: an idle worker would otherwise wait up to 20 s for the
+		// queue's empty answer before it could stop. (A task the queue
+		// claims for this call in the instant it is abandoned is retried
+		// once its claim expires, as after a worker crash.)
 		cancelClaims()
+		select {
+		case <-ctx.Done():
+			w.Shutdown(true)
+		case <-finished:
+		}
 	}()
 
 	var (
@@ -237,7 +246,7 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 			WorkerGroup: w.cfg.WorkerGroup, WorkerID: w.cfg.WorkerID, Tasks: min(free, 32),
 		})
 		if err != nil {
-			if closed(w.abort) {
+			if closed(w.drain) {
 				break
 			}
 			code := tcclient.StatusCode(err)

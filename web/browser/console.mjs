@@ -280,6 +280,36 @@ try {
     await tab.close();
   });
 
+  await check('taskcluster signin: sign in on its page, create the client, hand it to the command', async () => {
+    // A new tab has no session, like the browser tab the command opens.
+    const tab = await browser.newPage();
+    tab.on('pageerror', (e) => pageErrors.push(e.message));
+    await tab.goto(fx.cliSigninRefused);
+    await tab.waitForSelector('#cli-signin-refused', { timeout: T });
+    const refused = await tab.$eval('#cli-signin-refused', (e) => e.textContent);
+    expect(refused.includes('is not allowed'), refused);
+    await tab.goto(fx.cliSignin);
+    await tab.waitForSelector('form[aria-label="Sign in to continue"]', { timeout: T });
+    await tab.type('input[name=clientId]', fx.root.clientId);
+    await tab.type('input[name=accessToken]', 'not-the-token');
+    await tab.click('form.signin button[type=submit]');
+    await tab.waitForSelector('form.signin .error', { timeout: T });
+    const wrong = await tab.$eval('form.signin .error', (e) => e.textContent);
+    expect(wrong.includes('AuthenticationFailed') && wrong.includes('check the access token'), `a wrong token gives the CLI's hint: ${wrong}`);
+    await tab.click('input[name=accessToken]', { clickCount: 3 });
+    await tab.type('input[name=accessToken]', fx.root.accessToken);
+    await tab.click('form.signin button[type=submit]');
+    await tab.waitForSelector('#cli-client-id', { timeout: T });
+    const id = await tab.$eval('#cli-client-id', (e) => e.textContent);
+    expect(id === 'taskcluster/root/cli-AbC123', `client id ${id}`);
+    const scopes = await tab.$$eval('#cli-scopes li', (l) => l.map((e) => e.textContent));
+    expect(scopes.join(' ') === 'auth:get-client:taskcluster/root/cli-* queue:get-task:*', `scopes ${scopes}`);
+    if (fx.screenshots) await tab.screenshot({ path: path.join(fx.screenshots, 'ui-cli-signin.png') });
+    await tab.click('#cli-signin-create');
+    await tab.waitForFunction(() => document.querySelector('h1')?.textContent.includes('You have successfully signed in'), { timeout: T });
+    await tab.close();
+  });
+
   if (fx.bigGroup) {
     await check(`a ${fx.bigSize}-task group`, async () => {
       const t0 = Date.now();

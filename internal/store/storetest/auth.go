@@ -137,4 +137,3 @@ func testRoles(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.Equal(t, []store.Role{*r1b}, roles)
 }
-

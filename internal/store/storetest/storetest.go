@@ -156,10 +156,18 @@ func Run(t *testing.T, open Opener) {
 		{"HookSchedule", testHookSchedule},
 		{"HookClaimRace", testHookClaimRace},
 		{"HookLastFires", testHookLastFires},
+		{"GithubDeliveries", testGithubDeliveries},
+		{"GithubDeliveryClaimRace", testGithubDeliveryClaimRace},
+		{"GithubBuilds", testGithubBuilds},
+		{"GithubOutbox", testGithubOutbox},
 		{"FlowLimit", testFlowLimit},
 		{"FlowSupersede", testFlowSupersede},
 		{"FlowCancelInProgress", testFlowCancelInProgress},
 		{"FlowFailFast", testFlowFailFast},
+		{"WorkerPools", testWorkerPools},
+		{"PoolWorkers", testPoolWorkers},
+		{"PoolErrors", testPoolErrors},
+		{"LeaseRace", testLeaseRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
