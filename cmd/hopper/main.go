@@ -136,6 +136,7 @@ func subcommands() []*cobra.Command {
 		cli.NewSecretCommand(),
 		cli.NewIndexCommand(),
 		cli.NewHookCommand(),
+		cli.NewPoolCommand(),
 		cli.NewCacheCommand(),
 		cli.NewJSONECommand(),
 		benchCommand(),
