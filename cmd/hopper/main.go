@@ -91,6 +91,7 @@ func subcommands() []*cobra.Command {
 		cli.NewSecretCommand(),
 		cli.NewIndexCommand(),
 		cli.NewHookCommand(),
+		cli.NewNotifyCommand(),
 		cli.NewCacheCommand(),
 		cli.NewJSONECommand(),
 		benchCommand(),

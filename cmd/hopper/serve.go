@@ -31,6 +31,7 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	f.DurationVar(&cfg.DeadlineDelay, "deadline-delay", envDuration("HOPPER_DEADLINE_DELAY", maintenance.DefaultDeadlineDelay), "delay after a deadline before unresolved tasks are resolved (HOPPER_DEADLINE_DELAY)")
 	f.StringVar(&cfg.Artifacts, "artifacts", env("HOPPER_ARTIFACTS", ""), "artifact storage: local (default, under --data-dir), local:DIR or s3://BUCKET?endpoint=HOST:PORT&region=R (HOPPER_ARTIFACTS)")
 	f.StringVar(&cfg.AMQP, "amqp", env("HOPPER_AMQP", ""), "publish task events to this AMQP broker, e.g. amqp://guest:guest@127.0.0.1:5672/ (HOPPER_AMQP)")
+	f.StringVar(&cfg.NotifyConfigFile, "notify-config", env("HOPPER_NOTIFY_CONFIG", ""), "YAML file configuring the notification channels (SMTP, Slack, Matrix, webhooks); secrets may come from HOPPER_NOTIFY_* instead, never from flags (docs/notify.md) (HOPPER_NOTIFY_CONFIG)")
 	f.DurationVar(&cfg.ExpireEvery, "expire-interval", envDuration("HOPPER_EXPIRE_INTERVAL", maintenance.DefaultExpireEvery), "how often expired data (tasks, artifacts and their blobs) is deleted (HOPPER_EXPIRE_INTERVAL)")
 	// Only tests need a different cadence; keep it out of --help.
 	_ = f.MarkHidden("expire-interval")

@@ -80,6 +80,12 @@ func NewMetrics(st store.Store, clock queue.Clock) *Metrics {
 	return m
 }
 
+// Register adds collectors of other services (the notify sender's) to
+// what /metrics serves.
+func (m *Metrics) Register(cs ...prometheus.Collector) {
+	m.registry.MustRegister(cs...)
+}
+
 // Handler serves the metrics.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})

@@ -75,6 +75,8 @@ func TestNewRegistersEveryRequestSchema(t *testing.T) {
 		"declare-worker-request",
 		"declare-worker-type-request",
 		"finish-artifact-request", "index-find-tasks-request", "index-insert-task-request",
+		"notify-address", "notify-email-request", "notify-matrix-request", "notify-pulse-request",
+		"notify-slack-request", "notify-webhook-request",
 		"object-create-upload-request",
 		"object-download-request",
 		"object-finish-upload-request",

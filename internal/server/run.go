@@ -20,6 +20,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/indexapi"
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/maintenance"
+	"github.com/hopper-ci/hopper/internal/notifysend"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/secretsapi"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -67,6 +68,12 @@ type Config struct {
 	Pprof string
 	// Ready, if set, receives the server's root URL once it is listening.
 	Ready func(rootURL string)
+	// Notify configures the Notify service's channels; when nil, they are
+	// read from NotifyConfigFile (if set) and the environment's
+	// HOPPER_NOTIFY_* secrets. Without any, task notifications are still
+	// recorded, and fail saying their channel is not configured.
+	Notify           *notifysend.Config
+	NotifyConfigFile string
 }
 
 // Run serves until ctx is cancelled, then drains: open long-polls end with
@@ -148,12 +155,24 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer hookSvc.Close()
+	if cfg.Notify == nil {
+		if cfg.Notify, err = notifysend.LoadConfig(cfg.NotifyConfigFile, os.Getenv); err != nil {
+			return err
+		}
+	}
+	notifySvc, err := newNotifyService(st, blobs, cfg.Notify, cfg.AMQP, cfg.RootURL, cfg.Version, cfg.Clock, log)
+	if err != nil {
+		return err
+	}
+	defer notifySvc.close()
+	metrics := api.NewMetrics(st, cfg.Clock)
+	metrics.Register(notifySvc.metrics.Collectors()...)
 	srv, err := api.New(api.Options{
 		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
 		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
-		Publisher: publisher, Logger: log, Metrics: api.NewMetrics(st, cfg.Clock),
+		Publisher: publisher, Logger: log, Metrics: metrics,
 		Artifacts: blobs, ExtraRoutes: slices.Concat(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st}),
-			flowapi.Routes(st), live.Routes(hub), hookSvc.routes, side.routes), Handlers: handlers,
+			flowapi.Routes(st), live.Routes(hub), hookSvc.routes, side.routes, notifySvc.routes), Handlers: handlers,
 		Objects: side.objects,
 	})
 	if err != nil {
@@ -166,7 +185,7 @@ func Run(ctx context.Context, cfg Config) error {
 		&maintenance.ClaimExpirer{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log},
 		&maintenance.DeadlineResolver{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log, Delay: cfg.DeadlineDelay},
 		&maintenance.DataExpirer{Store: st, Blobs: blobs, Clock: cfg.Clock, Logger: log, Interval: cfg.ExpireEvery},
-	}, side.duties, hookSvc.duties(log))...)
+	}, side.duties, hookSvc.duties(log), []maintenance.Service{notifySvc.sender})...)
 	duties.Start(ctx)
 	defer duties.Stop()
 

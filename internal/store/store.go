@@ -116,6 +116,9 @@ type Store interface {
 	// Flow control (flow.go).
 	FlowStore
 
+	// The Notify service's outbox and denylist (notify.go).
+	NotifyStore
+
 	Close() error
 }
 
@@ -225,7 +228,9 @@ type ExpireDataResult struct {
 	IndexedTasks, IndexNamespaces, Secrets int
 	// HookFires counts fire records past LastFireRetention (hooks.go).
 	HookFires int
-	Blobs     []ExpiredArtifact
+	// Notifications counts outbox rows past their task's expiry (notify.go).
+	Notifications int
+	Blobs         []ExpiredArtifact
 }
 
 // ExpiredArtifact names an expired artifact whose data may need deleting.

@@ -158,6 +158,8 @@ func Run(t *testing.T, open Opener) {
 		{"FlowSupersede", testFlowSupersede},
 		{"FlowCancelInProgress", testFlowCancelInProgress},
 		{"FlowFailFast", testFlowFailFast},
+		{"NotifyOutbox", testNotifyOutbox},
+		{"NotifyClaims", testNotifyClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
