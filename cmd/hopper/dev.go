@@ -27,7 +27,7 @@ are printed at start. Ctrl-C stops everything.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.SecretKey = env("HOPPER_SECRET_KEY", "")
 			cfg.Logger = newLogger(logLevel)
-			cfg.Version = version
+			cfg.Version = build().Short()
 			ctx, cancel := signalContext()
 			defer cancel()
 			return devmode.Run(ctx, devmode.Options{Server: cfg, TaskQueueID: taskQueueID, Capacity: capacity, Out: cmd.OutOrStdout(),

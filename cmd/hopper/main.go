@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,13 +16,18 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hopper-ci/hopper/internal/buildinfo"
 	"github.com/hopper-ci/hopper/internal/cli"
 	"github.com/hopper-ci/hopper/internal/gctune"
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, when set at build time with -ldflags "-X main.version=...",
+// overrides the version the build recorded (internal/buildinfo).
+var version string
+
+// build is what this binary knows of its own build.
+func build() buildinfo.Info { return buildinfo.Read(version) }
 
 func main() {
 	// The collector's target follows the live heap (internal/gctune) for
@@ -31,7 +37,7 @@ func main() {
 	if _, set := os.LookupEnv("GOGC"); !set && !sandbox.IsInitInvocation() {
 		gctune.Start()
 	}
-	if err := rootCommand().Execute(); err != nil {
+	if err := execute(rootCommand()); err != nil {
 		// Errors that carry only an exit code (a drained worker's 71) are
 		// outcomes the command already reported, not failures to print.
 		if msg := err.Error(); msg != "" {
@@ -53,7 +59,7 @@ func rootCommand() *cobra.Command {
 		Short:         "A self-hosted task queue for CI and batch work, compatible with Taskcluster's Queue API",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       build().String(),
 		// Arbitrary arguments reach RunE, which refuses them with exit
 		// 64; cobra's own "unknown command" error would exit 1.
 		Args: cobra.ArbitraryArgs,
@@ -68,12 +74,51 @@ func rootCommand() *cobra.Command {
 			return &cli.ExitError{Code: cli.ExitUsage, Msg: msg}
 		},
 	}
+	root.SetVersionTemplate("hopper version {{.Version}}\n")
 	root.SuggestionsMinimumDistance = 2
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("%v (see %s --help)", err, c.CommandPath()), Err: err}
 	})
 	root.AddCommand(subcommands()...)
+	argsAreUsage(root)
 	return root
+}
+
+// argsAreUsage makes every command's argument check a usage mistake (exit
+// 64): cobra's own checks ("accepts 2 arg(s), received 0") return plain
+// errors, which would exit 1.
+func argsAreUsage(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			err := check(cmd, args)
+			var exit *cli.ExitError
+			if err == nil || errors.As(err, &exit) {
+				return err
+			}
+			return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("%v (see %s --help)", err, cmd.CommandPath()), Err: err}
+		}
+	}
+	for _, sub := range c.Commands() {
+		argsAreUsage(sub)
+	}
+}
+
+// execute runs the command line. cobra checks required flags and flag
+// groups before a command runs and says so in a plain error; those are
+// usage mistakes too (exit 64), told with the command's help to read.
+func execute(root *cobra.Command) error {
+	cmd, err := root.ExecuteC()
+	var exit *cli.ExitError
+	if err == nil || errors.As(err, &exit) || cmd == nil {
+		return err
+	}
+	msg := err.Error()
+	for _, prefix := range []string{"required flag(s) ", "if any flags in the group ", "at least one of the flags in the group "} {
+		if strings.HasPrefix(msg, prefix) {
+			return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("%s (see %s --help)", msg, cmd.CommandPath()), Err: err}
+		}
+	}
+	return err
 }
 
 // subcommands lists every `hopper` subcommand, in the order `hopper help`

@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/e2e"
+	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker"
 )
 
@@ -26,6 +31,12 @@ func TestUsageErrorsExit64(t *testing.T) {
 		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag (see hopper --help)"},
 		{[]string{"serve", "--no-such-flag"}, "unknown flag: --no-such-flag (see hopper serve --help)"},
 		{[]string{"task", "nope"}, `unknown command "nope" for "hopper task" (see hopper task --help)`},
+		{[]string{"client", "create", "ci/builder"}, `required flag(s) "description" not set (see hopper client create --help)`},
+		{[]string{"hook", "fires"}, "accepts 2 arg(s), received 0 (see hopper hook fires --help)"},
+		{[]string{"worker", "--root-url", "http://127.0.0.1:1", "--client-id", "c", "--access-token", "t"},
+			"invalid worker config: no task queue to serve: set --task-queue-id <provisionerId>/<workerType> (taskQueueId in the config file) (see hopper worker --help)"},
+		{[]string{"worker", "--task-queue-id", "a/b", "--config", "/nonexistent/worker.yaml"},
+			"reading worker config: open /nonexistent/worker.yaml: no such file or directory"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -35,13 +46,27 @@ func TestUsageErrorsExit64(t *testing.T) {
 			root.SetOut(&out)
 			root.SetErr(&out)
 			root.SetArgs(tt.args)
-			err := root.Execute()
+			err := execute(root)
 			require.EqualError(t, err, tt.want)
 			var coded interface{ ExitCode() int }
 			require.True(t, asExitCode(err, &coded))
 			require.Equal(t, 64, coded.ExitCode())
 		})
 	}
+}
+
+// TestServeWithoutRootTokenIsUsage: `hopper serve` without its root token
+// is a missing setting, exit 64, with a way to make one.
+func TestServeWithoutRootTokenIsUsage(t *testing.T) {
+	t.Setenv("HOPPER_ROOT_ACCESS_TOKEN", "")
+	root := rootCommand()
+	root.SetArgs([]string{"serve", "--data-dir", t.TempDir()})
+	err := execute(root)
+	require.ErrorContains(t, err, "HOPPER_ROOT_ACCESS_TOKEN is not set")
+	require.ErrorContains(t, err, "openssl rand")
+	var coded interface{ ExitCode() int }
+	require.True(t, asExitCode(err, &coded))
+	require.Equal(t, 64, coded.ExitCode())
 }
 
 // TestWorkerDrainIsNotAnError: SIGINT drains the real worker process, which
@@ -63,4 +88,107 @@ func TestWorkerDrainIsNotAnError(t *testing.T) {
 	require.Equal(t, worker.ExitDrained, w.ExitCode())
 	require.Contains(t, w.Logs(), "worker drained")
 	require.NotContains(t, w.Logs(), "hopper:")
+}
+
+// TestVersionNamesTheCommit builds hopper as a user does in a checkout
+// (go build, with VCS stamping on whatever GOFLAGS says) and checks that
+// `hopper --version` names the checkout's commit, not a placeholder.
+func TestVersionNamesTheCommit(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: skips building the hopper binary")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	root := e2e.RepoRoot()
+	head, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(root, ".git")); err != nil || !fi.IsDir() {
+		// cmd/go looks for a .git directory; a `git worktree` has a file.
+		t.Skip("Go stamps no VCS information in a git worktree; run this in a clone")
+	}
+	bin := filepath.Join(t.TempDir(), "hopper")
+	build := exec.Command("go", "build", "-buildvcs=true", "-o", bin, "./cmd/hopper")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+	out, err = exec.Command(bin, "--version").Output()
+	require.NoError(t, err)
+	require.Regexp(t, `^hopper version \S+ \(.*built with go`, string(out))
+	require.Contains(t, string(out), strings.TrimSpace(string(head))[:12], "names the commit it was built from")
+}
+
+// TestWorkerInterruptStopsPollingAtOnce: Ctrl-C on an idle worker ends
+// its claimWork long-poll instead of waiting for the queue's empty answer,
+// which comes 15–20 s after the call (the README's compatibility table): a
+// worker that waited for it could not exit within the 10 s allowed here.
+func TestWorkerInterruptStopsPollingAtOnce(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: skips running the hopper binary")
+	}
+	srv := e2e.StartServer(t, e2e.ServerOptions{})
+	w := e2e.StartWorker(t, srv, e2e.WorkerOptions{TaskQueueID: "cli-test/idle"})
+	require.Eventually(t, func() bool { return strings.Contains(w.Logs(), "worker starting") }, 30*time.Second, 50*time.Millisecond)
+	time.Sleep(time.Second) // the first claimWork is parked on the empty queue
+	require.NoError(t, w.Signal(os.Interrupt))
+	select {
+	case <-w.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the idle worker still waits for its long-poll; logs:\n%s", w.Logs())
+	}
+	require.Equal(t, worker.ExitDrained, w.ExitCode())
+}
+
+// TestWorkerSecondInterruptForces: the first Ctrl-C drains (the running
+// task goes on), a second one stops the task now, as SIGTERM does: the
+// worker exits 72 and the run ends exception/worker-shutdown, so the queue
+// retries it.
+func TestWorkerSecondInterruptForces(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: skips running the hopper binary")
+	}
+	srv := e2e.StartServer(t, e2e.ServerOptions{})
+	const queueID = "cli-test/force"
+	w := e2e.StartWorker(t, srv, e2e.WorkerOptions{TaskQueueID: queueID})
+	q := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
+	ctx := context.Background()
+	taskID := tcclient.NewTaskID()
+	now := time.Now()
+	_, err := q.CreateTask(ctx, taskID, &tcclient.TaskDefinition{
+		TaskQueueID: queueID, Created: tcclient.NewTime(now), Deadline: tcclient.NewTime(now.Add(time.Hour)),
+		Payload:  json.RawMessage(`{"command": [["sleep", "600"]], "maxRunTime": 900}`),
+		Metadata: tcclient.TaskMetadata{Name: "long", Description: "d", Owner: "dev@example.com", Source: "https://example.com/x"},
+	})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := q.Status(ctx, taskID)
+		return err == nil && st.State == tcclient.StateRunning
+	}, 60*time.Second, 100*time.Millisecond)
+
+	require.NoError(t, w.Signal(os.Interrupt))
+	require.Eventually(t, func() bool { return strings.Contains(w.Logs(), "interrupt again") }, 10*time.Second, 50*time.Millisecond)
+	select {
+	case <-w.Done():
+		t.Fatalf("the first interrupt must let the task run; logs:\n%s", w.Logs())
+	case <-time.After(2 * time.Second):
+	}
+	st, err := q.Status(ctx, taskID)
+	require.NoError(t, err)
+	require.Equal(t, tcclient.StateRunning, st.State, "draining leaves the task running")
+
+	require.NoError(t, w.Signal(os.Interrupt))
+	select {
+	case <-w.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatalf("a second interrupt did not stop the worker; logs:\n%s", w.Logs())
+	}
+	require.Equal(t, worker.ExitShutdown, w.ExitCode())
+	st, err = q.Status(ctx, taskID)
+	require.NoError(t, err)
+	require.Equal(t, "worker-shutdown", st.Runs[0].ReasonResolved)
 }

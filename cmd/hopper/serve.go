@@ -1,13 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/cli"
 	"github.com/hopper-ci/hopper/internal/maintenance"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
 )
 
@@ -27,9 +27,10 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	f.StringVar(&cfg.DB, "db", env("HOPPER_DB", ""), "store: sqlite:PATH or a postgres:// URL (default sqlite in --data-dir) (HOPPER_DB)")
 	f.IntVar(&cfg.Store.Batches, "db-batches", envInt("HOPPER_DB_BATCHES", 0), "PostgreSQL: concurrent transactions of combined task updates and creates (0: the default, 1; -1: every call alone) (HOPPER_DB_BATCHES)")
 	f.StringVar(&cfg.DataDir, "data-dir", env("HOPPER_DATA_DIR", defaultDataDir), "directory for the SQLite file, blobs and keys (HOPPER_DATA_DIR)")
-	f.DurationVar(&cfg.ClaimTimeout, "claim-timeout", envDuration("HOPPER_CLAIM_TIMEOUT", api.DefaultClaimTimeout), "how long a claim lasts before it must be reclaimed (HOPPER_CLAIM_TIMEOUT)")
+	f.DurationVar(&cfg.ClaimTimeout, "claim-timeout", envDuration("HOPPER_CLAIM_TIMEOUT", queueapi.DefaultClaimTimeout), "how long a claim lasts before it must be reclaimed (HOPPER_CLAIM_TIMEOUT)")
 	f.DurationVar(&cfg.DeadlineDelay, "deadline-delay", envDuration("HOPPER_DEADLINE_DELAY", maintenance.DefaultDeadlineDelay), "delay after a deadline before unresolved tasks are resolved (HOPPER_DEADLINE_DELAY)")
 	f.StringVar(&cfg.Artifacts, "artifacts", env("HOPPER_ARTIFACTS", ""), "artifact storage: local (default, under --data-dir), local:DIR or s3://BUCKET?endpoint=HOST:PORT&region=R (HOPPER_ARTIFACTS)")
+	f.StringVar(&cfg.ForgeConfig, "forge-config", env("HOPPER_FORGE_CONFIG", ""), "YAML file of the forges (GitHub, Gitea, Forgejo) whose webhooks /api/github/v1/github takes; secrets are named there by file or environment variable, see docs/github.md (HOPPER_FORGE_CONFIG)")
 	f.StringVar(&cfg.AMQP, "amqp", env("HOPPER_AMQP", ""), "publish task events to this AMQP broker, e.g. amqp://guest:guest@127.0.0.1:5672/ (HOPPER_AMQP)")
 	f.StringVar(&cfg.NotifyConfigFile, "notify-config", env("HOPPER_NOTIFY_CONFIG", ""), "YAML file configuring the notification channels (SMTP, Slack, Matrix, webhooks); secrets may come from HOPPER_NOTIFY_* instead, never from flags (docs/notify.md) (HOPPER_NOTIFY_CONFIG)")
 	f.DurationVar(&cfg.ExpireEvery, "expire-interval", envDuration("HOPPER_EXPIRE_INTERVAL", maintenance.DefaultExpireEvery), "how often expired data (tasks, artifacts and their blobs) is deleted (HOPPER_EXPIRE_INTERVAL)")
@@ -58,20 +59,20 @@ that encrypts stored tokens from HOPPER_SECRET_KEY (or one generated into
 			cfg.RootAccessToken = env("HOPPER_ROOT_ACCESS_TOKEN", "")
 			cfg.SecretKey = env("HOPPER_SECRET_KEY", "")
 			if cfg.RootAccessToken == "" {
-				return errors.New("HOPPER_ROOT_ACCESS_TOKEN is not set: hopper serve needs the root client's access token " +
-					"(22–66 characters of A-Z a-z 0-9 _ -); generate one with `openssl rand -base64 33 | tr '+/' '-_'`, or use `hopper dev`")
+				return &cli.ExitError{Code: cli.ExitUsage, Msg: "HOPPER_ROOT_ACCESS_TOKEN is not set: hopper serve needs the root client's access token " +
+					"(22–66 characters of A-Z a-z 0-9 _ -); generate one with `openssl rand -base64 33 | tr '+/' '-_'`, or use `hopper dev`"}
 			}
 			if cfg.ClaimTimeout <= 0 {
-				return fmt.Errorf("--claim-timeout must be positive, got %s", cfg.ClaimTimeout)
+				return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("--claim-timeout must be positive, got %s", cfg.ClaimTimeout)}
 			}
 			if cfg.ExpireEvery <= 0 {
-				return fmt.Errorf("--expire-interval must be positive, got %s", cfg.ExpireEvery)
+				return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("--expire-interval must be positive, got %s", cfg.ExpireEvery)}
 			}
 			if cfg.DeadlineDelay < 0 {
-				return fmt.Errorf("--deadline-delay must not be negative, got %s", cfg.DeadlineDelay)
+				return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("--deadline-delay must not be negative, got %s", cfg.DeadlineDelay)}
 			}
 			cfg.Logger = newLogger(logLevel)
-			cfg.Version = version
+			cfg.Version = build().Short()
 			ctx, cancel := signalContext()
 			defer cancel()
 			return server.Run(ctx, cfg)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hopper-ci/hopper/internal/cli"
 	"github.com/hopper-ci/hopper/internal/worker"
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 	"github.com/hopper-ci/hopper/internal/worker/superseding"
@@ -56,7 +57,7 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 			if configFile != "" {
 				var err error
 				if cfg, err = worker.LoadConfigFile(configFile); err != nil {
-					return err
+					return &cli.ExitError{Code: cli.ExitUsage, Msg: err.Error(), Err: err}
 				}
 			}
 			overlayWorkerFlags(cmd, &cfg, flags)
@@ -70,6 +71,11 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 				cfg.Credentials.ClientID = os.Getenv("TASKCLUSTER_CLIENT_ID")
 				cfg.Credentials.AccessToken = os.Getenv("TASKCLUSTER_ACCESS_TOKEN")
 				cfg.Credentials.Certificate = os.Getenv("TASKCLUSTER_CERTIFICATE")
+			}
+			// A configuration that cannot work is a usage mistake (exit
+			// 64), told before anything starts.
+			if _, err := cfg.Normalize(); err != nil {
+				return &cli.ExitError{Code: cli.ExitUsage, Msg: err.Error() + " (see hopper worker --help)", Err: err}
 			}
 			return runWorker(cfg, newLogger(logLevel))
 		},
@@ -138,9 +144,19 @@ func runWorker(cfg worker.Config, log *slog.Logger) error {
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sigs)
 	go func() {
-		for sig := range sigs {
-			log.Info("signal received", "signal", sig.String())
-			w.Shutdown(sig == syscall.SIGTERM)
+		// SIGINT drains (running tasks finish); SIGTERM, or a second
+		// signal of either kind, stops running tasks now.
+		for n := 1; ; n++ {
+			sig, ok := <-sigs
+			if !ok {
+				return
+			}
+			immediate := sig == syscall.SIGTERM || n > 1
+			log.Info("signal received", "signal", sig.String(), "immediate", immediate)
+			if !immediate {
+				log.Warn("draining: running tasks finish first; interrupt again to stop them now")
+			}
+			w.Shutdown(immediate)
 		}
 	}()
 	code, err := w.Run(context.Background())

@@ -194,6 +194,9 @@ await expectError(() => tester.testAuthenticate({ clientScopes: ['test:a'], requ
 assert.equal((await tester.testAuthenticateGet()).clientId, 'tester');
 step('testAuthenticate and testAuthenticateGet');
 
+// ---- audit history of an existing client (once answered "Client not found") -----
+assert.deepEqual(await auth.listAuditHistory(clientId), { auditHistory: [] }, 'the worker client changed nothing');
+
 // ---- cleanup: deletes succeed even twice ---------------------------------------------
 await auth.deleteClient(clientId);
 await auth.deleteClient(clientId);
@@ -203,3 +206,33 @@ await auth.deleteRole(roleId);
 await auth.deleteRole(roleId);
 await expectError(() => auth.role(roleId), 404, 'ResourceNotFound');
 step('deleteClient and deleteRole');
+
+// ---- audit history: who changed which client or role, and when --------------------
+const clientHistory = (await auth.getEntityHistory('client', clientId)).auditHistory;
+assert.deepEqual(clientHistory.map((e) => e.actionType),
+  ['created', 'client disabled', 'client enabled', 'access token reset', 'updated', 'deleted'],
+  'one entry per change: not for the retried create, the refused one or the second delete');
+for (const e of clientHistory) {
+  assert.deepEqual(Object.keys(e).sort(), ['actionType', 'clientId', 'created', 'entityId', 'entityType']);
+  assert.equal(e.clientId, root.clientId);
+  assert.equal(e.entityType, 'client');
+  assert.equal(e.entityId, clientId);
+  assert.ok(Date.now() - Date.parse(e.created) < 10 * 60e3, `created is a recent date-time: ${e.created}`);
+}
+const roleHistory = (await auth.getEntityHistory('role', roleId)).auditHistory;
+assert.deepEqual(roleHistory.map((e) => e.actionType), ['created', 'updated', 'deleted']);
+let byRoot = [];
+let page = { limit: 4 };
+for (;;) {
+  const res = await auth.listAuditHistory(root.clientId, page);
+  byRoot = byRoot.concat(res.auditHistory);
+  if (!res.continuationToken) break;
+  page = { limit: 4, continuationToken: res.continuationToken };
+}
+assert.equal(byRoot.length, clientHistory.length + roleHistory.length, 'root made every change, listed in pages of four');
+assert.deepEqual(byRoot.filter((e) => e.entityType === 'role'), roleHistory);
+await expectError(() => auth.getEntityHistory('secret', 'any'), 400, 'InputError');
+await expectError(() => auth.getEntityHistory('table', 'any'), 400, 'InvalidRequestArguments');
+await expectError(() => anonAuth.listAuditHistory(root.clientId), 403, 'InsufficientScopes');
+await expectError(() => anonAuth.getEntityHistory('client', clientId), 403, 'InsufficientScopes');
+step('listAuditHistory and getEntityHistory');

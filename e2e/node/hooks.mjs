@@ -100,8 +100,15 @@ const before = (await hooks.listLastFires(group, 'nightly/build')).lastFires.len
 let err = await expectError(() => hooks.triggerHook(group, 'nightly/build', { nope: true }), 400, 'InputError');
 assert.match(err.message, /version/);
 await expectError(() => hooks.triggerHook(group, 'nightly/build', { version: '1', taskId: 'not-a-slug' }), 400, 'InputError');
-assert.equal((await hooks.listLastFires(group, 'nightly/build')).lastFires.length, before, 'bad payloads fire nothing');
-step('bad trigger payloads get InputError and create nothing');
+const refused = (await hooks.listLastFires(group, 'nightly/build')).lastFires;
+assert.equal(refused.length, before + 2, 'a refused payload is recorded as a failed fire');
+for (const f of refused.slice(0, 2)) {
+  assert.equal(f.result, 'error');
+  assert.equal(f.firedBy, 'triggerHook');
+  assert.equal(f.taskState, 'unknown', 'no task was created');
+}
+assert.match(refused[1].error, /version/);
+step('bad trigger payloads get InputError, create nothing and are recorded as failed fires');
 
 const { token } = await hooks.getTriggerToken(group, 'nightly/build');
 assert.equal((await hooks.getTriggerToken(group, 'nightly/build')).token, token);
@@ -117,19 +124,20 @@ await hooks.triggerHookWithToken(group, 'nightly/build', reset.token, { version:
 step('getTriggerToken, triggerHookWithToken, resetTriggerToken');
 console.log(`tokens used: ${token} ${reset.token}`);
 
-const fires = (await hooks.listLastFires(group, 'nightly/build')).lastFires;
-assert.equal(fires.length, 4);
-assert.deepEqual(fires.map((f) => f.firedBy), ['triggerHookWithToken', 'triggerHookWithToken', 'triggerHook', 'triggerHook']);
+const allFires = (await hooks.listLastFires(group, 'nightly/build')).lastFires;
+assert.equal(allFires.length, 6);
+assert.deepEqual(allFires.map((f) => `${f.firedBy} ${f.result}`), ['triggerHookWithToken success', 'triggerHookWithToken success',
+  'triggerHook error', 'triggerHook error', 'triggerHook success', 'triggerHook success']);
+const fires = allFires.filter((f) => f.result === 'success');
 for (const f of fires) {
-  assert.equal(f.result, 'success');
   assert.equal(f.taskState, 'pending');
   assert.equal(f.hookGroupId, group);
 }
 assert.equal(fires[2].taskId, chosen);
-const page = await hooks.listLastFires(group, 'nightly/build', { limit: 3 });
-assert.equal(page.lastFires.length, 3);
-const rest = await hooks.listLastFires(group, 'nightly/build', { limit: 3, continuationToken: page.continuationToken });
-assert.equal(rest.lastFires.length, 1);
+const page = await hooks.listLastFires(group, 'nightly/build', { limit: 4 });
+assert.equal(page.lastFires.length, 4);
+const rest = await hooks.listLastFires(group, 'nightly/build', { limit: 4, continuationToken: page.continuationToken });
+assert.equal(rest.lastFires.length, 2);
 status = await hooks.getHookStatus(group, 'nightly/build');
 assert.equal(status.lastFire.result, 'success');
 assert.equal(status.lastFire.taskId, fires[0].taskId);
@@ -138,7 +146,8 @@ step('listLastFires (newest first, paged) and getHookStatus after fires');
 // A template that renders to null declines: no task, nothing recorded.
 await hooks.createHook(group, 'maybe', { ...definition, schedule: [], task: { $if: 'payload.version == "go"', then: template } });
 assert.deepEqual(await hooks.triggerHook(group, 'maybe', { version: 'stop' }), {});
-await expectError(() => hooks.listLastFires(group, 'maybe'), 404, 'ResourceNotFound');
+assert.deepEqual((await hooks.listLastFires(group, 'maybe')).lastFires, [], 'a hook that never fired has no fires');
+await expectError(() => hooks.listLastFires(group, 'no-such-hook'), 404, 'ResourceNotFound');
 assert.ok((await hooks.triggerHook(group, 'maybe', { version: 'go' })).taskId);
 step('a template rendering to null creates nothing');
 

@@ -45,17 +45,17 @@ func (h *HawkAuthorizer) Authorize(c *Call, template string, params map[string]a
 	if err != nil {
 		return err
 	}
-	return authError(h.session(c).AuthorizeTemplate(c.Context(), t, params))
+	return AuthError(h.session(c).AuthorizeTemplate(c.Context(), t, params))
 }
 
 // Caller authenticates the call (if not done yet) and returns who called.
 func (h *HawkAuthorizer) Caller(c *Call) (*auth.Result, error) {
 	res, err := h.session(c).Result(c.Context())
-	return res, authError(err)
+	return res, AuthError(err)
 }
 
-// authError maps the auth package's failures onto API errors.
-func authError(err error) error {
+// AuthError maps the auth package's failures onto API errors.
+func AuthError(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -75,9 +75,9 @@ type CallerIdentity interface {
 	Caller(c *Call) (*auth.Result, error)
 }
 
-// callerClientID returns the authenticated clientId, or "" if unknown.
-func (s *Server) callerClientID(c *Call) string {
-	if ci, ok := s.authz.(CallerIdentity); ok {
+// CallerClientID returns the authenticated clientId, or "" if unknown.
+func (c *Call) CallerClientID() string {
+	if ci, ok := c.srv.authz.(CallerIdentity); ok {
 		if res, err := ci.Caller(c); err == nil && res != nil {
 			return res.ClientID
 		}
@@ -85,10 +85,9 @@ func (s *Server) callerClientID(c *Call) string {
 	return ""
 }
 
-// Caller returns the authenticated caller of a call (for routes served
-// outside this package, such as the auth API).
-func (s *Server) Caller(c *Call) (*auth.Result, error) {
-	ci, ok := s.authz.(CallerIdentity)
+// Caller returns the authenticated caller of a call.
+func (c *Call) Caller() (*auth.Result, error) {
+	ci, ok := c.srv.authz.(CallerIdentity)
 	if !ok {
 		return nil, errors.New("the authorizer cannot identify callers")
 	}

@@ -88,5 +88,5 @@ func (s *Server) routeVerbatim(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not found"})
+	WriteJSON(w, http.StatusNotFound, map[string]string{"error": "Not found"})
 }

@@ -66,17 +66,19 @@ func (e *Error) Status() int {
 	return http.StatusInternalServerError
 }
 
-func apiErrorf(code, format string, args ...any) *Error {
+// Errorf is an API error of code with a formatted message.
+func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // NotFoundf is a ResourceNotFound error.
 func NotFoundf(format string, args ...any) *Error {
-	return apiErrorf(CodeResourceNotFound, format, args...)
+	return Errorf(CodeResourceNotFound, format, args...)
 }
 
-// toAPIError maps domain and store errors onto API errors in one place.
-func toAPIError(err error) *Error {
+// AsError maps domain and store errors onto API errors in one place; nil
+// when err is none of them (an internal error).
+func AsError(err error) *Error {
 	var apiErr *Error
 	if errors.As(err, &apiErr) {
 		return apiErr
@@ -106,7 +108,7 @@ func toAPIError(err error) *Error {
 		return NotFoundf("Resource not found")
 	}
 	if errors.Is(err, store.ErrBadContinuationToken) {
-		return apiErrorf(CodeInputError, "Invalid continuationToken")
+		return Errorf(CodeInputError, "Invalid continuationToken")
 	}
 	return nil
 }
@@ -148,13 +150,35 @@ func errorResponse(e *Error, method string, params map[string]string, payload js
 // 'x!' must match regular expression: '/^…$/'"): callers and Taskcluster's own
 // tests match on that sentence, so every service uses this one.
 func InvalidParam(name, value string, pattern fmt.Stringer) *Error {
-	return apiErrorf(CodeInvalidRequestArguments,
+	return Errorf(CodeInvalidRequestArguments,
 		"Invalid URL patterns:\nURL parameter '%s' given as '%s' must match regular expression: '/%s/'", name, value, pattern)
 }
 
 // InvalidQuery is the 400 for a query-string value that does not match its
 // pattern, in Taskcluster's words.
 func InvalidQuery(name, value string, pattern fmt.Stringer) *Error {
-	return apiErrorf(CodeInvalidRequestArguments,
+	return Errorf(CodeInvalidRequestArguments,
 		"Query-string parameter: %s=\"%s\" does not match expression: /%s/", name, value, pattern)
+}
+
+// Refusal is an API error as a caller of a method would have received it:
+// Taskcluster's code, status, message (with its footer) and requestInfo.
+// A service that calls another in-process (hooks creating tasks) gets its
+// refusals so.
+type Refusal struct {
+	Code        string
+	Status      int
+	Message     string
+	RequestInfo map[string]any
+}
+
+func (r *Refusal) Error() string { return r.Code + ": " + r.Message }
+
+// NewRefusal renders an API error as its body would read.
+func NewRefusal(e *Error, method string, params map[string]string, payload []byte, now time.Time) *Refusal {
+	body := errorResponse(e, method, params, json.RawMessage(payload), now)
+	info := map[string]any{}
+	raw, _ := json.Marshal(body.RequestInfo)
+	_ = json.Unmarshal(raw, &info)
+	return &Refusal{Code: e.Code, Status: e.Status(), Message: body.Message, RequestInfo: info}
 }

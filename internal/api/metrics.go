@@ -1,31 +1,25 @@
 package api
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/store"
 )
 
-// Metrics are hopper's Prometheus metrics.
+// Metrics are hopper's Prometheus metrics: the requests of every route,
+// the Go runtime and the process, and what the services add (their
+// collectors, given to NewMetrics).
 type Metrics struct {
-	registry    *prometheus.Registry
-	requests    *prometheus.CounterVec
-	latency     *prometheus.HistogramVec
-	claims      *prometheus.CounterVec
-	resolutions *prometheus.CounterVec
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
 }
 
-// NewMetrics registers the metrics. The queue gauges (pending and running
-// per task queue) are read from the store at scrape time, so every replica
-// reports the same, current numbers.
-func NewMetrics(st store.Store, clock queue.Clock) *Metrics {
+// NewMetrics registers the request metrics and the services' collectors.
+func NewMetrics(services ...prometheus.Collector) *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -35,58 +29,14 @@ func NewMetrics(st store.Store, clock queue.Clock) *Metrics {
 			Name: "hopper_api_request_duration_seconds", Help: "API request latency by method (claimWork includes its long-poll).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20},
 		}, []string{"method"}),
-		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hopper_claims_total", Help: "Runs claimed, by task queue.",
-		}, []string{"task_queue_id"}),
-		resolutions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hopper_resolutions_total", Help: "Runs resolved, by state and reason.",
-		}, []string{"state", "reason"}),
 	}
-	if c, ok := st.(interface{ CombinedStats() store.CombinedStats }); ok {
-		// Their ratio is the mean number of calls sharing a transaction,
-		// for tuning --db-batches.
-		kinds := []struct {
-			kind           string
-			batches, calls func(store.CombinedStats) uint64
-		}{
-			{"update", func(s store.CombinedStats) uint64 { return s.UpdateBatches }, func(s store.CombinedStats) uint64 { return s.UpdateCalls }},
-			{"create", func(s store.CombinedStats) uint64 { return s.CreateBatches }, func(s store.CombinedStats) uint64 { return s.CreateCalls }},
-		}
-		for _, k := range kinds {
-			counter := func(name, help string, pick func(store.CombinedStats) uint64) prometheus.CounterFunc {
-				return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{"kind": k.kind}},
-					func() float64 { return float64(pick(c.CombinedStats())) })
-			}
-			m.registry.MustRegister(
-				counter("hopper_store_transactions_total", "Transactions that ran combined task updates (kind=update) or creates (kind=create).", k.batches),
-				counter("hopper_store_combined_calls_total", "Task updates or creates run in combined transactions.", k.calls))
-		}
-		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "hopper_store_handed_over_runs_total",
-			Help: "Runs claimed as created by this process, without a look at the queue in the database.",
-		}, func() float64 { return float64(c.CombinedStats().HandedOverRuns) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{
-				Name: "hopper_store_claimed_at_create_runs_total",
-				Help: "Runs claimed for waiting claimWork calls by the creates that made them, in the same transaction.",
-			}, func() float64 { return float64(c.CombinedStats().ClaimedAtCreate) }))
-	}
-	m.registry.MustRegister(m.requests, m.latency, m.claims, m.resolutions,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
-		newFlowCollector(st),
-		&queueCollector{store: st, clock: clock,
-			pending: prometheus.NewDesc("hopper_pending_tasks", "Pending runs per task queue.", []string{"task_queue_id"}, nil),
-			running: prometheus.NewDesc("hopper_claimed_tasks", "Claimed (running) runs per task queue.", []string{"task_queue_id"}, nil),
-		})
+	m.registry.MustRegister(m.requests, m.latency,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.registry.MustRegister(services...)
 	return m
 }
 
-// Register adds collectors of other services (the notify sender's) to
-// what /metrics serves.
-func (m *Metrics) Register(cs ...prometheus.Collector) {
-	m.registry.MustRegister(cs...)
-}
-
-// Handler serves the metrics.
+// Handler serves /metrics.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
@@ -95,50 +45,4 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) ObserveRequest(method string, status int, d time.Duration) {
 	m.requests.WithLabelValues(method, strconv.Itoa(status)).Inc()
 	m.latency.WithLabelValues(method).Observe(d.Seconds())
-}
-
-// ObserveChanges counts claims and resolutions among committed changes.
-func (m *Metrics) ObserveChanges(changes []store.Change) {
-	for _, ch := range changes {
-		for _, e := range ch.Events {
-			switch e.Kind {
-			case queue.EventTaskRunning:
-				m.claims.WithLabelValues(ch.Task.Task.TaskQueueID).Inc()
-			case queue.EventTaskCompleted, queue.EventTaskFailed, queue.EventTaskException:
-				if e.RunID >= 0 && e.RunID < len(ch.Task.Runs) {
-					r := ch.Task.Runs[e.RunID]
-					m.resolutions.WithLabelValues(r.State, r.ReasonResolved).Inc()
-				}
-			}
-		}
-	}
-}
-
-type queueCollector struct {
-	store            store.Store
-	clock            queue.Clock
-	pending, running *prometheus.Desc
-}
-
-func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- q.pending
-	ch <- q.running
-}
-
-func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	now := q.clock.Now()
-	queues, _, err := q.store.ListTaskQueues(ctx, now, store.TaskQueueFilter{}, store.Page{Limit: 1000})
-	if err != nil {
-		return
-	}
-	for _, tq := range queues {
-		pending, claimed, err := q.store.TaskQueueCounts(ctx, tq.TaskQueueID, now)
-		if err != nil {
-			return
-		}
-		ch <- prometheus.MustNewConstMetric(q.pending, prometheus.GaugeValue, float64(pending), tq.TaskQueueID)
-		ch <- prometheus.MustNewConstMetric(q.running, prometheus.GaugeValue, float64(claimed), tq.TaskQueueID)
-	}
 }

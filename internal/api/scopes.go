@@ -6,19 +6,22 @@ import (
 )
 
 // Scope-expression templates are written in Taskcluster's JSON form; these
-// helpers keep the route table readable.
+// helpers keep route tables readable.
 
-func scope(s string) string {
+// Scope is one scope (a pattern with <param> placeholders).
+func Scope(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
 
-func allOf(items ...string) string { return `{"AllOf":[` + strings.Join(items, ",") + `]}` }
+// AllOf requires every item.
+func AllOf(items ...string) string { return `{"AllOf":[` + strings.Join(items, ",") + `]}` }
 
-func anyOf(items ...string) string { return `{"AnyOf":[` + strings.Join(items, ",") + `]}` }
+// AnyOf requires one of the items.
+func AnyOf(items ...string) string { return `{"AnyOf":[` + strings.Join(items, ",") + `]}` }
 
 // forEach expands to one scope per element of the list parameter in.
-func forEach(variable, in, each string) string {
+func ForEach(variable, in, each string) string {
 	b, _ := json.Marshal(map[string]string{"for": variable, "in": in, "each": each})
 	return string(b)
 }

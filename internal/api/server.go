@@ -1,6 +1,9 @@
-// Package api serves Taskcluster's Queue REST API v1 (and hopper's auth
-// subset) over net/http: routing on the escaped path, Taskcluster's error
-// format, JSON-schema validation of every body, scope checks, pagination.
+// Package api is the HTTP framework every hopper service is served
+// through, over net/http: routing on the escaped path, Taskcluster's error
+// format, JSON-schema validation of every body, Hawk scope checks, paging,
+// health and version routes, the access log and request metrics, and the
+// parking of calls that wait (parked.go). It knows no service: each
+// service's package (queueapi, authapi, …) declares its route table.
 package api
 
 import (
@@ -12,64 +15,20 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	mathrand "math/rand/v2"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/hopper-ci/hopper/internal/artifacts"
-	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/schema"
 	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
-// Defaults of Config's settings.
-const (
-	// DefaultClaimTimeout is how long a claim lasts (takenUntil − now),
-	// Taskcluster's 20 minutes.
-	DefaultClaimTimeout = 20 * time.Minute
-	// DefaultLongPoll is how long claimWork waits for work, Taskcluster's
-	// 20 seconds.
-	DefaultLongPoll = 20 * time.Second
-	// longPollSpread is the part of the long-poll that a call finding no
-	// work is cut short by, at random: a call waits between three
-	// quarters and all of LongPoll. Workers that started together (a
-	// fleet restarted at once) would otherwise poll again together,
-	// every long-poll, for ever: ten thousand requests in one second and
-	// none in the next nineteen, and the server sized for the burst.
-	// With the spread such a fleet's polls drift apart within minutes.
-	// A worker only sees an empty reply a little sooner and polls again.
-	longPollSpread = 4 // LongPoll/longPollSpread
-)
-
-// longPollFor returns how long this claimWork call may wait.
-func (s *Server) longPollFor() time.Duration {
-	spread := int64(s.cfg.LongPoll / longPollSpread)
-	if spread <= 0 {
-		return s.cfg.LongPoll
-	}
-	return s.cfg.LongPoll - time.Duration(mathrand.Int64N(spread))
-}
-
-// Config holds the queue's tunables.
-type Config struct {
-	// RootURL is the deployment's root URL, without a trailing slash.
-	RootURL string
-	// ClaimTimeout is how long a claim lasts (takenUntil − now; default
-	// DefaultClaimTimeout).
-	ClaimTimeout time.Duration
-	// LongPoll bounds how long claimWork waits for work (default
-	// DefaultLongPoll).
-	LongPoll time.Duration
-	// MaxDependencies is the deployment's dependency limit (≤ 10000).
-	MaxDependencies int
-	// Version is reported by __version__.
-	Version string
-}
+// Clock tells the time of calls (queue.Clock satisfies it; tests pass a
+// fake).
+type Clock interface{ Now() time.Time }
 
 // Authorizer decides whether a call satisfies a scope expression. The
 // template is a Taskcluster scope-expression template (JSON) rendered with
@@ -78,75 +37,35 @@ type Authorizer interface {
 	Authorize(c *Call, template string, params map[string]any) error
 }
 
-// CredentialIssuer mints the temporary credentials a claim carries: the
-// run's reclaim, resolve and create-artifact scopes plus the task's scopes.
-type CredentialIssuer interface {
-	TaskCredentials(taskID string, runID int, workerGroup, workerID string, now, takenUntil time.Time, taskScopes []string) (Credentials, error)
-}
-
-// Credentials are Taskcluster temporary credentials.
-type Credentials struct {
-	ClientID    string `json:"clientId"`
-	AccessToken string `json:"accessToken"`
-	Certificate string `json:"certificate"`
-}
-
-// Publisher receives every committed change, in order, to publish events
-// and update metrics.
-type Publisher interface {
-	PublishChanges(ctx context.Context, changes []store.Change)
-}
-
-// Server is the HTTP API.
+// Server serves the route tables of hopper's services: one ServeMux, the
+// request pipeline every route goes through (body limits, JSON checks,
+// scopes, parameter and schema validation, Taskcluster's error bodies), the
+// access log, request metrics and the parking of calls that wait
+// (parked.go). It knows no service: each hands it its routes.
 type Server struct {
-	cfg     Config
-	store   store.Store
-	clock   queue.Clock
+	clock   Clock
 	schemas *schema.Registry
 	authz   Authorizer
-	creds   CredentialIssuer
-	pub     Publisher
 	log     *slog.Logger
 	metrics *Metrics
 	mux     *http.ServeMux
-	started time.Time
-	extra   []Route
-	blobs   artifacts.Backend
-	objects ObjectService
 	// tails are the routes ending in "{name...}" (cleanpath.go).
 	tails []tailRoute
-
-	// touched remembers when this process last wrote a worker's
-	// bookkeeping records (store.WorkerKey → time.Time).
-	touched sync.Map
-	touches touches
-	// parking is the listener parked claimWork calls hand their
-	// connections back to (nil: calls wait in their handler); parked the
-	// calls waiting (park.go).
+	// parking is the listener parked calls hand their connections back
+	// to (nil: calls wait in their handler; parklistener.go).
 	parking *parkingListener
-	parked  parkedClaims
-
-	drainOnce sync.Once
-	draining  chan struct{}
 }
 
 // Options wires a Server.
 type Options struct {
-	Config     Config
-	Store      store.Store
-	Clock      queue.Clock
+	Clock      Clock
 	Authorizer Authorizer
-	Issuer     CredentialIssuer
-	Publisher  Publisher
 	Logger     *slog.Logger
 	Metrics    *Metrics
-	// Artifacts stores artifact data (the s3 storage type).
-	Artifacts artifacts.Backend
-	// Objects, when set, keeps the data of object artifacts
-	// (objectartifacts.go).
-	Objects ObjectService
-	// ExtraRoutes are served too (auth API, artifacts, superseder…).
-	ExtraRoutes []Route
+	// Schemas validates request bodies (nil: a registry of its own).
+	Schemas *schema.Registry
+	// Routes are the services' route tables.
+	Routes []Route
 	// Handlers are mounted verbatim (path prefix → handler), e.g. the blob
 	// store's signed-URL endpoint.
 	Handlers map[string]http.Handler
@@ -154,32 +73,19 @@ type Options struct {
 
 // New builds the server and its routes.
 func New(opts Options) (*Server, error) {
-	schemas, err := schema.New()
-	if err != nil {
-		return nil, err
-	}
-	cfg := opts.Config
-	cfg.RootURL = strings.TrimRight(cfg.RootURL, "/")
-	if cfg.ClaimTimeout <= 0 {
-		cfg.ClaimTimeout = DefaultClaimTimeout
-	}
-	if cfg.LongPoll <= 0 {
-		cfg.LongPoll = DefaultLongPoll
-	}
-	if cfg.MaxDependencies <= 0 || cfg.MaxDependencies > queue.MaxDependencies {
-		cfg.MaxDependencies = queue.MaxDependencies
-	}
-	if cfg.Version == "" {
-		cfg.Version = "dev"
+	schemas := opts.Schemas
+	if schemas == nil {
+		var err error
+		if schemas, err = schema.New(); err != nil {
+			return nil, err
+		}
 	}
 	s := &Server{
-		cfg: cfg, store: opts.Store, clock: opts.Clock, schemas: schemas,
-		authz: opts.Authorizer, creds: opts.Issuer, pub: opts.Publisher, log: opts.Logger,
-		metrics: opts.Metrics, mux: http.NewServeMux(), draining: make(chan struct{}),
-		extra: opts.ExtraRoutes, blobs: opts.Artifacts, objects: opts.Objects,
+		clock: opts.Clock, schemas: schemas, authz: opts.Authorizer, log: opts.Logger,
+		metrics: opts.Metrics, mux: http.NewServeMux(),
 	}
 	if s.clock == nil {
-		s.clock = queue.SystemClock{}
+		s.clock = systemClock{}
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -187,13 +93,7 @@ func New(opts Options) (*Server, error) {
 	if s.authz == nil {
 		return nil, errors.New("api: an Authorizer is required")
 	}
-	if s.creds == nil {
-		return nil, errors.New("api: a CredentialIssuer is required")
-	}
-	s.started = s.clock.Now()
-	routes := append(s.queueRoutes(), opts.ExtraRoutes...)
-	routes = append(routes, s.artifactRoutes()...)
-	for _, r := range routes {
+	for _, r := range opts.Routes {
 		if err := s.register(r); err != nil {
 			return nil, err
 		}
@@ -216,25 +116,17 @@ func New(opts Options) (*Server, error) {
 			http.Redirect(w, r, "/ui/", http.StatusFound)
 			return
 		}
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not found"})
+		WriteJSON(w, http.StatusNotFound, map[string]string{"error": "Not found"})
 	})
 	return s, nil
 }
 
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.logOtherRequests(http.HandlerFunc(s.routeVerbatim)) }
-
-// Store returns the server's store.
-func (s *Server) Store() store.Store { return s.store }
-
-// Drain ends waiting claimWork long-polls early (with no tasks), for a
-// graceful shutdown.
-func (s *Server) Drain() {
-	s.drainOnce.Do(func() {
-		close(s.draining)
-		s.parked.drain()
-	})
-}
 
 // Route declares one API method.
 type Route struct {
@@ -351,7 +243,7 @@ func (c *Call) Page() store.Page {
 // Decode unmarshals the validated input into v.
 func (c *Call) Decode(v any) error {
 	if err := json.Unmarshal(c.Input, v); err != nil {
-		return apiErrorf(CodeInputValidationError, "decoding request body: %v", err)
+		return Errorf(CodeInputValidationError, "decoding request body: %v", err)
 	}
 	return nil
 }
@@ -427,9 +319,9 @@ func (s *Server) handle(c *Call) int {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return s.fail(c, apiErrorf(CodeInputTooLarge, "Request body is larger than %d bytes", maxBodyBytes))
+			return s.fail(c, Errorf(CodeInputTooLarge, "Request body is larger than %d bytes", maxBodyBytes))
 		}
-		return s.fail(c, apiErrorf(CodeMalformedPayload, "Reading request body: %v", err))
+		return s.fail(c, Errorf(CodeMalformedPayload, "Reading request body: %v", err))
 	}
 	c.Body = body
 	if c.Route.Input != "" {
@@ -465,7 +357,7 @@ func (s *Server) handle(c *Call) int {
 		return s.fail(c, err)
 	}
 	switch v := out.(type) {
-	case parkedReply:
+	case ParkedReply:
 		return statusParked
 	case *Response:
 		if v.Streamed {
@@ -485,13 +377,13 @@ func (s *Server) handle(c *Call) int {
 			c.W.WriteHeader(status)
 			_, _ = c.W.Write(v.RawBody)
 		case v.Body != nil:
-			writeJSON(c.W, status, v.Body)
+			WriteJSON(c.W, status, v.Body)
 		default:
 			c.W.WriteHeader(status)
 		}
 		return status
 	default:
-		writeJSON(c.W, http.StatusOK, out)
+		WriteJSON(c.W, http.StatusOK, out)
 		return http.StatusOK
 	}
 }
@@ -502,20 +394,20 @@ func checkJSONBody(c *Call) *Error {
 	}
 	ct := c.R.Header.Get("Content-Type")
 	if mt, _, _ := strings.Cut(ct, ";"); strings.TrimSpace(strings.ToLower(mt)) != "application/json" {
-		return apiErrorf(CodeMalformedPayload, "Request body must be sent with Content-Type application/json (got %q)", ct)
+		return Errorf(CodeMalformedPayload, "Request body must be sent with Content-Type application/json (got %q)", ct)
 	}
 	if !json.Valid(c.Body) {
 		// Decoded only to say what is wrong: json.Valid allocates nothing
 		// on the common path.
 		var v any
 		err := json.Unmarshal(c.Body, &v)
-		return apiErrorf(CodeMalformedPayload, "Request body is not valid JSON: %v", err)
+		return Errorf(CodeMalformedPayload, "Request body is not valid JSON: %v", err)
 	}
 	switch bytes.TrimLeft(c.Body, " \t\r\n")[0] {
 	case '{', '[':
 		return nil
 	}
-	return apiErrorf(CodeMalformedPayload, "Request body must be a JSON object")
+	return Errorf(CodeMalformedPayload, "Request body must be a JSON object")
 }
 
 func validateParams(c *Call) *Error {
@@ -530,7 +422,7 @@ func validateParams(c *Call) *Error {
 	}
 	for key, values := range c.R.URL.Query() {
 		if !allowed[key] {
-			return apiErrorf(CodeInvalidRequestArguments, "Query-string parameter: %s is not supported!", key)
+			return Errorf(CodeInvalidRequestArguments, "Query-string parameter: %s is not supported!", key)
 		}
 		if p, ok := queryPatterns[key]; ok {
 			for _, v := range values {
@@ -556,7 +448,7 @@ func paramsAny(params map[string]string) map[string]any {
 const statusClientClosedRequest = 499
 
 func (s *Server) fail(c *Call, err error) int {
-	apiErr := toAPIError(err)
+	apiErr := AsError(err)
 	if apiErr == nil && c.Context().Err() != nil {
 		// The client disconnected (say, a worker stopped during a
 		// long-poll): not a server fault, and there is no one to answer.
@@ -566,7 +458,7 @@ func (s *Server) fail(c *Call, err error) int {
 	if apiErr == nil {
 		incident := newIncidentID()
 		s.log.Error("internal error", "method", c.Route.Name, "incidentId", incident, "error", err)
-		apiErr = apiErrorf(CodeInternalServerError, "Internal Server Error, incidentId %s", incident)
+		apiErr = Errorf(CodeInternalServerError, "Internal Server Error, incidentId %s", incident)
 	}
 	if apiErr.Code == CodeAuthenticationFailed {
 		c.W.Header().Set("WWW-Authenticate", "hawk")
@@ -578,7 +470,7 @@ func (s *Server) fail(c *Call, err error) int {
 	if c.Route.CleanPayloadFunc != nil {
 		payload = c.Route.CleanPayloadFunc(payload)
 	}
-	writeJSON(c.W, apiErr.Status(), errorResponse(apiErr, c.Route.Name, c.Params, payload, c.Now))
+	WriteJSON(c.W, apiErr.Status(), errorResponse(apiErr, c.Route.Name, c.Params, payload, c.Now))
 	return apiErr.Status()
 }
 
@@ -588,7 +480,8 @@ func newIncidentID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON writes v as the JSON reply with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		w.WriteHeader(http.StatusInternalServerError)

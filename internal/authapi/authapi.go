@@ -56,6 +56,8 @@ type Deps struct {
 	// Started is reported as uptime by ping and used as the timestamps of
 	// static clients.
 	Started time.Time
+	// Version is reported by __version__.
+	Version string
 }
 
 // handlers serves the routes with the dependencies.
@@ -102,7 +104,7 @@ func Routes(d Deps) []api.Route {
 		return out
 	}
 	paged := []string{"continuationToken", "limit"}
-	return append(api.ServiceHealthRoutes(BasePath, h.Started, ""), []api.Route{
+	routes := append(api.ServiceHealthRoutes(BasePath, h.Started, h.Version), []api.Route{
 		{Name: "listClients", Method: http.MethodGet, Paths: p("/clients/{$}"), Query: append([]string{"prefix"}, paged...),
 			Scopes: scopesListClients, EarlyScopes: true, Handle: h.listClients},
 		{Name: "client", Method: http.MethodGet, Paths: p("/clients/{clientId...}"),
@@ -146,6 +148,7 @@ func Routes(d Deps) []api.Route {
 		{Name: "testAuthenticateGet", Method: http.MethodGet, Paths: p("/test-authenticate-get/{$}"),
 			Handle: h.testAuthenticateGet},
 	}...)
+	return append(routes, h.auditRoutes(p, paged)...)
 }
 
 // URL parameter patterns (Taskcluster's auth service).

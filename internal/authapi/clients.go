@@ -167,6 +167,10 @@ func (h *handlers) createClient(c *api.Call) (any, error) {
 		return nil, err
 	}
 	now := c.Now.UTC().Truncate(time.Millisecond)
+	audit, err := h.audit(c, auditCreated)
+	if err != nil {
+		return nil, err
+	}
 	stored, err := h.Store.CreateClient(c.Context(), &store.Client{
 		ClientID:           id,
 		Description:        in.Description,
@@ -178,7 +182,7 @@ func (h *handlers) createClient(c *api.Call) (any, error) {
 		LastRotated:        now,
 		Expires:            in.Expires.Time,
 		DeleteOnExpiration: in.DeleteOnExpiration,
-	})
+	}, audit)
 	switch {
 	case errors.Is(err, store.ErrExists):
 		if !isRetryOf(stored, &in, now) {
@@ -241,6 +245,10 @@ func (h *handlers) updateClient(c *api.Call) (any, error) {
 		return nil, err
 	}
 	now := c.Now.UTC().Truncate(time.Millisecond)
+	audit, err := h.audit(c, auditUpdated)
+	if err != nil {
+		return nil, err
+	}
 	updated, err := h.Store.UpdateClient(c.Context(), id, func(cl *store.Client) error {
 		// The scopes may have changed since the check above; the caller's
 		// authentication is cached by now, so re-checking is cheap.
@@ -255,7 +263,7 @@ func (h *handlers) updateClient(c *api.Call) (any, error) {
 			cl.Scopes = in.Scopes
 		}
 		return nil
-	})
+	}, audit)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, clientNotFound()
 	}
@@ -293,7 +301,7 @@ func (h *handlers) resetAccessToken(c *api.Call) (any, error) {
 		return nil, err
 	}
 	now := c.Now.UTC().Truncate(time.Millisecond)
-	updated, err := h.modifyClient(c.Context(), id, func(cl *store.Client) {
+	updated, err := h.modifyClient(c, id, auditTokenReset, func(cl *store.Client) {
 		cl.AccessToken = sealed
 		cl.LastRotated = now
 	})
@@ -320,7 +328,11 @@ func (h *handlers) setDisabled(c *api.Call, disabled bool) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	updated, err := h.modifyClient(c.Context(), id, func(cl *store.Client) { cl.Disabled = disabled })
+	action := auditEnabled
+	if disabled {
+		action = auditDisabled
+	}
+	updated, err := h.modifyClient(c, id, action, func(cl *store.Client) { cl.Disabled = disabled })
 	if err != nil {
 		return nil, err
 	}
@@ -333,12 +345,16 @@ func (h *handlers) setDisabled(c *api.Call, disabled bool) (any, error) {
 }
 
 // modifyClient applies fn to a stored client, answering 404 if it does
-// not exist.
-func (h *handlers) modifyClient(ctx context.Context, id string, fn func(*store.Client)) (*store.Client, error) {
-	updated, err := h.Store.UpdateClient(ctx, id, func(cl *store.Client) error {
+// not exist, and records the change in the audit log as action.
+func (h *handlers) modifyClient(c *api.Call, id, action string, fn func(*store.Client)) (*store.Client, error) {
+	audit, err := h.audit(c, action)
+	if err != nil {
+		return nil, err
+	}
+	updated, err := h.Store.UpdateClient(c.Context(), id, func(cl *store.Client) error {
 		fn(cl)
 		return nil
-	})
+	}, audit)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, clientNotFound()
 	}
@@ -350,7 +366,11 @@ func (h *handlers) deleteClient(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := h.Store.DeleteClient(c.Context(), id); err != nil {
+	audit, err := h.audit(c, auditDeleted)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Store.DeleteClient(c.Context(), id, audit); err != nil {
 		return nil, fmt.Errorf("deleting client %s: %w", id, err)
 	}
 	h.Logger.Info("client deleted", "clientId", id)

@@ -21,6 +21,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/hawk"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
@@ -83,13 +84,13 @@ func setup(t *testing.T) *bundle {
 	var handler http.Handler
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(hs.Close)
-	srv, err := api.New(api.Options{
-		Config: api.Config{RootURL: hs.URL, Version: "test"},
-		Store:  db, Clock: clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer, Logger: log,
-		ExtraRoutes: authapi.Routes(authapi.Deps{
+	queueSrv, err := queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: hs.URL, Version: "test"}, Store: db, Issuer: sec.Issuer, Clock: clock, Logger: log})
+	require.NoError(t, err)
+	srv, err := api.New(api.Options{Clock: clock, Authorizer: sec.Authorizer, Logger: log,
+		Routes: append(queueSrv.Routes(), authapi.Routes(authapi.Deps{
 			Store: db, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
 			Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log,
-		}),
+		})...),
 	})
 	require.NoError(t, err)
 	handler = srv.Handler()

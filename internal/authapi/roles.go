@@ -197,6 +197,11 @@ func (h *handlers) createRole(c *api.Call) (any, error) {
 	scopes := slices.Clone(in.Scopes)
 	auth.SortScopes(scopes)
 	now := c.Now.UTC().Truncate(time.Millisecond)
+	// PutRole names the action (created or updated) by what it finds.
+	audit, err := h.audit(c, "")
+	if err != nil {
+		return nil, err
+	}
 	role, err := h.Store.PutRole(c.Context(), id, func(existing *store.Role) (*store.Role, error) {
 		if existing != nil {
 			if existing.Description == in.Description && slices.Equal(existing.Scopes, scopes) {
@@ -209,7 +214,7 @@ func (h *handlers) createRole(c *api.Call) (any, error) {
 			return nil, err
 		}
 		return role, nil
-	})
+	}, audit)
 	h.rolesChanged()
 	var same unchangedRole
 	switch {
@@ -282,6 +287,11 @@ func (h *handlers) updateRole(c *api.Call) (any, error) {
 		return nil, err
 	}
 	now := c.Now.UTC().Truncate(time.Millisecond)
+	// PutRole names the action (created or updated) by what it finds.
+	audit, err := h.audit(c, "")
+	if err != nil {
+		return nil, err
+	}
 	role, err := h.Store.PutRole(c.Context(), id, func(existing *store.Role) (*store.Role, error) {
 		if existing == nil {
 			return nil, roleNotFound(id)
@@ -300,7 +310,7 @@ func (h *handlers) updateRole(c *api.Call) (any, error) {
 			return nil, err
 		}
 		return role, nil
-	})
+	}, audit)
 	h.rolesChanged()
 	if err != nil {
 		return nil, err
@@ -349,7 +359,11 @@ func (h *handlers) deleteRole(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = h.Store.DeleteRole(c.Context(), id)
+	audit, err := h.audit(c, auditDeleted)
+	if err != nil {
+		return nil, err
+	}
+	err = h.Store.DeleteRole(c.Context(), id, audit)
 	h.rolesChanged()
 	if err != nil {
 		return nil, fmt.Errorf("deleting role %s: %w", id, err)

@@ -18,9 +18,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/tcclient"
@@ -142,7 +142,7 @@ func StartInProcess(ctx context.Context, opts InProcessOptions) (_ *InProcess, e
 			p.done <- server.Run(runCtx, server.Config{
 				Store:  server.StoreOptions{Batches: opts.DBBatches},
 				Listen: "127.0.0.1:0", DB: spec, DataDir: dataDir,
-				ClaimTimeout: api.DefaultClaimTimeout, DeadlineDelay: maintenance.DefaultDeadlineDelay,
+				ClaimTimeout: queueapi.DefaultClaimTimeout, DeadlineDelay: maintenance.DefaultDeadlineDelay,
 				RootAccessToken: token, Logger: opts.Logger, Version: "bench",
 				Ready: func(rootURL string) { ready <- rootURL },
 			})

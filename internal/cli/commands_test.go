@@ -112,6 +112,7 @@ tags: {kind: test}
 	ctx := context.Background()
 	require.NoError(t, h.exec(ctx, "create", "-f", file))
 	require.Equal(t, "Task "+taskA+" created on hopper/default: pending\n"+fake.URL+"/ui/#/task/"+taskA+"\n", h.stdout.String())
+	require.Empty(t, h.stderr.String(), "a payload the worker takes draws no warning")
 
 	def, err := fake.Client(nil).Task(ctx, taskA)
 	require.Error(t, err, "anonymous callers may not read tasks in the fake")
@@ -264,5 +265,33 @@ func TestFormatDuration(t *testing.T) {
 		12*time.Second + 5*1e7 + 1e6: "12.1s",
 	} {
 		require.Equal(t, want, formatDuration(d), d.String())
+	}
+}
+
+// TestCreateWarnsAboutPayload: a payload hopper's worker would refuse is
+// still created (the queue takes any payload, and another worker may run
+// it) but draws a warning with each problem the worker would report.
+func TestCreateWarnsAboutPayload(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, payload string
+		want          []string
+	}{
+		{"command not a list of commands", "payload: {command: [make, test], maxRunTime: 300}", []string{"payload.command[0]: got string, want array"}},
+		{"no maxRunTime", "payload: {command: [[make]]}", []string{"maxRunTime"}},
+		{"docker payload without maxRunTime", "payload: {image: alpine, command: [true]}", []string{"maxRunTime"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, h := fakeSetup(t)
+			file := writeFile(t, "task.yaml", tt.payload+"\nmetadata: {name: x}\n")
+			require.NoError(t, h.exec(context.Background(), "create", "-f", file))
+			require.Contains(t, h.stdout.String(), "created on hopper/default")
+			require.Contains(t, h.stderr.String(), "warning: hopper's worker would refuse this payload")
+			for _, w := range tt.want {
+				require.Contains(t, h.stderr.String(), w)
+			}
+		})
 	}
 }

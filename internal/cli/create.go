@@ -54,6 +54,7 @@ func (a *app) create(ctx context.Context, opts CreateOptions) error {
 	if err != nil {
 		return err
 	}
+	warnPayload(a.env.Stderr, doc)
 	st, err := a.client.CreateTaskDocument(ctx, taskID, doc)
 	if err != nil {
 		return failure("creating task "+taskID, err)

@@ -130,13 +130,13 @@ hook-id:<hookGroupId>/<hookId>.
 
 	var payloadFile string
 	trigger := &cobra.Command{
-		Use:   "trigger HOOK_GROUP_ID HOOK_ID [-p PAYLOAD_FILE]",
+		Use:   "trigger HOOK_GROUP_ID HOOK_ID [-p PAYLOAD]",
 		Short: "Fire a hook now, with a payload (YAML or JSON; default {})",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			payload := map[string]any{}
 			if payloadFile != "" {
-				data, name, err := readInput(payloadFile, cmd.InOrStdin())
+				data, name, err := readPayloadArg(payloadFile, cmd.InOrStdin())
 				if err != nil {
 					return err
 				}
@@ -162,7 +162,7 @@ hook-id:<hookGroupId>/<hookId>.
 			})
 		},
 	}
-	trigger.Flags().StringVarP(&payloadFile, "payload", "p", "", "the payload file (YAML or JSON; - for standard input)")
+	trigger.Flags().StringVarP(&payloadFile, "payload", "p", "", `the payload: inline JSON ('{"version": 3}'), @FILE or a file name (YAML or JSON), or - for standard input`)
 
 	fires := &cobra.Command{
 		Use:   "fires HOOK_GROUP_ID HOOK_ID",
@@ -177,7 +177,14 @@ hook-id:<hookGroupId>/<hookId>.
 			if err != nil {
 				return authCLIError("listing the fires of hook "+args[0]+"/"+args[1], err)
 			}
+			if list == nil {
+				list = []tcclient.HookFire{} // --json: [], not null
+			}
 			return out(cmd, map[string]any{"lastFires": list}, func(w io.Writer) error {
+				if len(list) == 0 {
+					_, err := fmt.Fprintf(w, "hook %s/%s has not fired yet\n", args[0], args[1])
+					return err
+				}
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "TIME\tFIRED BY\tTASK ID\tRESULT\tTASK STATE\tERROR")
 				for _, f := range list {
@@ -233,6 +240,23 @@ hook-id:<hookGroupId>/<hookId>.
 	token.Flags().BoolVar(&reset, "reset", false, "replace the token first, so the URL handed out before stops working")
 	cmd.AddCommand(create, update, show, list, trigger, fires, token, remove)
 	return cmd
+}
+
+// readPayloadArg reads a payload given on the command line: inline JSON
+// (anything that starts with "{"), "@FILE" or a file name, or "-" for
+// standard input.
+func readPayloadArg(arg string, stdin io.Reader) ([]byte, string, error) {
+	switch trimmed := strings.TrimSpace(arg); {
+	case strings.HasPrefix(trimmed, "{"):
+		return []byte(trimmed), "the --payload argument", nil
+	case strings.HasPrefix(arg, "@"):
+		return readInput(strings.TrimPrefix(arg, "@"), stdin)
+	}
+	data, name, err := readInput(arg, stdin)
+	if err != nil {
+		return nil, "", usagef("%v (give inline JSON such as '{\"key\": 1}', @FILE, or - for standard input)", err)
+	}
+	return data, name, nil
 }
 
 // readInput reads a file, or standard input for "-".

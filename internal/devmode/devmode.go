@@ -85,11 +85,17 @@ func Run(ctx context.Context, opts Options) error {
 	case <-ctx.Done():
 		return nil
 	}
+	workDir, err := workerDir(cfg.DataDir)
+	if err != nil {
+		stopServer()
+		<-serverErr
+		return err
+	}
 	out := opts.Out
 	fmt.Fprintf(out, "hopper dev is running (data in %s)\n\n", cfg.DataDir)
 	fmt.Fprintf(out, "  queue API:  %s/api/queue/v1\n", rootURL)
 	fmt.Fprintf(out, "  web UI:     %s/ui/\n", rootURL)
-	fmt.Fprintf(out, "  worker:     %s (capacity %d)\n\n", opts.TaskQueueID, opts.Capacity)
+	fmt.Fprintf(out, "  worker:     %s (capacity %d, work dir %s)\n\n", opts.TaskQueueID, opts.Capacity, workDir)
 	fmt.Fprintf(out, "export TASKCLUSTER_ROOT_URL=%s TASKCLUSTER_CLIENT_ID=%s TASKCLUSTER_ACCESS_TOKEN=%s\n\n",
 		rootURL, server.RootClientID, cfg.RootAccessToken)
 	fmt.Fprintf(out, "Then try:   hopper task run -- echo hello\n\nPress Ctrl-C to stop.\n")
@@ -101,7 +107,7 @@ func Run(ctx context.Context, opts Options) error {
 		WorkerGroup: "dev",
 		WorkerID:    "dev-worker",
 		Capacity:    opts.Capacity,
-		WorkDir:     filepath.Join(cfg.DataDir, "worker"),
+		WorkDir:     workDir,
 		// A snappy first run matters more here than polling politely.
 		ClaimInterval: worker.Duration{Duration: 500 * time.Millisecond},
 		SandboxInit:   opts.SandboxInit,

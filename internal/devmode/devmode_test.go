@@ -3,7 +3,9 @@ package devmode_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -68,13 +70,13 @@ func TestRunQueueAndWorker(t *testing.T) {
 	t.Setenv("HOPPER_ROOT_ACCESS_TOKEN", "")
 	dir := t.TempDir()
 	const queueID = "devmode-test/local"
-	var out syncBuffer
+	var out, logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
 		done <- devmode.Run(ctx, devmode.Options{
-			Server:      server.Config{Listen: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.DiscardHandler)},
+			Server:      server.Config{Listen: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
 			TaskQueueID: queueID, Capacity: 1, Out: &out,
 		})
 	}()
@@ -105,6 +107,24 @@ func TestRunQueueAndWorker(t *testing.T) {
 	st, err := q.Status(ctx, taskID)
 	require.NoError(t, err)
 	require.Equal(t, "dev", st.Runs[0].WorkerGroup)
+
+	// The private data dir does not cost the sandbox its task users: no
+	// complaint about it at start or in the task's log, and the engine is
+	// not called insecure beside its sandbox.
+	art, err := q.GetLatestArtifact(ctx, taskID, "public/logs/live_backing.log")
+	require.NoError(t, err)
+	resp, err := http.Get(art.URL)
+	require.NoError(t, err)
+	taskLog, err := io.ReadAll(resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.NoError(t, err)
+	require.Contains(t, string(taskLog), "devmode")
+	require.Contains(t, string(taskLog), `"engine": "process (sandboxed)"`)
+	for _, text := range []string{string(taskLog), logs.String(), out.String()} {
+		require.NotContains(t, text, "not searchable by other users")
+		require.NotContains(t, text, "insecure")
+	}
+	require.Contains(t, out.String(), "work dir ")
 
 	cancel()
 	select {

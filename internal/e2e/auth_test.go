@@ -17,7 +17,7 @@ import (
 )
 
 // TestAuthOfficialClient drives clients, roles, claim credentials,
-// authorizedScopes, anonymous access and signed URLs with the npm
+// authorizedScopes, anonymous access, signed URLs and the audit history with the npm
 // taskcluster-client (e2e/node/auth.mjs).
 func TestAuthOfficialClient(t *testing.T) {
 	t.Parallel()
@@ -27,7 +27,7 @@ func TestAuthOfficialClient(t *testing.T) {
 	defer cancel()
 	out := e2e.RunNode(ctx, t, "auth.mjs", srv.Env()...)
 	t.Log(out)
-	require.Contains(t, out, "ok - deleteClient and deleteRole", "the script ran to its end")
+	require.Contains(t, out, "ok - listAuditHistory and getEntityHistory", "the script ran to its end")
 }
 
 // TestAuthServeNeedsRootToken checks that hopper serve refuses to start

@@ -73,7 +73,22 @@ func TestHookCLI(t *testing.T) {
 	require.Contains(t, ok("hook", "list"), "nightly")
 	require.Contains(t, ok("hook", "list", "nightly"), "build")
 
-	taskID := strings.TrimSpace(ok("hook", "trigger", "nightly", "build"))
+	require.Contains(t, ok("hook", "fires", "nightly", "build"), "hook nightly/build has not fired yet")
+	require.JSONEq(t, `{"lastFires": []}`, ok("hook", "fires", "nightly", "build", "--json"))
+
+	// A payload the hook's triggerSchema refuses (by default it takes only
+	// {}) creates nothing and is recorded as a failed fire.
+	fail("400 InputError", "hook", "trigger", "nightly", "build", "-p", `{"surprise": true}`)
+	out = ok("hook", "fires", "nightly", "build")
+	require.Contains(t, out, "triggerHook")
+	require.Contains(t, out, "error")
+
+	// -p takes inline JSON, @FILE or a file name.
+	taskID := strings.TrimSpace(ok("hook", "trigger", "nightly", "build", "-p", "{}"))
+	require.Len(t, taskID, 22)
+	require.Len(t, strings.TrimSpace(ok("hook", "trigger", "nightly", "build", "-p", "@"+writeFile(t, dir, "payload.json", "{}\n"))), 22)
+	fail("give inline JSON", "hook", "trigger", "nightly", "build", "-p", filepath.Join(dir, "missing.json"))
+	taskID = strings.TrimSpace(ok("hook", "trigger", "nightly", "build"))
 	require.Len(t, taskID, 22)
 	out = ok("hook", "fires", "nightly", "build")
 	require.Contains(t, out, taskID)

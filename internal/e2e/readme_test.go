@@ -16,16 +16,23 @@ import (
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
-// readmeBlock returns the lang code block that follows the README's
-// "<!-- README example: marker -->" line, so tests run the README's
-// examples exactly as written.
+// readmeBlock returns the lang code block that follows a
+// "<!-- README example: marker -->" line of the README or of a guide in
+// docs/, so tests run the documentation's examples exactly as written.
 func readmeBlock(t *testing.T, marker, lang string) string {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(e2e.RepoRoot(), "README.md"))
+	guides, err := filepath.Glob(filepath.Join(e2e.RepoRoot(), "docs", "*.md"))
 	require.NoError(t, err)
-	m := regexp.MustCompile("(?s)<!-- README example: " + regexp.QuoteMeta(marker) + " -->\n```" + lang + "\n(.*?)```").FindSubmatch(readme)
-	require.NotNil(t, m, "README.md has no %s block marked %q", lang, marker)
-	return string(m[1])
+	block := regexp.MustCompile("(?s)<!-- README example: " + regexp.QuoteMeta(marker) + " -->\n```" + lang + "\n(.*?)```")
+	for _, path := range append([]string{filepath.Join(e2e.RepoRoot(), "README.md")}, guides...) {
+		doc, err := os.ReadFile(path)
+		require.NoError(t, err)
+		if m := block.FindSubmatch(doc); m != nil {
+			return string(m[1])
+		}
+	}
+	require.Failf(t, "no example", "neither README.md nor docs/*.md has a %s block marked %q", lang, marker)
+	return ""
 }
 
 // TestReadmeJavaScriptExample runs the README's example exactly as written,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/superseder"
+	"github.com/hopper-ci/hopper/internal/supersederapi"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
@@ -263,7 +264,7 @@ func TestSupersedingNewestRuns(t *testing.T) {
 						return
 					}
 					defer resp.Body.Close()
-					var a superseder.Answer
+					var a supersederapi.Answer
 					if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
 						http.Error(w, err.Error(), http.StatusBadGateway)
 						return
@@ -376,7 +377,7 @@ func TestSupersedingSupersederFailures(t *testing.T) {
 		mu.Lock()
 		other := partner[r.URL.Query().Get("taskId")]
 		mu.Unlock()
-		_ = json.NewEncoder(w).Encode(superseder.Answer{Supersedes: []string{other}})
+		_ = json.NewEncoder(w).Encode(supersederapi.Answer{Supersedes: []string{other}})
 	}))
 	t.Cleanup(omits.Close)
 	tests := []struct {

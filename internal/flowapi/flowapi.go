@@ -11,6 +11,7 @@ package flowapi
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -36,11 +37,22 @@ type Response struct {
 	Keys        []Key  `json:"keys"`
 }
 
-// Routes returns the route for api.Options.ExtraRoutes.
-func Routes(st store.FlowStore) []api.Route {
-	return []api.Route{{
+// BasePath is where the flow-control API lives below the root URL.
+const BasePath = "/api/flow/v1"
+
+// Deps are what the flow-control API needs.
+type Deps struct {
+	Store store.FlowStore
+	// Version is reported by __version__.
+	Version string
+}
+
+// Routes returns the routes for api.Options.Routes.
+func Routes(d Deps) []api.Route {
+	st := d.Store
+	return append(api.ServiceHealthRoutes(BasePath, time.Now(), d.Version), api.Route{
 		Name: "flowKeys", Method: http.MethodGet,
-		Paths:       []string{"/api/flow/v1/task-queues/{taskQueueId}/keys", "/api/flow/v1/task-queues/{tqProvisioner}/{tqWorkerType}/keys"},
+		Paths:       []string{BasePath + "/task-queues/{taskQueueId}/keys", BasePath + "/task-queues/{tqProvisioner}/{tqWorkerType}/keys"},
 		Scopes:      `"queue:pending-count:<taskQueueId>"`,
 		EarlyScopes: true,
 		Handle: func(c *api.Call) (any, error) {
@@ -56,5 +68,5 @@ func Routes(st store.FlowStore) []api.Route {
 			}
 			return out, nil
 		},
-	}}
+	})
 }

@@ -21,7 +21,7 @@ import (
 const ClientID = "static/taskcluster/hooks"
 
 // TaskCreator creates a task with the given (expanded) scopes through the
-// queue's own createTask logic; *api.Server is one. Refusals are
+// queue's own createTask logic; *queueapi.Server is one. Refusals are
 // *api.Refusal.
 type TaskCreator interface {
 	CreateTaskAs(ctx context.Context, taskID string, body []byte, clientID string, scopes []string) (*queue.TaskState, error)

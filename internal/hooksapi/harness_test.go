@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/hooksapi"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
@@ -54,7 +56,7 @@ func setup(t testing.TB) *bundle {
 	sec, err := server.NewSecurity(ctx, db, rootToken, key, clock, log)
 	require.NoError(t, err)
 
-	var srv *api.Server
+	var srv *queueapi.Server
 	tasks := hooksapi.TaskCreatorFunc(func(ctx context.Context, taskID string, body []byte, clientID string, scopes []string) (*queue.TaskState, error) {
 		return srv.CreateTaskAs(ctx, taskID, body, clientID, scopes)
 	})
@@ -65,15 +67,16 @@ func setup(t testing.TB) *bundle {
 	var handler http.Handler
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(hs.Close)
-	srv, err = api.New(api.Options{
-		Config: api.Config{RootURL: hs.URL, Version: "test"},
-		Store:  db, Clock: clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer, Logger: log,
-		ExtraRoutes: append(hooksapi.Routes(hooksapi.Deps{Store: db, Sealer: sec.Sealer, Firer: firer, Caller: sec.Authorizer.Caller, Logger: log}),
+	srv, err = queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: hs.URL, Version: "test"}, Store: db, Clock: clock,
+		Issuer: sec.Issuer, Logger: log})
+	require.NoError(t, err)
+	httpSrv, err := api.New(api.Options{Clock: clock, Authorizer: sec.Authorizer, Logger: log,
+		Routes: slices.Concat(srv.Routes(), hooksapi.Routes(hooksapi.Deps{Store: db, Sealer: sec.Sealer, Firer: firer, Caller: sec.Authorizer.Caller, Logger: log}),
 			authapi.Routes(authapi.Deps{Store: db, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
-				Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log})...),
+				Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log})),
 	})
 	require.NoError(t, err)
-	handler = srv.Handler()
+	handler = httpSrv.Handler()
 	root := &tcclient.Client{RootURL: hs.URL, MaxRetries: -1, Credentials: &tcclient.Credentials{ClientID: server.RootClientID, AccessToken: rootToken}}
 	return &bundle{clock: clock, store: db, root: root, firer: firer, newFirer: newFirer}
 }

@@ -55,6 +55,14 @@ func (h *handlers) triggerHookWithToken(c *api.Call) (any, error) {
 func (h *handlers) trigger(c *api.Call, def *hooks.Definition, firedBy, clientID string) (any, error) {
 	taskID, err := hooks.CheckTriggerPayload(def, c.Input)
 	if err != nil {
+		// A refused payload is a failed fire, recorded like a template
+		// that fails to render, so the hook's owner sees in its fires
+		// what its callers sent wrong (Taskcluster records nothing).
+		refused := &store.LastFire{HookGroupID: def.HookGroupID, HookID: def.HookID, FiredBy: firedBy,
+			TaskID: slugid.New(), TaskCreateTime: c.Now.UTC(), Result: hooks.ResultError, Error: err.Error()}
+		if err := h.Store.AddLastFire(c.Context(), refused); err != nil {
+			return nil, err
+		}
 		return nil, apiError(err)
 	}
 	if taskID == "" {
@@ -140,7 +148,12 @@ func (h *handlers) listLastFires(c *api.Call) (any, error) {
 		return nil, err
 	}
 	if len(fires) == 0 {
-		return nil, notFound("No such hook or never fired")
+		// A hook that never fired has an empty history; only a hook that
+		// does not exist is not found.
+		if _, _, err := h.loadHook(c, group, id); err != nil {
+			return nil, err
+		}
+		return map[string]any{"lastFires": []any{}}, nil
 	}
 	taskIDs := make([]string, 0, len(fires))
 	for _, f := range fires {

@@ -21,6 +21,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/index"
 	"github.com/hopper-ci/hopper/internal/indexapi"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/postgres"
@@ -43,9 +44,10 @@ func serve(tb testing.TB, st store.Store) *tcclient.Client {
 	var handler http.Handler
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	tb.Cleanup(hs.Close)
-	srv, err := api.New(api.Options{
-		Config: api.Config{RootURL: hs.URL}, Store: st, Authorizer: sec.Authorizer, Issuer: sec.Issuer, Logger: log,
-		ExtraRoutes: indexapi.Routes(indexapi.Deps{Store: st}),
+	queueSrv, err := queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: hs.URL}, Store: st, Issuer: sec.Issuer, Logger: log})
+	require.NoError(tb, err)
+	srv, err := api.New(api.Options{Authorizer: sec.Authorizer, Logger: log,
+		Routes: append(queueSrv.Routes(), indexapi.Routes(indexapi.Deps{Store: st, Artifacts: queueSrv})...),
 	})
 	require.NoError(tb, err)
 	handler = srv.Handler()

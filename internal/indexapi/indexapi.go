@@ -33,11 +33,20 @@ const BasePath = "/api/index/v1"
 type Deps struct {
 	// Store holds the entries and namespaces.
 	Store store.IndexStore
+	// Artifacts answers findArtifactFromTask (the queue's
+	// getLatestArtifact).
+	Artifacts LatestArtifacts
 	// Version is reported by __version__.
 	Version string
 	// Started is reported as uptime by ping (default: when Routes is
 	// called).
 	Started time.Time
+}
+
+// LatestArtifacts is what the index asks of the queue:
+// queueapi.Server.RedirectToLatestArtifact.
+type LatestArtifacts interface {
+	RedirectToLatestArtifact(c *api.Call, taskID, name string) (any, error)
 }
 
 type handlers struct {
@@ -333,7 +342,7 @@ func (h *handlers) findArtifactFromTask(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.RedirectToLatestArtifact(e.TaskID, name)
+	return h.Artifacts.RedirectToLatestArtifact(c, e.TaskID, name)
 }
 
 // indexedAt lists the unexpired entries that hold a task (hopper's own

@@ -20,6 +20,11 @@ import (
 	"time"
 )
 
+// Func is a function a caller puts in the context, as Taskcluster's
+// github service puts as_slugid there. It receives the call's arguments as
+// JSON-e values (any value but a function) and returns a JSON value.
+type Func func(args []any) (any, error)
+
 // Render renders template with context at the current time (which `now`,
 // `$fromNow` and `fromNow()` use).
 func Render(template any, context map[string]any) (any, error) {
@@ -72,6 +77,14 @@ func normalize(v any) (any, error) {
 	switch x := v.(type) {
 	case nil, bool, string, float64:
 		return x, nil
+	case Func:
+		return &function{name: "function", b: &builtin{name: "function", variadic: "string|number|boolean|null|array|object", invoke: func(_ *renderer, _ *scope, args []any) (any, error) {
+			out, err := x(args)
+			if err != nil {
+				return nil, err
+			}
+			return normalize(out)
+		}}}, nil
 	case float32:
 		return float64(x), nil
 	case int:

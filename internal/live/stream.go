@@ -12,8 +12,11 @@ import (
 	"github.com/hopper-ci/hopper/internal/events"
 )
 
+// BasePath is where the live feed's API lives below the root URL.
+const BasePath = "/api/live/v1"
+
 // StreamPath is where the event stream is served.
-const StreamPath = "/api/live/v1/events"
+const StreamPath = BasePath + "/events"
 
 // KeepAlive is how often an idle stream sends a comment line, so proxies
 // keep the connection and a browser notices a dead one.
@@ -34,7 +37,8 @@ var (
 	taskQueuePattern = regexp.MustCompile(`^([a-zA-Z0-9-_]{1,38})/([a-z]([-a-z0-9]{0,36}[a-z0-9])?)$`)
 )
 
-// Routes returns the stream's route for api.Options.ExtraRoutes.
+// Routes returns the stream's route, after the health routes, for
+// api.Options.Routes.
 //
 // Query parameters narrow the stream, like a Pulse binding: taskId (that
 // task's events), taskGroupId (its tasks' events and the group's own),
@@ -43,14 +47,14 @@ var (
 // queue:pending-list:<taskQueueId>); the whole stream needs
 // queue:status:*. The anonymous role has these by default, and
 // EventSource cannot send headers, so a signed-in browser passes a bewit.
-func Routes(hub *Hub) []api.Route {
-	return []api.Route{{
+func Routes(hub *Hub, version string) []api.Route {
+	return append(api.ServiceHealthRoutes(BasePath, time.Now(), version), api.Route{
 		Name:   "liveEvents",
 		Method: http.MethodGet,
 		Paths:  []string{StreamPath},
 		Query:  []string{"taskId", "taskGroupId", "taskQueueId"},
 		Handle: func(c *api.Call) (any, error) { return stream(c, hub) },
-	}}
+	})
 }
 
 // selection is what one stream asked for.

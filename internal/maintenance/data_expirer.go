@@ -10,10 +10,15 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
+// DefaultAuditRetention is how long audit entries are kept, as on
+// Taskcluster (its auth service's default).
+const DefaultAuditRetention = 30 * 24 * time.Hour
+
 // DataExpirer deletes what has expired: tasks with their dependency edges
 // and artifacts (and the artifacts' stored data), task groups, task queues,
-// workers (kept while quarantined), clients marked deleteOnExpiration, and
-// hook fire records older than a year.
+// workers (kept while quarantined), clients marked deleteOnExpiration,
+// hook fire records older than a year, and audit entries older than
+// AuditRetention.
 // It runs once at Start, then every Interval.
 type DataExpirer struct {
 	Store store.Store
@@ -23,6 +28,9 @@ type DataExpirer struct {
 	Logger *slog.Logger
 	// Interval is the cadence (default DefaultExpireEvery).
 	Interval time.Duration
+	// AuditRetention is how long the audit log of client and role changes
+	// is kept (default DefaultAuditRetention).
+	AuditRetention time.Duration
 
 	loop // its Stop is the duty's
 }
@@ -49,6 +57,17 @@ func (e *DataExpirer) RunOnce(ctx context.Context) error {
 		if err := e.Blobs.Delete(ctx, artifacts.BlobKey(b.TaskID, b.RunID, b.Name)); err != nil {
 			log.Warn("deleting expired artifact data", "taskId", b.TaskID, "runId", b.RunID, "name", b.Name, "error", err)
 		}
+	}
+	retention := e.AuditRetention
+	if retention <= 0 {
+		retention = DefaultAuditRetention
+	}
+	audits, err := e.Store.ExpireAuditHistory(ctx, e.Clock.Now().Add(-retention))
+	if err != nil {
+		return err
+	}
+	if audits > 0 {
+		log.Info("expired audit history", "entries", audits)
 	}
 	if res.Tasks+res.Artifacts+res.TaskGroups+res.TaskQueues+res.Workers+res.Clients+res.IndexedTasks+res.IndexNamespaces+res.Secrets+res.HookFires > 0 {
 		log.Info("expired data", "tasks", res.Tasks, "artifacts", res.Artifacts, "taskGroups", res.TaskGroups,

@@ -77,7 +77,11 @@ type loop struct {
 	stopOnce sync.Once
 	cancel   context.CancelFunc
 	done     chan struct{}
+	ctx      context.Context
 }
+
+// loopContext is the context of a started loop, ended by Stop.
+func (l *loop) loopContext() context.Context { return l.ctx }
 
 // start runs pass every interval (and once at once if immediately) until
 // ctx ends or stop is called. A pass that fails is logged as what failed
@@ -90,6 +94,7 @@ func (l *loop) start(ctx context.Context, log *slog.Logger, what string, interva
 		}
 	}
 	ctx, l.cancel = context.WithCancel(ctx)
+	l.ctx = ctx
 	l.done = make(chan struct{})
 	go func() {
 		defer close(l.done)

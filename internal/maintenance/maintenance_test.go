@@ -302,3 +302,27 @@ func TestSideExpirersSweepAtStart(t *testing.T) {
 		}
 	}
 }
+
+// TestDataExpirerAuditRetention: the audit log keeps an entry for
+// DefaultAuditRetention, then the data expirer deletes it.
+func TestDataExpirerAuditRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	now := b.clock.Now()
+	_, err := b.store.CreateClient(ctx, &store.Client{ClientID: "audited", Created: now, LastModified: now, LastDateUsed: now,
+		LastRotated: now, Expires: now.Add(365 * 24 * time.Hour)}, &store.Audit{ClientID: "root", Action: "created", At: now})
+	require.NoError(t, err)
+	entries := func() int {
+		got, _, err := b.store.ListAuditHistory(ctx, store.AuditQuery{ByClient: "root"}, store.Page{})
+		require.NoError(t, err)
+		return len(got)
+	}
+	d := &maintenance.DataExpirer{Store: b.store, Clock: b.clock}
+	b.clock.Advance(maintenance.DefaultAuditRetention - time.Minute)
+	require.NoError(t, d.RunOnce(ctx))
+	require.Equal(t, 1, entries(), "kept within the retention")
+	b.clock.Advance(2 * time.Minute)
+	require.NoError(t, d.RunOnce(ctx))
+	require.Equal(t, 0, entries(), "deleted after it")
+}

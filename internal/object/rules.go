@@ -5,7 +5,7 @@
 // This file holds the rules, plain Go over store.Object with the time
 // passed in: how an upload is begun, renewed and finished, how hashes may
 // be amended, which methods are agreed. service.go applies them to the
-// store and the blobs; routes.go serves them over HTTP.
+// store and the blobs; internal/objectapi serves them over HTTP.
 package object
 
 import (

@@ -31,7 +31,8 @@ type Service struct {
 	Log   *slog.Logger
 }
 
-func (s *Service) now() time.Time {
+// Now is the service's clock.
+func (s *Service) Now() time.Time {
 	if s.Clock == nil {
 		return time.Now()
 	}
@@ -74,7 +75,7 @@ type UploadMethod struct {
 // Proposing none only records the upload (its uploadId, projectId,
 // expires and hashes).
 func (s *Service) CreateUpload(ctx context.Context, name string, req UploadRequest, proposed ProposedMethods) (UploadMethod, error) {
-	now := s.now()
+	now := s.Now()
 	// The content type travels in an HTTP header of the blob store and
 	// of every download, so one that cannot is the caller's mistake (400),
 	// found before anything is stored.
@@ -132,7 +133,7 @@ func (s *Service) CreateUpload(ctx context.Context, name string, req UploadReque
 // and downloadable. The data must have arrived (hashes are checked by
 // downloaders, as the Object API defines). A repeat is harmless.
 func (s *Service) FinishUpload(ctx context.Context, name string, req UploadRequest) error {
-	now := s.now()
+	now := s.Now()
 	o, err := s.Store.GetObject(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return errorf(KindNotFound, "Object %q not found", name)
@@ -176,7 +177,7 @@ type Metadata struct {
 // Object returns a downloadable object's record.
 func (s *Service) Object(ctx context.Context, name string) (*store.Object, error) {
 	o, err := s.Store.GetObject(ctx, name)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !Downloadable(o, s.now())) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !Downloadable(o, s.Now())) {
 		return nil, errorf(KindNotFound, "Object %q not found", name)
 	}
 	return o, err
@@ -215,7 +216,7 @@ func (s *Service) StartDownload(ctx context.Context, name string, accepted map[s
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
+	now := s.Now()
 	if method == MethodSimple {
 		u, err := s.simpleURL(ctx, name, now)
 		if err != nil {
@@ -236,7 +237,7 @@ func (s *Service) SimpleURL(ctx context.Context, name string) (string, error) {
 	if _, err := s.Object(ctx, name); err != nil {
 		return "", err
 	}
-	return s.simpleURL(ctx, name, s.now())
+	return s.simpleURL(ctx, name, s.Now())
 }
 
 func (s *Service) simpleURL(ctx context.Context, name string, now time.Time) (string, error) {
@@ -254,7 +255,7 @@ func (s *Service) simpleURL(ctx context.Context, name string, now time.Time) (st
 func (s *Service) Expire(ctx context.Context) (int, error) {
 	n := 0
 	for {
-		gone, err := s.Store.ExpireObjects(ctx, s.now(), 100)
+		gone, err := s.Store.ExpireObjects(ctx, s.Now(), 100)
 		if err != nil {
 			return n, fmt.Errorf("expiring objects: %w", err)
 		}

@@ -2,8 +2,9 @@
 // Purge-Cache API v1): operators ask the workers of a pool to empty a named
 // cache; workers ask, before they use their caches, which caches to empty.
 //
-// This file holds the rules, plain Go with the time passed in; routes.go
-// serves them over HTTP and keeps the requests through the store.
+// This file holds the rules, plain Go with the time passed in;
+// internal/purgecacheapi serves them over HTTP and keeps the requests
+// through the store.
 package purgecache
 
 import (

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/secretsapi"
 	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -64,9 +65,10 @@ func setup(t *testing.T) (*tcclient.Client, store.Store, *syncBuffer) {
 	var handler http.Handler
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(hs.Close)
-	srv, err := api.New(api.Options{
-		Config: api.Config{RootURL: hs.URL}, Store: st, Authorizer: sec.Authorizer, Issuer: sec.Issuer, Logger: log,
-		ExtraRoutes: secretsapi.Routes(secretsapi.Deps{Store: st, Sealer: sec.Sealer, Caller: sec.Authorizer.Caller, Logger: log}),
+	queueSrv, err := queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: hs.URL}, Store: st, Issuer: sec.Issuer, Logger: log})
+	require.NoError(t, err)
+	srv, err := api.New(api.Options{Authorizer: sec.Authorizer, Logger: log,
+		Routes: append(queueSrv.Routes(), secretsapi.Routes(secretsapi.Deps{Store: st, Sealer: sec.Sealer, Caller: sec.Authorizer.Caller, Logger: log})...),
 	})
 	require.NoError(t, err)
 	handler = srv.Handler()

@@ -5,59 +5,57 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
+	"os"
 	"time"
 
-	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/notifyapi"
 	"github.com/hopper-ci/hopper/internal/notifysend"
-	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
-// notifyService is the Notify service: its routes, its sender duty and
-// the metrics the duty keeps.
-type notifyService struct {
-	routes  []api.Route
-	sender  *maintenance.NotifySender
-	metrics *maintenance.NotifyMetrics
-	close   func()
-}
-
-// newNotifyService wires the Notify service: the channels of cfg (nil: no
-// channel; notifications are recorded and fail saying so), Pulse on the
-// notify exchange when a broker is configured, and log tails read from the
-// blob store.
-func newNotifyService(st store.Store, blobs artifacts.Backend, cfg *notifysend.Config, amqpURL, rootURL, version string,
-	clock queue.Clock, log *slog.Logger) (*notifyService, error) {
-	svc := &notifyService{close: func() {}}
+// notifyService is the Notify service: its routes, the sender duty and
+// its metrics. Its channels are cfg.Notify (or the file and environment it
+// names); Pulse goes to the notify exchange when a broker is configured,
+// and the messages quote log tails read from the blob store.
+func (w *wiring) notifyService() (service, error) {
+	cfg := w.cfg.Notify
+	if cfg == nil {
+		var err error
+		if cfg, err = notifysend.LoadConfig(w.cfg.NotifyConfigFile, os.Getenv); err != nil {
+			return service{}, err
+		}
+	}
+	svc := service{}
 	var pulse events.Publisher
-	if amqpURL != "" {
-		amqp, err := events.NewAMQP(events.AMQPOptions{URL: amqpURL, ExchangePrefix: notifysend.PulseExchangePrefix, Logger: log})
+	if w.cfg.AMQP != "" {
+		amqp, err := events.NewAMQP(events.AMQPOptions{URL: w.cfg.AMQP, ExchangePrefix: notifysend.PulseExchangePrefix, Logger: w.log})
 		if err != nil {
-			return nil, fmt.Errorf("starting the notify exchange's publisher: %w", err)
+			return service{}, fmt.Errorf("starting the notify exchange's publisher: %w", err)
 		}
 		pulse, svc.close = amqp, func() { _ = amqp.Close() }
 	}
 	d, err := notifysend.New(cfg, notifysend.Options{Pulse: pulse})
 	if err != nil {
-		svc.close()
-		return nil, fmt.Errorf("configuring notifications: %w", err)
+		if svc.close != nil {
+			svc.close()
+		}
+		return service{}, fmt.Errorf("configuring notifications: %w", err)
 	}
 	for _, ch := range notify.Channels {
 		if d.Configured(ch) {
-			log.Info("notifications on", "channel", ch)
+			w.log.Info("notifications on", "channel", ch)
 		}
 	}
-	svc.metrics = maintenance.NewNotifyMetrics(st)
-	svc.sender = &maintenance.NotifySender{Store: st, Deliver: d, RootURL: rootURL, Clock: clock, Logger: log,
-		Metrics: svc.metrics, LogTail: logTailer(st, blobs)}
-	svc.routes = notifyapi.Routes(notifyapi.Deps{Store: st, Version: version})
+	metrics := maintenance.NewNotifyMetrics(w.store)
+	svc.routes = notifyapi.Routes(notifyapi.Deps{Store: w.store, Version: w.cfg.Version})
+	svc.collectors = metrics.Collectors()
+	svc.duties = []maintenance.Service{&maintenance.NotifySender{Store: w.store, Deliver: d, RootURL: w.cfg.RootURL,
+		Clock: w.cfg.Clock, Logger: w.log, Metrics: metrics, LogTail: logTailer(w.store, w.blobs)}}
 	return svc, nil
 }
 

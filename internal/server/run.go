@@ -9,22 +9,19 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
-	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/events"
-	"github.com/hopper-ci/hopper/internal/flowapi"
-	"github.com/hopper-ci/hopper/internal/indexapi"
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/notifysend"
 	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/secretsapi"
-	"github.com/hopper-ci/hopper/internal/store"
-	"github.com/hopper-ci/hopper/internal/superseder"
+	"github.com/hopper-ci/hopper/internal/queueapi"
+	"github.com/hopper-ci/hopper/internal/schema"
 	"github.com/hopper-ci/hopper/internal/ui"
 )
 
@@ -44,7 +41,7 @@ type Config struct {
 	// after a deadline unresolved tasks are resolved.
 	ClaimTimeout  time.Duration
 	DeadlineDelay time.Duration
-	// LongPoll bounds claimWork's wait (default api.DefaultLongPoll).
+	// LongPoll bounds claimWork's wait (default queueapi.DefaultLongPoll).
 	LongPoll time.Duration
 	// ExpireEvery is how often expired tasks, artifacts (rows and blobs)
 	// and other records are deleted (default maintenance.DefaultExpireEvery). Tests shorten it to
@@ -54,6 +51,8 @@ type Config struct {
 	Artifacts string
 	// AMQP, if set, is the broker events are published to.
 	AMQP string
+	// ForgeConfig, if set, is the forges' configuration file (forge.Load).
+	ForgeConfig string
 	// RootAccessToken is the access token of the root client.
 	RootAccessToken string
 	// SecretKey encrypts access tokens at rest and signs blob URLs
@@ -86,6 +85,9 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Clock = queue.SystemClock{}
 	}
 	log := cfg.Logger
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = ".hopper"
 	}
@@ -137,57 +139,51 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer relay.Close()
 	}
-	ep := api.NewEventPublisher(out, log)
+	ep := queueapi.NewEventPublisher(out, log)
 	defer ep.Close()
-	var publisher api.Publisher = ep
 
 	sec, err := NewSecurity(ctx, st, cfg.RootAccessToken, key, cfg.Clock, log)
 	if err != nil {
 		return err
 	}
+	schemas, err := schema.New()
+	if err != nil {
+		return err
+	}
+	w := &wiring{cfg: cfg, store: st, sec: sec, blobs: blobs, schemas: schemas, key: key, log: log, events: ep, hub: hub}
+	services, err := w.build()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for i := len(services) - 1; i >= 0; i-- {
+			if c := services[i].close; c != nil {
+				c()
+			}
+		}
+	}()
+	routes := api.RootHealthRoutes(cfg.Version)
+	var (
+		duties     []maintenance.Service
+		collectors []prometheus.Collector
+	)
+	for _, svc := range services {
+		routes = append(routes, svc.routes...)
+		duties = append(duties, svc.duties...)
+		collectors = append(collectors, svc.collectors...)
+	}
 	handlers := map[string]http.Handler{ui.Prefix: ui.Handler()}
 	if m, ok := blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}
-	side := newSideServices(st, blobs, cfg.Clock, log, cfg.ExpireEvery, cfg.Version)
-	hookSvc, err := newHookService(sec, st, cfg.Clock, log, cfg.Version, cfg.AMQP)
-	if err != nil {
-		return err
-	}
-	defer hookSvc.Close()
-	if cfg.Notify == nil {
-		if cfg.Notify, err = notifysend.LoadConfig(cfg.NotifyConfigFile, os.Getenv); err != nil {
-			return err
-		}
-	}
-	notifySvc, err := newNotifyService(st, blobs, cfg.Notify, cfg.AMQP, cfg.RootURL, cfg.Version, cfg.Clock, log)
-	if err != nil {
-		return err
-	}
-	defer notifySvc.close()
-	metrics := api.NewMetrics(st, cfg.Clock)
-	metrics.Register(notifySvc.metrics.Collectors()...)
-	srv, err := api.New(api.Options{
-		Config: api.Config{RootURL: cfg.RootURL, ClaimTimeout: cfg.ClaimTimeout, LongPoll: cfg.LongPoll, Version: cfg.Version},
-		Store:  st, Clock: cfg.Clock, Authorizer: sec.Authorizer, Issuer: sec.Issuer,
-		Publisher: publisher, Logger: log, Metrics: metrics,
-		Artifacts: blobs, ExtraRoutes: slices.Concat(extraRoutes(sec, st, log, cfg.Version), superseder.Routes(superseder.ServerOptions{Store: st}),
-			flowapi.Routes(st), live.Routes(hub), hookSvc.routes, side.routes, notifySvc.routes), Handlers: handlers,
-		Objects: side.objects,
-	})
+	srv, err := api.New(api.Options{Clock: cfg.Clock, Authorizer: sec.Authorizer, Logger: log,
+		Metrics: api.NewMetrics(collectors...), Schemas: schemas, Routes: routes, Handlers: handlers})
 	if err != nil {
 		return fmt.Errorf("building API: %w", err)
 	}
-	hookSvc.bind(srv)
-	// The background duties publish what they change through the API
-	// server, so their events and metrics are those of API calls.
-	duties := maintenance.NewMaintainer(slices.Concat([]maintenance.Service{
-		&maintenance.ClaimExpirer{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log},
-		&maintenance.DeadlineResolver{Store: st, Publisher: srv, Clock: cfg.Clock, Logger: log, Delay: cfg.DeadlineDelay},
-		&maintenance.DataExpirer{Store: st, Blobs: blobs, Clock: cfg.Clock, Logger: log, Interval: cfg.ExpireEvery},
-	}, side.duties, hookSvc.duties(log), []maintenance.Service{notifySvc.sender})...)
-	duties.Start(ctx)
-	defer duties.Stop()
+	maintainer := maintenance.NewMaintainer(duties...)
+	maintainer.Start(ctx)
+	defer maintainer.Stop()
 
 	if cfg.Pprof != "" {
 		stop, err := startPprof(cfg.Pprof, log)
@@ -196,10 +192,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer stop()
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleConnTimeout,
+	serving := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleConnTimeout,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(srv.Listener(ln)) }()
+	go func() { errc <- serving.Serve(srv.Listener(ln)) }()
 	log.Info("hopper queue serving", "rootUrl", cfg.RootURL, "listen", ln.Addr().String(), "db", storeKind(cfg.DB))
 	if cfg.Ready != nil {
 		cfg.Ready(cfg.RootURL)
@@ -210,18 +206,22 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: draining requests")
-	srv.Drain()
-	// Open event streams would hold Shutdown for its whole timeout.
-	_ = hub.Close()
+	for _, svc := range services {
+		if svc.drain != nil {
+			svc.drain()
+		}
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := httpSrv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := serving.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutting down: %w", err)
 	}
-	// No request is served any more: what the last claims queued for the
-	// workers' records is written before the store closes.
-	if err := srv.Flush(shutdownCtx); err != nil {
-		return fmt.Errorf("shutting down: %w", err)
+	for _, svc := range services {
+		if svc.flush != nil {
+			if err := svc.flush(shutdownCtx); err != nil {
+				return fmt.Errorf("shutting down: %w", err)
+			}
+		}
 	}
 	return nil
 }
@@ -241,18 +241,4 @@ func storeKind(spec string) string {
 		return "sqlite"
 	}
 	return "postgres"
-}
-
-// extraRoutes are the routes served beside the Queue API.
-func extraRoutes(sec *Security, st store.Store, log *slog.Logger, version string) []api.Route {
-	var routes []api.Route
-	routes = append(routes, authapi.Routes(authapi.Deps{
-		Store: st, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
-		Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log,
-	})...)
-	routes = append(routes, api.VersionRoute(authapi.BasePath, version))
-	routes = append(routes, indexapi.Routes(indexapi.Deps{Store: st, Version: version})...)
-	routes = append(routes, secretsapi.Routes(secretsapi.Deps{Store: st, Sealer: sec.Sealer, Caller: sec.Authorizer.Caller,
-		Logger: log, Version: version})...)
-	return routes
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -100,7 +101,7 @@ func seedAnonymousRole(ctx context.Context, st store.Store, now time.Time) error
 		return &store.Role{RoleID: auth.AnonymousRole, Scopes: DefaultAnonymousScopes,
 			Description: "Scopes every caller has, with or without credentials (created by hopper; edit freely).",
 			Created:     now, LastModified: now}, nil
-	})
+	}, nil)
 	if errors.Is(err, errRoleExists) {
 		return nil
 	}
@@ -173,7 +174,7 @@ func (d *ClientDirectory) markUsed(ctx context.Context, c *store.Client) {
 		_, err := d.store.UpdateClient(bg, c.ClientID, func(cl *store.Client) error {
 			cl.LastDateUsed = now.UTC().Truncate(time.Millisecond)
 			return nil
-		})
+		}, nil)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			d.log.Warn("recording that a client was used", "clientId", c.ClientID, "error", err)
 		}
@@ -240,27 +241,27 @@ func (r *RoleCache) Invalidate() {
 // TaskIssuer issues claim credentials signed by the queue's identity.
 type TaskIssuer struct{ creds auth.Credentials }
 
-// TaskCredentials implements api.CredentialIssuer.
-func (i *TaskIssuer) TaskCredentials(taskID string, runID int, workerGroup, workerID string, now, takenUntil time.Time, taskScopes []string) (api.Credentials, error) {
+// TaskCredentials implements queueapi.CredentialIssuer.
+func (i *TaskIssuer) TaskCredentials(taskID string, runID int, workerGroup, workerID string, now, takenUntil time.Time, taskScopes []string) (queueapi.Credentials, error) {
 	c, err := auth.TaskCredentials(auth.TaskCredentialsOptions{
 		TaskID: taskID, RunID: runID, WorkerGroup: workerGroup, WorkerID: workerID,
 		TakenUntil: takenUntil, TaskScopes: taskScopes, Now: now, Issuer: i.creds,
 	})
 	if err != nil {
-		return api.Credentials{}, err
+		return queueapi.Credentials{}, err
 	}
-	return api.Credentials{ClientID: c.ClientID, AccessToken: c.AccessToken, Certificate: c.Certificate}, nil
+	return queueapi.Credentials{ClientID: c.ClientID, AccessToken: c.AccessToken, Certificate: c.Certificate}, nil
 }
 
-// ScopedCredentials implements api.ScopedIssuer: named temporary
+// ScopedCredentials implements queueapi.ScopedIssuer: named temporary
 // credentials signed by the queue's identity (object artifacts hand them to
 // uploaders and downloaders).
-func (i *TaskIssuer) ScopedCredentials(clientID string, scopes []string, start, expiry time.Time) (api.Credentials, error) {
+func (i *TaskIssuer) ScopedCredentials(clientID string, scopes []string, start, expiry time.Time) (queueapi.Credentials, error) {
 	c, err := auth.CreateTemporaryCredentials(auth.TemporaryCredentialsOptions{
 		ClientID: clientID, Start: start, Expiry: expiry, Scopes: scopes, Issuer: i.creds,
 	})
 	if err != nil {
-		return api.Credentials{}, err
+		return queueapi.Credentials{}, err
 	}
-	return api.Credentials{ClientID: c.ClientID, AccessToken: c.AccessToken, Certificate: c.Certificate}, nil
+	return queueapi.Credentials{ClientID: c.ClientID, AccessToken: c.AccessToken, Certificate: c.Certificate}, nil
 }

@@ -30,7 +30,7 @@ func TestClientUseIsRecorded(t *testing.T) {
 	require.NoError(t, err)
 	created := now.Add(-48 * time.Hour)
 	_, err = st.CreateClient(ctx, &store.Client{ClientID: "c/one", AccessToken: sealed, Scopes: []string{"a"},
-		Created: created, LastModified: created, LastDateUsed: created, LastRotated: created, Expires: now.Add(time.Hour)})
+		Created: created, LastModified: created, LastDateUsed: created, LastRotated: created, Expires: now.Add(time.Hour)}, nil)
 	require.NoError(t, err)
 
 	c, err := sec.Clients.Client(ctx, "c/one")

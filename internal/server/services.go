@@ -1,43 +1,186 @@
 package server
 
 import (
+	"context"
 	"log/slog"
-	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
+	"github.com/hopper-ci/hopper/internal/authapi"
+	"github.com/hopper-ci/hopper/internal/flowapi"
+	"github.com/hopper-ci/hopper/internal/indexapi"
+	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/object"
-	"github.com/hopper-ci/hopper/internal/purgecache"
-	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/objectapi"
+	"github.com/hopper-ci/hopper/internal/purgecacheapi"
+	"github.com/hopper-ci/hopper/internal/queueapi"
+	"github.com/hopper-ci/hopper/internal/schema"
+	"github.com/hopper-ci/hopper/internal/secretsapi"
 	"github.com/hopper-ci/hopper/internal/store"
+	"github.com/hopper-ci/hopper/internal/supersederapi"
 )
 
-// sideServices are the Object and Purge-Cache services served beside the
-// queue: their routes, the object service as object artifacts see it, and
-// their background expiry.
-type sideServices struct {
-	routes  []api.Route
-	objects api.ObjectService
-	duties  []maintenance.Service
+// service is one of hopper's services as the composition root runs it:
+// its route table (which starts with its health and version routes,
+// api.ServiceHealthRoutes), its background duties (internal/maintenance),
+// the metrics it adds, and what it does when the server stops.
+type service struct {
+	routes     []api.Route
+	duties     []maintenance.Service
+	collectors []prometheus.Collector
+	// drain runs before the HTTP server shuts down (ending long-polls and
+	// streams), flush after it (no request is served any more), close
+	// last, after the duties stopped.
+	drain func()
+	flush func(ctx context.Context) error
+	close func()
 }
 
-// newSideServices wires the Object service over the blob store (when it
-// can store data server-side, as both of hopper's backends can) and the
-// Purge-Cache service over the store.
-func newSideServices(st store.Store, blobs artifacts.Backend, clock queue.Clock, log *slog.Logger, expireEvery time.Duration, version string) *sideServices {
-	s := &sideServices{}
-	if b, ok := blobs.(object.Blobs); ok {
-		svc := &object.Service{Store: st, Blobs: b, Clock: clock, Log: log}
-		s.routes = append(s.routes, object.Routes(svc)...)
-		s.routes = append(s.routes, api.VersionRoute(object.BasePath, version))
-		s.objects = svc
-		s.duties = append(s.duties, &maintenance.ObjectExpirer{Objects: svc, Interval: expireEvery, Logger: log})
-	} else {
-		log.Warn("the blob store cannot hold objects: the Object service and object artifacts are off")
+// services lists every service `hopper serve` runs, in the order they are
+// built: a service may use one built before it (the queue's object
+// artifacts use the object service; hooks and the index use the queue).
+// A new service is one line here and its constructor, a method of wiring
+// beside these.
+func (w *wiring) services() []func() (service, error) {
+	return []func() (service, error){
+		w.objectService,
+		w.queueService,
+		w.authService,
+		w.indexService,
+		w.secretsService,
+		w.hooksService,
+		w.githubService,
+		w.purgeCacheService,
+		w.supersederService,
+		w.flowService,
+		w.liveService,
+		w.workerManagerService,
+		w.notifyService,
 	}
-	s.routes = append(s.routes, purgecache.Routes(st, clock)...)
-	s.routes = append(s.routes, api.VersionRoute(purgecache.BasePath, version))
-	s.duties = append(s.duties, &maintenance.PurgeRequestExpirer{Store: st, Clock: clock, Interval: expireEvery, Logger: log})
-	return s
+}
+
+// wiring is what the services' constructors share: the server's
+// configuration and infrastructure, and the services built so far that
+// others use.
+type wiring struct {
+	cfg     Config
+	store   store.Store
+	sec     *Security
+	blobs   artifacts.Backend
+	schemas *schema.Registry
+	// key is the server's secret key (keys derived from it).
+	key [32]byte
+	log *slog.Logger
+	// events receives the queue's task events (queueapi.EventPublisher);
+	// hub is the live feed's in-process bus.
+	events queueapi.Publisher
+	hub    *live.Hub
+
+	objects queueapi.ObjectService // nil: the blob store cannot hold objects
+	queue   *queueapi.Server
+}
+
+// build runs the constructors in order.
+func (w *wiring) build() ([]service, error) {
+	var out []service
+	for _, newService := range w.services() {
+		svc, err := newService()
+		if err != nil {
+			for _, s := range out {
+				if s.close != nil {
+					s.close()
+				}
+			}
+			return nil, err
+		}
+		out = append(out, svc)
+	}
+	return out, nil
+}
+
+// objectService is the Object service over the blob store, when it can
+// store data server-side (as both of hopper's backends can).
+func (w *wiring) objectService() (service, error) {
+	b, ok := w.blobs.(object.Blobs)
+	if !ok {
+		w.log.Warn("the blob store cannot hold objects: the Object service and object artifacts are off")
+		return service{}, nil
+	}
+	svc := &object.Service{Store: w.store, Blobs: b, Clock: w.cfg.Clock, Log: w.log}
+	w.objects = objectapi.QueueArtifacts{Service: svc}
+	return service{
+		routes: objectapi.Routes(objectapi.Deps{Service: svc, Version: w.cfg.Version}),
+		duties: []maintenance.Service{&maintenance.ObjectExpirer{Objects: svc, Interval: w.cfg.ExpireEvery, Logger: w.log}},
+	}, nil
+}
+
+// queueService is the Queue: its duties publish what they change through
+// it, so their events and metrics are those of API calls.
+func (w *wiring) queueService() (service, error) {
+	metrics := queueapi.NewMetrics(w.store, w.cfg.Clock)
+	q, err := queueapi.New(queueapi.Options{
+		Config: queueapi.Config{RootURL: w.cfg.RootURL, ClaimTimeout: w.cfg.ClaimTimeout, LongPoll: w.cfg.LongPoll, Version: w.cfg.Version},
+		Store:  w.store, Clock: w.cfg.Clock, Issuer: w.sec.Issuer, Publisher: w.events, Logger: w.log, Metrics: metrics,
+		Schemas: w.schemas, Artifacts: w.blobs, Objects: w.objects,
+	})
+	if err != nil {
+		return service{}, err
+	}
+	w.queue = q
+	c := w.cfg
+	return service{
+		routes:     q.Routes(),
+		collectors: metrics.Collectors(),
+		duties: []maintenance.Service{
+			&maintenance.ClaimExpirer{Store: w.store, Publisher: q, Clock: c.Clock, Logger: w.log},
+			&maintenance.DeadlineResolver{Store: w.store, Publisher: q, Clock: c.Clock, Logger: w.log, Delay: c.DeadlineDelay},
+			&maintenance.DataExpirer{Store: w.store, Blobs: w.blobs, Clock: c.Clock, Logger: w.log, Interval: c.ExpireEvery},
+		},
+		drain: q.Drain,
+		// What the last claims queued for the workers' records is written
+		// before the store closes.
+		flush: q.Flush,
+	}, nil
+}
+
+func (w *wiring) authService() (service, error) {
+	sec := w.sec
+	return service{routes: authapi.Routes(authapi.Deps{
+		Store: w.store, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
+		Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: w.log, Version: w.cfg.Version,
+	})}, nil
+}
+
+func (w *wiring) indexService() (service, error) {
+	return service{routes: indexapi.Routes(indexapi.Deps{Store: w.store, Artifacts: w.queue, Version: w.cfg.Version})}, nil
+}
+
+func (w *wiring) secretsService() (service, error) {
+	return service{routes: secretsapi.Routes(secretsapi.Deps{Store: w.store, Sealer: w.sec.Sealer, Caller: w.sec.Authorizer.Caller,
+		Logger: w.log, Version: w.cfg.Version})}, nil
+}
+
+func (w *wiring) purgeCacheService() (service, error) {
+	return service{
+		routes: purgecacheapi.Routes(purgecacheapi.Deps{Store: w.store, Clock: w.cfg.Clock, Version: w.cfg.Version}),
+		duties: []maintenance.Service{&maintenance.PurgeRequestExpirer{Store: w.store, Clock: w.cfg.Clock, Interval: w.cfg.ExpireEvery, Logger: w.log}},
+	}, nil
+}
+
+func (w *wiring) supersederService() (service, error) {
+	return service{routes: supersederapi.Routes(supersederapi.ServerOptions{Store: w.store, Version: w.cfg.Version})}, nil
+}
+
+func (w *wiring) flowService() (service, error) {
+	return service{routes: flowapi.Routes(flowapi.Deps{Store: w.store, Version: w.cfg.Version})}, nil
+}
+
+// liveService is the web console's live feed; open streams would hold the
+// HTTP server's shutdown for its whole timeout, so draining closes them.
+func (w *wiring) liveService() (service, error) {
+	hub := w.hub
+	return service{routes: live.Routes(hub, w.cfg.Version), drain: func() { _ = hub.Close() }}, nil
 }

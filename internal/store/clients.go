@@ -49,8 +49,8 @@ func nonNilStrings(s []string) []string {
 var ErrExists = errors.New("already exists")
 
 // CreateClient implements Store. If the id is taken it returns the existing
-// client and ErrExists.
-func (db *DB) CreateClient(ctx context.Context, c *Client) (*Client, error) {
+// client and ErrExists. audit, if set, is recorded with the creation.
+func (db *DB) CreateClient(ctx context.Context, c *Client, audit *Audit) (*Client, error) {
 	var existing *Client
 	err := db.tx(ctx, func(tx *txn) error {
 		args, err := clientArgs(c)
@@ -62,6 +62,7 @@ func (db *DB) CreateClient(ctx context.Context, c *Client) (*Client, error) {
 			return fmt.Errorf("creating client %s: %w", c.ClientID, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
+			tx.sendAudit(AuditClient, c.ClientID, audit)
 			return nil
 		}
 		existing, err = scanClient(tx.queryRow(ctx, "SELECT "+clientColumns+" FROM clients WHERE client_id = ?", c.ClientID))
@@ -109,8 +110,9 @@ func (db *DB) ListClients(ctx context.Context, prefix string, page Page) ([]Clie
 	return out, next, nil
 }
 
-// UpdateClient implements Store: fn mutates the locked client.
-func (db *DB) UpdateClient(ctx context.Context, clientID string, fn func(*Client) error) (*Client, error) {
+// UpdateClient implements Store: fn mutates the locked client. audit, if
+// set, is recorded with the change.
+func (db *DB) UpdateClient(ctx context.Context, clientID string, fn func(*Client) error, audit *Audit) (*Client, error) {
 	var c *Client
 	err := db.tx(ctx, func(tx *txn) error {
 		var err error
@@ -134,6 +136,7 @@ func (db *DB) UpdateClient(ctx context.Context, clientID string, fn func(*Client
 		if err != nil {
 			return fmt.Errorf("saving client %s: %w", clientID, err)
 		}
+		tx.sendAudit(AuditClient, clientID, audit)
 		return nil
 	})
 	if err != nil {
@@ -142,11 +145,18 @@ func (db *DB) UpdateClient(ctx context.Context, clientID string, fn func(*Client
 	return c, nil
 }
 
-// DeleteClient implements Store; deleting an unknown client is not an error.
-func (db *DB) DeleteClient(ctx context.Context, clientID string) error {
+// DeleteClient implements Store; deleting an unknown client is not an
+// error, and is audited only when there was a client to delete.
+func (db *DB) DeleteClient(ctx context.Context, clientID string, audit *Audit) error {
 	return db.tx(ctx, func(tx *txn) error {
-		_, err := tx.exec(ctx, "DELETE FROM clients WHERE client_id = ?", clientID)
-		return err
+		res, err := tx.exec(ctx, "DELETE FROM clients WHERE client_id = ?", clientID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			tx.sendAudit(AuditClient, clientID, audit)
+		}
+		return nil
 	})
 }
 
@@ -171,7 +181,9 @@ func scanRole(row rowScanner) (*Role, error) {
 // PutRole implements Store: fn receives the existing role (nil if none) and
 // returns the role to store, or an error to refuse. The whole role set is
 // locked meanwhile, so validations over all roles (cycles) are consistent.
-func (db *DB) PutRole(ctx context.Context, roleID string, fn func(existing *Role) (*Role, error)) (*Role, error) {
+// audit, if set, is recorded with the change, its Action "created" or
+// "updated" by whether the role existed.
+func (db *DB) PutRole(ctx context.Context, roleID string, fn func(existing *Role) (*Role, error), audit *Audit) (*Role, error) {
 	var out *Role
 	err := db.tx(ctx, func(tx *txn) error {
 		if err := tx.bumpRolesVersion(ctx); err != nil {
@@ -196,6 +208,14 @@ func (db *DB) PutRole(ctx context.Context, roleID string, fn func(existing *Role
 			roleID, string(scopes), r.Description, ms(r.Created), ms(r.LastModified))
 		if err != nil {
 			return fmt.Errorf("storing role %s: %w", roleID, err)
+		}
+		if audit != nil {
+			a := *audit
+			a.Action = "created"
+			if existing != nil {
+				a.Action = "updated"
+			}
+			tx.sendAudit(AuditRole, roleID, &a)
 		}
 		out = r
 		return nil
@@ -233,14 +253,21 @@ func (db *DB) ListRoles(ctx context.Context) ([]Role, error) {
 	return out, rows.Err()
 }
 
-// DeleteRole implements Store.
-func (db *DB) DeleteRole(ctx context.Context, roleID string) error {
+// DeleteRole implements Store; audit, if set, is recorded when there was a
+// role to delete.
+func (db *DB) DeleteRole(ctx context.Context, roleID string, audit *Audit) error {
 	return db.tx(ctx, func(tx *txn) error {
 		if err := tx.bumpRolesVersion(ctx); err != nil {
 			return err
 		}
-		_, err := tx.exec(ctx, "DELETE FROM roles WHERE role_id = ?", roleID)
-		return err
+		res, err := tx.exec(ctx, "DELETE FROM roles WHERE role_id = ?", roleID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			tx.sendAudit(AuditRole, roleID, audit)
+		}
+		return nil
 	})
 }
 

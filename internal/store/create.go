@@ -160,24 +160,34 @@ func (t *txn) sendInsertTask(state *queue.TaskState, flow *queue.FlowPolicy, ins
 	// The task's membership goes in with it. When the taskId was taken,
 	// the create either fails, rolling this back, or repeats the stored
 	// definition, whose membership is this one.
-	t.send(Statement{Query: insertMembers + "(?, ?, ?) ON CONFLICT (task_group_id, task_id) DO NOTHING",
-		Args: []any{def.TaskGroupID, state.TaskID, def.Expires.Millis()},
+	t.send(Statement{Query: insertMembers + memberValues + " ON CONFLICT (task_group_id, task_id) DO NOTHING",
+		Args: memberArgs(state.TaskID, def),
 		What: "recording task " + state.TaskID + " in its group"})
 	return nil
 }
 
 // insertMembers starts the insert of rows of task_group_members, each
-// (task_group_id, task_id, expires): the look-ups of tasks by group and by
-// expiry, kept out of the tasks table (migration 008) so that its indexes
-// are not written again at every change of a task's state.
-const insertMembers = "INSERT INTO task_group_members (task_group_id, task_id, expires) VALUES "
+// (task_group_id, task_id, expires, created, task_queue_id, name): the
+// look-ups of tasks by group, by expiry and, for the history (history.go),
+// by creation time, queue and name, kept out of the tasks table
+// (migrations 008 and 013) so that their indexes are not written again at
+// every change of a task's state.
+const insertMembers = "INSERT INTO task_group_members (task_group_id, task_id, expires, created, task_queue_id, name) VALUES "
+
+// memberValues are the placeholders of one row of insertMembers.
+const memberValues = "(?, ?, ?, ?, ?, ?)"
+
+// memberArgs are the values of a task's row of insertMembers.
+func memberArgs(taskID string, def *queue.Task) []any {
+	return []any{def.TaskGroupID, taskID, def.Expires.Millis(), def.Created.Millis(), def.TaskQueueID, def.Metadata.Name}
+}
 
 // insertTaskColumns are the columns a new task's row is inserted with;
 // insertTaskArgs gives the values of all but the last, pending_seq, which
 // is an SQL expression.
 const insertTaskColumns = `task_id, task_queue_id, scheduler_id, project_id, task_group_id, requires,
 
-	priority, deadline, expires, definition, retries_left, runs, state, unresolved, pending_since, taken_until, claimed_at, pending_seq`
+	priority, deadline, expires, definition, retries_left, runs, state, unresolved, pending_since, taken_until, claimed_at, created, pending_seq`
 
 // insertTaskArgs encodes a new task for insertTaskColumns, recording the
 // definition as stored in state.DefinitionJSON.
@@ -195,7 +205,7 @@ func (db *DB) insertTaskArgs(state *queue.TaskState) (args []any, runs string, e
 	d := derive(state)
 	return []any{state.TaskID, def.TaskQueueID, def.SchedulerID, def.ProjectID, def.TaskGroupID, def.Requires,
 		queue.PriorityWeight(def.Priority), def.Deadline.Millis(), def.Expires.Millis(), state.DefinitionJSON, state.RetriesLeft,
-		runs, d.state, d.unresolved, d.pendingSince, d.takenUntil, d.claimedAt}, runs, nil
+		runs, d.state, d.unresolved, d.pendingSince, d.takenUntil, d.claimedAt, def.Created.Millis()}, runs, nil
 }
 
 // sendDependencies queues the task's dependency edges, many per statement.

@@ -231,12 +231,12 @@ func (db *DB) buildCreateBatch(calls []*createCall, defs map[string]string, dire
 		defs[c.p.TaskID] = row.DefinitionJSON
 		values = append(values, "("+strings.Repeat("?, ", len(args))+seq+")")
 		w.tasksArgs = append(w.tasksArgs, args...)
-		w.membersArgs = append(w.membersArgs, state.Task.TaskGroupID, c.p.TaskID, state.Task.Expires.Millis())
+		w.membersArgs = append(w.membersArgs, memberArgs(c.p.TaskID, &state.Task)...)
 		w.created[c.p.TaskID] = createdTask{state: row, runs: runs, direct: row != state}
 	}
 	w.tasksInsert = `INSERT INTO tasks (` + insertTaskColumns + `)
 		VALUES ` + strings.Join(values, ", ")
-	w.membersInsert = insertMembers + strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", len(sorted)), ", ")
+	w.membersInsert = insertMembers + strings.TrimSuffix(strings.Repeat(memberValues+", ", len(sorted)), ", ")
 	return w, nil
 }
 

@@ -70,15 +70,17 @@ type Store interface {
 	ListArtifacts(ctx context.Context, taskID string, runID int, page Page) ([]Artifact, string, error)
 	MarkArtifactPresent(ctx context.Context, taskID string, runID int, name string) error
 
-	// Clients and roles.
-	CreateClient(ctx context.Context, c *Client) (*Client, error)
+	// Clients and roles. A change given an *Audit records it in the audit
+	// log (audit.go) in the change's transaction.
+	CreateClient(ctx context.Context, c *Client, audit *Audit) (*Client, error)
 	GetClient(ctx context.Context, clientID string) (*Client, error)
 	ListClients(ctx context.Context, prefix string, page Page) ([]Client, string, error)
-	UpdateClient(ctx context.Context, clientID string, fn func(*Client) error) (*Client, error)
-	DeleteClient(ctx context.Context, clientID string) error
-	PutRole(ctx context.Context, roleID string, fn func(existing *Role) (*Role, error)) (*Role, error)
+	UpdateClient(ctx context.Context, clientID string, fn func(*Client) error, audit *Audit) (*Client, error)
+	DeleteClient(ctx context.Context, clientID string, audit *Audit) error
+	PutRole(ctx context.Context, roleID string, fn func(existing *Role) (*Role, error), audit *Audit) (*Role, error)
 	ListRoles(ctx context.Context) ([]Role, error)
-	DeleteRole(ctx context.Context, roleID string) error
+	DeleteRole(ctx context.Context, roleID string, audit *Audit) error
+	AuditStore
 	// RolesVersion changes whenever roles change, so callers can cache
 	// expanded role sets cheaply.
 	RolesVersion(ctx context.Context) (int64, error)
@@ -115,6 +117,15 @@ type Store interface {
 
 	// Flow control (flow.go).
 	FlowStore
+
+	// Finding tasks without their taskId (history.go).
+	HistoryStore
+
+	// The forge integration (github.go).
+	GithubStore
+
+	// The Worker Manager service (workermanager.go).
+	WorkerManagerStore
 
 	// The Notify service's outbox and denylist (notify.go).
 	NotifyStore

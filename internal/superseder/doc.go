@@ -1,12 +1,13 @@
-// Package superseder is the built-in superseder service that `hopper
-// serve` answers from its own store (docs/contract/worker.md §5): the server side of
-// superseding. The worker-side flow, which calls a superseder and claims
+// Package superseder holds the rules of the built-in superseder service
+// that `hopper serve` answers from its own store (docs/contract/worker.md
+// §5), the server side of superseding: which tasks a list names (Select),
+// pure Go. Its routes are internal/supersederapi. The worker-side flow, which calls a superseder and claims
 // what it lists, is internal/worker/superseding; the two meet only over
 // HTTP.
 //
 // # Built-in superseder
 //
-// Routes serves, without authentication:
+// supersederapi.Routes serves, without authentication:
 //
 //	GET <rootUrl>/api/superseder/v1/list/<age>/<size>/<key>?taskId=<taskId>
 //	GET <rootUrl>/api/superseder/v1/list/<key>?taskId=<taskId>

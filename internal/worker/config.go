@@ -156,7 +156,8 @@ type Config struct {
 	// MaxTaskMemoryMB limits every task's memory (0: no limit) and
 	// MaxTaskProcesses its processes and threads (default 4096, so a fork
 	// bomb cannot take the machine; -1: no limit); payload.limits may ask
-	// for less.
+	// for less. The docker engine applies MaxTaskProcesses as each
+	// container's pids limit.
 	MaxTaskMemoryMB  int `yaml:"maxTaskMemoryMB" json:"maxTaskMemoryMB,omitempty"`
 	MaxTaskProcesses int `yaml:"maxTaskProcesses" json:"maxTaskProcesses,omitempty"`
 	// CancelPollInterval is how often the worker asks the queue whether a
@@ -229,7 +230,7 @@ func boolOr(p *bool, d bool) bool {
 func (c Config) Normalize() (Config, error) {
 	var problems []string
 	if c.RootURL == "" {
-		problems = append(problems, "rootUrl is required")
+		problems = append(problems, "rootUrl is required (--root-url or TASKCLUSTER_ROOT_URL)")
 	}
 	c.RootURL = strings.TrimRight(c.RootURL, "/")
 	switch {
@@ -240,7 +241,9 @@ func (c Config) Normalize() (Config, error) {
 		problems = append(problems, "taskQueueId disagrees with provisionerId/workerType")
 	}
 	prov, wt, ok := strings.Cut(c.TaskQueueID, "/")
-	if !ok || !provisionerIDRE.MatchString(prov) || !workerTypeRE.MatchString(wt) {
+	if c.TaskQueueID == "" {
+		problems = append(problems, "no task queue to serve: set --task-queue-id <provisionerId>/<workerType> (taskQueueId in the config file)")
+	} else if !ok || !provisionerIDRE.MatchString(prov) || !workerTypeRE.MatchString(wt) {
 		problems = append(problems, fmt.Sprintf("taskQueueId %q must be <provisionerId>/<workerType>", c.TaskQueueID))
 	}
 	c.ProvisionerID, c.WorkerType = prov, wt
@@ -257,7 +260,7 @@ func (c Config) Normalize() (Config, error) {
 		problems = append(problems, fmt.Sprintf("workerId %q must match %s", c.WorkerID, identifierRE))
 	}
 	if c.Credentials.ClientID == "" || c.Credentials.AccessToken == "" {
-		problems = append(problems, "credentials.clientId and credentials.accessToken are required")
+		problems = append(problems, "credentials.clientId and credentials.accessToken are required (--client-id and --access-token, or TASKCLUSTER_CLIENT_ID and TASKCLUSTER_ACCESS_TOKEN)")
 	}
 	if c.Credentials.Certificate != "" && !json.Valid([]byte(c.Credentials.Certificate)) {
 		problems = append(problems, "credentials.certificate must be JSON text")

@@ -66,6 +66,12 @@ func (t *dockerTask) containerConfig() (*dockerapi.ContainerConfig, error) {
 		Memory:      cfg.Docker.MemoryMiB << 20,
 		NanoCPUs:    int64(cfg.Docker.CPUs * 1e9),
 	}
+	if cfg.MaxTaskProcesses > 0 {
+		// The same ceiling as the process engine's: a fork loop stops at
+		// it instead of at the memory limit (or the machine's).
+		pids := int64(cfg.MaxTaskProcesses)
+		hc.PidsLimit = &pids
+	}
 	if t.pl.Features.AllowPtrace {
 		hc.CapAdd = append(hc.CapAdd, "SYS_PTRACE")
 	}
@@ -115,6 +121,9 @@ func (t *dockerTask) run() {
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	name := fmt.Sprintf("hopper-%s-%d-%s", r.claim.TaskID, r.claim.RunID, hex.EncodeToString(suffix[:]))
+	if lim := cfg.HostConfig.PidsLimit; lim != nil {
+		r.log.Infof("Limits: processes %d", *lim)
+	}
 	if len(t.pl.Command) > 0 {
 		r.log.Infof("Executing command 0: %s", shellQuote(t.pl.Command))
 	} else {

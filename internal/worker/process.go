@@ -25,11 +25,14 @@ type processEngine struct {
 	sandbox *sandbox.Manager
 }
 
+// headerName names the engine in the log's header, beside its "Sandbox:"
+// line; generic-worker's names ("insecure", "multiuser") would call a
+// sandboxed engine insecure.
 func (e *processEngine) headerName() string {
-	if e.sandbox != nil && e.sandbox.User(0) != nil {
-		return "multiuser"
+	if e.sandbox == nil || e.sandbox.Isolation() == sandbox.None {
+		return "process (isolation none)"
 	}
-	return "insecure"
+	return "process (sandboxed)"
 }
 
 // recover sets the sandbox up: it empties the cgroups a crashed

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/buildinfo"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
@@ -20,8 +21,9 @@ import (
 	"github.com/hopper-ci/hopper/internal/worker/tcproxy"
 )
 
-// Version is the worker implementation version printed in task logs.
-const Version = "hopper-worker/0.1"
+// Version is the worker implementation version printed in task logs: the
+// build's version (internal/buildinfo), so a log names the code that ran it.
+var Version = "hopper-worker/" + buildinfo.Read("").Short()
 
 type logLine struct {
 	warn bool
@@ -394,6 +396,7 @@ func (r *taskRun) uploadPhase() {
 	if r.task != nil {
 		r.uploadArtifacts(ctx, r.task.uploads())
 	}
+	r.checkLogWhole()
 	r.writeFooter()
 	r.log.Close()
 	if r.live != nil {
@@ -423,6 +426,26 @@ func (r *taskRun) uploadPhase() {
 	}
 }
 
+// checkLogWhole turns a log that lost output (its disk filled up) into
+// exception/resource-unavailable, as for any upload that could not
+// complete: a run whose log is cut short must not pass for a complete
+// record. The truncation outranks a failure of the task (whose cause the
+// lost output may have held), not an exception already recorded.
+func (r *taskRun) checkLogWhole() {
+	lost, err := r.log.Truncated()
+	if err == nil {
+		return
+	}
+	e := runErr{reason: tcclient.ReasonResourceUnavailable,
+		msg: fmt.Sprintf("The task log is incomplete: %v; %d bytes of output were lost.", err, lost)}
+	r.log.Errorf("%s", e.msg)
+	if len(r.errs) == 0 || r.errs[0].failed {
+		r.errs = append([]runErr{e}, r.errs...)
+		return
+	}
+	r.errs = append(r.errs, e)
+}
+
 // cleanup stops features, returns caches and removes the task directory.
 func (r *taskRun) cleanup() {
 	if r.task != nil {
@@ -446,6 +469,10 @@ func (r *taskRun) cleanup() {
 	if r.dir != "" && boolOr(r.w.cfg.CleanUpTaskDirs, true) {
 		if err := os.RemoveAll(r.dir); err != nil {
 			r.logger.Warn("removing task directory", "error", err)
+		}
+	} else if r.dir != "" && r.confined {
+		if err := retireTaskDir(r.dir); err != nil {
+			r.logger.Warn("taking the kept task directory back from the task user", "error", err)
 		}
 	}
 }

@@ -71,6 +71,9 @@ type Worker struct {
 	// answered twice (claimWork, then a superseding claimTask that the
 	// queue answers as a repeat) is never run twice.
 	heldRuns sync.Map
+
+	// workDirLock holds the work dir for this worker (claimWorkDir).
+	workDirLock *os.File
 }
 
 // New validates cfg and prepares the working directories.
@@ -159,6 +162,10 @@ func closed(ch <-chan struct{}) bool {
 // shutdown). It returns the process exit code to use.
 func (w *Worker) Run(ctx context.Context) (int, error) {
 	w.logger.Info("worker starting", "taskQueueId", w.cfg.TaskQueueID, "capacity", w.cfg.Capacity, "engine", w.cfg.Engine)
+	if err := w.claimWorkDir(); err != nil {
+		return 1, err
+	}
+	defer w.workDirLock.Close()
 	if err := w.engine.recover(ctx); err != nil {
 		return 1, fmt.Errorf("starting the %s engine: %w", w.cfg.Engine, err)
 	}
@@ -175,12 +182,21 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 		select {
 		case <-ctx.Done():
 			w.Shutdown(true)
-		case <-w.abort:
+		case <-w.drain:
 		case <-finished:
 			return
 		}
-		// An immediate shutdown also interrupts a claimWork long-poll.
+		// Any shutdown, a drain included, ends a claimWork long-poll at
+		// once: an idle worker would otherwise wait up to 20 s for the
+		// queue's empty answer before it could stop. (A task the queue
+		// claims for this call in the instant it is abandoned is retried
+		// once its claim expires, as after a worker crash.)
 		cancelClaims()
+		select {
+		case <-ctx.Done():
+			w.Shutdown(true)
+		case <-finished:
+		}
 	}()
 
 	var (
@@ -230,7 +246,7 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 			WorkerGroup: w.cfg.WorkerGroup, WorkerID: w.cfg.WorkerID, Tasks: min(free, 32),
 		})
 		if err != nil {
-			if closed(w.abort) {
+			if closed(w.drain) {
 				break
 			}
 			code := tcclient.StatusCode(err)

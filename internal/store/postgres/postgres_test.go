@@ -88,7 +88,7 @@ func TestConcurrency(t *testing.T) {
 
 // taskCopyColumns are the columns of the tasks table a bulk fill copies.
 const taskCopyColumns = `task_queue_id, scheduler_id, project_id, task_group_id, requires, priority, deadline, expires,
-	definition, retries_left, runs, state, unresolved, taken_until, claimed_at, pending_since, flow_key`
+	definition, retries_left, runs, state, unresolved, taken_until, claimed_at, pending_since, flow_key, created`
 
 // bulkFiller copies a pending task n times (with its group membership) in one INSERT … SELECT, each
 // copy taking the next pending sequence number, then refreshes the planner
@@ -107,8 +107,8 @@ func bulkFiller(url, schema string) storetest.BulkFiller {
 			SELECT t.task_id || '-' || g, `+taskCopyColumns+`, nextval('hopper_pending_seq')
 			FROM tasks t CROSS JOIN generate_series(1, $1::int) g WHERE t.task_id = $2 ORDER BY g`, n, seedID)
 		require.NoError(tb, err)
-		_, err = conn.Exec(ctx, `INSERT INTO task_group_members (task_group_id, task_id, expires)
-			SELECT task_group_id, task_id || '-' || g, expires
+		_, err = conn.Exec(ctx, `INSERT INTO task_group_members (task_group_id, task_id, expires, created, task_queue_id, name)
+			SELECT task_group_id, task_id || '-' || g, expires, created, task_queue_id, 'copy'
 			FROM tasks t CROSS JOIN generate_series(1, $1::int) g WHERE t.task_id = $2`, n, seedID)
 		require.NoError(tb, err)
 		_, err = conn.Exec(ctx, "ANALYZE tasks")

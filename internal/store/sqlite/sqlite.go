@@ -63,6 +63,9 @@ func Open(ctx context.Context, path string) (*store.DB, error) {
 			return nil, fmt.Errorf("creating %s: %w", dir, err)
 		}
 	}
+	if err := makePrivate(path); err != nil {
+		return nil, err
+	}
 	write, err := sql.Open("sqlite", dsn(path, false))
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
@@ -85,6 +88,28 @@ func Open(ctx context.Context, path string) (*store.DB, error) {
 	}
 	read.SetMaxOpenConns(4)
 	return store.New(Dialect, write, read, nil), nil
+}
+
+// makePrivate creates the database file 0600 (whatever the umask) or makes
+// an existing one 0600: it holds every client's access token. SQLite gives
+// the WAL, journal and shared-memory files the database file's mode, so
+// they follow; those an older build left are made private too.
+func makePrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	err = f.Chmod(0o600)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("making %s private: %w", path, err)
+	}
+	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+		if err := os.Chmod(path+suffix, 0o600); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("making %s private: %w", path+suffix, err)
+		}
+	}
+	return nil
 }
 
 // MigrateDB applies the embedded migrations to an open database.

@@ -54,7 +54,7 @@ func TestConcurrency(t *testing.T) {
 
 // taskCopyColumns are the columns of the tasks table a bulk fill copies.
 const taskCopyColumns = `task_queue_id, scheduler_id, project_id, task_group_id, requires, priority, deadline, expires,
-	definition, retries_left, runs, state, unresolved, taken_until, claimed_at, flow_key`
+	definition, retries_left, runs, state, unresolved, taken_until, claimed_at, flow_key, created`
 
 // bulkFiller copies a pending task n times (with its group membership) in one INSERT … SELECT on a
 // second connection to the file, each copy queued behind the one before.
@@ -70,8 +70,8 @@ func bulkFiller(path string) storetest.BulkFiller {
 			FROM tasks t, n WHERE t.task_id = ?`, n, seedID)
 		require.NoError(tb, err)
 		_, err = db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-			INSERT INTO task_group_members (task_group_id, task_id, expires)
-			SELECT task_group_id, t.task_id || '-' || n.i, expires FROM tasks t, n WHERE t.task_id = ?`, n, seedID)
+			INSERT INTO task_group_members (task_group_id, task_id, expires, created, task_queue_id, name)
+			SELECT task_group_id, t.task_id || '-' || n.i, expires, created, task_queue_id, 'copy' FROM tasks t, n WHERE t.task_id = ?`, n, seedID)
 		require.NoError(tb, err)
 	}
 }

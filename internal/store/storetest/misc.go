@@ -104,7 +104,7 @@ func newClient(id string) *store.Client {
 func testClients(t *testing.T, open Opener) {
 	e := setup(t, open)
 	c := newClient("c1")
-	created, err := e.s.CreateClient(e.ctx, c)
+	created, err := e.s.CreateClient(e.ctx, c, nil)
 	require.NoError(t, err)
 	require.Equal(t, c, created)
 	got, err := e.s.GetClient(e.ctx, "c1")
@@ -114,7 +114,7 @@ func testClients(t *testing.T, open Opener) {
 	// The id is taken: the existing client comes back with ErrExists.
 	dup := newClient("c1")
 	dup.Description = "another"
-	existing, err := e.s.CreateClient(e.ctx, dup)
+	existing, err := e.s.CreateClient(e.ctx, dup, nil)
 	require.ErrorIs(t, err, store.ErrExists)
 	require.Equal(t, c, existing)
 
@@ -127,7 +127,7 @@ func testClients(t *testing.T, open Opener) {
 		cl.DeleteOnExpiration = true
 		cl.LastModified = Epoch.Add(time.Hour)
 		return nil
-	})
+	}, nil)
 	require.NoError(t, err)
 	got, err = e.s.GetClient(e.ctx, "c1")
 	require.NoError(t, err)
@@ -141,24 +141,24 @@ func testClients(t *testing.T, open Opener) {
 	_, err = e.s.UpdateClient(e.ctx, "c1", func(cl *store.Client) error {
 		cl.Description = "not stored"
 		return refused
-	})
+	}, nil)
 	require.ErrorIs(t, err, refused)
 	got, err = e.s.GetClient(e.ctx, "c1")
 	require.NoError(t, err)
 	require.Equal(t, updated, got)
-	_, err = e.s.UpdateClient(e.ctx, "nope", func(*store.Client) error { return nil })
+	_, err = e.s.UpdateClient(e.ctx, "nope", func(*store.Client) error { return nil }, nil)
 	require.ErrorIs(t, err, store.ErrNotFound)
 
-	_, err = e.s.CreateClient(e.ctx, newClient("c2"))
+	_, err = e.s.CreateClient(e.ctx, newClient("c2"), nil)
 	require.NoError(t, err)
 	all, _, err := e.s.ListClients(e.ctx, "", store.Page{})
 	require.NoError(t, err)
 	require.Len(t, all, 2)
 
-	require.NoError(t, e.s.DeleteClient(e.ctx, "c1"))
+	require.NoError(t, e.s.DeleteClient(e.ctx, "c1", nil))
 	_, err = e.s.GetClient(e.ctx, "c1")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	require.NoError(t, e.s.DeleteClient(e.ctx, "c1"), "deleting twice is fine")
+	require.NoError(t, e.s.DeleteClient(e.ctx, "c1", nil), "deleting twice is fine")
 	all, _, err = e.s.ListClients(e.ctx, "", store.Page{})
 	require.NoError(t, err)
 	require.Len(t, all, 1)
@@ -182,7 +182,7 @@ func testRoles(t *testing.T, open Opener) {
 	got, err := e.s.PutRole(e.ctx, r1.RoleID, func(existing *store.Role) (*store.Role, error) {
 		require.Nil(t, existing)
 		return r1, nil
-	})
+	}, nil)
 	require.NoError(t, err)
 	require.Equal(t, r1, got)
 	v1 := version()
@@ -193,26 +193,26 @@ func testRoles(t *testing.T, open Opener) {
 	_, err = e.s.PutRole(e.ctx, r1.RoleID, func(existing *store.Role) (*store.Role, error) {
 		require.Equal(t, r1, existing)
 		return r1b, nil
-	})
+	}, nil)
 	require.NoError(t, err)
 	v2 := version()
 	require.Greater(t, v2, v1)
 
 	// A refusal neither stores nor bumps the version.
 	refused := errors.New("cycle")
-	_, err = e.s.PutRole(e.ctx, "other", func(*store.Role) (*store.Role, error) { return nil, refused })
+	_, err = e.s.PutRole(e.ctx, "other", func(*store.Role) (*store.Role, error) { return nil, refused }, nil)
 	require.ErrorIs(t, err, refused)
 	require.Equal(t, v2, version())
 
 	r2 := &store.Role{RoleID: "client-id:x", Scopes: []string{}, Description: "", Created: Epoch, LastModified: Epoch}
-	_, err = e.s.PutRole(e.ctx, r2.RoleID, func(*store.Role) (*store.Role, error) { return r2, nil })
+	_, err = e.s.PutRole(e.ctx, r2.RoleID, func(*store.Role) (*store.Role, error) { return r2, nil }, nil)
 	require.NoError(t, err)
 	roles, err = e.s.ListRoles(e.ctx)
 	require.NoError(t, err)
 	require.Equal(t, []store.Role{*r2, *r1b}, roles)
 
 	v3 := version()
-	require.NoError(t, e.s.DeleteRole(e.ctx, r2.RoleID))
+	require.NoError(t, e.s.DeleteRole(e.ctx, r2.RoleID, nil))
 	require.Greater(t, version(), v3)
 	roles, err = e.s.ListRoles(e.ctx)
 	require.NoError(t, err)
@@ -260,7 +260,7 @@ func testExpireData(t *testing.T, open Opener) {
 	}{{"c-del", time.Hour, true}, {"c-keep", time.Hour, false}, {"c-future", 40 * time.Hour, true}} {
 		cl := newClient(c.id)
 		cl.Expires, cl.DeleteOnExpiration = Epoch.Add(c.expires), c.deleteIt
-		_, err := e.s.CreateClient(e.ctx, cl)
+		_, err := e.s.CreateClient(e.ctx, cl, nil)
 		require.NoError(t, err)
 	}
 

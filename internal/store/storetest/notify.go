@@ -187,10 +187,11 @@ func testNotifyClaims(t *testing.T, open Opener) {
 	require.False(t, denied)
 	page, next, err := e.s.ListDenylist(ctx, store.Page{Limit: 2})
 	require.NoError(t, err)
-	require.Equal(t, []store.DenylistAddress{{"email", "spam@x.org"}, {"pulse", "spam@x.org"}}, page)
+	require.Equal(t, []store.DenylistAddress{{NotificationType: "email", NotificationAddress: "spam@x.org"},
+		{NotificationType: "pulse", NotificationAddress: "spam@x.org"}}, page)
 	page, next, err = e.s.ListDenylist(ctx, store.Page{Limit: 2, ContinuationToken: next})
 	require.NoError(t, err)
-	require.Equal(t, []store.DenylistAddress{{"slack-channel", "C999"}}, page)
+	require.Equal(t, []store.DenylistAddress{{NotificationType: "slack-channel", NotificationAddress: "C999"}}, page)
 	require.Empty(t, next)
 	require.NoError(t, e.s.DeleteDenylistAddress(ctx, notify.ChannelPulse, "spam@x.org"))
 	require.NoError(t, e.s.DeleteDenylistAddress(ctx, notify.ChannelPulse, "never@x.org"), "deleting a missing address is fine")

@@ -283,7 +283,7 @@ func testPagination(t *testing.T, open Opener) {
 			name: "ListClients",
 			setup: func(e *env) {
 				for _, id := range []string{"p/3", "p/1", "other", "p/4", "p/0", "p/2"} {
-					_, err := e.s.CreateClient(e.ctx, newClient(id))
+					_, err := e.s.CreateClient(e.ctx, newClient(id), nil)
 					require.NoError(e.t, err)
 				}
 			},

@@ -27,6 +27,42 @@ func RunUpgrade(t *testing.T, before Upgrader) {
 		t.Parallel()
 		testUpgradeTaskGroupMembers(t, before)
 	})
+	t.Run("History", func(t *testing.T) {
+		t.Parallel()
+		testUpgradeHistory(t, before)
+	})
+}
+
+// testUpgradeHistory writes a failed task as migration 012 left the tables,
+// then upgrades (migration 013 copies each task's creation time, queue and
+// name from its definition into the columns the history's indexes use), and
+// finds it by each.
+func testUpgradeHistory(t *testing.T, before Upgrader) {
+	exec, open := before(t, 12)
+	created := Epoch.Add(1234 * time.Millisecond)
+	task := queue.NewTaskState("failedTaskAAAAAAAAAAAA", *NewTask("prov/old", created, withGroup("groupAAAAAAAAAAAAAAAAA"),
+		func(d *queue.Task) { d.Metadata.Name = "Nightly O'Build" }))
+	var tr queue.Transition
+	task.DependenciesSatisfied(created, &tr)
+	require.NoError(t, task.Claim(0, workerGroup, workerID, created, created.Add(claimTimeout), &tr))
+	require.NoError(t, task.ReportFailed(0, created, &tr))
+	exec(legacyTaskInsert(t, task, "NULL", "NULL", "NULL", "NULL"))
+	exec(`UPDATE tasks SET unresolved = 0`)
+	exec(`INSERT INTO task_group_members (task_group_id, task_id, expires) VALUES ('groupAAAAAAAAAAAAAAAAA', 'failedTaskAAAAAAAAAAAA', ` +
+		fmt.Sprint(task.Task.Expires.Millis()) + `)`)
+
+	s := open()
+	for _, f := range []store.TaskFilter{
+		{State: queue.StateFailed},
+		{State: queue.StateFailed, Name: "o'build"},
+		{TaskQueueID: "prov/old", CreatedFrom: created, CreatedTo: created.Add(time.Millisecond)},
+		{TaskGroupID: "groupAAAAAAAAAAAAAAAAA", Name: "nightly"},
+	} {
+		got, _, err := s.ListTasks(context.Background(), f, store.Page{})
+		require.NoError(t, err)
+		require.Len(t, got, 1, "found by %+v after the upgrade", f)
+		require.Equal(t, task.TaskID, got[0].TaskID)
+	}
 }
 
 // testUpgradeTaskGroupMembers writes a pending and a running task as

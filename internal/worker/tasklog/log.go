@@ -5,6 +5,7 @@
 package tasklog
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -20,9 +21,16 @@ import (
 // concurrent use: command output and worker messages may interleave, but
 // each Write is atomic.
 type Log struct {
-	mu      sync.Mutex
-	f       *os.File
-	size    int64
+	mu   sync.Mutex
+	f    *os.File
+	size int64
+	// failed is the first write to the file that failed (a full disk,
+	// say). From then on nothing more goes to the file: command output is
+	// counted in lost, and worker lines go to spill, in memory, which
+	// readers see after the file's content.
+	failed  error
+	lost    int64
+	spill   []byte
 	lastNL  bool
 	closed  bool
 	changed chan struct{} // closed and replaced on every write and on Close
@@ -55,17 +63,58 @@ func (l *Log) writeLocked(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if l.failed != nil {
+		// Command output is dropped, not refused: the copying goes on, so
+		// the command never blocks on a pipe nobody reads.
+		l.lost += int64(len(p))
+		return len(p), nil
+	}
 	n, err := l.f.WriteAt(p, l.size)
 	l.size += int64(n)
 	if n > 0 {
 		l.lastNL = p[n-1] == '\n'
-		close(l.changed)
-		l.changed = make(chan struct{})
 	}
 	if err != nil {
-		return n, fmt.Errorf("writing task log: %w", err)
+		l.failed = fmt.Errorf("writing %s: %w", l.f.Name(), err)
+		l.lost += int64(len(p) - n)
+		l.spillLine(errorPrefix, fmt.Sprintf("The task log is truncated here: %v. "+
+			"The commands' further output is lost; the worker's own messages follow.", l.failed))
 	}
-	return n, nil
+	if n > 0 || err != nil {
+		l.notify()
+	}
+	return len(p), nil
+}
+
+// notify wakes followers.
+func (l *Log) notify() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// maxSpill bounds the worker lines kept in memory after the file failed.
+const maxSpill = 1 << 20
+
+// spillLine adds a worker line to the in-memory part of the log.
+func (l *Log) spillLine(prefix, text string) {
+	if len(l.spill)+len(prefix)+len(text)+2 > maxSpill {
+		return
+	}
+	if !l.lastNL {
+		l.spill = append(l.spill, '\n')
+	}
+	l.spill = append(l.spill, prefix...)
+	l.spill = append(l.spill, text...)
+	l.spill = append(l.spill, '\n')
+	l.lastNL = true
+}
+
+// Truncated reports whether the log lost output because its file could
+// not be written: how many bytes, and why (nil: nothing was lost).
+func (l *Log) Truncated() (lost int64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost, l.failed
 }
 
 // Prefixes of worker lines (docs/contract/worker.md §3).
@@ -88,6 +137,16 @@ func (l *Log) line(prefix string, withTime bool, format string, args []any) {
 	p := prefix
 	if withTime {
 		p = fmt.Sprintf(prefix, l.now().UTC().Format("2006-01-02T15:04:05.000Z"))
+	}
+	if l.closed {
+		return
+	}
+	if l.failed != nil {
+		for _, ln := range strings.Split(strings.TrimRight(msg, "\n"), "\n") {
+			l.spillLine(p, ln)
+		}
+		l.notify()
+		return
 	}
 	for _, ln := range strings.Split(strings.TrimRight(msg, "\n"), "\n") {
 		b.WriteString(p)
@@ -127,26 +186,28 @@ func (l *Log) Release() error {
 	return nil
 }
 
-// Size returns the number of bytes written so far.
+// Size returns the number of bytes the log holds so far.
 func (l *Log) Size() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.size
+	return l.size + int64(len(l.spill))
 }
 
-// snapshot returns the current size, whether the log is closed, and a
-// channel closed at the next change.
-func (l *Log) snapshot() (int64, bool, <-chan struct{}) {
+// snapshot returns the size of the file's part, the in-memory part,
+// whether the log is closed, and a channel closed at the next change.
+func (l *Log) snapshot() (int64, []byte, bool, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.size, l.closed, l.changed
+	return l.size, l.spill[:len(l.spill):len(l.spill)], l.closed, l.changed
 }
 
 // Reader returns a reader of everything written so far. It reads through
 // the log's own file descriptor, so it works even if the task deleted the
-// file from its directory.
+// file from its directory; after a failed write, the worker lines kept in
+// memory follow the file's content.
 func (l *Log) Reader() io.Reader {
-	return io.NewSectionReader(l.f, 0, l.Size())
+	size, spill, _, _ := l.snapshot()
+	return io.MultiReader(io.NewSectionReader(l.f, 0, size), bytes.NewReader(spill))
 }
 
 // GzipTo writes the gzip-compressed log to w.
@@ -169,7 +230,7 @@ func (l *Log) Follow(ctx context.Context, w io.Writer, flush func()) error {
 	var off int64
 	buf := make([]byte, 32<<10)
 	for {
-		size, closed, changed := l.snapshot()
+		size, spill, closed, changed := l.snapshot()
 		for off < size {
 			n, err := l.f.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
 			if n > 0 {
@@ -181,6 +242,12 @@ func (l *Log) Follow(ctx context.Context, w io.Writer, flush func()) error {
 			if err != nil && !errors.Is(err, io.EOF) {
 				return fmt.Errorf("reading task log: %w", err)
 			}
+		}
+		if off >= size && off < size+int64(len(spill)) {
+			if _, werr := w.Write(spill[off-size:]); werr != nil {
+				return fmt.Errorf("streaming task log: %w", werr)
+			}
+			off = size + int64(len(spill))
 		}
 		if flush != nil {
 			flush()

@@ -275,7 +275,10 @@ func TestCancelLatency(t *testing.T) {
 // TestDiskFullKeepsLogAndArtifacts runs a worker whose work dir is a small
 // tmpfs that the task fills: the artifact and the log written before the
 // disk filled up are still uploaded, because compression streams to the
-// store instead of going through a temporary file on the full disk.
+// store instead of going through a temporary file on the full disk. The
+// output the full disk swallowed is not lost silently: the log says where
+// it was cut and why, the worker's own lines (kept in memory) follow, and
+// the run resolves exception/resource-unavailable, not completed.
 func TestDiskFullKeepsLogAndArtifacts(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)
@@ -292,16 +295,24 @@ func TestDiskFullKeepsLogAndArtifacts(t *testing.T) {
 	id := createTaskWith(t, queue, map[string]any{
 		"command": [][]string{{"sh", "-c", `head -c 6000000 /dev/urandom > big.bin; echo "artifact sha256 $(sha256sum big.bin | cut -d' ' -f1)"
 echo "filling the disk"
-dd if=/dev/zero of=fill bs=64k 2>/dev/null; echo "dd exit $?"; exit 0`}},
+dd if=/dev/zero of=fill bs=64k 2>/dev/null; echo "dd exit $?"
+head -c 300000 /dev/urandom | od -x; echo "OUTPUT""-AFTER-THE-FLOOD"; exit 0`}},
 		"artifacts":  []map[string]any{{"type": "file", "path": "big.bin", "name": "public/big.bin"}},
 		"maxRunTime": 60,
 	}, nil)
 	w := startWorkerWith(t, queue, workerOpts{id: "diskfull", tasks: 1, config: map[string]any{"workDir": filepath.Join(mnt, "work")}})
 	require.Equal(t, 0, w.wait(t, 60*time.Second))
 	st := status(t, id)
-	require.Equal(t, tcclient.StateCompleted, st.State, "run resolved %s/%s", st.State, st.Runs[0].ReasonResolved)
 	log := backingLog(t, id, 0)
+	require.Equal(t, tcclient.StateException, st.State, log)
+	require.Equal(t, tcclient.ReasonResourceUnavailable, st.Runs[0].ReasonResolved)
+	require.Len(t, st.Runs, 1, "resource-unavailable is final")
 	require.Contains(t, log, "filling the disk")
+	require.Regexp(t, `\[taskcluster:error\] The task log is truncated here: writing \S+live_backing.log: .*no space left on device`, log)
+	require.NotContains(t, log, "OUTPUT-AFTER-THE-FLOOD")
+	// The worker's lines after the cut: the command's end, the footer.
+	require.Contains(t, log, "Result: SUCCEEDED")
+	require.Regexp(t, `Task resolution: exception/resource-unavailable: The task log is incomplete: .*no space left on device; \d+ bytes of output were lost`, log)
 	want := regexpString(t, log, `artifact sha256 ([0-9a-f]{64})`)
 	body := fetchArtifact(t, id, 0, "public/big.bin").body
 	sum := sha256.Sum256([]byte(body))

@@ -1,0 +1,75 @@
+package e2e_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/e2e"
+	"github.com/hopper-ci/hopper/internal/forge/forgetest"
+)
+
+// TestGithubOfficialClient drives the Github service with the npm
+// taskcluster-client and a real webhook payload (e2e/node/github.mjs),
+// against a hopper serving a GitHub App whose GitHub is local and checks
+// every request against GitHub's OpenAPI description.
+func TestGithubOfficialClient(t *testing.T) {
+	t.Parallel()
+	e2e.RequireNode(t)
+	gh := forgetest.Start(t)
+	const sha = "6113728f27ae82c7b1a177c8d03f9e96e0adf246" // the push example's commit
+	const tq = "github-e2e/ci"
+	tcyml := `version: 1
+tasks:
+  - taskQueueId: ` + tq + `
+    deadline: {$fromNow: '1 day'}
+    payload: {}
+    metadata: {name: e2e, description: '${tasks_for}', owner: 'ci@example.com', source: '${event.repository.html_url}'}
+`
+	gh.Install("Codertocat", "Hello-World", 1)
+	gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", tcyml)
+	dir := t.TempDir()
+	key := filepath.Join(dir, "app.pem")
+	require.NoError(t, os.WriteFile(key, gh.PEM, 0o600))
+	yml := filepath.Join(dir, "tcyml")
+	require.NoError(t, os.WriteFile(yml, []byte(tcyml), 0o600))
+	config := filepath.Join(dir, "forges.yml")
+	require.NoError(t, os.WriteFile(config, []byte(`forges:
+  - host: github.com
+    kind: github
+    apiUrl: `+gh.Server.URL+`
+    appId: 4242
+    privateKey: {file: `+key+`}
+    webhookSecrets: [{env: E2E_GITHUB_WEBHOOK_SECRET}]
+`), 0o600))
+	const secret = "e2e webhook secret"
+	srv := e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--forge-config", config}, Env: []string{"E2E_GITHUB_WEBHOOK_SECRET=" + secret}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := e2e.RunNode(ctx, t, "github.mjs", append(srv.Env(), "GITHUB_WEBHOOK_SECRET="+secret, "GITHUB_E2E_QUEUE="+tq, "GITHUB_E2E_TCYML="+yml)...)
+	t.Log(out)
+	require.Contains(t, out, "ok - cancelBuilds", "the script ran to its end")
+
+	// The statuses reached the local GitHub: pending, then error for the
+	// cancel (createStatus's own came between).
+	ours := func() []forgetest.Call {
+		var out []forgetest.Call
+		for _, c := range gh.Calls("/statuses/" + sha) {
+			if c.Body["context"] == "Taskcluster (push)" {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return len(ours()) == 2 }, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, "pending", ours()[0].Body["state"])
+	require.Equal(t, "error", ours()[1].Body["state"])
+	require.Len(t, gh.Calls("/issues/1/comments"), 1)
+	// No secret reaches the log.
+	require.NotContains(t, srv.Logs(), secret)
+	require.NotContains(t, srv.Logs(), "PRIVATE KEY")
+}

@@ -1,0 +1,371 @@
+// Package forge is hopper's client of the forges' REST APIs: GitHub (as a
+// GitHub App: app id and private key, RS256 JWTs, installation tokens
+// cached and refreshed before they expire), GitHub Enterprise (the same
+// at another API URL), and Gitea and Forgejo (with an access token). Only
+// the calls the github service makes are here: files at a commit, the
+// default branch, a user's permission, pull requests, commit statuses,
+// comments and reactions.
+//
+// Tokens and keys never appear in errors or logs.
+package forge
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Kinds of forge.
+const (
+	KindGitHub = "github"
+	KindGitea  = "gitea"
+)
+
+// Forge is one configured forge.
+type Forge struct {
+	// Host names the forge (github.com, gitea.example.com): roles are
+	// repo:<host>/<owner>/<repo>:…
+	Host string
+	// Kind is KindGitHub (GitHub, GitHub Enterprise) or KindGitea (Gitea,
+	// Forgejo).
+	Kind string
+	// APIURL is the REST API's base (https://api.github.com,
+	// https://gitea.example.com/api/v1).
+	APIURL string
+	// AppID and PrivateKey authenticate a GitHub App; Token a user or bot
+	// of a token forge.
+	AppID      int64
+	PrivateKey []byte
+	Token      string
+	// WebhookSecrets are the webhook's secrets: any one matching accepts a
+	// delivery (rotation).
+	WebhookSecrets [][]byte
+	// AppName is the status context's name (default "Taskcluster").
+	AppName string
+	// HTTP, if set, sends the requests (tests).
+	HTTP *http.Client
+	// Now, if set, is the clock of tokens (tests).
+	Now func() time.Time
+
+	mu     sync.Mutex
+	tokens map[int64]installationToken
+	key    *rsaKey
+}
+
+type installationToken struct {
+	token   string
+	expires time.Time
+}
+
+// Error is a forge API call's failure.
+type Error struct {
+	Method, Path string
+	// Status is the HTTP status (0: no answer).
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Status == 0 {
+		return fmt.Sprintf("%s %s: %s", e.Method, e.Path, e.Message)
+	}
+	return fmt.Sprintf("%s %s: %d %s", e.Method, e.Path, e.Status, e.Message)
+}
+
+// Temporary reports whether trying again later may succeed: no answer, a
+// server error or a rate limit.
+func (e *Error) Temporary() bool {
+	return e.Status == 0 || e.Status >= 500 || e.Status == http.StatusTooManyRequests ||
+		e.Status == http.StatusForbidden && strings.Contains(strings.ToLower(e.Message), "rate limit")
+}
+
+// IsStatus reports whether err is a forge answer with this status.
+func IsStatus(err error, status int) bool {
+	var fe *Error
+	return errors.As(err, &fe) && fe.Status == status
+}
+
+// Temporary reports whether err may pass if tried again later.
+func Temporary(err error) bool {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe.Temporary()
+	}
+	return err != nil && !errors.Is(err, context.Canceled)
+}
+
+func (f *Forge) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+func (f *Forge) httpClient() *http.Client {
+	if f.HTTP != nil {
+		return f.HTTP
+	}
+	return &http.Client{Timeout: 30 * time.Second}
+}
+
+// authHeader returns the Authorization header of a call made for an
+// installation (GitHub App) or with the forge's token.
+func (f *Forge) authHeader(ctx context.Context, installation int64) (string, error) {
+	if f.Kind == KindGitea || f.Token != "" && f.AppID == 0 {
+		if f.Token == "" {
+			return "", fmt.Errorf("forge %s has no token", f.Host)
+		}
+		return "token " + f.Token, nil
+	}
+	if installation == 0 {
+		return "", fmt.Errorf("the GitHub App is not installed for this repository on %s", f.Host)
+	}
+	tok, err := f.installationToken(ctx, installation)
+	if err != nil {
+		return "", err
+	}
+	return "token " + tok, nil
+}
+
+// installationToken returns a cached installation token, or a new one
+// when the cached one expires within ten minutes.
+func (f *Forge) installationToken(ctx context.Context, installation int64) (string, error) {
+	now := f.now()
+	f.mu.Lock()
+	if t, ok := f.tokens[installation]; ok && now.Add(10*time.Minute).Before(t.expires) {
+		f.mu.Unlock()
+		return t.token, nil
+	}
+	f.mu.Unlock()
+	jwt, err := f.AppJWT()
+	if err != nil {
+		return "", err
+	}
+	var out struct {
+		Token     string    `json:"token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	path := "/app/installations/" + strconv.FormatInt(installation, 10) + "/access_tokens"
+	if _, err := f.send(ctx, "Bearer "+jwt, http.MethodPost, path, nil, &out); err != nil {
+		return "", err
+	}
+	if out.Token == "" {
+		return "", &Error{Method: http.MethodPost, Path: path, Status: http.StatusOK, Message: "no token in the reply"}
+	}
+	f.mu.Lock()
+	if f.tokens == nil {
+		f.tokens = map[int64]installationToken{}
+	}
+	f.tokens[installation] = installationToken{token: out.Token, expires: out.ExpiresAt}
+	f.mu.Unlock()
+	return out.Token, nil
+}
+
+// call makes an API call for an installation; out, if not nil, receives
+// the JSON reply.
+func (f *Forge) call(ctx context.Context, installation int64, method, path string, body, out any) (int, error) {
+	auth, err := f.authHeader(ctx, installation)
+	if err != nil {
+		return 0, err
+	}
+	return f.send(ctx, auth, method, path, body, out)
+}
+
+func (f *Forge) send(ctx context.Context, auth, method, path string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, fmt.Errorf("encoding %s %s: %w", method, path, err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(f.APIURL, "/")+path, rd)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("Accept", "application/vnd.github+json")
+	req.Header.Set("User-Agent", "hopper-github")
+	if f.Kind == KindGitHub {
+		req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := f.httpClient().Do(req)
+	if err != nil {
+		// The error names the URL, never the headers.
+		return 0, &Error{Method: method, Path: path, Message: err.Error()}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	if err != nil {
+		return resp.StatusCode, &Error{Method: method, Path: path, Message: "reading the reply: " + err.Error()}
+	}
+	if resp.StatusCode >= 300 {
+		var msg struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(data, &msg)
+		if msg.Message == "" {
+			msg.Message = http.StatusText(resp.StatusCode)
+		}
+		return resp.StatusCode, &Error{Method: method, Path: path, Status: resp.StatusCode, Message: msg.Message}
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, &Error{Method: method, Path: path, Status: resp.StatusCode, Message: "decoding the reply: " + err.Error()}
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+func repoPath(owner, repo string) string {
+	return "/repos/" + url.PathEscape(owner) + "/" + url.PathEscape(repo)
+}
+
+// GetFile returns a file's content at a commit; false when there is no
+// such file.
+func (f *Forge) GetFile(ctx context.Context, installation int64, owner, repo, path, ref string) ([]byte, bool, error) {
+	var out struct {
+		Type     string `json:"type"`
+		Content  string `json:"content"`
+		Encoding string `json:"encoding"`
+	}
+	_, err := f.call(ctx, installation, http.MethodGet, repoPath(owner, repo)+"/contents/"+url.PathEscape(path)+"?ref="+url.QueryEscape(ref), nil, &out)
+	if IsStatus(err, http.StatusNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if out.Type != "" && out.Type != "file" {
+		return nil, false, nil
+	}
+	if out.Encoding != "base64" {
+		return []byte(out.Content), true, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.ReplaceAll(out.Content, "\n", ""))
+	if err != nil {
+		return nil, false, fmt.Errorf("decoding %s of %s/%s at %s: %w", path, owner, repo, ref, err)
+	}
+	return b, true, nil
+}
+
+// Repository returns a repository's description (default_branch, …).
+func (f *Forge) Repository(ctx context.Context, installation int64, owner, repo string) (map[string]any, error) {
+	var out map[string]any
+	_, err := f.call(ctx, installation, http.MethodGet, repoPath(owner, repo), nil, &out)
+	return out, err
+}
+
+// DefaultBranch returns a repository's default branch.
+func (f *Forge) DefaultBranch(ctx context.Context, installation int64, owner, repo string) (string, error) {
+	r, err := f.Repository(ctx, installation, owner, repo)
+	if err != nil {
+		return "", err
+	}
+	b, _ := r["default_branch"].(string)
+	if b == "" {
+		return "", fmt.Errorf("%s/%s on %s has no default branch", owner, repo, f.Host)
+	}
+	return b, nil
+}
+
+// Permission returns a user's permission on a repository ("admin",
+// "write", "read", "none"; Gitea also says "owner"). A user the forge
+// does not know has "none".
+func (f *Forge) Permission(ctx context.Context, installation int64, owner, repo, user string) (string, error) {
+	var out struct {
+		Permission string `json:"permission"`
+	}
+	_, err := f.call(ctx, installation, http.MethodGet, repoPath(owner, repo)+"/collaborators/"+url.PathEscape(user)+"/permission", nil, &out)
+	if IsStatus(err, http.StatusNotFound) || IsStatus(err, http.StatusForbidden) && !Temporary(err) {
+		return "none", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return out.Permission, nil
+}
+
+// PullRequest returns a pull request.
+func (f *Forge) PullRequest(ctx context.Context, installation int64, owner, repo string, number int) (map[string]any, error) {
+	var out map[string]any
+	_, err := f.call(ctx, installation, http.MethodGet, repoPath(owner, repo)+"/pulls/"+strconv.Itoa(number), nil, &out)
+	return out, err
+}
+
+// CommitSHA resolves a ref (a branch, a tag) to its commit's SHA.
+func (f *Forge) CommitSHA(ctx context.Context, installation int64, owner, repo, ref string) (string, error) {
+	var out struct {
+		SHA string `json:"sha"`
+	}
+	_, err := f.call(ctx, installation, http.MethodGet, repoPath(owner, repo)+"/commits/"+url.PathEscape(ref), nil, &out)
+	if err == nil && out.SHA == "" {
+		err = fmt.Errorf("%s of %s/%s resolves to no commit", ref, owner, repo)
+	}
+	return out.SHA, err
+}
+
+// CreateStatus sets a commit status; body is GitHub's create-status body.
+func (f *Forge) CreateStatus(ctx context.Context, installation int64, owner, repo, sha string, body json.RawMessage) error {
+	_, err := f.call(ctx, installation, http.MethodPost, repoPath(owner, repo)+"/statuses/"+url.PathEscape(sha), body, nil)
+	return err
+}
+
+// CreateComment comments on an issue or pull request.
+func (f *Forge) CreateComment(ctx context.Context, installation int64, owner, repo string, number int, body json.RawMessage) error {
+	_, err := f.call(ctx, installation, http.MethodPost, repoPath(owner, repo)+"/issues/"+strconv.Itoa(number)+"/comments", body, nil)
+	return err
+}
+
+// CreateCommitComment comments on a commit (GitHub only; Gitea has no
+// commit comments, so a comment without a pull request goes nowhere
+// there).
+func (f *Forge) CreateCommitComment(ctx context.Context, installation int64, owner, repo, sha string, body json.RawMessage) error {
+	_, err := f.call(ctx, installation, http.MethodPost, repoPath(owner, repo)+"/commits/"+url.PathEscape(sha)+"/comments", body, nil)
+	return err
+}
+
+// CreateReaction reacts to an issue comment.
+func (f *Forge) CreateReaction(ctx context.Context, installation int64, owner, repo string, commentID int64, body json.RawMessage) error {
+	_, err := f.call(ctx, installation, http.MethodPost, repoPath(owner, repo)+"/issues/comments/"+strconv.FormatInt(commentID, 10)+"/reactions", body, nil)
+	return err
+}
+
+// Statuses lists the statuses of a ref, newest first on GitHub (Gitea
+// lists them oldest first: callers must not rely on the order).
+func (f *Forge) Statuses(ctx context.Context, installation int64, owner, repo, ref string) ([]map[string]any, error) {
+	var out []map[string]any
+	_, err := f.call(ctx, installation, http.MethodGet, repoPath(owner, repo)+"/commits/"+url.PathEscape(ref)+"/statuses", nil, &out)
+	return out, err
+}
+
+// RepositoryInstallation returns the GitHub App's installation on a
+// repository (0 when the App is not installed there).
+func (f *Forge) RepositoryInstallation(ctx context.Context, owner, repo string) (int64, error) {
+	jwt, err := f.AppJWT()
+	if err != nil {
+		return 0, err
+	}
+	var out struct {
+		ID int64 `json:"id"`
+	}
+	_, err = f.send(ctx, "Bearer "+jwt, http.MethodGet, repoPath(owner, repo)+"/installation", nil, &out)
+	if IsStatus(err, http.StatusNotFound) {
+		return 0, nil
+	}
+	return out.ID, err
+}

@@ -1,0 +1,214 @@
+package githubapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/forge"
+	"github.com/hopper-ci/hopper/internal/github"
+	"github.com/hopper-ci/hopper/internal/githubapi"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+const prTask = `
+version: 1
+policy:
+  pullRequests: %s
+  allowComments: collaborators
+tasks:
+  - taskQueueId: ` + testQueue + `
+    deadline: {$fromNow: '1 day'}
+    payload: {}
+    metadata: {name: '${tasks_for}', description: '${event.action}', owner: 'ci@example.com', source: 'https://example.com'}
+`
+
+func (b *bundle) process(t *testing.T) {
+	t.Helper()
+	_, err := b.svc.ProcessDue(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, b.svc.Report(context.Background()))
+}
+
+func (b *bundle) builds(t *testing.T) []store.GithubBuild {
+	t.Helper()
+	builds, _, err := b.store.ListGithubBuilds(context.Background(), store.GithubBuildFilter{}, store.Page{})
+	require.NoError(t, err)
+	return builds
+}
+
+// TestPullRequests: the policy comes from the default branch, trust from
+// the permission endpoint; an untrusted pull request under
+// collaborators gets a comment (on opened only) and no tasks, under
+// public_restricted the untrusted role.
+func TestPullRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pr := example(t, "pull_request", 0) // opened by Codertocat, head and base Codertocat's
+	sha := pr["pull_request"].(map[string]any)["head"].(map[string]any)["sha"].(string)
+	b.gh.Install("Codertocat", "Hello-World", 1)
+	b.gh.SetDefaultBranch("Codertocat", "Hello-World", "main")
+	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", sprintf(prTask, "collaborators"))
+	b.gh.SetFile("Codertocat", "Hello-World", "main", ".taskcluster.yml", sprintf(prTask, "collaborators"))
+	b.role(t, "repo:github.com/Codertocat/Hello-World:pull-request")
+	b.role(t, "repo:github.com/Codertocat/Hello-World:pull-request-untrusted")
+	body, _ := json.Marshal(pr)
+
+	// Not a collaborator: a comment, no tasks.
+	b.gh.SetPermission("Codertocat", "Hello-World", "Codertocat", "read")
+	status, _ := b.deliver(t, "pull_request", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, http.StatusNoContent, status)
+	b.process(t)
+	require.Empty(t, b.builds(t))
+	comments := b.gh.Calls("/issues/2/comments")
+	require.Len(t, comments, 1)
+	require.Contains(t, comments[0].Body["body"], "No Taskcluster jobs started for this pull request")
+
+	// public_restricted on the default branch: the untrusted role.
+	b.gh.SetFile("Codertocat", "Hello-World", "main", ".taskcluster.yml", sprintf(prTask, "public_restricted"))
+	status, _ = b.deliver(t, "pull_request", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, http.StatusNoContent, status)
+	b.process(t)
+	builds := b.builds(t)
+	require.Len(t, builds, 1)
+	require.Equal(t, "pull_request.opened", builds[0].EventType)
+	require.Equal(t, 2, builds[0].PullRequestNumber)
+	task := b.groupTasks(t, builds[0].TaskGroupID)[0]
+	require.Equal(t, github.TasksForPullRequestUntrusted, task.Task.Metadata.Name)
+
+	// A collaborator with write access: the trusted role.
+	b.gh.SetPermission("Codertocat", "Hello-World", "Codertocat", "write")
+	status, _ = b.deliver(t, "pull_request", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, http.StatusNoContent, status)
+	b.process(t)
+	builds = b.builds(t)
+	require.Len(t, builds, 2)
+	task = b.groupTasks(t, builds[0].TaskGroupID)[0]
+	require.Equal(t, github.TasksForPullRequest, task.Task.Metadata.Name)
+	require.Len(t, b.gh.Calls("/statuses/"+sha), 2)
+}
+
+// TestCommentCommand: `/taskcluster <cmd>` on an open pull request runs
+// the template with the fetched pull request and the command, for
+// trusted commenters, and says why not to others.
+func TestCommentCommand(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	comment := example(t, "issue_comment", 0)
+	issue := comment["issue"].(map[string]any)
+	issue["pull_request"] = map[string]any{"url": "https://api.github.com/repos/Codertocat/Hello-World/pulls/1"}
+	issue["state"] = "open"
+	comment["comment"].(map[string]any)["body"] = "/taskcluster retry all"
+	number := int(issue["number"].(float64))
+	pr := example(t, "pull_request", 0)["pull_request"].(map[string]any)
+	sha := pr["head"].(map[string]any)["sha"].(string)
+	b.gh.Install("Codertocat", "Hello-World", 1)
+	b.gh.SetPull("Codertocat", "Hello-World", number, pr)
+	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", sprintf(prTask, "collaborators")+
+		"    extra: {cmd: '${event.taskcluster_comment}', head: '${event.pull_request.head.sha}'}\n")
+	b.gh.SetFile("Codertocat", "Hello-World", "main", ".taskcluster.yml", sprintf(prTask, "collaborators"))
+	b.role(t, "repo:github.com/Codertocat/Hello-World:pull-request")
+	commenter := comment["comment"].(map[string]any)["user"].(map[string]any)["login"].(string)
+	body, _ := json.Marshal(comment)
+
+	b.gh.SetPermission("Codertocat", "Hello-World", commenter, "read")
+	status, _ := b.deliver(t, "issue_comment", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, http.StatusNoContent, status)
+	b.process(t)
+	require.Empty(t, b.builds(t))
+	require.Len(t, b.gh.Calls("/reactions"), 1)
+	require.Equal(t, "eyes", b.gh.Calls("/reactions")[0].Body["content"])
+
+	b.gh.SetPermission("Codertocat", "Hello-World", commenter, "admin")
+	status, _ = b.deliver(t, "issue_comment", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, http.StatusNoContent, status)
+	b.process(t)
+	builds := b.builds(t)
+	require.Len(t, builds, 1)
+	require.Equal(t, "issue_comment.created", builds[0].EventType)
+	task := b.groupTasks(t, builds[0].TaskGroupID)[0]
+	require.JSONEq(t, `{"cmd":"retry all","head":"`+sha+`"}`, string(task.Task.Extra))
+	require.Equal(t, "+1", b.gh.Calls("/reactions")[1].Body["content"])
+}
+
+// TestReleaseAndInstallation: a release's commit is resolved from its
+// target; an installation event records where the App is, so deliveries
+// without an installation id find it.
+func TestReleaseAndInstallation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	install := example(t, "installation", 1)
+	body, _ := json.Marshal(install)
+	status, text := b.deliver(t, "installation", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, http.StatusOK, status, text)
+	owner := install["installation"].(map[string]any)["account"].(map[string]any)["login"].(string)
+	id, err := b.store.GetGithubInstallation(ctx, "github.com", owner)
+	require.NoError(t, err)
+	require.EqualValues(t, install["installation"].(map[string]any)["id"], id)
+
+	release := example(t, "release", 0)
+	delete(release, "installation")
+	require.NoError(t, b.store.PutGithubInstallation(ctx, "github.com", "Codertocat", 7))
+	b.gh.Install("Codertocat", "Hello-World", 7)
+	target := release["release"].(map[string]any)["target_commitish"].(string)
+	const sha = "1111111111111111111111111111111111111111"
+	b.gh.SetCommit("Codertocat", "Hello-World", target, sha)
+	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", sprintf(prTask, "collaborators"))
+	b.role(t, "repo:github.com/Codertocat/Hello-World:release:published")
+	body, _ = json.Marshal(release)
+	status, _ = b.deliver(t, "release", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, http.StatusNoContent, status)
+	b.process(t)
+	builds := b.builds(t)
+	require.Len(t, builds, 1)
+	require.Equal(t, sha, builds[0].SHA)
+	require.Equal(t, "release", builds[0].EventType)
+	require.EqualValues(t, 7, builds[0].InstallationID)
+}
+
+// TestGiteaPushThroughWebhook: a Gitea delivery (indented body, Gitea's
+// signature header) on a token forge renders the same GitHub template and
+// creates its task with the forge host's role; its status goes back with
+// the token.
+func TestGiteaPushThroughWebhook(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const host = "127.0.0.1:3000"
+	b.svc.Forges[host] = &forge.Forge{Host: host, Kind: forge.KindGitea, APIURL: b.gh.Server.URL, Token: b.gh.IssueToken(9),
+		WebhookSecrets: [][]byte{[]byte("gitea secret")}}
+	b.gh.Install("alice", "demo", 9)
+	body, err := os.ReadFile(filepath.Join("..", "github", "testdata", "gitea-push.json"))
+	require.NoError(t, err)
+	const sha = "3f786850e387550fdab836ed7e6dc881de23001b"
+	b.gh.SetFile("alice", "demo", sha, ".taskcluster.yml", decisionTask)
+	b.role(t, "repo:"+host+"/alice/demo:branch:main")
+
+	req, err := http.NewRequest(http.MethodPost, b.url+githubapi.BasePath+"/github", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Gitea-Event", "push")
+	req.Header.Set("X-Gitea-Delivery", uuid.NewString())
+	req.Header.Set("X-Gitea-Signature", strings.TrimPrefix(github.Sign([]byte("gitea secret"), body), "sha256="))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	b.process(t)
+	builds := b.builds(t)
+	require.Len(t, builds, 1)
+	require.Equal(t, host, builds[0].Host)
+	task := b.groupTasks(t, builds[0].TaskGroupID)[0]
+	require.Equal(t, "alice@users.noreply.github.com", task.Task.Metadata.Owner)
+	statuses := b.gh.Calls("/repos/alice/demo/statuses/" + sha)
+	require.Len(t, statuses, 1)
+	require.Equal(t, "pending", statuses[0].Body["state"])
+}

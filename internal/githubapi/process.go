@@ -1,0 +1,323 @@
+package githubapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/forge"
+	"github.com/hopper-ci/hopper/internal/github"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// maxDeliveryAttempts bounds how often a delivery is tried before it is
+// recorded as failed (the forge's API kept failing).
+const maxDeliveryAttempts = 10
+
+// permanent marks a processing error that trying again cannot fix.
+type permanent struct{ error }
+
+// outcome is what processing one delivery did: the record and what it
+// queues, written in one transaction.
+type outcome struct {
+	summary string
+	builds  []store.GithubBuild
+	outbox  []store.GithubOutboxEntry
+}
+
+// ProcessDue processes deliveries that are due, one claimed delivery at
+// a time, and returns how many it processed. Replicas may run it at once:
+// each delivery is leased to one, and a replay after a lost lease creates
+// the very same tasks (their ids derive from the delivery), which the
+// queue takes as the same tasks.
+func (s *Service) ProcessDue(ctx context.Context) (int, error) {
+	n := 0
+	for ctx.Err() == nil {
+		now := s.Clock.Now()
+		lease := now.Add(s.Lease)
+		d, err := s.Store.ClaimGithubDelivery(ctx, now, lease)
+		if err != nil {
+			return n, fmt.Errorf("claiming a delivery: %w", err)
+		}
+		if d == nil {
+			return n, nil
+		}
+		if err := s.processClaimed(ctx, d, lease); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, ctx.Err()
+}
+
+func (s *Service) processClaimed(ctx context.Context, d *store.GithubDelivery, lease time.Time) error {
+	out, err := s.process(ctx, d)
+	finish := store.FinishGithubDeliveryParams{Host: d.Host, DeliveryID: d.DeliveryID, Lease: lease, Now: s.Clock.Now()}
+	var perm permanent
+	switch {
+	case err == nil:
+		finish.State, finish.Outcome, finish.Builds, finish.Outbox = store.DeliveryDone, out.summary, out.builds, out.outbox
+	case errors.As(err, &perm) || d.Attempts >= maxDeliveryAttempts:
+		finish.State, finish.Error = store.DeliveryFailed, err.Error()
+		s.Log.Warn("a webhook delivery failed", "host", d.Host, "delivery", d.DeliveryID, "attempts", d.Attempts, "error", err)
+	default:
+		backoff := min(time.Duration(1<<min(d.Attempts, 10))*time.Second, 10*time.Minute)
+		s.Log.Info("a webhook delivery will be tried again", "host", d.Host, "delivery", d.DeliveryID, "in", backoff, "error", err)
+		return s.Store.RetryGithubDelivery(ctx, d.Host, d.DeliveryID, lease, s.Clock.Now().Add(backoff), err.Error())
+	}
+	err = s.Store.FinishGithubDelivery(ctx, finish)
+	if errors.Is(err, store.ErrLeaseLost) {
+		s.Log.Warn("a delivery's lease ran out while it was processed; another replica takes it", "delivery", d.DeliveryID)
+		return nil
+	}
+	if err == nil && len(finish.Outbox) > 0 {
+		s.kick()
+	}
+	return err
+}
+
+// process works out what one delivery leads to and creates its tasks.
+func (s *Service) process(ctx context.Context, d *store.GithubDelivery) (*outcome, error) {
+	f := s.Forges[d.Host]
+	if f == nil {
+		return nil, permanent{fmt.Errorf("forge %s is no longer configured", d.Host)}
+	}
+	dec, err := github.Classify(github.Delivery{Forge: d.Forge, Host: d.Host, ID: d.DeliveryID, Name: d.Event, Body: d.Body})
+	if err != nil {
+		return nil, permanent{err}
+	}
+	e := dec.Event
+	if e == nil {
+		return &outcome{summary: dec.Reply}, nil
+	}
+	j := &job{s: s, f: f, e: e, d: d, out: &outcome{}, installation: e.InstallationID}
+	if j.installation == 0 && f.Kind == forge.KindGitHub && f.AppID != 0 {
+		if j.installation, err = s.Store.GetGithubInstallation(ctx, f.Host, e.Organization); err != nil {
+			return nil, err
+		}
+		if j.installation == 0 {
+			// Not heard of by an installation event: ask GitHub.
+			if j.installation, err = f.RepositoryInstallation(ctx, e.Organization, e.Repository); err != nil {
+				return nil, fmt.Errorf("finding the App's installation: %w", err)
+			}
+			if j.installation == 0 {
+				return nil, permanent{fmt.Errorf("the GitHub App is not installed on %s/%s", e.Organization, e.Repository)}
+			}
+		}
+	}
+	if err := j.run(ctx); err != nil {
+		return nil, err
+	}
+	return j.out, nil
+}
+
+// job is the processing of one event.
+type job struct {
+	s            *Service
+	f            *forge.Forge
+	e            *github.Event
+	d            *store.GithubDelivery
+	out          *outcome
+	installation int64
+}
+
+func (j *job) run(ctx context.Context) error {
+	e, f := j.e, j.f
+	switch {
+	case e.Kind == github.KindRerun:
+		j.out.summary = "hopper reports with commit statuses, not check runs: a check run's rerun has nothing to rerun"
+		return nil
+	case e.Kind == github.KindRelease:
+		sha, err := f.CommitSHA(ctx, j.installation, e.Organization, e.Repository, e.ReleaseTarget)
+		if err != nil {
+			return fmt.Errorf("resolving release target %s: %w", e.ReleaseTarget, err)
+		}
+		e.SHA = sha
+	case e.TasksFor == github.TasksForIssueComment:
+		pr, err := f.PullRequest(ctx, j.installation, e.Organization, e.Repository, e.PullNumber)
+		if err != nil {
+			return fmt.Errorf("loading pull request %d: %w", e.PullNumber, err)
+		}
+		if f.Kind == forge.KindGitea {
+			github.NormaliseGiteaPull(pr)
+		}
+		e.Body["pull_request"] = pr
+		e.Body["taskcluster_comment"] = e.Command
+		e.SHA, _ = lookupString(pr, "head", "sha")
+		e.Branch, _ = lookupString(pr, "head", "ref")
+	}
+	if e.SHA == "" {
+		return permanent{errors.New("the event names no commit")}
+	}
+	text, found, err := f.GetFile(ctx, j.installation, e.Organization, e.Repository, ".taskcluster.yml", e.SHA)
+	if err != nil {
+		return fmt.Errorf("fetching .taskcluster.yml at %s: %w", e.SHA, err)
+	}
+	if !found {
+		j.out.summary = "no .taskcluster.yml at " + e.SHA
+		return nil
+	}
+	cfg, err := github.ParseConfig(j.s.Schemas, text)
+	if err != nil {
+		return j.userError("The .taskcluster.yml of this commit cannot be used", err)
+	}
+	tasksFor := e.TasksFor
+	switch {
+	case e.TasksFor == github.TasksForPullRequest:
+		run, tf, err := j.pullPolicy(ctx)
+		if err != nil || !run {
+			return err
+		}
+		tasksFor = tf
+	case e.TasksFor == github.TasksForIssueComment:
+		if ok, err := j.commentPolicy(ctx); err != nil || !ok {
+			return err
+		}
+	}
+	rendered, err := cfg.Render(github.RenderParams{Event: e, TasksFor: tasksFor, RootURL: j.s.RootURL, Now: j.d.Received,
+		ID: github.IDs(j.s.IDSecret, j.d.Host, j.d.DeliveryID)})
+	if err != nil {
+		return j.userError("The .taskcluster.yml of this commit does not render", err)
+	}
+	if len(rendered.Tasks) == 0 && len(rendered.Hooks) == 0 {
+		j.out.summary = ".taskcluster.yml rendered no tasks for " + e.Type
+		if e.TasksFor == github.TasksForIssueComment {
+			j.comment("No Taskcluster jobs started for this command", "Task graph produced empty list of tasks and hooks")
+		}
+		return nil
+	}
+	return j.createTasks(ctx, rendered)
+}
+
+// createTasks creates the rendered tasks with the event's role, records a
+// build for every task group they make, and queues each group's pending
+// status.
+func (j *job) createTasks(ctx context.Context, r *github.Rendered) error {
+	expander, err := j.s.Roles.Expander(ctx)
+	if err != nil {
+		return fmt.Errorf("loading roles: %w", err)
+	}
+	scopes := expander.Expand(r.Scopes)
+	var groups []string
+	seen := map[string]bool{}
+	var refused *api.Refusal
+	created := 0
+	for _, t := range r.Tasks {
+		body, err := json.Marshal(t.Definition)
+		if err != nil {
+			return permanent{fmt.Errorf("encoding task %s: %w", t.TaskID, err)}
+		}
+		_, err = j.s.Tasks.CreateTaskAs(ctx, t.TaskID, body, ClientID, scopes)
+		if errors.As(err, &refused) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("creating task %s: %w", t.TaskID, err)
+		}
+		created++
+		if g, _ := t.Definition["taskGroupId"].(string); g != "" && !seen[g] {
+			seen[g] = true
+			groups = append(groups, g)
+		} else if g == "" && !seen[t.TaskID] {
+			seen[t.TaskID] = true
+			groups = append(groups, t.TaskID)
+		}
+	}
+	now := j.s.Clock.Now()
+	e := j.e
+	for _, g := range groups {
+		j.out.builds = append(j.out.builds, store.GithubBuild{TaskGroupID: g, Host: e.Host, Organization: e.Organization,
+			Repository: e.Repository, SHA: e.SHA, State: github.StatePending, EventType: e.Type, EventID: e.DeliveryID,
+			InstallationID: j.installation, PullRequestNumber: e.PullNumber, Reporting: r.Reporting, Created: now, Updated: now})
+		j.out.outbox = append(j.out.outbox, j.s.statusEntry(j.f, e.Organization, e.Repository, e.SHA, g, e.Type, github.StatePending, j.installation))
+	}
+	j.out.summary = fmt.Sprintf("created %d of %d tasks in task groups %v", created, len(r.Tasks), groups)
+	if refused != nil {
+		j.out.summary = fmt.Sprintf("the queue refused a task: %s", refused.Code)
+		return j.userError("Taskcluster could not create the tasks of this event", errors.New(refused.Message))
+	}
+	return nil
+}
+
+// statusEntry is the outbox entry of a build's status: one per build,
+// replaced by each newer state.
+func (s *Service) statusEntry(f *forge.Forge, owner, repo, sha, groupID, eventType, state string, installation int64) store.GithubOutboxEntry {
+	body, _ := json.Marshal(map[string]string{"state": github.ForgeState(state), "target_url": s.groupURL(groupID),
+		"description": github.StatusDescription(state, eventType), "context": github.StatusContext(f.Name(), eventType)})
+	return store.GithubOutboxEntry{Host: f.Host, Key: "status:" + groupID, Kind: "status", Replace: true, Owner: owner, Repo: repo,
+		Target: sha, InstallationID: installation, Body: body}
+}
+
+// userError tells the repository's users why nothing (more) ran: a
+// comment on the pull request (or the commit), and an error status whose
+// link opens the delivery's record with the whole message. The event is
+// done: trying again would fail the same way.
+func (j *job) userError(summary string, err error) error {
+	e := j.e
+	j.out.summary = summary + ": " + err.Error()
+	j.comment(summary, "```\n"+err.Error()+"\n```")
+	body, _ := json.Marshal(map[string]string{"state": "error", "target_url": j.s.deliveryURL(e.Host, e.DeliveryID),
+		"description": truncate(summary, 140), "context": github.StatusContext(j.f.Name(), e.Type)})
+	j.out.outbox = append(j.out.outbox, store.GithubOutboxEntry{Host: e.Host, Key: "status:error:" + e.DeliveryID, Kind: "status",
+		Replace: true, Owner: e.Organization, Repo: e.Repository, Target: e.SHA, InstallationID: j.installation, Body: body})
+	return nil
+}
+
+// comment queues a comment on the event's pull request, or on its commit
+// when there is none. Its key is a digest of where and what it says, so
+// an exact duplicate is never posted twice.
+func (j *job) comment(summary, details string) {
+	e := j.e
+	text := "<details>\n<summary>" + summary + "</summary>\n\n" + details + "\n</details>"
+	target := "sha:" + e.SHA
+	if e.PullNumber != 0 {
+		target = strconv.Itoa(e.PullNumber)
+	}
+	body, _ := json.Marshal(map[string]string{"body": text})
+	j.out.outbox = append(j.out.outbox, store.GithubOutboxEntry{Host: e.Host, Key: "comment:" + digest(e.Organization, e.Repository, target, text),
+		Kind: "comment", Owner: e.Organization, Repo: e.Repository, Target: target, InstallationID: j.installation, Body: body})
+}
+
+// react queues a reaction to the event's comment.
+func (j *job) react(content string) {
+	e := j.e
+	body, _ := json.Marshal(map[string]string{"content": content})
+	id := strconv.FormatInt(e.CommentID, 10)
+	j.out.outbox = append(j.out.outbox, store.GithubOutboxEntry{Host: e.Host, Key: "reaction:" + e.Organization + "/" + e.Repository + ":" + id + ":" + content,
+		Kind: "reaction", Owner: e.Organization, Repo: e.Repository, Target: id, InstallationID: j.installation, Body: body})
+}
+
+func digest(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func lookupString(m map[string]any, path ...string) (string, bool) {
+	var v any = m
+	for _, k := range path {
+		o, ok := v.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		v = o[k]
+	}
+	s, ok := v.(string)
+	return s, ok
+}

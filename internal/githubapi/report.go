@@ -1,0 +1,157 @@
+package githubapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/forge"
+	"github.com/hopper-ci/hopper/internal/github"
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// maxSendAttempts bounds how often a status or comment is tried before it
+// is given up (recorded as failed, with the forge's last answer).
+const maxSendAttempts = 20
+
+// Report moves pending builds on as their task groups resolve (queueing
+// each new state's status in the same transaction) and sends what the
+// outbox holds. Replicas may run it at once: a build moves only forward
+// (github.Advances), so a replica that read a group before a task failed
+// cannot put pending back over failure, and each outbox entry is leased
+// to one sender.
+func (s *Service) Report(ctx context.Context) error {
+	if err := s.UpdateBuilds(ctx); err != nil {
+		return err
+	}
+	_, err := s.SendDue(ctx)
+	return err
+}
+
+// UpdateBuilds looks at every pending build's task group.
+func (s *Service) UpdateBuilds(ctx context.Context) error {
+	page := store.Page{Limit: 100}
+	for {
+		builds, next, err := s.Store.ListGithubBuilds(ctx, store.GithubBuildFilter{State: github.StatePending}, page)
+		if err != nil {
+			return err
+		}
+		for _, b := range builds {
+			if err := s.updateBuild(ctx, &b); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		page.ContinuationToken = next
+	}
+}
+
+func (s *Service) updateBuild(ctx context.Context, b *store.GithubBuild) error {
+	var tasks []*queue.TaskState
+	page := store.Page{Limit: 1000}
+	for {
+		ts, next, err := s.Store.ListTaskGroup(ctx, b.TaskGroupID, page)
+		if err != nil {
+			return fmt.Errorf("listing task group %s: %w", b.TaskGroupID, err)
+		}
+		tasks = append(tasks, ts...)
+		if next == "" {
+			break
+		}
+		page.ContinuationToken = next
+	}
+	state := github.GroupState(tasks)
+	if !github.Advances(b.State, state) {
+		return nil
+	}
+	f := s.Forges[b.Host]
+	var status *store.GithubOutboxEntry
+	if f != nil {
+		e := s.statusEntry(f, b.Organization, b.Repository, b.SHA, b.TaskGroupID, b.EventType, state, b.InstallationID)
+		status = &e
+	}
+	moved, err := s.Store.AdvanceGithubBuild(ctx, b.TaskGroupID, []string{b.State}, state, s.Clock.Now(), status)
+	if err != nil {
+		return err
+	}
+	if moved {
+		s.Log.Info("build moved on", "taskGroupId", b.TaskGroupID, "from", b.State, "to", state)
+	}
+	return nil
+}
+
+// SendDue sends the outbox's due statuses, comments and reactions and
+// returns how many it sent. A failure the forge may get over (no answer,
+// 5xx, rate limit) is tried again with a growing back-off; one it will
+// not (a 4xx) is recorded as failed.
+func (s *Service) SendDue(ctx context.Context) (int, error) {
+	sent := 0
+	for ctx.Err() == nil {
+		now := s.Clock.Now()
+		entries, err := s.Store.ClaimGithubOutbox(ctx, now, now.Add(time.Minute), 20)
+		if err != nil {
+			return sent, err
+		}
+		if len(entries) == 0 {
+			return sent, nil
+		}
+		for _, e := range entries {
+			err := s.send(ctx, &e)
+			next := time.Time{}
+			switch {
+			case err == nil:
+				sent++
+			case forge.Temporary(err) && e.Attempts < maxSendAttempts:
+				next = s.Clock.Now().Add(min(time.Duration(1<<min(e.Attempts, 12))*time.Second, 15*time.Minute))
+				s.Log.Info("sending to the forge failed; trying again", "host", e.Host, "kind", e.Kind, "key", e.Key, "at", next, "error", err)
+			default:
+				s.Log.Warn("sending to the forge failed for good", "host", e.Host, "kind", e.Kind, "key", e.Key, "error", err)
+			}
+			errText := ""
+			if err != nil {
+				errText = err.Error()
+			}
+			if err := s.Store.FinishGithubOutbox(ctx, e.ID, e.Seq, err == nil, next, errText); err != nil {
+				return sent, err
+			}
+		}
+	}
+	return sent, ctx.Err()
+}
+
+func (s *Service) send(ctx context.Context, e *store.GithubOutboxEntry) error {
+	f := s.Forges[e.Host]
+	if f == nil {
+		return fmt.Errorf("forge %s is no longer configured", e.Host)
+	}
+	switch e.Kind {
+	case "status":
+		return f.CreateStatus(ctx, e.InstallationID, e.Owner, e.Repo, e.Target, json.RawMessage(e.Body))
+	case "comment":
+		if sha, ok := strings.CutPrefix(e.Target, "sha:"); ok {
+			if f.Kind == forge.KindGitea {
+				return errors.New("gitea and forgejo have no commit comments: the error is on the status's page")
+			}
+			return f.CreateCommitComment(ctx, e.InstallationID, e.Owner, e.Repo, sha, json.RawMessage(e.Body))
+		}
+		n, err := strconv.Atoi(e.Target)
+		if err != nil {
+			return fmt.Errorf("comment target %q: %w", e.Target, err)
+		}
+		return f.CreateComment(ctx, e.InstallationID, e.Owner, e.Repo, n, json.RawMessage(e.Body))
+	case "reaction":
+		id, err := strconv.ParseInt(e.Target, 10, 64)
+		if err != nil {
+			return fmt.Errorf("reaction target %q: %w", e.Target, err)
+		}
+		return f.CreateReaction(ctx, e.InstallationID, e.Owner, e.Repo, id, json.RawMessage(e.Body))
+	}
+	return fmt.Errorf("unknown outbox entry kind %q", e.Kind)
+}

@@ -1,0 +1,80 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// WorkerRunStore is what resolving a removed worker's runs needs of the
+// queue's store.
+type WorkerRunStore interface {
+	ListClaimed(ctx context.Context, taskQueueID string, now time.Time, page store.Page) ([]store.ClaimedEntry, string, error)
+	UpdateTask(ctx context.Context, p store.UpdateTaskParams) (*store.Result, error)
+}
+
+// WorkerRunResolver resolves the runs a worker had claimed when the worker
+// manager removes it (removeWorker, or a container its provider saw die):
+// each run is resolved exception/worker-shutdown at once, with a retry
+// run while the task has retries left, as Taskcluster's worker-removed
+// resolver does, instead of waiting for the claim to expire. Each task
+// changes in a transaction of its own; a run the worker resolved (or
+// that was claimed again) meanwhile is left alone.
+type WorkerRunResolver struct {
+	Store     WorkerRunStore
+	Publisher EventPublisher
+}
+
+// errRunMoved says a run is no longer the worker's to resolve.
+var errRunMoved = errors.New("the run is no longer claimed by the worker")
+
+// ResolveWorkerRuns resolves the worker's claimed runs and returns how
+// many it resolved.
+func (r *WorkerRunResolver) ResolveWorkerRuns(ctx context.Context, key store.WorkerKey, now time.Time) (int, error) {
+	var runs []store.ClaimedEntry
+	page := store.Page{}
+	for {
+		claimed, next, err := r.Store.ListClaimed(ctx, key.TaskQueueID, now, page)
+		if err != nil {
+			return 0, fmt.Errorf("listing the runs claimed in %s: %w", key.TaskQueueID, err)
+		}
+		for _, c := range claimed {
+			if c.WorkerGroup == key.WorkerGroup && c.WorkerID == key.WorkerID {
+				runs = append(runs, c)
+			}
+		}
+		if next == "" {
+			break
+		}
+		page.ContinuationToken = next
+	}
+	n := 0
+	for _, c := range runs {
+		res, err := r.Store.UpdateTask(ctx, store.UpdateTaskParams{TaskID: c.Task.TaskID, Now: now,
+			Apply: func(t *queue.TaskState, tr *queue.Transition) error {
+				if c.RunID >= len(t.Runs) {
+					return errRunMoved
+				}
+				run := t.Runs[c.RunID]
+				if run.State != queue.StateRunning || run.WorkerGroup != key.WorkerGroup || run.WorkerID != key.WorkerID {
+					return errRunMoved
+				}
+				return t.ReportException(c.RunID, queue.ReasonWorkerShutdown, now, tr)
+			}})
+		if errors.Is(err, errRunMoved) {
+			continue
+		}
+		if err != nil {
+			return n, fmt.Errorf("resolving run %d of %s: %w", c.RunID, c.Task.TaskID, err)
+		}
+		if r.Publisher != nil {
+			r.Publisher.Publish(ctx, res.Changes)
+		}
+		n++
+	}
+	return n, nil
+}

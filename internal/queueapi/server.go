@@ -1,0 +1,186 @@
+// Package queueapi serves Taskcluster's Queue REST API v1
+// (/api/queue/v1/…): tasks and their groups, claims and resolutions, task
+// queues, provisioners and workers, artifacts. Its route table (Routes)
+// is served through the framework of package api; other services reach
+// the queue through the narrow interfaces it satisfies (CreateTaskAs for
+// hooks, RedirectToLatestArtifact for the index).
+package queueapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	mathrand "math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/artifacts"
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/schema"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// Defaults of Config's settings.
+const (
+	// DefaultClaimTimeout is how long a claim lasts (takenUntil − now),
+	// Taskcluster's 20 minutes.
+	DefaultClaimTimeout = 20 * time.Minute
+	// DefaultLongPoll is how long claimWork waits for work, Taskcluster's
+	// 20 seconds.
+	DefaultLongPoll = 20 * time.Second
+	// longPollSpread is the part of the long-poll that a call finding no
+	// work is cut short by, at random: a call waits between three
+	// quarters and all of LongPoll. Workers that started together (a
+	// fleet restarted at once) would otherwise poll again together,
+	// every long-poll, for ever: ten thousand requests in one second and
+	// none in the next nineteen, and the server sized for the burst.
+	// With the spread such a fleet's polls drift apart within minutes.
+	// A worker only sees an empty reply a little sooner and polls again.
+	longPollSpread = 4 // LongPoll/longPollSpread
+)
+
+// longPollFor returns how long this claimWork call may wait.
+func (s *Server) longPollFor() time.Duration {
+	spread := int64(s.cfg.LongPoll / longPollSpread)
+	if spread <= 0 {
+		return s.cfg.LongPoll
+	}
+	return s.cfg.LongPoll - time.Duration(mathrand.Int64N(spread))
+}
+
+// Config holds the queue's tunables.
+type Config struct {
+	// RootURL is the deployment's root URL, without a trailing slash.
+	RootURL string
+	// ClaimTimeout is how long a claim lasts (takenUntil − now; default
+	// DefaultClaimTimeout).
+	ClaimTimeout time.Duration
+	// LongPoll bounds how long claimWork waits for work (default
+	// DefaultLongPoll).
+	LongPoll time.Duration
+	// MaxDependencies is the deployment's dependency limit (≤ 10000).
+	MaxDependencies int
+	// Version is reported by __version__.
+	Version string
+}
+
+// CredentialIssuer mints the temporary credentials a claim carries: the
+// run's reclaim, resolve and create-artifact scopes plus the task's scopes.
+type CredentialIssuer interface {
+	TaskCredentials(taskID string, runID int, workerGroup, workerID string, now, takenUntil time.Time, taskScopes []string) (Credentials, error)
+}
+
+// Credentials are Taskcluster temporary credentials.
+type Credentials struct {
+	ClientID    string `json:"clientId"`
+	AccessToken string `json:"accessToken"`
+	Certificate string `json:"certificate"`
+}
+
+// Publisher receives every committed change, in order, to publish events
+// and update metrics.
+type Publisher interface {
+	PublishChanges(ctx context.Context, changes []store.Change)
+}
+
+// Server is the Queue service: its handlers and what they share.
+type Server struct {
+	cfg     Config
+	store   store.Store
+	clock   queue.Clock
+	schemas *schema.Registry
+	creds   CredentialIssuer
+	pub     Publisher
+	log     *slog.Logger
+	metrics *Metrics
+	started time.Time
+	blobs   artifacts.Backend
+	objects ObjectService
+
+	// touched remembers when this process last wrote a worker's
+	// bookkeeping records (store.WorkerKey → time.Time).
+	touched sync.Map
+	touches touches
+	// parked are the claimWork calls waiting parked (park.go).
+	parked parkedClaims
+
+	drainOnce sync.Once
+	draining  chan struct{}
+}
+
+// Options wires a Server.
+type Options struct {
+	Config    Config
+	Store     store.Store
+	Clock     queue.Clock
+	Issuer    CredentialIssuer
+	Publisher Publisher
+	Logger    *slog.Logger
+	Metrics   *Metrics
+	// Schemas validates createTask bodies of CreateTaskAs (nil: a
+	// registry of its own); the server's api.Server shares it.
+	Schemas *schema.Registry
+	// Artifacts stores artifact data (the s3 storage type).
+	Artifacts artifacts.Backend
+	// Objects, when set, keeps the data of object artifacts
+	// (objectartifacts.go).
+	Objects ObjectService
+}
+
+// New builds the Queue service.
+func New(opts Options) (*Server, error) {
+	schemas := opts.Schemas
+	if schemas == nil {
+		var err error
+		if schemas, err = schema.New(); err != nil {
+			return nil, err
+		}
+	}
+	cfg := opts.Config
+	cfg.RootURL = strings.TrimRight(cfg.RootURL, "/")
+	if cfg.ClaimTimeout <= 0 {
+		cfg.ClaimTimeout = DefaultClaimTimeout
+	}
+	if cfg.LongPoll <= 0 {
+		cfg.LongPoll = DefaultLongPoll
+	}
+	if cfg.MaxDependencies <= 0 || cfg.MaxDependencies > queue.MaxDependencies {
+		cfg.MaxDependencies = queue.MaxDependencies
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	s := &Server{
+		cfg: cfg, store: opts.Store, clock: opts.Clock, schemas: schemas,
+		creds: opts.Issuer, pub: opts.Publisher, log: opts.Logger,
+		metrics: opts.Metrics, draining: make(chan struct{}),
+		blobs: opts.Artifacts, objects: opts.Objects,
+	}
+	if s.clock == nil {
+		s.clock = queue.SystemClock{}
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.creds == nil {
+		return nil, errors.New("queueapi: a CredentialIssuer is required")
+	}
+	s.started = s.clock.Now()
+	return s, nil
+}
+
+// Routes is the Queue API's route table, artifacts included.
+func (s *Server) Routes() []api.Route {
+	return append(s.queueRoutes(), s.artifactRoutes()...)
+}
+
+// Drain ends waiting claimWork long-polls early (with no tasks), for a
+// graceful shutdown.
+func (s *Server) Drain() {
+	s.drainOnce.Do(func() {
+		close(s.draining)
+		s.parked.drain()
+	})
+}

@@ -1,0 +1,58 @@
+package server
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/events"
+	"github.com/hopper-ci/hopper/internal/forge"
+	"github.com/hopper-ci/hopper/internal/githubapi"
+	"github.com/hopper-ci/hopper/internal/maintenance"
+)
+
+// githubService is the forge integration (the github service): its routes
+// and two duties, processing stored deliveries and reporting builds to
+// the forges. Its tasks are created through the queue's own createTask,
+// with the repositories' roles.
+func (w *wiring) githubService() (service, error) {
+	log := w.log
+	var forges []*forge.Forge
+	if w.cfg.ForgeConfig != "" {
+		var err error
+		if forges, err = forge.Load(w.cfg.ForgeConfig); err != nil {
+			return service{}, err
+		}
+		for _, f := range forges {
+			log.Info("forge configured", "host", f.Host, "kind", f.Kind, "apiUrl", f.APIURL, "app", f.AppID != 0)
+		}
+	}
+	// Task ids are derived from delivery ids with a key of their own.
+	idKey := sha256.Sum256(append([]byte("hopper github task ids\x00"), w.key[:]...))
+	deliveries := &maintenance.GithubDeliveries{Logger: log}
+	reports := &maintenance.GithubReports{Logger: log}
+	cfg := githubapi.Service{Store: w.store, Tasks: w.queue, Roles: w.sec.Roles, Clock: w.cfg.Clock, Schemas: w.schemas,
+		Log: log, RootURL: w.cfg.RootURL, IDSecret: idKey[:], Changes: w.queue,
+		Kick: func() { deliveries.Kick(); reports.Kick() }}
+	var svc service
+	if w.cfg.AMQP != "" {
+		amqp, err := events.NewAMQP(events.AMQPOptions{URL: w.cfg.AMQP, ExchangePrefix: githubapi.ExchangePrefix,
+			ConnectionName: events.DefaultConnectionName + "-github", Logger: log})
+		if err != nil {
+			return service{}, fmt.Errorf("starting the github service's AMQP publisher: %w", err)
+		}
+		cfg.Events = amqp
+		svc.close = func() { _ = amqp.Close() }
+	}
+	s, err := githubapi.NewService(cfg, forges)
+	if err != nil {
+		if svc.close != nil {
+			svc.close()
+		}
+		return service{}, err
+	}
+	deliveries.Processor, reports.Reporter = s, s
+	svc.routes = githubapi.Routes(s, w.cfg.Version, time.Now())
+	svc.duties = []maintenance.Service{deliveries, reports}
+	return svc, nil
+}

@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/events"
+	"github.com/hopper-ci/hopper/internal/maintenance"
+	"github.com/hopper-ci/hopper/internal/queueapi"
+	"github.com/hopper-ci/hopper/internal/store"
+	"github.com/hopper-ci/hopper/internal/workermanager"
+	"github.com/hopper-ci/hopper/internal/workermanagerapi"
+)
+
+// defaultProviders are the providers every hopper offers: "static", for
+// machines an operator adds with createWorker.
+var defaultProviders = []workermanagerapi.Provider{{ID: "static", Type: workermanager.ProviderTypeStatic}}
+
+// workerManagerService is the Worker Manager: it reads the queue's worker
+// records (after the queue has written what its claims queued) and
+// resolves a removed worker's claimed runs through the queue, so their
+// events are the queue's; with a broker it publishes its own exchanges.
+func (w *wiring) workerManagerService() (service, error) {
+	var (
+		publisher events.Publisher
+		closeFn   func()
+	)
+	if w.cfg.AMQP != "" {
+		amqp, err := events.NewAMQP(events.AMQPOptions{URL: w.cfg.AMQP, ExchangePrefix: workermanagerapi.ExchangePrefix,
+			ConnectionName: events.DefaultConnectionName + "-worker-manager", Logger: w.log})
+		if err != nil {
+			return service{}, fmt.Errorf("starting the worker manager's AMQP publisher: %w", err)
+		}
+		publisher, closeFn = amqp, func() { _ = amqp.Close() }
+	}
+	queue := queueWorkers{store: w.store, queue: w.queue,
+		resolver: &maintenance.WorkerRunResolver{Store: w.store, Publisher: w.queue}}
+	routes, err := workermanagerapi.Routes(workermanagerapi.Deps{Store: w.store, Queue: queue, Resolver: queue.resolver,
+		Issuer: workerIssuer{w.sec.Issuer}, Providers: defaultProviders, Publisher: publisher,
+		Caller: w.sec.Authorizer.Caller, Logger: w.log, Version: w.cfg.Version})
+	if err != nil {
+		if closeFn != nil {
+			closeFn()
+		}
+		return service{}, err
+	}
+	return service{routes: routes, close: closeFn}, nil
+}
+
+// queueWorkers reads the queue's worker records for the Worker Manager.
+type queueWorkers struct {
+	store    store.Store
+	queue    *queueapi.Server
+	resolver *maintenance.WorkerRunResolver
+}
+
+// GetWorker implements workermanagerapi.QueueWorkers.
+func (q queueWorkers) GetWorker(ctx context.Context, key store.WorkerKey, now time.Time) (*store.Worker, error) {
+	if err := q.queue.Flush(ctx); err != nil {
+		return nil, err
+	}
+	return q.store.GetWorker(ctx, key, now)
+}
+
+// ListWorkers implements workermanagerapi.QueueWorkers.
+func (q queueWorkers) ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page store.Page) ([]store.Worker, string, error) {
+	if err := q.queue.Flush(ctx); err != nil {
+		return nil, "", err
+	}
+	return q.store.ListWorkers(ctx, taskQueueID, now, quarantined, page)
+}
+
+// workerIssuer signs registered workers' credentials with the queue's
+// issuing identity, as the other temporary credentials hopper hands out.
+type workerIssuer struct{ *TaskIssuer }
+
+// WorkerCredentials implements workermanagerapi.Issuer.
+func (i workerIssuer) WorkerCredentials(clientID string, scopes []string, start, expiry time.Time) (auth.Credentials, error) {
+	return auth.CreateTemporaryCredentials(auth.TemporaryCredentialsOptions{
+		ClientID: clientID, Start: start, Expiry: expiry, Scopes: scopes, Issuer: i.creds,
+	})
+}

@@ -1,0 +1,406 @@
+package workermanagerapi
+
+import (
+	"errors"
+
+	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+	"github.com/hopper-ci/hopper/internal/workermanager"
+)
+
+// workerJSON is a worker as worker-full.json shows it.
+type workerJSON struct {
+	WorkerPoolID   string     `json:"workerPoolId"`
+	WorkerGroup    string     `json:"workerGroup"`
+	WorkerID       string     `json:"workerId"`
+	ProviderID     string     `json:"providerId"`
+	Created        queue.Time `json:"created"`
+	Expires        queue.Time `json:"expires"`
+	LastModified   queue.Time `json:"lastModified"`
+	LastChecked    queue.Time `json:"lastChecked"`
+	State          string     `json:"state"`
+	Capacity       int        `json:"capacity"`
+	LaunchConfigID string     `json:"launchConfigId,omitempty"`
+}
+
+func workerOut(w *workermanager.Worker) workerJSON {
+	return workerJSON{w.WorkerPoolID, w.WorkerGroup, w.WorkerID, w.ProviderID, timeOut(w.Created), timeOut(w.Expires),
+		timeOut(w.LastModified), timeOut(w.LastChecked), string(w.State), w.Capacity, w.LaunchConfigID}
+}
+
+func workerKey(c *api.Call) (workermanager.Key, error) {
+	id, err := poolIDOf(c)
+	if err != nil {
+		return workermanager.Key{}, err
+	}
+	return workermanager.Key{WorkerPoolID: id, WorkerGroup: c.Params["workerGroup"], WorkerID: c.Params["workerId"]}, nil
+}
+
+func keyParams(k workermanager.Key) map[string]any {
+	return map[string]any{"workerPoolId": k.WorkerPoolID, "workerGroup": k.WorkerGroup, "workerId": k.WorkerID}
+}
+
+// authorizedKey reads the worker's key and checks the route's scopes.
+func authorizedKey(c *api.Call) (workermanager.Key, error) {
+	k, err := workerKey(c)
+	if err != nil {
+		return k, err
+	}
+	return k, authorize(c, keyParams(k))
+}
+
+// providerOf finds the provider of a pool or worker.
+func (h *handlers) providerOf(id, what string) (Provider, error) {
+	p, ok := h.providers[id]
+	if !ok {
+		return Provider{}, notFound("Provider %s for %s does not exist", id, what)
+	}
+	return p, nil
+}
+
+type workerInput struct {
+	Expires      queue.Time `json:"expires"`
+	Capacity     int        `json:"capacity"`
+	ProviderInfo struct {
+		StaticSecret string `json:"staticSecret"`
+	} `json:"providerInfo"`
+}
+
+func (h *handlers) createWorker(c *api.Call) (any, error) {
+	k, err := authorizedKey(c)
+	if err != nil {
+		return nil, err
+	}
+	var in workerInput
+	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	pool, err := h.Store.GetWorkerPool(c.Context(), k.WorkerPoolID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("Worker pool %s does not exist", k.WorkerPoolID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if in.Expires.Before(c.Now) {
+		return nil, inputError("worker.expires must be in the future")
+	}
+	prov, err := h.providerOf(pool.ProviderID, "worker pool "+k.WorkerPoolID)
+	if err != nil {
+		return nil, err
+	}
+	if prov.Type != workermanager.ProviderTypeStatic {
+		return nil, inputError("not supported for this provider")
+	}
+	w, err := workermanager.NewStaticWorker(pool, k.WorkerGroup, k.WorkerID, in.Capacity, in.Expires.Time, in.ProviderInfo.StaticSecret, c.Now)
+	if err != nil {
+		return nil, refusal(err)
+	}
+	got, err := h.Store.CreatePoolWorker(c.Context(), w)
+	if errors.Is(err, store.ErrExists) {
+		if !got.SameStaticWorker(pool.ProviderID, in.ProviderInfo.StaticSecret) {
+			return nil, inputError("worker already exists")
+		}
+		return workerOut(got), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	h.audit(c, "worker created", "worker", k.String())
+	return workerOut(got), nil
+}
+
+func (h *handlers) updateWorker(c *api.Call) (any, error) {
+	k, err := authorizedKey(c)
+	if err != nil {
+		return nil, err
+	}
+	var in workerInput
+	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	pool, err := h.Store.GetWorkerPool(c.Context(), k.WorkerPoolID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("Worker pool %s does not exist", k.WorkerPoolID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	prov, err := h.providerOf(pool.ProviderID, "worker pool "+k.WorkerPoolID)
+	if err != nil {
+		return nil, err
+	}
+	if prov.Type != workermanager.ProviderTypeStatic {
+		return nil, inputError("not supported for this provider")
+	}
+	w, err := h.Store.UpdatePoolWorker(c.Context(), k, func(w *workermanager.Worker) error {
+		// As in Taskcluster, expires may be in the past: that expires the
+		// worker at once.
+		w.UpdateStatic(in.Capacity, in.Expires.Time, in.ProviderInfo.StaticSecret, c.Now)
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("Worker %s does not exist", k)
+	}
+	if err != nil {
+		return nil, err
+	}
+	h.audit(c, "worker updated", "worker", k.String())
+	return workerOut(w), nil
+}
+
+// removeWorker stops a worker: a static one at once, a dynamic one once
+// its provider has stopped it. Its claimed runs are resolved
+// exception/worker-shutdown and retried now rather than at claim expiry.
+func (h *handlers) removeWorker(c *api.Call) (any, error) {
+	k, err := authorizedKey(c)
+	if err != nil {
+		return nil, err
+	}
+	w, err := h.Store.GetPoolWorker(c.Context(), k)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("Worker not found")
+	}
+	if err != nil {
+		return nil, err
+	}
+	prov, err := h.providerOf(w.ProviderID, "this worker")
+	if err != nil {
+		return nil, err
+	}
+	removed := false
+	w, err = h.Store.UpdatePoolWorker(c.Context(), k, func(w *workermanager.Worker) error {
+		removed = w.Remove(prov.Type, c.Now)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if removed {
+		h.audit(c, "worker removed", "worker", k.String())
+		h.workerRemoved(c, w, "workerManager.removeWorker API call")
+	}
+	return map[string]any{}, nil
+}
+
+// workerRemoved resolves what the worker had claimed and announces it.
+func (h *handlers) workerRemoved(c *api.Call, w *workermanager.Worker, reason string) {
+	if h.Resolver != nil {
+		n, err := h.Resolver.ResolveWorkerRuns(c.Context(), store.WorkerKey{TaskQueueID: w.WorkerPoolID, WorkerGroup: w.WorkerGroup, WorkerID: w.WorkerID}, c.Now)
+		if err != nil {
+			h.Logger.Error("resolving a removed worker's runs", "worker", w.Key().String(), "error", err)
+		} else if n > 0 {
+			h.Logger.Info("resolved a removed worker's runs exception/worker-shutdown", "worker", w.Key().String(), "runs", n)
+		}
+	}
+	h.publish(c, exchangeWorkerRemoved, workerMessage(w, reason, c.Now))
+	if w.State == workermanager.StateStopped {
+		h.publish(c, exchangeWorkerStopped, workerMessage(w, "", c.Now))
+	}
+}
+
+func (h *handlers) worker(c *api.Call) (any, error) {
+	k, err := authorizedKey(c)
+	if err != nil {
+		return nil, err
+	}
+	w, err := h.Store.GetPoolWorker(c.Context(), k)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("Worker not found")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return workerOut(w), nil
+}
+
+func (h *handlers) listPoolWorkers(c *api.Call, f store.PoolWorkerFilter) (any, error) {
+	ws, next, err := h.Store.ListPoolWorkers(c.Context(), f, c.Page())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]workerJSON, len(ws))
+	for i := range ws {
+		out[i] = workerOut(&ws[i])
+	}
+	return struct {
+		Workers           []workerJSON `json:"workers"`
+		ContinuationToken string       `json:"continuationToken,omitempty"`
+	}{out, next}, nil
+}
+
+func (h *handlers) listWorkersForWorkerGroup(c *api.Call) (any, error) {
+	id, err := poolIDOf(c)
+	if err != nil {
+		return nil, err
+	}
+	group := c.Params["workerGroup"]
+	if err := authorize(c, map[string]any{"workerPoolId": id, "workerGroup": group}); err != nil {
+		return nil, err
+	}
+	return h.listPoolWorkers(c, store.PoolWorkerFilter{WorkerPoolID: id, WorkerGroup: group})
+}
+
+func (h *handlers) listWorkersForWorkerPool(c *api.Call) (any, error) {
+	id, err := poolIDOf(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := authorize(c, map[string]any{"workerPoolId": id}); err != nil {
+		return nil, err
+	}
+	q := c.R.URL.Query()
+	f := store.PoolWorkerFilter{WorkerPoolID: id, State: workermanager.State(q.Get("state")), LaunchConfigID: q.Get("launchConfigId")}
+	if f.State != "" && !statePattern.MatchString(string(f.State)) {
+		return nil, api.InvalidQuery("state", string(f.State), statePattern)
+	}
+	if f.LaunchConfigID != "" && !launchConfigPattern.MatchString(f.LaunchConfigID) {
+		return nil, api.InvalidQuery("launchConfigId", f.LaunchConfigID, launchConfigPattern)
+	}
+	if _, err := h.Store.GetWorkerPool(c.Context(), id); errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("Worker Pool does not exist")
+	} else if err != nil {
+		return nil, err
+	}
+	if f.State == "standalone" {
+		// Workers worker-manager does not manage are the queue's alone.
+		return map[string]any{"workers": []any{}}, nil
+	}
+	return h.listPoolWorkers(c, f)
+}
+
+// queueWorkerJSON is a queue worker with its pool state
+// (list-workers-response.json's entries).
+type queueWorkerJSON struct {
+	WorkerGroup     string            `json:"workerGroup"`
+	WorkerID        string            `json:"workerId"`
+	WorkerPoolID    string            `json:"workerPoolId"`
+	FirstClaim      *queue.Time       `json:"firstClaim,omitempty"`
+	LastDateActive  *queue.Time       `json:"lastDateActive,omitempty"`
+	State           string            `json:"state"`
+	Capacity        int               `json:"capacity"`
+	ProviderID      string            `json:"providerId"`
+	LaunchConfigID  string            `json:"launchConfigId,omitempty"`
+	QuarantineUntil *queue.Time       `json:"quarantineUntil,omitempty"`
+	LatestTask      *store.RecentTask `json:"latestTask,omitempty"`
+}
+
+func optTime(t queue.Time) *queue.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// poolState is the worker-manager side of a queue worker: its state,
+// capacity and provider, or "standalone" when no pool knows it.
+func (h *handlers) poolState(c *api.Call, key store.WorkerKey) (state string, capacity int, providerID, launchConfig string, err error) {
+	w, err := h.Store.GetPoolWorker(c.Context(), workermanager.Key{WorkerPoolID: key.TaskQueueID, WorkerGroup: key.WorkerGroup, WorkerID: key.WorkerID})
+	if errors.Is(err, store.ErrNotFound) {
+		return "standalone", 0, "none", "", nil
+	}
+	if err != nil {
+		return "", 0, "", "", err
+	}
+	return string(w.State), w.Capacity, w.ProviderID, w.LaunchConfigID, nil
+}
+
+// listWorkers lists the queue's workers of a task queue with their pool
+// state, as Taskcluster's worker-manager joins the two.
+func (h *handlers) listWorkers(c *api.Call) (any, error) {
+	q := c.R.URL.Query()
+	var quarantined *bool
+	if v := q.Get("quarantined"); v != "" {
+		b := v == "true"
+		quarantined = &b
+	}
+	stateFilter := q.Get("workerState")
+	if stateFilter != "" && !workerStatePattern.MatchString(stateFilter) {
+		return nil, api.InvalidQuery("workerState", stateFilter, workerStatePattern)
+	}
+	if v := q.Get("launchConfigId"); v != "" && !launchConfigPattern.MatchString(v) {
+		return nil, api.InvalidQuery("launchConfigId", v, launchConfigPattern)
+	}
+	poolID := c.Params["provisionerId"] + "/" + c.Params["workerType"]
+	ws, next, err := h.Queue.ListWorkers(c.Context(), poolID, c.Now, quarantined, c.Page())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]queueWorkerJSON, 0, len(ws))
+	for _, w := range ws {
+		state, capacity, provider, lc, err := h.poolState(c, w.WorkerKey)
+		if err != nil {
+			return nil, err
+		}
+		if stateFilter != "" && state != stateFilter {
+			continue
+		}
+		if v := q.Get("launchConfigId"); v != "" && lc != v {
+			continue
+		}
+		e := queueWorkerJSON{WorkerGroup: w.WorkerGroup, WorkerID: w.WorkerID, WorkerPoolID: poolID,
+			FirstClaim: optTime(queue.NewTime(w.FirstClaim)), LastDateActive: optTime(queue.NewTime(w.LastDateActive)),
+			State: state, Capacity: capacity, ProviderID: provider, LaunchConfigID: lc}
+		if w.QuarantineUntil.After(c.Now) {
+			e.QuarantineUntil = optTime(queue.NewTime(w.QuarantineUntil))
+		}
+		if n := len(w.RecentTasks); n > 0 {
+			e.LatestTask = &w.RecentTasks[n-1]
+		}
+		out = append(out, e)
+	}
+	return struct {
+		Workers           []queueWorkerJSON `json:"workers"`
+		ContinuationToken string            `json:"continuationToken,omitempty"`
+	}{out, next}, nil
+}
+
+func (h *handlers) getWorker(c *api.Call) (any, error) {
+	p, wt := c.Params["provisionerId"], c.Params["workerType"]
+	key := store.WorkerKey{TaskQueueID: p + "/" + wt, WorkerGroup: c.Params["workerGroup"], WorkerID: c.Params["workerId"]}
+	w, err := h.Queue.GetWorker(c.Context(), key, c.Now)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("Worker with workerId `%s`, workerGroup `%s`,worker-type `%s` and provisioner `%s` not found. Are you sure it was created?",
+			key.WorkerID, key.WorkerGroup, wt, p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	state, capacity, provider, lc, err := h.poolState(c, key)
+	if err != nil {
+		return nil, err
+	}
+	recent := w.RecentTasks
+	if recent == nil {
+		recent = []store.RecentTask{}
+	}
+	details := w.QuarantineDetails
+	out := map[string]any{
+		"provisionerId": p, "workerType": wt, "workerPoolId": key.TaskQueueID, "workerGroup": key.WorkerGroup, "workerId": key.WorkerID,
+		"recentTasks": recent, "expires": queue.NewTime(w.Expires), "firstClaim": queue.NewTime(w.FirstClaim),
+		"state": state, "capacity": capacity, "providerId": provider,
+	}
+	if !w.LastDateActive.IsZero() {
+		out["lastDateActive"] = queue.NewTime(w.LastDateActive)
+	}
+	if !w.QuarantineUntil.IsZero() {
+		out["quarantineUntil"] = queue.NewTime(w.QuarantineUntil)
+	}
+	if len(details) > 0 {
+		out["quarantineDetails"] = details
+	}
+	if lc != "" {
+		out["launchConfigId"] = lc
+	}
+	return out, nil
+}
+
+// refusal turns a rules refusal into an InputError.
+func refusal(err error) error {
+	var r *workermanager.Error
+	if errors.As(err, &r) {
+		return inputError("%s", r.Message)
+	}
+	return err
+}
