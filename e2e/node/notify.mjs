@@ -109,6 +109,8 @@ const routes = [
   `notify.email.${address}.on-completed`,
   'notify.webhook.e2e.on-transition',
   `notify.pulse.e2e.${run}.task.on-any`,
+  'notify.slack-channel.C0E2E.on-failed',
+  `notify.matrix-room.!room${run}:example.org.on-resolved`,
   'notify.email.malformed.on-failed',
 ];
 const noScopes = queue(await client('creator', [`queue:create-task:lowest:${tq}`, 'queue:scheduler-id:-']));
@@ -144,6 +146,8 @@ assert.deepEqual(summary.filter((s) => s.includes(' email ')), [
 ]);
 assert.ok(summary.includes('task-defined webhook e2e sent'), summary.join('\n'));
 assert.ok(summary.includes('task-failed webhook e2e sent'), summary.join('\n'));
+assert.ok(summary.includes('task-failed slack-channel C0E2E sent'), summary.join('\n'));
+assert.ok(summary.includes(`task-failed matrix-room !room${run}:example.org sent`), summary.join('\n'));
 const refused = list.notifications.find((n) => n.state === 'refused');
 assert.match(refused.error, /not a plain email address/);
 assert.equal(JSON.parse((await rawGet(`${rootUrl}/api/notify/v1/task/${other}/notifications`)).body).notifications.length, 0, 'a cancelled task notifies nobody');

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/notify"
+	"github.com/hopper-ci/hopper/internal/notifysend/chattest"
 	"github.com/hopper-ci/hopper/internal/notifysend/mailpittest"
 )
 
@@ -71,6 +72,9 @@ func TestNotifyOfficialClient(t *testing.T) {
 	hs := httptest.NewServer(hook)
 	t.Cleanup(hs.Close)
 	run := fmt.Sprintf("e2e%d", time.Now().UnixNano()%1000000)
+	slack := chattest.NewSlack(t, "xoxb-e2e", "C0E2E")
+	room := "!room" + run + ":example.org"
+	matrix := chattest.NewMatrix(t, "syt_e2e", room)
 
 	dir := t.TempDir()
 	config := filepath.Join(dir, "notify.yml")
@@ -81,10 +85,14 @@ func TestNotifyOfficialClient(t *testing.T) {
   caFile: %s
   username: hopper
   from: "Hopper CI <hopper@ci.example>"
+slack:
+  apiUrl: %s
+matrix:
+  baseUrl: %s
 webhooks:
   e2e:
     url: %s/hook
-`, mp.SMTPPort, mp.CAFile, hs.URL)), 0o600))
+`, mp.SMTPPort, mp.CAFile, slack.URL, matrix.URL, hs.URL)), 0o600))
 	args := []string{"--notify-config", config}
 	var deliveries <-chan amqp.Delivery
 	if url := os.Getenv("HOPPER_TEST_AMQP"); url != "" {
@@ -104,7 +112,8 @@ webhooks:
 		require.NoError(t, err)
 	}
 	srv := e2e.StartServer(t, e2e.ServerOptions{Args: args, Env: []string{
-		"HOPPER_NOTIFY_SMTP_PASSWORD=smtp-e2e-pass", "HOPPER_NOTIFY_WEBHOOK_E2E_SECRET=" + string(hook.secret)}})
+		"HOPPER_NOTIFY_SMTP_PASSWORD=smtp-e2e-pass", "HOPPER_NOTIFY_WEBHOOK_E2E_SECRET=" + string(hook.secret),
+		"HOPPER_NOTIFY_SLACK_TOKEN=xoxb-e2e", "HOPPER_NOTIFY_MATRIX_TOKEN=syt_e2e"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	out := e2e.RunNode(ctx, t, "notify.mjs", append(srv.Env(), "E2E_RUN="+run)...)
@@ -159,6 +168,25 @@ webhooks:
 	hook.mu.Unlock()
 	require.Equal(t, []string{"task-defined", "task-pending", "task-running", "task-failed"}, events)
 
+	// Slack and Matrix (stand-ins checking Slack's OpenAPI description and
+	// the Matrix specification): the API's messages and the task's.
+	require.Eventually(t, func() bool { return len(slack.Messages()) >= 2 && len(matrix.Events()) >= 3 }, 20*time.Second, 100*time.Millisecond)
+	var slackTexts []string
+	for _, m := range slack.Messages() {
+		slackTexts = append(slackTexts, m.Params["text"].(string))
+	}
+	require.Contains(t, slackTexts, "slack "+run)
+	require.Contains(t, strings.Join(slackTexts, "\n"), srv.RootURL+"/ui/#/task/"+taskID)
+	var bodies []string
+	for _, e := range matrix.Events() {
+		bodies = append(bodies, e.Content["body"].(string))
+	}
+	require.Contains(t, bodies, "matrix "+run)
+	require.Contains(t, bodies, "scoped matrix "+run)
+	require.Contains(t, bodies, "nightly "+run+" is failed: "+srv.RootURL+"/ui/#/task/"+taskID)
+	require.Empty(t, slack.Refusals())
+	require.Empty(t, matrix.Refusals())
+
 	// `hopper notify test` checks each channel's configuration.
 	cli := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, e2e.Binary(t), append([]string{"notify"}, args...)...)
@@ -180,9 +208,11 @@ webhooks:
 	got, err = cli("test", "webhook", "e2e")
 	require.NoError(t, err, got)
 	require.Contains(t, got, "webhook to e2e: sent")
-	got, err = cli("test", "slack", "C0123ABC")
-	require.Error(t, err, "Slack is not configured")
-	require.Contains(t, got, "reason: the slack-channel channel is not configured on this hopper")
+	got, err = cli("test", "slack", "C0E2E")
+	require.NoError(t, err, got)
+	got, err = cli("test", "matrix", "!notjoined:example.org")
+	require.Error(t, err, "the account is not in that room")
+	require.Contains(t, got, "M_FORBIDDEN")
 	got, err = cli("list", taskID)
 	require.NoError(t, err, got)
 	require.Contains(t, got, "nightly-"+run+"@example.com")
