@@ -29,7 +29,7 @@ var schemaSeq atomic.Int64
 
 // replicas opens n stores over one fresh database of the driver: n hopper
 // replicas on one PostgreSQL schema, or one SQLite store n times.
-func replicas(t *testing.T, driver string, n int) []store.Store {
+func replicas(t testing.TB, driver string, n int) []store.Store {
 	t.Helper()
 	ctx := context.Background()
 	if driver == "sqlite" {
@@ -196,4 +196,50 @@ func TestNotifySenderRetriesAndGivesUp(t *testing.T) {
 	task, err := st.GetTask(ctx, "retry-me")
 	require.NoError(t, err)
 	require.Equal(t, queue.StateFailed, task.State())
+}
+
+// BenchmarkNotifySenderSMTP measures notifications per second through the
+// outbox: each iteration records 100 emails (not timed), then two senders
+// on two replicas claim, send them to a local SMTP server (Mailpit, plain
+// SMTP on loopback) and record them sent.
+func BenchmarkNotifySenderSMTP(b *testing.B) {
+	for _, driver := range []string{"sqlite", "postgres"} {
+		b.Run(driver, func(b *testing.B) {
+			stores := replicas(b, driver, 2)
+			mp := mailpittest.Start(b, mailpittest.Options{})
+			d, err := notifysend.New(&notifysend.Config{SMTP: &notifysend.SMTPConfig{Host: "127.0.0.1", Port: mp.SMTPPort, TLS: "none",
+				From: "hopper@ci.example"}}, notifysend.Options{})
+			require.NoError(b, err)
+			clock := testclock.New(time.Now())
+			ctx := context.Background()
+			senders := []*maintenance.NotifySender{
+				{Store: stores[0], Deliver: d, Clock: clock, Owner: "a", Batch: 32, Concurrency: 8},
+				{Store: stores[1], Deliver: d, Clock: clock, Owner: "b", Batch: 32, Concurrency: 8},
+			}
+			const perIteration = 100
+			sent, i := 0, 0
+			for b.Loop() {
+				b.StopTimer()
+				for range perIteration {
+					i++
+					_, _, err := stores[i%2].EnqueueNotification(ctx, &notify.Message{Email: &notify.Email{
+						Address: fmt.Sprintf("user%d@example.com", i), Subject: fmt.Sprintf("bench %d", i), Content: "hello"}}, clock.Now())
+					require.NoError(b, err)
+				}
+				b.StartTimer()
+				var wg sync.WaitGroup
+				var total atomic.Int64
+				for _, s := range senders {
+					wg.Go(func() {
+						n, err := s.Drain(ctx)
+						require.NoError(b, err)
+						total.Add(int64(n))
+					})
+				}
+				wg.Wait()
+				sent += int(total.Load())
+			}
+			b.ReportMetric(float64(sent)/b.Elapsed().Seconds(), "notifications/s")
+		})
+	}
 }
