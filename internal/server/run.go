@@ -150,7 +150,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	w := &wiring{cfg: cfg, store: st, sec: sec, blobs: blobs, schemas: schemas, key: key, log: log, events: ep, hub: hub}
+	w := &wiring{cfg: cfg, store: st, hub: st, sec: sec, blobs: blobs, schemas: schemas, key: key, log: log, events: ep, live: hub}
 	services, err := w.build()
 	if err != nil {
 		return err
@@ -172,7 +172,7 @@ func Run(ctx context.Context, cfg Config) error {
 		duties = append(duties, svc.duties...)
 		collectors = append(collectors, svc.collectors...)
 	}
-	handlers := map[string]http.Handler{ui.Prefix: ui.Handler()}
+	handlers := map[string]http.Handler{ui.Prefix: ui.Handler(), ui.CLISigninPath: ui.CLISignin()}
 	if m, ok := blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}

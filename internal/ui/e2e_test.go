@@ -65,6 +65,11 @@ func TestServedByHopperServe(t *testing.T) {
 		require.Contains(t, []int{http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect}, res.StatusCode)
 		require.Equal(t, "/ui/", res.Header.Get("Location"))
 	})
+	t.Run("taskcluster signin's page", func(t *testing.T) {
+		res, _ := get(t, "/auth/clients/create?scope=%2A&name=cli-x&expires=1d&callback_url=http%3A%2F%2Flocalhost%3A5000", browserAccept)
+		require.Equal(t, http.StatusFound, res.StatusCode)
+		require.Equal(t, "/ui/#/auth/clients/create?scope=%2A&name=cli-x&expires=1d&callback_url=http%3A%2F%2Flocalhost%3A5000", res.Header.Get("Location"))
+	})
 	t.Run("root for browsers", func(t *testing.T) {
 		res, _ := get(t, "/", browserAccept)
 		require.Equal(t, http.StatusFound, res.StatusCode)
@@ -104,9 +109,14 @@ type fixture struct {
 	Successor   string            `json:"successor"`
 	Worker      []string          `json:"worker"`
 	IndexedTask string            `json:"indexedTask"`
-	BigGroup    string            `json:"bigGroup,omitempty"`
-	BigSize     int               `json:"bigSize,omitempty"`
-	Screenshots string            `json:"screenshots,omitempty"`
+	// CLISignin is the page `taskcluster signin` opens, its callback a
+	// local server of the test; CLISigninRefused names a callback that is
+	// not on this machine.
+	CLISignin        string `json:"cliSignin"`
+	CLISigninRefused string `json:"cliSigninRefused"`
+	BigGroup         string `json:"bigGroup,omitempty"`
+	BigSize          int    `json:"bigSize,omitempty"`
+	Screenshots      string `json:"screenshots,omitempty"`
 }
 
 // browser returns the system Chromium, or skips.
@@ -166,6 +176,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	fx.IndexedTask = fx.RerunTask
 	serviceFixtures(ctx, t, root, fx.IndexedTask)
+	callback := startCLICallback(t)
+	fx.CLISignin = cliSigninURL(srv.RootURL, callback.URL)
+	fx.CLISigninRefused = cliSigninURL(srv.RootURL, "http://tc.example.com:8080/")
 	data, err := json.Marshal(fx)
 	require.NoError(t, err)
 
@@ -201,6 +214,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Log(out.String())
 	require.NoError(t, err, "browser test failed:\n%s\n%s", out.String(), stderr.String())
 	require.Contains(t, out.String(), "PASS all")
+	checkCLISignin(ctx, t, callback, srv.RootURL)
 }
 
 func newTaskDef(queue, group, name string, deps ...string) *tcclient.TaskDefinition {

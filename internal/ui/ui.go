@@ -130,3 +130,27 @@ func contentType(name string) string {
 	}
 	return "application/octet-stream"
 }
+
+// CLISigninPath is the page `taskcluster signin` opens in a browser,
+// <rootUrl>/auth/clients/create?scope=…&name=…&expires=…&callback_url=…
+// (where Taskcluster's own console answers).
+const CLISigninPath = "/auth/clients/create"
+
+// CLISignin sends the browser from CLISigninPath to the console's page of
+// the same name, with the command's query: the console creates the client
+// and hands its credentials to the command's callback.
+func CLISignin() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		target := Prefix + "#" + CLISigninPath
+		if r.URL.RawQuery != "" {
+			target += "?" + r.URL.RawQuery
+		}
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		http.Redirect(w, r, target, http.StatusFound)
+	})
+}

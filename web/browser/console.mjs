@@ -99,6 +99,10 @@ try {
     await waitText('h1', 'to be cancelled');
     const out = await act('cancel', true);
     expect(out.includes('HTTP 403 InsufficientScopes'), `expected InsufficientScopes, got: ${out}`);
+    // Shown whole: after the sentence ending "…missing the following
+    // scopes:", the scopes themselves, without Taskcluster's details block.
+    expect(/missing the following scopes:\s+one of:\s+queue:cancel-task:/.test(out), `expected the missing scopes, got: ${out}`);
+    expect(!out.includes('errorCode'), `the details block is left out: ${out}`);
     await waitText('.title-row .state', 'pending');
   });
 
@@ -152,9 +156,13 @@ try {
     await setDefinition('{"taskQueueId": "ui-test/created", "payload": {}, "metadata": {"name": "made from json"}}');
     await page.click('#create-task');
     await page.waitForSelector('.action-ok a', { timeout: T });
-    await setDefinition('{"taskQueueId": "ui-test/created", "priority": "urgent-ish", "payload": {}}');
+    await setDefinition('{"taskQueueId": "ui-test/created", "priority": "urgent-ish", "retries": 200, "payload": {}}');
     await page.click('#create-task');
     await waitText('.action-error', 'InputValidationError');
+    // Every violation, not only the sentence that announces them.
+    const refused = await page.$eval('.action-error', (e) => e.textContent);
+    expect(refused.includes('does not match schema create-task-request:') && refused.includes('/priority: value must be one of') &&
+      refused.includes('/retries: maximum: got 200, want 49'), `expected each schema violation, got: ${refused}`);
   });
 
   await check('task page with log, artifacts and runs', async () => {
@@ -277,6 +285,36 @@ try {
     expect(answer.value === 'go', `unexpected answer ${answer.value}`);
     await waitText('.title-row .state', 'completed', 10000);
     await tab.waitForFunction(() => [...document.querySelectorAll('.card h2')].some((e) => e.textContent.includes('1 / 1 resolved')), { timeout: 10000 });
+    await tab.close();
+  });
+
+  await check('taskcluster signin: sign in on its page, create the client, hand it to the command', async () => {
+    // A new tab has no session, like the browser tab the command opens.
+    const tab = await browser.newPage();
+    tab.on('pageerror', (e) => pageErrors.push(e.message));
+    await tab.goto(fx.cliSigninRefused);
+    await tab.waitForSelector('#cli-signin-refused', { timeout: T });
+    const refused = await tab.$eval('#cli-signin-refused', (e) => e.textContent);
+    expect(refused.includes('is not allowed'), refused);
+    await tab.goto(fx.cliSignin);
+    await tab.waitForSelector('form[aria-label="Sign in to continue"]', { timeout: T });
+    await tab.type('input[name=clientId]', fx.root.clientId);
+    await tab.type('input[name=accessToken]', 'not-the-token');
+    await tab.click('form.signin button[type=submit]');
+    await tab.waitForSelector('form.signin .error', { timeout: T });
+    const wrong = await tab.$eval('form.signin .error', (e) => e.textContent);
+    expect(wrong.includes('AuthenticationFailed') && wrong.includes('check the access token'), `a wrong token gives the CLI's hint: ${wrong}`);
+    await tab.click('input[name=accessToken]', { clickCount: 3 });
+    await tab.type('input[name=accessToken]', fx.root.accessToken);
+    await tab.click('form.signin button[type=submit]');
+    await tab.waitForSelector('#cli-client-id', { timeout: T });
+    const id = await tab.$eval('#cli-client-id', (e) => e.textContent);
+    expect(id === 'taskcluster/root/cli-AbC123', `client id ${id}`);
+    const scopes = await tab.$$eval('#cli-scopes li', (l) => l.map((e) => e.textContent));
+    expect(scopes.join(' ') === 'auth:get-client:taskcluster/root/cli-* queue:get-task:*', `scopes ${scopes}`);
+    if (fx.screenshots) await tab.screenshot({ path: path.join(fx.screenshots, 'ui-cli-signin.png') });
+    await tab.click('#cli-signin-create');
+    await tab.waitForFunction(() => document.querySelector('h1')?.textContent.includes('You have successfully signed in'), { timeout: T });
     await tab.close();
   });
 

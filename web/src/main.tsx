@@ -11,6 +11,7 @@ import { TasksPage } from './pages/tasks';
 import { WorkersPage, WorkerPage } from './pages/workers';
 import { CreatePage } from './pages/create';
 import { IndexPage, SecretsPage, HooksPage } from './pages/services';
+import { CliSignInPage } from './pages/clisignin';
 
 const SLUGID = /^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$/;
 const TASK_QUEUE_ID = /^[a-zA-Z0-9_-]{1,38}\/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$/;
@@ -59,6 +60,9 @@ function Page({ hash }: { hash: string }) {
       return <SecretsPage />;
     case 'hooks':
       return <HooksPage hookGroupId={rest[0]} hookId={rest[1]} />;
+    case 'auth':
+      if (rest[0] === 'clients' && rest[1] === 'create') return <CliSignInPage query={query} />;
+      break;
   }
   return <div class="error">No page at {hash}.</div>;
 }

@@ -3,7 +3,7 @@
 // auth.currentScopes and kept in this tab's sessionStorage only; by
 // default the permanent token is traded for temporary credentials at once.
 import { useEffect, useState } from 'preact/hooks';
-import { call } from './api';
+import { ApiError, call } from './api';
 import { errorText } from './components';
 import { prepareCredentials, session } from './session';
 import type { Credentials } from './hawk';
@@ -17,13 +17,6 @@ export function useSession(): Credentials | null {
 export function SignIn() {
   const creds = useSession();
   const [open, setOpen] = useState(false);
-  const [clientId, setClientId] = useState('');
-  const [accessToken, setAccessToken] = useState('');
-  const [certificate, setCertificate] = useState('');
-  const [temporary, setTemporary] = useState(true);
-  const [error, setError] = useState<string>('');
-  const [busy, setBusy] = useState(false);
-
   if (creds) {
     return (
       <div class="session">
@@ -32,6 +25,25 @@ export function SignIn() {
       </div>
     );
   }
+  return (
+    <div class="session">
+      <button onClick={() => setOpen(!open)} id="sign-in">Sign in</button>
+      {open && <SignInForm onDone={() => setOpen(false)} />}
+    </div>
+  );
+}
+
+/**
+ * SignInForm asks for credentials, checks them with auth.currentScopes and
+ * keeps them in this tab's session; onDone runs once signed in.
+ */
+export function SignInForm({ onDone, label = 'Sign in' }: { onDone?: () => void; label?: string }) {
+  const [clientId, setClientId] = useState('');
+  const [accessToken, setAccessToken] = useState('');
+  const [certificate, setCertificate] = useState('');
+  const [temporary, setTemporary] = useState(true);
+  const [error, setError] = useState<string>('');
+  const [busy, setBusy] = useState(false);
   const submit = async (e: Event) => {
     e.preventDefault();
     setBusy(true);
@@ -51,27 +63,44 @@ export function SignIn() {
       const { creds: kept, expires } = await prepareCredentials(given, temporary, scopes);
       if (kept !== given) await call('auth', 'GET', '/scopes/current', undefined, kept);
       session.set(kept, expires);
-      setOpen(false);
       setAccessToken('');
+      onDone?.();
     } catch (err) {
-      setError(errorText(err));
+      setError(signInErrorText(err));
     }
     setBusy(false);
   };
   return (
-    <div class="session">
-      <button onClick={() => setOpen(!open)} id="sign-in">Sign in</button>
-      {open && (
-        <form class="signin" onSubmit={submit} aria-label="Sign in">
-          <label>Client ID<input name="clientId" value={clientId} autocomplete="username" required onInput={(e) => setClientId((e.target as HTMLInputElement).value)} /></label>
-          <label>Access token<input name="accessToken" type="password" value={accessToken} autocomplete="current-password" required onInput={(e) => setAccessToken((e.target as HTMLInputElement).value)} /></label>
-          <label>Certificate (temporary credentials only)<textarea name="certificate" rows={2} value={certificate} onInput={(e) => setCertificate((e.target as HTMLTextAreaElement).value)} /></label>
-          <label class="check"><input type="checkbox" checked={temporary} onChange={(e) => setTemporary((e.target as HTMLInputElement).checked)} /> keep only temporary credentials (8 hours) in this tab</label>
-          <p class="small muted">Credentials stay in this tab (sessionStorage) and sign requests with Hawk; they are never sent in the clear.</p>
-          {error && <div class="error" role="alert">{error}</div>}
-          <button type="submit" disabled={busy}>{busy ? 'Checking…' : 'Sign in'}</button>
-        </form>
-      )}
-    </div>
+    <form class="signin" onSubmit={submit} aria-label={label}>
+      <label>Client ID<input name="clientId" value={clientId} autocomplete="username" required onInput={(e) => setClientId((e.target as HTMLInputElement).value)} /></label>
+      <label>Access token<input name="accessToken" type="password" value={accessToken} autocomplete="current-password" required onInput={(e) => setAccessToken((e.target as HTMLInputElement).value)} /></label>
+      <label>Certificate (temporary credentials only)<textarea name="certificate" rows={2} value={certificate} onInput={(e) => setCertificate((e.target as HTMLTextAreaElement).value)} /></label>
+      <label class="check"><input type="checkbox" checked={temporary} onChange={(e) => setTemporary((e.target as HTMLInputElement).checked)} /> keep only temporary credentials (8 hours) in this tab</label>
+      <p class="small muted">Credentials stay in this tab (sessionStorage) and sign requests with Hawk; they are never sent in the clear.</p>
+      {error && <div class="error" role="alert">{error}</div>}
+      <button type="submit" disabled={busy}>{busy ? 'Checking…' : label}</button>
+    </form>
   );
+}
+
+/**
+ * signInErrorText explains a refused sign-in with the hints hopper's CLI
+ * gives for the same refusal (internal/cli hintFor): what to check.
+ */
+export function signInErrorText(err: unknown): string {
+  const text = errorText(err);
+  const hint = signInHint(err);
+  return hint ? `${text} (${hint})` : text;
+}
+
+export function signInHint(err: unknown): string {
+  if (!(err instanceof ApiError)) return '';
+  if (err.status === 0) return `is hopper running at ${location.origin}?`;
+  if (err.status !== 401) return '';
+  const m = err.message;
+  if (m.includes('Bad mac')) return 'check the access token: it does not match the client ID';
+  if (m.includes('Stale timestamp')) return "check this machine's clock: Hawk allows a minute of skew";
+  if (m.includes('certificate')) return 'check the certificate: temporary credentials expire';
+  if (m.includes('client')) return 'check the client ID';
+  return 'check the client ID and access token';
 }
