@@ -17,6 +17,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/github"
 	"github.com/hopper-ci/hopper/internal/githubapi"
 	"github.com/hopper-ci/hopper/internal/store"
+	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
 const prTask = `
@@ -211,4 +212,54 @@ func TestGiteaPushThroughWebhook(t *testing.T) {
 	statuses := b.gh.Calls("/repos/alice/demo/statuses/" + sha)
 	require.Len(t, statuses, 1)
 	require.Equal(t, "pending", statuses[0].Body["state"])
+}
+
+// TestHooksFromTaskclusterYml: a `.taskcluster.yml` triggers a hook when
+// the event's role grants github:trigger-hook:<name>; the hook's task is
+// the build's group, created with the hook's role; without the scope the
+// users are told and nothing fires.
+func TestHooksFromTaskclusterYml(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	push := example(t, "push", 4)
+	sha := push["after"].(string)
+	b.gh.Install("Codertocat", "Hello-World", 1)
+	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml",
+		"version: 1\nhooks:\n  - name: ci/decide\n    context: {level: 3}\ntasks: []\n")
+	_, err := b.root.CreateHook(ctx, "ci", "decide", &tcclient.Hook{
+		Metadata:      json.RawMessage(`{"name":"n","description":"d","owner":"o@example.com"}`),
+		TriggerSchema: json.RawMessage(`{"type":"object"}`),
+		Task: json.RawMessage(`{"taskQueueId":"` + testQueue + `","payload":{},"deadline":{"$fromNow":"1 hour"},
+			"extra":{"level":{"$eval":"payload.context.level"},"for":"${payload.tasks_for}","sha":"${payload.event.after}"},
+			"metadata":{"name":"decide","description":"d","owner":"o@example.com","source":"https://example.com"}}`),
+	})
+	require.NoError(t, err)
+	_, err = b.root.CreateRole(ctx, "hook-id:ci/*", &tcclient.RoleRequest{Description: "t",
+		Scopes: []string{"queue:create-task:lowest:" + testQueue, "queue:create-task:project:none", "queue:scheduler-id:-"}})
+	require.NoError(t, err)
+	body, _ := json.Marshal(push)
+
+	// Without github:trigger-hook:ci/decide in the branch's role.
+	b.role(t, "repo:github.com/Codertocat/Hello-World:branch:master")
+	status, _ := b.deliver(t, "push", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, http.StatusNoContent, status)
+	b.process(t)
+	require.Empty(t, b.builds(t))
+	comments := b.gh.Calls("/comments")
+	require.Len(t, comments, 1)
+	require.Contains(t, comments[0].Body["body"], "github:trigger-hook:ci/decide")
+
+	_, err = b.root.UpdateRole(ctx, "repo:github.com/Codertocat/Hello-World:branch:master", &tcclient.RoleRequest{Description: "t",
+		Scopes: []string{"github:trigger-hook:ci/decide"}})
+	require.NoError(t, err)
+	status, _ = b.deliver(t, "push", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, http.StatusNoContent, status)
+	b.process(t)
+	builds := b.builds(t)
+	require.Len(t, builds, 1, "%v", b.gh.Calls("/comments"))
+	tasks := b.groupTasks(t, builds[0].TaskGroupID)
+	require.Len(t, tasks, 1)
+	require.Equal(t, builds[0].TaskGroupID, tasks[0].TaskID)
+	require.JSONEq(t, `{"level":3,"for":"github-push","sha":"`+sha+`"}`, string(tasks[0].Task.Extra))
 }
