@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -246,12 +247,81 @@ func (j *job) createTasks(ctx context.Context, r *github.Rendered, tasksFor stri
 		j.out.outbox = append(j.out.outbox, j.s.statusEntry(j.f, e.Organization, e.Repository, e.SHA, g, e.Type, github.StatePending, j.installation))
 	}
 	j.out.summary = fmt.Sprintf("created %d of %d tasks in task groups %v", created, len(r.Tasks), groups)
+	if refused == nil && hookErr == nil && r.AutoCancel && e.Kind == github.KindPullRequest && e.TasksFor == github.TasksForPullRequest && e.PullNumber != 0 {
+		if err := j.autoCancel(ctx); err != nil {
+			return err
+		}
+	}
 	if refused != nil {
 		j.out.summary = fmt.Sprintf("the queue refused a task: %s", refused.Code)
 		return j.userError("Taskcluster could not create the tasks of this event", errors.New(refused.Message))
 	}
 	if hookErr != nil {
 		return j.userError("Taskcluster could not trigger a hook of this event", hookErr)
+	}
+	return nil
+}
+
+// cancelClass is the class of pull-request event types whose builds
+// supersede each other: opened, reopened and synchronize are one.
+func cancelClass(eventType string) string {
+	switch eventType {
+	case "pull_request.opened", "pull_request.reopened", "pull_request.synchronize":
+		return "pull_request.opened"
+	}
+	return eventType
+}
+
+// autoCancel cancels the superseded builds of a pull request
+// (autoCancelPreviousChecks), without the race of deliveries that arrive
+// out of order or on several replicas at once: the pull request's current
+// head decides. When this event's commit is the head, the pending builds
+// of other commits are cancelled; when it is not (a newer push came
+// first), this event's own new groups are cancelled at once.
+func (j *job) autoCancel(ctx context.Context) error {
+	e := j.e
+	pr, err := j.f.PullRequest(ctx, j.installation, e.Organization, e.Repository, e.PullNumber)
+	if forge.IsStatus(err, http.StatusNotFound) {
+		return nil // gone: nothing to supersede
+	}
+	if err != nil {
+		return fmt.Errorf("reading pull request %d's head: %w", e.PullNumber, err)
+	}
+	head, _ := lookupString(pr, "head", "sha")
+	now := j.s.Clock.Now()
+	if head != "" && head != e.SHA {
+		for i := range j.out.builds {
+			b := &j.out.builds[i]
+			if err := j.s.cancelGroup(ctx, b, now); err != nil {
+				return err
+			}
+			b.State = github.StateCancelled
+			for k := range j.out.outbox {
+				if j.out.outbox[k].Key == "status:"+b.TaskGroupID {
+					j.out.outbox[k] = j.s.statusEntry(j.f, b.Organization, b.Repository, b.SHA, b.TaskGroupID, b.EventType, github.StateCancelled, j.installation)
+				}
+			}
+		}
+		j.out.summary += "; superseded by " + head + " already: cancelled"
+		return nil
+	}
+	builds, _, err := j.s.Store.ListGithubBuilds(ctx, store.GithubBuildFilter{Host: e.Host, Organization: e.Organization,
+		Repository: e.Repository, PullRequestNumber: e.PullNumber, State: github.StatePending}, store.Page{Limit: 1000})
+	if err != nil {
+		return err
+	}
+	cancelled := 0
+	for _, b := range builds {
+		if b.SHA == e.SHA || b.EventID == e.DeliveryID || cancelClass(b.EventType) != cancelClass(e.Type) {
+			continue
+		}
+		if err := j.s.cancelBuild(ctx, &b, now); err != nil {
+			return fmt.Errorf("cancelling superseded build %s: %w", b.TaskGroupID, err)
+		}
+		cancelled++
+	}
+	if cancelled > 0 {
+		j.out.summary += fmt.Sprintf("; cancelled %d superseded builds", cancelled)
 	}
 	return nil
 }
