@@ -136,8 +136,11 @@ func subcommands() []*cobra.Command {
 		cli.NewSecretCommand(),
 		cli.NewIndexCommand(),
 		cli.NewHookCommand(),
+		cli.NewPoolCommand(),
+		cli.NewNotifyCommand(),
 		cli.NewCacheCommand(),
 		cli.NewJSONECommand(),
+		cli.NewGithubCommand(),
 		benchCommand(),
 	}
 }

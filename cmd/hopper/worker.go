@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-ci/hopper/internal/cli"
 	"github.com/hopper-ci/hopper/internal/worker"
+	"github.com/hopper-ci/hopper/internal/worker/poolmember"
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
@@ -37,6 +39,7 @@ func workerCommand() *cobra.Command {
 		configFile string
 		flags      worker.Config
 		logLevel   string
+		pool       poolFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -50,7 +53,12 @@ drains (no new claims, running tasks finish, exit 71).
 
 Credentials come from --client-id/--access-token or TASKCLUSTER_CLIENT_ID,
 TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
---root-url or TASKCLUSTER_ROOT_URL.`,
+--root-url or TASKCLUSTER_ROOT_URL. A machine of a worker pool needs none:
+with --worker-pool and --static-secret-file it registers with the Worker
+Manager, which hands it credentials (renewed before they expire) and its
+config (the pool's workerConfig.hopperWorker, then the secret
+worker-pool:<pool>'s config.hopperWorker), and it stops when it is removed
+from the pool (docs/worker-pools.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := worker.Config{}
@@ -60,7 +68,26 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 					return &cli.ExitError{Code: cli.ExitUsage, Msg: err.Error(), Err: err}
 				}
 			}
+			var member *poolmember.Member
+			if pool.workerPool != "" {
+				if cfg.RootURL == "" {
+					cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
+				}
+				if cmd.Flags().Changed("root-url") {
+					cfg.RootURL = flags.RootURL
+				}
+				var err error
+				member, cfg, err = joinPool(commandContext(cmd), pool, cfg, configFile != "", flags, cmd, newLogger(logLevel))
+				if err != nil {
+					return err
+				}
+			}
 			overlayWorkerFlags(cmd, &cfg, flags)
+			if member != nil {
+				creds := member.Credentials()
+				cfg.Credentials = worker.CredentialsConfig{ClientID: creds.ClientID, AccessToken: creds.AccessToken, Certificate: creds.Certificate}
+				cfg.TaskQueueID, cfg.ProvisionerID, cfg.WorkerType = pool.workerPool, "", ""
+			}
 			if cfg.RootURL == "" {
 				cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
 			}
@@ -77,10 +104,14 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 			if _, err := cfg.Normalize(); err != nil {
 				return &cli.ExitError{Code: cli.ExitUsage, Msg: err.Error() + " (see hopper worker --help)", Err: err}
 			}
-			return runWorker(cfg, newLogger(logLevel))
+			return runWorker(cfg, newLogger(logLevel), member)
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&pool.workerPool, "worker-pool", "", "join this worker pool (<provisionerId>/<workerType>): register with the Worker Manager instead of using client credentials")
+	f.StringVar(&pool.secretFile, "static-secret-file", "", "file holding this machine's static secret (with --worker-pool)")
+	f.StringVar(&pool.providerID, "provider-id", "static", "the pool's provider (with --worker-pool)")
+	f.DurationVar(&pool.checkEvery, "pool-check-interval", 30*time.Second, "how often a pool worker asks whether it was removed (with --worker-pool)")
 	f.StringVar(&configFile, "config", "", "YAML or JSON worker configuration file (flags override it)")
 	f.StringVar(&flags.RootURL, "root-url", "", "Taskcluster root URL (TASKCLUSTER_ROOT_URL)")
 	f.StringVar(&flags.Credentials.ClientID, "client-id", "", "client id (TASKCLUSTER_CLIENT_ID)")
@@ -94,6 +125,7 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 	f.IntVar(&flags.Capacity, "capacity", 0, "concurrent task runs (default 1)")
 	f.StringVar(&flags.WorkDir, "work-dir", "", "directory for task dirs, caches and downloads (default ./hopper-worker)")
 	f.StringVar(&flags.Isolation, "isolation", "", "task sandbox: strict (refuse to start without every protection), auto (default: use what the machine offers) or none")
+	f.StringVar(&flags.TaskNetwork, "task-network", "", "what a sandboxed task in its own network namespace reaches: outbound (default: the network through slirp4netns, not the machine's loopback) or none")
 	f.StringVar(&flags.Engine, "engine", "", "how tasks run: process (generic-worker payloads, default) or docker (docker-worker payloads)")
 	f.StringVar(&flags.Docker.Host, "docker-host", "", "Docker daemon socket for --engine docker (DOCKER_HOST; default unix:///var/run/docker.sock)")
 	f.StringVar(&flags.Docker.Network, "docker-network", "", "network mode of task containers: bridge, host or none (default: bridge if the daemon has one, else none)")
@@ -122,6 +154,7 @@ func overlayWorkerFlags(cmd *cobra.Command, cfg *worker.Config, flags worker.Con
 	set("capacity", func() { cfg.Capacity = flags.Capacity })
 	set("work-dir", func() { cfg.WorkDir = flags.WorkDir })
 	set("isolation", func() { cfg.Isolation = flags.Isolation })
+	set("task-network", func() { cfg.TaskNetwork = flags.TaskNetwork })
 	set("superseding-order", func() { cfg.Superseding.Order = flags.Superseding.Order })
 	set("superseder-allow", func() { cfg.Superseding.AllowedURLPrefixes = flags.Superseding.AllowedURLPrefixes })
 	set("engine", func() { cfg.Engine = flags.Engine })
@@ -131,12 +164,20 @@ func overlayWorkerFlags(cmd *cobra.Command, cfg *worker.Config, flags worker.Con
 
 // runWorker runs a worker until it exits, mapping SIGTERM to an immediate
 // shutdown and SIGINT to a drain.
-func runWorker(cfg worker.Config, log *slog.Logger) error {
+func runWorker(cfg worker.Config, log *slog.Logger, member *poolmember.Member) error {
 	// This binary is the sandbox init too (sandboxInitCommand).
 	cfg.SandboxInit = sandbox.SelfInit()
 	w, err := worker.New(cfg, log)
 	if err != nil {
 		return err
+	}
+	if member != nil {
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go member.Run(ctx, w.SetCredentials, func(reason string) {
+			log.Warn("removed from the worker pool: stopping", "reason", reason)
+			w.Shutdown(true)
+		})
 	}
 	w.SupersedeFunc = superseding.NewSupersedeFunc(superseding.WorkerOptions{Logger: log})
 	superseding.AnnounceAllowList(log, w.Config().Superseding)

@@ -73,7 +73,7 @@ func (db *DB) GetArtifact(ctx context.Context, taskID string, runID int, name st
 
 // ListArtifacts implements Store: ordered by name.
 func (db *DB) ListArtifacts(ctx context.Context, taskID string, runID int, page Page) ([]Artifact, string, error) {
-	out, next, err := listPage(ctx, db, page, 1, func(after string) (string, []any, error) {
+	out, next, err := listPage(ctx, db, page, func(after string) (string, []any, error) {
 		return "SELECT " + artifactColumns + " FROM artifacts WHERE task_id = ? AND run_id = ? AND name > ? ORDER BY name LIMIT ?",
 			[]any{taskID, runID, after}, nil
 	}, func(row rowScanner) (Artifact, error) {

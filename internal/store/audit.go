@@ -80,7 +80,7 @@ func (db *DB) ListAuditHistory(ctx context.Context, q AuditQuery, page Page) ([]
 	default:
 		return nil, "", fmt.Errorf("listing audit history: no entity or client given")
 	}
-	out, next, err := listPage(ctx, db, page, 1, func(cursor string) (string, []any, error) {
+	out, next, err := listPage(ctx, db, page, func(cursor string) (string, []any, error) {
 		at, id, err := auditCursor(cursor)
 		if err != nil {
 			return "", nil, err

@@ -8,6 +8,24 @@ import (
 	"fmt"
 )
 
+// AuthStore keeps the Auth service's clients and roles.
+type AuthStore interface {
+	// A change given an *Audit records it in the audit log (audit.go) in
+	// the change's transaction.
+	CreateClient(ctx context.Context, c *Client, audit *Audit) (*Client, error)
+	GetClient(ctx context.Context, clientID string) (*Client, error)
+	ListClients(ctx context.Context, prefix string, page Page) ([]Client, string, error)
+	UpdateClient(ctx context.Context, clientID string, fn func(*Client) error, audit *Audit) (*Client, error)
+	DeleteClient(ctx context.Context, clientID string, audit *Audit) error
+	PutRole(ctx context.Context, roleID string, fn func(existing *Role) (*Role, error), audit *Audit) (*Role, error)
+	ListRoles(ctx context.Context) ([]Role, error)
+	DeleteRole(ctx context.Context, roleID string, audit *Audit) error
+	AuditStore
+	// RolesVersion changes whenever roles change, so callers can cache
+	// expanded role sets cheaply.
+	RolesVersion(ctx context.Context) (int64, error)
+}
+
 const clientColumns = "client_id, description, access_token, scopes, created, last_modified, last_date_used, last_rotated, expires, disabled, delete_on_expiration"
 
 func scanClient(row rowScanner) (*Client, error) {
@@ -94,7 +112,7 @@ func (db *DB) GetClient(ctx context.Context, clientID string) (*Client, error) {
 
 // ListClients implements Store.
 func (db *DB) ListClients(ctx context.Context, prefix string, page Page) ([]Client, string, error) {
-	out, next, err := listPage(ctx, db, page, 1, func(after string) (string, []any, error) {
+	out, next, err := listPage(ctx, db, page, func(after string) (string, []any, error) {
 		return "SELECT " + clientColumns + " FROM clients WHERE client_id > ? AND substr(client_id, 1, ?) = ? ORDER BY client_id LIMIT ?",
 			[]any{after, len(prefix), prefix}, nil
 	}, func(row rowScanner) (Client, error) {

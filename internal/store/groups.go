@@ -41,7 +41,7 @@ func (db *DB) GetTaskGroup(ctx context.Context, taskGroupID string) (*TaskGroup,
 
 // ListTaskGroup implements Store: members ordered by taskId.
 func (db *DB) ListTaskGroup(ctx context.Context, taskGroupID string, page Page) ([]*queue.TaskState, string, error) {
-	tasks, next, err := listPage(ctx, db, page, 1, func(after string) (string, []any, error) {
+	tasks, next, err := listPage(ctx, db, page, func(after string) (string, []any, error) {
 		return "SELECT " + prefixColumns("t.", taskColumns) + ` FROM task_group_members m JOIN tasks t ON t.task_id = m.task_id
 			WHERE m.task_group_id = ? AND m.task_id > ? ORDER BY m.task_id LIMIT ?`,
 			[]any{taskGroupID, after}, nil

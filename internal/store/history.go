@@ -47,7 +47,7 @@ var resolvedStates = map[string]bool{queue.StateCompleted: true, queue.StateFail
 // ListTasks implements HistoryStore. The order is created descending, then
 // taskId descending; the cursor is "<created ms>|<taskId>".
 func (db *DB) ListTasks(ctx context.Context, f TaskFilter, page Page) ([]HistoryTask, string, error) {
-	tasks, next, err := listPage(ctx, db, page, 1, func(cursor string) (string, []any, error) {
+	tasks, next, err := listPage(ctx, db, page, func(cursor string) (string, []any, error) {
 		return historyQuery(f, cursor)
 	}, func(row rowScanner) (HistoryTask, error) {
 		var (

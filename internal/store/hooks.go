@@ -361,7 +361,7 @@ func (db *DB) ListLastFires(ctx context.Context, hookGroupID, hookID string, pag
 		LastFire
 		id int64
 	}
-	rows, next, err := listPage(ctx, db, page, 1, func(cursor string) (string, []any, error) {
+	rows, next, err := listPage(ctx, db, page, func(cursor string) (string, []any, error) {
 		before := int64(1<<63 - 1)
 		if cursor != "" {
 			var err error

@@ -206,7 +206,7 @@ func (db *DB) FindIndexedTasks(ctx context.Context, paths []string, now time.Tim
 
 // ListIndexedTasks implements IndexStore.
 func (db *DB) ListIndexedTasks(ctx context.Context, namespace string, now time.Time, page Page) ([]index.Entry, string, error) {
-	out, next, err := listPage(ctx, db, page, 1,
+	out, next, err := listPage(ctx, db, page,
 		func(cursor string) (string, []any, error) {
 			return "SELECT " + indexEntryColumns + " FROM index_tasks WHERE namespace = ? AND name > ? AND expires > ? ORDER BY name LIMIT ?",
 				[]any{namespace, cursor, ms(now)}, nil
@@ -227,7 +227,7 @@ func (db *DB) ListIndexedTasks(ctx context.Context, namespace string, now time.T
 
 // ListIndexNamespaces implements IndexStore.
 func (db *DB) ListIndexNamespaces(ctx context.Context, parent string, now time.Time, page Page) ([]index.Namespace, string, error) {
-	out, next, err := listPage(ctx, db, page, 1,
+	out, next, err := listPage(ctx, db, page,
 		func(cursor string) (string, []any, error) {
 			return "SELECT parent, name, expires FROM index_namespaces WHERE parent = ? AND name > ? AND expires > ? ORDER BY name LIMIT ?",
 				[]any{parent, cursor, ms(now)}, nil

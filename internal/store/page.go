@@ -13,13 +13,22 @@ import (
 )
 
 // listPage reads one page of a keyset-paginated listing: every list method
-// of the store goes through it. fields is how many NUL-separated parts the
-// listing's cursors have (1: no NUL in them). build returns the SELECT for
-// the rows after cursor (the decoded continuation token, "" for the first page) and its
+// of the store goes through it (or through listPageFields). build returns
+// the SELECT for the rows after cursor (the decoded continuation token, ""
+// for the first page, never a NUL in it) and its
 // arguments; the SELECT must end with "LIMIT ?", whose value listPage
 // appends. One row more than the page holds is asked for, so the token is
 // given only when another page follows; it is cursorOf the page's last item.
-func listPage[T any](ctx context.Context, db *DB, page Page, fields int,
+func listPage[T any](ctx context.Context, db *DB, page Page,
+	build func(cursor string) (string, []any, error),
+	read func(rowScanner) (T, error),
+	cursorOf func(T) string) ([]T, string, error) {
+	return listPageFields(ctx, db, page, 1, build, read, cursorOf)
+}
+
+// listPageFields is listPage for a listing whose cursors have fields
+// non-empty parts separated by NUL ("<workerGroup>\x00<workerId>").
+func listPageFields[T any](ctx context.Context, db *DB, page Page, fields int,
 	build func(cursor string) (string, []any, error),
 	read func(rowScanner) (T, error),
 	cursorOf func(T) string) ([]T, string, error) {

@@ -37,7 +37,7 @@ type timedTask struct {
 // by timeColumn then taskId (listPendingTasks and listClaimedTasks). The
 // continuation token is the last (time, taskId) returned.
 func (db *DB) listByTime(ctx context.Context, timeColumn, where string, args []any, page Page) ([]timedTask, string, error) {
-	return listPage(ctx, db, page, 1, func(cursor string) (string, []any, error) {
+	return listPage(ctx, db, page, func(cursor string) (string, []any, error) {
 		afterMS, afterID, err := splitCursor(cursor)
 		if err != nil {
 			return "", nil, err
@@ -156,7 +156,7 @@ func (db *DB) GetTaskQueue(ctx context.Context, taskQueueID string, now time.Tim
 
 // ListTaskQueues implements Store: non-expired queues ordered by id.
 func (db *DB) ListTaskQueues(ctx context.Context, now time.Time, filter TaskQueueFilter, page Page) ([]TaskQueue, string, error) {
-	out, next, err := listPage(ctx, db, page, 1, func(after string) (string, []any, error) {
+	out, next, err := listPage(ctx, db, page, func(after string) (string, []any, error) {
 		query := "SELECT " + taskQueueColumns + " FROM task_queues WHERE expires > ? AND task_queue_id > ?"
 		args := []any{ms(now), after}
 		if filter.ProvisionerID != "" {
@@ -239,7 +239,7 @@ func (db *DB) GetWorker(ctx context.Context, key WorkerKey, now time.Time) (*Wor
 
 // ListWorkers implements Store.
 func (db *DB) ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page Page) ([]Worker, string, error) {
-	out, next, err := listPage(ctx, db, page, 2, func(cursor string) (string, []any, error) {
+	out, next, err := listPageFields(ctx, db, page, 2, func(cursor string) (string, []any, error) {
 		afterGroup, afterID, _ := strings.Cut(cursor, "\x00")
 		query := "SELECT " + workerColumns + ` FROM workers WHERE task_queue_id = ? AND (expires > ? OR quarantine_until > ?)
 		AND (worker_group > ? OR (worker_group = ? AND worker_id > ?))`

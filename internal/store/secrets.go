@@ -59,7 +59,7 @@ func (db *DB) GetSecret(ctx context.Context, name string) (*secrets.Secret, erro
 
 // ListSecrets implements SecretStore.
 func (db *DB) ListSecrets(ctx context.Context, now time.Time, page Page) ([]string, string, error) {
-	out, next, err := listPage(ctx, db, page, 1,
+	out, next, err := listPage(ctx, db, page,
 		func(cursor string) (string, []any, error) {
 			return "SELECT name FROM secrets WHERE name > ? AND expires >= ? ORDER BY name LIMIT ?", []any{cursor, ms(now)}, nil
 		},

@@ -111,7 +111,7 @@ func (db *DB) GetTasks(ctx context.Context, taskIDs []string) ([]*queue.TaskStat
 
 // ListDependents implements Store.
 func (db *DB) ListDependents(ctx context.Context, taskID string, page Page) ([]*queue.TaskState, string, error) {
-	tasks, next, err := listPage(ctx, db, page, 1, func(after string) (string, []any, error) {
+	tasks, next, err := listPage(ctx, db, page, func(after string) (string, []any, error) {
 		return `SELECT t.task_id, t.definition, t.retries_left, t.runs FROM task_dependencies d
 		JOIN tasks t ON t.task_id = d.dependent_task_id
 		WHERE d.required_task_id = ? AND d.dependent_task_id > ? ORDER BY d.dependent_task_id LIMIT ?`, []any{taskID, after}, nil

@@ -162,7 +162,7 @@ func (db *DB) UpdateWorkerPool(ctx context.Context, workerPoolID string, fn func
 
 // ListWorkerPools implements WorkerManagerStore.
 func (db *DB) ListWorkerPools(ctx context.Context, page Page) ([]workermanager.Pool, string, error) {
-	out, next, err := listPage(ctx, db, page, 1,
+	out, next, err := listPage(ctx, db, page,
 		func(cursor string) (string, []any, error) {
 			return "SELECT " + poolColumns + " FROM wm_worker_pools WHERE worker_pool_id > ? ORDER BY worker_pool_id LIMIT ?", []any{cursor}, nil
 		},
@@ -307,7 +307,7 @@ func (db *DB) UpdatePoolWorker(ctx context.Context, key workermanager.Key, fn fu
 
 // ListPoolWorkers implements WorkerManagerStore.
 func (db *DB) ListPoolWorkers(ctx context.Context, f PoolWorkerFilter, page Page) ([]workermanager.Worker, string, error) {
-	out, next, err := listPage(ctx, db, page, 3,
+	out, next, err := listPageFields(ctx, db, page, 3,
 		func(cursor string) (string, []any, error) {
 			var where []string
 			var args []any
@@ -439,7 +439,7 @@ func (db *DB) AddWorkerPoolError(ctx context.Context, e *workermanager.PoolError
 
 // ListWorkerPoolErrors implements WorkerManagerStore.
 func (db *DB) ListWorkerPoolErrors(ctx context.Context, f PoolErrorFilter, page Page) ([]workermanager.PoolError, string, error) {
-	out, next, err := listPage(ctx, db, page, 1,
+	out, next, err := listPage(ctx, db, page,
 		func(cursor string) (string, []any, error) {
 			var where []string
 			var args []any

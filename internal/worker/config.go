@@ -153,6 +153,11 @@ type Config struct {
 	// machine offers and says what is missing, "none" runs commands as
 	// plain child processes.
 	Isolation string `yaml:"isolation" json:"isolation,omitempty"`
+	// TaskNetwork is what a sandboxed task (own network namespace) may
+	// reach: "outbound" (default) the machine's network through
+	// slirp4netns, without the machine's loopback services; "none" only
+	// its own loopback. The taskcluster proxy is reachable in both.
+	TaskNetwork string `yaml:"taskNetwork" json:"taskNetwork,omitempty"`
 	// MaxTaskMemoryMB limits every task's memory (0: no limit) and
 	// MaxTaskProcesses its processes and threads (default 4096, so a fork
 	// bomb cannot take the machine; -1: no limit); payload.limits may ask
@@ -348,6 +353,11 @@ func (c Config) Normalize() (Config, error) {
 	} else {
 		c.Isolation = string(iso)
 	}
+	if n, err := sandbox.ParseNetwork(c.TaskNetwork); err != nil {
+		problems = append(problems, err.Error())
+	} else {
+		c.TaskNetwork = string(n)
+	}
 	if c.MaxTaskProcesses == 0 {
 		c.MaxTaskProcesses = 4096
 	}
@@ -376,6 +386,10 @@ func (c *Config) workerCredentials() *tcclient.Credentials {
 
 // DefaultWorkerGroup is the workerGroup of a worker configured without one.
 const DefaultWorkerGroup = "local"
+
+// HostWorkerID is the workerId a worker configured without one takes:
+// this host's name, reduced to a valid workerId.
+func HostWorkerID() string { return hostWorkerID() }
 
 // hostWorkerID is the host name reduced to a valid workerId (letters,
 // digits, - and _, at most 38 characters).
