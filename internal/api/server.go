@@ -53,6 +53,9 @@ type Server struct {
 	mux     *http.ServeMux
 	// routes are the routes served, in registration order.
 	routes []Route
+	// bodies is the budget request bodies are read and decoded within
+	// (body.go).
+	bodies *bodyBudget
 	// tails are the routes ending in "{name...}" (cleanpath.go).
 	tails []tailRoute
 	// secretPaths find the secrets of routes' paths in any request's path,
@@ -89,7 +92,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		clock: opts.Clock, schemas: schemas, authz: opts.Authorizer, log: opts.Logger,
-		metrics: opts.Metrics, mux: http.NewServeMux(),
+		metrics: opts.Metrics, mux: http.NewServeMux(), bodies: newBodyBudget(bodyBudgetBytes),
 	}
 	if s.clock == nil {
 		s.clock = systemClock{}
@@ -167,6 +170,8 @@ type Route struct {
 	// SecretParams name URL parameters that are secrets (a webhook
 	// token): the access log shows them redacted.
 	SecretParams []string
+	// BodyLimits bound the request body (nil: DefaultBodyLimits).
+	BodyLimits *BodyLimits
 	// CleanPayloadFunc, if set, rewrites the request body an error reply
 	// echoes (requestInfo.payload), to keep secrets out of it.
 	CleanPayloadFunc func(payload []byte) []byte
@@ -338,13 +343,17 @@ func hasOnlyBaseHeaders(h http.Header) bool {
 func (s *Server) handle(c *Call) int {
 	h := c.W.Header()
 	setBaseHeaders(h)
-	body, err := io.ReadAll(http.MaxBytesReader(c.W, c.R.Body, maxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return s.fail(c, Errorf(CodeInputTooLarge, "Request body is larger than %d bytes", maxBodyBytes))
+	if mustAuthenticateFirst(c) {
+		if pre, ok := s.authz.(Preauthenticator); ok {
+			if err := pre.Preauthenticate(c); err != nil {
+				return s.fail(c, err)
+			}
 		}
-		return s.fail(c, Errorf(CodeMalformedPayload, "Reading request body: %v", err))
+	}
+	body, held, err := s.readBody(c)
+	defer s.bodies.release(held)
+	if err != nil {
+		return s.fail(c, bodyFailure(err))
 	}
 	c.Body = body
 	if c.Route.Input != "" {
@@ -505,6 +514,9 @@ func (s *Server) fail(c *Call, err error) int {
 	}
 	if apiErr.Code == CodeAuthenticationFailed {
 		c.W.Header().Set("WWW-Authenticate", "hawk")
+	}
+	if apiErr.RetryAfter > 0 {
+		c.W.Header().Set("Retry-After", strconv.Itoa(apiErr.RetryAfter))
 	}
 	payload := json.RawMessage(validUTF8(c.Body))
 	if c.Input != nil {
