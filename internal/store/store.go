@@ -227,7 +227,10 @@ type ExpireDataResult struct {
 	IndexedTasks, IndexNamespaces, Secrets int
 	// HookFires counts fire records past LastFireRetention (hooks.go).
 	HookFires int
-	Blobs     []ExpiredArtifact
+	// GithubRecords counts webhook deliveries past GithubRetention
+	// (github.go).
+	GithubRecords int
+	Blobs         []ExpiredArtifact
 }
 
 // ExpiredArtifact names an expired artifact whose data may need deleting.

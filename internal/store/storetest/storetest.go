@@ -160,6 +160,7 @@ func Run(t *testing.T, open Opener) {
 		{"GithubDeliveryClaimRace", testGithubDeliveryClaimRace},
 		{"GithubBuilds", testGithubBuilds},
 		{"GithubOutbox", testGithubOutbox},
+		{"GithubExpiry", testGithubExpiry},
 		{"FlowLimit", testFlowLimit},
 		{"FlowSupersede", testFlowSupersede},
 		{"FlowCancelInProgress", testFlowCancelInProgress},
