@@ -58,6 +58,7 @@ func (w *wiring) services() []func() (service, error) {
 		w.flowService,
 		w.liveService,
 		w.workerManagerService,
+		w.notifyService,
 	}
 }
 

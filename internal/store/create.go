@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/queue"
 )
 
@@ -35,7 +36,10 @@ func (db *DB) CreateTask(ctx context.Context, p CreateTaskParams) (*Result, erro
 	// row is written, and with cancelInProgress the key's running tasks
 	// are cancelled, in its transaction: a keyed create may cancel others
 	// (docs/flow-control.md).
-	if db.creates == nil || len(p.Task.Dependencies) > 0 || p.Task.Flow != nil {
+	// So does a task with notify routes: its notifications are written by
+	// the transaction that creates it, and its runs are never handed over
+	// or claimed at create, whose writes record none (notify.go).
+	if db.creates == nil || len(p.Task.Dependencies) > 0 || p.Task.Flow != nil || notify.HasRoutes(p.Task) {
 		return db.createTaskAlone(ctx, p)
 	}
 	call := &createCall{ctx: ctx, p: p, err: errNotRun}
@@ -144,7 +148,7 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 		res.Task = state
 		// The new task's change comes first (Result.Changes), before those
 		// of tasks it cancelled.
-		res.Changes = append([]Change{{Task: state, Events: withStatus(tr.Events, state)}}, res.Changes...)
+		res.Changes = append([]Change{tx.change(state, tr.Events)}, res.Changes...)
 		return nil
 	})
 	if err != nil {
