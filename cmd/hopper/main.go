@@ -139,6 +139,7 @@ func subcommands() []*cobra.Command {
 		cli.NewPoolCommand(),
 		cli.NewCacheCommand(),
 		cli.NewJSONECommand(),
+		cli.NewGithubCommand(),
 		benchCommand(),
 	}
 }
