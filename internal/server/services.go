@@ -10,6 +10,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/flowapi"
+	"github.com/hopper-ci/hopper/internal/hooksapi"
 	"github.com/hopper-ci/hopper/internal/indexapi"
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/maintenance"
@@ -58,6 +59,7 @@ func (w *wiring) services() []func() (service, error) {
 		w.flowService,
 		w.liveService,
 		w.workerManagerService,
+		w.notifyService,
 	}
 }
 
@@ -81,6 +83,7 @@ type wiring struct {
 
 	objects queueapi.ObjectService // nil: the blob store cannot hold objects
 	queue   *queueapi.Server
+	hooks   *hooksapi.Firer
 }
 
 // build runs the constructors in order.

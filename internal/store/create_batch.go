@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/queue"
 )
 
@@ -40,7 +41,10 @@ func (db *DB) CreateTask(ctx context.Context, p CreateTaskParams) (*Result, erro
 	}
 	// A task under a flow policy goes alone: its key's row is written and
 	// its key's running tasks may be cancelled in its transaction.
-	if db.creates == nil || len(p.Task.Dependencies) > 0 || p.Flow != nil {
+	// So does a task with notify routes: its notifications are written by
+	// the transaction that creates it, and its runs are never handed over
+	// or claimed at create, whose writes record none (notify.go).
+	if db.creates == nil || len(p.Task.Dependencies) > 0 || p.Flow != nil || notify.HasRoutes(p.Task) {
 		return db.createTaskAlone(ctx, p)
 	}
 	call := &createCall{ctx: ctx, p: p, err: errNotRun}

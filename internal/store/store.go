@@ -98,6 +98,9 @@ type Store interface {
 	// The Worker Manager service (workermanager.go).
 	WorkerManagerStore
 
+	// The Notify service's outbox and denylist (notify.go).
+	NotifyStore
+
 	Close() error
 }
 
@@ -233,6 +236,8 @@ type ExpireDataResult struct {
 	// GithubRecords counts webhook deliveries past GithubRetention
 	// (github.go).
 	GithubRecords int
+	// Notifications counts outbox rows past their task's expiry (notify.go).
+	Notifications int
 	Blobs         []ExpiredArtifact
 }
 
