@@ -138,3 +138,7 @@ func TestUpgrade(t *testing.T) {
 		}
 	})
 }
+
+func TestProvisionerRace(t *testing.T) {
+	storetest.RunProvisionerRace(t, openFixture)
+}

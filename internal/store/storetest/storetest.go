@@ -168,6 +168,7 @@ func Run(t *testing.T, open Opener) {
 		{"PoolWorkers", testPoolWorkers},
 		{"PoolErrors", testPoolErrors},
 		{"LeaseRace", testLeaseRace},
+		{"RequestUnderLease", testRequestUnderLease},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
