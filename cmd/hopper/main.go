@@ -137,8 +137,10 @@ func subcommands() []*cobra.Command {
 		cli.NewIndexCommand(),
 		cli.NewHookCommand(),
 		cli.NewPoolCommand(),
+		cli.NewNotifyCommand(),
 		cli.NewCacheCommand(),
 		cli.NewJSONECommand(),
+		cli.NewGithubCommand(),
 		benchCommand(),
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,6 +28,8 @@ import (
 	"github.com/hopper-ci/hopper/internal/forge/forgetest"
 	"github.com/hopper-ci/hopper/internal/github"
 	. "github.com/hopper-ci/hopper/internal/githubapi"
+	"github.com/hopper-ci/hopper/internal/hooks"
+	"github.com/hopper-ci/hopper/internal/hooksapi"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
@@ -57,7 +60,7 @@ type bundle struct {
 	dieAfterCreate bool
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	gh := forgetest.Start(t)
 	ctx := context.Background()
@@ -93,8 +96,11 @@ func setup(t *testing.T) *bundle {
 	srv, err = queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: hs.URL, Version: "test"}, Store: db, Clock: clock,
 		Issuer: sec.Issuer, Logger: log})
 	require.NoError(t, err)
+	firer := &hooksapi.Firer{Store: db, Roles: sec.Roles, Clock: clock, Log: log, Tasks: srv}
+	svc.Hooks = hookTrigger{firer}
 	httpSrv, err := api.New(api.Options{Clock: clock, Authorizer: sec.Authorizer, Logger: log,
 		Routes: slices.Concat(srv.Routes(), Routes(svc, "test", clock.Now()),
+			hooksapi.Routes(hooksapi.Deps{Store: db, Sealer: sec.Sealer, Firer: firer, Caller: sec.Authorizer.Caller, Logger: log}),
 			authapi.Routes(authapi.Deps{Store: db, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
 				Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log})),
 	})
@@ -105,13 +111,25 @@ func setup(t *testing.T) *bundle {
 	return b
 }
 
+// hookTrigger is the server's adapter of the hooks' firer.
+type hookTrigger struct{ firer *hooksapi.Firer }
+
+func (h hookTrigger) TriggerHook(ctx context.Context, group, id string, payload []byte, taskID string, now time.Time) (string, error) {
+	err := h.firer.Trigger(ctx, group, id, payload, taskID, ClientID, now)
+	var refused *hooks.Error
+	if errors.As(err, &refused) {
+		return refused.Error(), nil
+	}
+	return "", err
+}
+
 type publisherFunc func(ctx context.Context, changes []store.Change)
 
 func (f publisherFunc) Publish(ctx context.Context, changes []store.Change) { f(ctx, changes) }
 
 // example returns a payload of @octokit/webhooks-examples: the index-th
 // example of the event.
-func example(t *testing.T, event string, index int) map[string]any {
+func example(t testing.TB, event string, index int) map[string]any {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "e2e", "node", "node_modules", "@octokit", "webhooks-examples", "api.github.com", "index.json"))
@@ -133,7 +151,7 @@ func example(t *testing.T, event string, index int) map[string]any {
 }
 
 // deliver posts a delivery signed with secret ("" for none).
-func (b *bundle) deliver(t *testing.T, event, id string, body []byte, secret string) (int, string) {
+func (b *bundle) deliver(t testing.TB, event, id string, body []byte, secret string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, b.url+BasePath+"/github", bytes.NewReader(body))
 	require.NoError(t, err)
@@ -169,7 +187,7 @@ tasks:
       extra: {head: '${head}', slug: {$eval: 'as_slugid("decision")'}}
 `
 
-func (b *bundle) role(t *testing.T, roleID string) {
+func (b *bundle) role(t testing.TB, roleID string) {
 	t.Helper()
 	_, err := b.root.CreateRole(context.Background(), roleID, &tcclient.RoleRequest{Description: "test",
 		Scopes: []string{"queue:create-task:lowest:" + testQueue, "queue:create-task:project:none"}})
@@ -325,6 +343,14 @@ func TestPushErrors(t *testing.T) {
 	errs := b.gh.Calls("/statuses/")
 	require.Len(t, errs, 2, "each delivery's error status")
 	require.Equal(t, "error", errs[0].Body["state"])
+	// The status links to the delivery's record, holding the whole error.
+	resp, err := http.Get(errs[0].Body["target_url"].(string))
+	require.NoError(t, err)
+	var record map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&record))
+	resp.Body.Close()
+	require.Equal(t, "done", record["state"])
+	require.Contains(t, record["outcome"], "InterpreterError at template.tasks[0]")
 
 	// Without the branch's role the queue refuses the task.
 	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", decisionTask)

@@ -18,6 +18,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/maintenance"
+	"github.com/hopper-ci/hopper/internal/notifysend"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/schema"
@@ -66,6 +67,12 @@ type Config struct {
 	Pprof string
 	// Ready, if set, receives the server's root URL once it is listening.
 	Ready func(rootURL string)
+	// Notify configures the Notify service's channels; when nil, they are
+	// read from NotifyConfigFile (if set) and the environment's
+	// HOPPER_NOTIFY_* secrets. Without any, task notifications are still
+	// recorded, and fail saying their channel is not configured.
+	Notify           *notifysend.Config
+	NotifyConfigFile string
 }
 
 // Run serves until ctx is cancelled, then drains: open long-polls end with
@@ -143,7 +150,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	w := &wiring{cfg: cfg, store: st, sec: sec, blobs: blobs, schemas: schemas, key: key, log: log, events: ep, hub: hub}
+	w := &wiring{cfg: cfg, store: st, hub: st, sec: sec, blobs: blobs, schemas: schemas, key: key, log: log, events: ep, live: hub}
 	services, err := w.build()
 	if err != nil {
 		return err
