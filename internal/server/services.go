@@ -10,6 +10,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/flowapi"
+	"github.com/hopper-ci/hopper/internal/hopperapi"
 	"github.com/hopper-ci/hopper/internal/indexapi"
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/maintenance"
@@ -56,6 +57,7 @@ func (w *wiring) services() []func() (service, error) {
 		w.purgeCacheService,
 		w.supersederService,
 		w.flowService,
+		w.hopperService,
 		w.liveService,
 		w.workerManagerService,
 	}
@@ -175,6 +177,11 @@ func (w *wiring) supersederService() (service, error) {
 
 func (w *wiring) flowService() (service, error) {
 	return service{routes: flowapi.Routes(flowapi.Deps{Store: w.store, Version: w.cfg.Version})}, nil
+}
+
+// hopperService is hopper's own operator views (/api/hopper/v1/).
+func (w *wiring) hopperService() (service, error) {
+	return service{routes: hopperapi.Routes(hopperapi.Deps{Store: w.store, Version: w.cfg.Version})}, nil
 }
 
 // liveService is the web console's live feed; open streams would hold the

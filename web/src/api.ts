@@ -15,7 +15,7 @@ export class ApiError extends Error {
   }
 }
 
-export type Service = 'queue' | 'auth' | 'index' | 'secrets' | 'hooks' | 'flow';
+export type Service = 'queue' | 'auth' | 'index' | 'secrets' | 'hooks' | 'flow' | 'hopper';
 
 /** base is the origin the UI talks to (its own). */
 export function base(): string {
