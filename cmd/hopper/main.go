@@ -136,8 +136,10 @@ func subcommands() []*cobra.Command {
 		cli.NewSecretCommand(),
 		cli.NewIndexCommand(),
 		cli.NewHookCommand(),
+		cli.NewPoolCommand(),
 		cli.NewCacheCommand(),
 		cli.NewJSONECommand(),
+		cli.NewGithubCommand(),
 		benchCommand(),
 	}
 }

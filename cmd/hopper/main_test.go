@@ -192,3 +192,31 @@ func TestWorkerSecondInterruptForces(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "worker-shutdown", st.Runs[0].ReasonResolved)
 }
+
+// TestWorkerLogShowsMissingScopes: a worker whose client may not claim
+// from its queue stops, and its log names the scope it misses, not only
+// the sentence that announces it.
+func TestWorkerLogShowsMissingScopes(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: skips running the hopper binary")
+	}
+	srv := e2e.StartServer(t, e2e.ServerOptions{})
+	root := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
+	created, err := root.CreateClient(context.Background(), "workers/no-claim", &tcclient.ClientRequest{
+		Expires: tcclient.NewTime(time.Now().Add(time.Hour)), Description: "may not claim",
+		Scopes: []string{"queue:worker-id:e2e/w1"},
+	})
+	require.NoError(t, err)
+	w := e2e.StartWorker(t, srv, e2e.WorkerOptions{TaskQueueID: "cli-test/scopes", Config: map[string]any{
+		"credentials": map[string]string{"clientId": "workers/no-claim", "accessToken": created.AccessToken},
+	}})
+	select {
+	case <-w.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the worker did not stop; logs:\n%s", w.Logs())
+	}
+	require.Equal(t, 1, w.ExitCode())
+	require.Contains(t, w.Logs(), "is missing the following scopes: queue:claim-work:cli-test/scopes")
+	require.NotContains(t, w.Logs(), "errorCode")
+}

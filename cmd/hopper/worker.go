@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-ci/hopper/internal/cli"
 	"github.com/hopper-ci/hopper/internal/worker"
+	"github.com/hopper-ci/hopper/internal/worker/poolmember"
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
@@ -37,6 +39,7 @@ func workerCommand() *cobra.Command {
 		configFile string
 		flags      worker.Config
 		logLevel   string
+		pool       poolFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -50,7 +53,12 @@ drains (no new claims, running tasks finish, exit 71).
 
 Credentials come from --client-id/--access-token or TASKCLUSTER_CLIENT_ID,
 TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
---root-url or TASKCLUSTER_ROOT_URL.`,
+--root-url or TASKCLUSTER_ROOT_URL. A machine of a worker pool needs none:
+with --worker-pool and --static-secret-file it registers with the Worker
+Manager, which hands it credentials (renewed before they expire) and its
+config (the pool's workerConfig.hopperWorker, then the secret
+worker-pool:<pool>'s config.hopperWorker), and it stops when it is removed
+from the pool (docs/worker-pools.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := worker.Config{}
@@ -60,7 +68,26 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 					return &cli.ExitError{Code: cli.ExitUsage, Msg: err.Error(), Err: err}
 				}
 			}
+			var member *poolmember.Member
+			if pool.workerPool != "" {
+				if cfg.RootURL == "" {
+					cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
+				}
+				if cmd.Flags().Changed("root-url") {
+					cfg.RootURL = flags.RootURL
+				}
+				var err error
+				member, cfg, err = joinPool(commandContext(cmd), pool, cfg, configFile != "", flags, cmd, newLogger(logLevel))
+				if err != nil {
+					return err
+				}
+			}
 			overlayWorkerFlags(cmd, &cfg, flags)
+			if member != nil {
+				creds := member.Credentials()
+				cfg.Credentials = worker.CredentialsConfig{ClientID: creds.ClientID, AccessToken: creds.AccessToken, Certificate: creds.Certificate}
+				cfg.TaskQueueID, cfg.ProvisionerID, cfg.WorkerType = pool.workerPool, "", ""
+			}
 			if cfg.RootURL == "" {
 				cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
 			}
@@ -77,10 +104,14 @@ TASKCLUSTER_ACCESS_TOKEN and TASKCLUSTER_CERTIFICATE; the root URL from
 			if _, err := cfg.Normalize(); err != nil {
 				return &cli.ExitError{Code: cli.ExitUsage, Msg: err.Error() + " (see hopper worker --help)", Err: err}
 			}
-			return runWorker(cfg, newLogger(logLevel))
+			return runWorker(cfg, newLogger(logLevel), member)
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&pool.workerPool, "worker-pool", "", "join this worker pool (<provisionerId>/<workerType>): register with the Worker Manager instead of using client credentials")
+	f.StringVar(&pool.secretFile, "static-secret-file", "", "file holding this machine's static secret (with --worker-pool)")
+	f.StringVar(&pool.providerID, "provider-id", "static", "the pool's provider (with --worker-pool)")
+	f.DurationVar(&pool.checkEvery, "pool-check-interval", 30*time.Second, "how often a pool worker asks whether it was removed (with --worker-pool)")
 	f.StringVar(&configFile, "config", "", "YAML or JSON worker configuration file (flags override it)")
 	f.StringVar(&flags.RootURL, "root-url", "", "Taskcluster root URL (TASKCLUSTER_ROOT_URL)")
 	f.StringVar(&flags.Credentials.ClientID, "client-id", "", "client id (TASKCLUSTER_CLIENT_ID)")
@@ -131,12 +162,20 @@ func overlayWorkerFlags(cmd *cobra.Command, cfg *worker.Config, flags worker.Con
 
 // runWorker runs a worker until it exits, mapping SIGTERM to an immediate
 // shutdown and SIGINT to a drain.
-func runWorker(cfg worker.Config, log *slog.Logger) error {
+func runWorker(cfg worker.Config, log *slog.Logger, member *poolmember.Member) error {
 	// This binary is the sandbox init too (sandboxInitCommand).
 	cfg.SandboxInit = sandbox.SelfInit()
 	w, err := worker.New(cfg, log)
 	if err != nil {
 		return err
+	}
+	if member != nil {
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go member.Run(ctx, w.SetCredentials, func(reason string) {
+			log.Warn("removed from the worker pool: stopping", "reason", reason)
+			w.Shutdown(true)
+		})
 	}
 	w.SupersedeFunc = superseding.NewSupersedeFunc(superseding.WorkerOptions{Logger: log})
 	superseding.AnnounceAllowList(log, w.Config().Superseding)

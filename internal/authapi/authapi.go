@@ -35,7 +35,7 @@ const StaticPrefix = "static/"
 // (default slog.Default()) and Started (default: when Routes is called).
 type Deps struct {
 	// Store persists clients (with sealed tokens) and roles.
-	Store store.Store
+	Store store.AuthStore
 	// Sealer encrypts access tokens before they are stored; the clientId
 	// is the associated data.
 	Sealer *auth.Sealer

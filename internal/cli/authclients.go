@@ -39,29 +39,34 @@ func authCLIClient() (*tcclient.Client, error) {
 	return c, nil
 }
 
-// authCLIError turns an API failure into one line: what was being done,
-// the status and code, and the server's explanation with its layout (and
-// the request details Taskcluster appends) removed.
+// authCLIError turns an API failure into what was being done, the status
+// and code, and the server's explanation (tcclient.ErrorDigest): its first
+// line, then, indented on the lines below, what to fix (the missing
+// scopes, each schema violation).
 func authCLIError(doing string, err error) error {
 	var apiErr *tcclient.APIError
 	if !errors.As(err, &apiErr) {
 		// failure keeps only the innermost cause and says what to check.
 		return failure(doing, err)
 	}
-	msg, _, _ := strings.Cut(apiErr.Message, "\n\n---")
-	// For scope failures the missing scopes are what matters; the full
-	// expression that follows is long.
-	msg, _, _ = strings.Cut(msg, "\n\nThis request requires the client")
-	msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "```", " ")), " ")
+	summary, details := tcclient.ErrorDigest(apiErr.Message)
 	code := apiErr.Code
 	if code == "" {
 		code = "error"
 	}
-	line := fmt.Sprintf("%s: %d %s: %s", doing, apiErr.StatusCode, code, msg)
+	line := fmt.Sprintf("%s: %d %s: %s", doing, apiErr.StatusCode, code, summary)
 	if hint := hintFor(err); hint != "" {
 		line += " (" + hint + ")"
 	}
-	return &ExitError{Code: ExitFailed, Msg: line, Err: err}
+	return &ExitError{Code: ExitFailed, Msg: withDetails(line, details), Err: err}
+}
+
+// withDetails appends an error's detail lines below its first line.
+func withDetails(line string, details []string) string {
+	if len(details) == 0 {
+		return line
+	}
+	return line + "\n" + strings.Join(details, "\n")
 }
 
 // parseClientExpiry reads --expires: an RFC 3339 date-time, or a duration from

@@ -195,9 +195,11 @@ func usagef(format string, args ...any) error {
 	return &ExitError{Code: ExitUsage, Msg: oneLine(fmt.Sprintf(format, args...))}
 }
 
-// failure turns an error from the client into a one-line ExitFailed error:
-// what was being done, then the cause in the API's own words, then what to
-// check when the cause is one a user can fix (credentials, the root URL).
+// failure turns an error from the client into an ExitFailed error: what was
+// being done, then the cause in the API's own words, then what to check
+// when the cause is one a user can fix (credentials, the root URL); an API
+// error's lines that say what to fix (missing scopes, schema violations)
+// follow, indented.
 func failure(doing string, err error) error {
 	var exit *ExitError
 	if errors.As(err, &exit) {
@@ -206,6 +208,12 @@ func failure(doing string, err error) error {
 	msg := doing + ": " + describe(err)
 	if hint := hintFor(err); hint != "" {
 		msg += " (" + hint + ")"
+	}
+	var apiErr *tcclient.APIError
+	if errors.As(err, &apiErr) && !(apiErr.StatusCode == http.StatusFailedDependency && apiErr.Reason != "") {
+		// (An error artifact's message is the worker's, told on one line.)
+		_, details := tcclient.ErrorDigest(apiErr.Message)
+		msg = withDetails(msg, details)
 	}
 	return &ExitError{Code: ExitFailed, Msg: msg, Err: err}
 }
@@ -225,7 +233,7 @@ func describe(err error) string {
 		if code == "" {
 			code = http.StatusText(apiErr.StatusCode)
 		}
-		msg := firstLine(apiErr.Message)
+		msg, _ := tcclient.ErrorDigest(apiErr.Message)
 		if msg == "" {
 			return fmt.Sprintf("%s (HTTP %d)", code, apiErr.StatusCode)
 		}

@@ -154,7 +154,7 @@ tags:
 	require.True(t, summary.Done)
 	require.Equal(t, 1, summary.Counts["exception"])
 
-	// Errors: one line, the API's code, a non-zero exit.
+	// Errors: the API's code and words, a non-zero exit.
 	unknown := tcclient.NewTaskID()
 	res = hopper(ctx, t, env, "task", "status", unknown)
 	require.Equal(t, 1, res.code)
@@ -168,7 +168,10 @@ tags:
 	res = hopper(ctx, t, anonymous, "task", "cancel", taskID)
 	require.Equal(t, 1, res.code)
 	require.Contains(t, res.stderr, "InsufficientScopes (HTTP 403)")
-	require.Equal(t, 1, strings.Count(res.stderr, "\n"), "one line: %q", res.stderr)
+	// The whole answer, bounded: the sentence, then the scopes that would
+	// do, one a line, without Taskcluster's details block.
+	require.Equal(t, "hopper: cancelling task "+taskID+": InsufficientScopes (HTTP 403): This request requires Taskcluster credentials that satisfy the following scope expression:\n"+
+		"  one of:\n    queue:cancel-task:-/"+taskID+"/"+taskID+"\n    queue:cancel-task-in-project:none\n    queue:cancel-task\n    assume:scheduler-id:-/"+taskID+"\n", res.stderr)
 }
 
 // startWorker runs `hopper worker` for queue with the root credentials.
@@ -290,4 +293,37 @@ func (w *syncWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
+}
+
+// TestErrorsShownWhole: a refusal shows what to fix, not only its first
+// line, which ends at the colon before it: the scopes a client misses and
+// every schema violation of a task file.
+func TestErrorsShownWhole(t *testing.T) {
+	t.Parallel()
+	needBinary(t)
+	srv := e2e.StartServer(t, e2e.ServerOptions{})
+	ctx := context.Background()
+	dir := t.TempDir()
+	root := srv.Env()
+
+	res := hopper(ctx, t, root, "client", "create", "errors/weak", "--description", "reads tasks only", "--scope", "queue:get-task:*", "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	weak := decode[struct {
+		AccessToken string `json:"accessToken"`
+	}](t, res)
+	task := filepath.Join(dir, "task.yaml")
+	require.NoError(t, os.WriteFile(task, []byte("payload: {command: [[echo]], maxRunTime: 10}\n"), 0o600))
+	res = hopper(ctx, t, []string{"TASKCLUSTER_ROOT_URL=" + srv.RootURL, "TASKCLUSTER_CLIENT_ID=errors/weak", "TASKCLUSTER_ACCESS_TOKEN=" + weak.AccessToken},
+		"task", "create", "-f", task)
+	require.Equal(t, 1, res.code)
+	require.Regexp(t, `^hopper: creating task \S+: InsufficientScopes \(HTTP 403\): Client ID errors/weak does not have sufficient scopes and is missing the following scopes:\n`+
+		`  queue:create-task:project:none\n  queue:scheduler-id:-\n  one of:\n    queue:create-task:highest:hopper/default\n`, res.stderr)
+	require.NotContains(t, res.stderr, "errorCode", "Taskcluster's details block is left out")
+
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("priority: urgent\nretries: 200\npayload: {command: [[echo]], maxRunTime: 10}\n"), 0o600))
+	res = hopper(ctx, t, root, "task", "create", "-f", bad)
+	require.Equal(t, 1, res.code)
+	require.Regexp(t, `^hopper: creating task \S+: InputValidationError \(HTTP 400\): request body does not match schema create-task-request:\n`+
+		`  \* /priority: value must be one of [^\n]+\n  \* /retries: maximum: got 200, want 49\n$`, res.stderr)
 }

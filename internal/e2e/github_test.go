@@ -69,6 +69,20 @@ tasks:
 	require.Equal(t, "pending", ours()[0].Body["state"])
 	require.Equal(t, "error", ours()[1].Body["state"])
 	require.Len(t, gh.Calls("/issues/1/comments"), 1)
+	// `hopper github render` against the stored delivery shows its task
+	// and the branch's role; a broken file says why.
+	builds, _, err := rootClient(srv).GithubBuilds(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, builds, 1)
+	stdout, stderr, code := hopperCLI(t, srv.Env(), "github", "render", "-f", yml, "--delivery", "github.com/"+builds[0].EventID)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `"assume:repo:github.com/Codertocat/Hello-World:branch:master"`)
+	require.Contains(t, stdout, `"description": "github-push"`)
+	bad := writeFile(t, dir, "bad.yml", "version: 1\ntasks: [{$eval: nope}]\n")
+	_, stderr, code = hopperCLI(t, srv.Env(), "github", "render", "-f", bad, "--event", "github-push")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "InterpreterError at template.tasks[0]: unknown context value nope")
+
 	// No secret reaches the log.
 	require.NotContains(t, srv.Logs(), secret)
 	require.NotContains(t, srv.Logs(), "PRIVATE KEY")

@@ -154,3 +154,38 @@ func filteredEnv(prefix string) []string {
 	}
 	return out
 }
+
+// PoolWorkerOptions tune StartPoolWorker.
+type PoolWorkerOptions struct {
+	WorkerPoolID, WorkerGroup, WorkerID string
+	// SecretFile holds the worker's static secret.
+	SecretFile string
+	// Args are extra command-line flags.
+	Args []string
+}
+
+// StartPoolWorker runs `hopper worker --worker-pool` against srv: no
+// credentials, only the static secret; its config comes from the pool.
+func StartPoolWorker(t testing.TB, srv *Server, opts PoolWorkerOptions) *Worker {
+	t.Helper()
+	dir := t.TempDir()
+	args := append([]string{"worker", "--root-url", srv.RootURL, "--worker-pool", opts.WorkerPoolID,
+		"--worker-group", opts.WorkerGroup, "--worker-id", opts.WorkerID, "--static-secret-file", opts.SecretFile,
+		"--work-dir", filepath.Join(dir, "work"), "--log-level", "debug"}, opts.Args...)
+	cmd := exec.Command(Binary(t), args...)
+	cmd.Env = filteredEnv("TASKCLUSTER_")
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting hopper worker: %v", err)
+	}
+	w := &Worker{WorkDir: filepath.Join(dir, "work"), cmd: cmd, logs: logs, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(w.done) }()
+	t.Cleanup(func() {
+		w.Stop()
+		if t.Failed() {
+			t.Logf("hopper worker %s/%s logs:\n%s", opts.WorkerGroup, opts.WorkerID, w.Logs())
+		}
+	})
+	return w
+}

@@ -121,7 +121,7 @@ const (
 // Routes returns the Github API routes.
 func Routes(s *Service, version string, started time.Time) []api.Route {
 	p := func(path string) []string { return []string{BasePath + path} }
-	return append(api.ServiceHealthRoutes(BasePath, started, version), []api.Route{
+	routes := append(api.ServiceHealthRoutes(BasePath, started, version), []api.Route{
 		{Name: "githubWebHookConsumer", Method: http.MethodPost, Paths: p("/github"), Handle: s.webhook,
 			CleanPayloadFunc: func([]byte) []byte { return []byte(`{}`) }},
 		{Name: "builds", Method: http.MethodGet, Paths: p("/builds"),
@@ -142,6 +142,7 @@ func Routes(s *Service, version string, started time.Time) []api.Route {
 		{Name: "renderTaskclusterYml", Method: http.MethodPost, Paths: p("/taskcluster-yml"), Input: "github-render-taskcluster-yml-request",
 			Handle: s.renderTaskclusterYml},
 	}...)
+	return append(routes, deliveryRoutes(s)...)
 }
 
 // kick tells the duties there is work.

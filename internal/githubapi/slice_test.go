@@ -57,7 +57,7 @@ type bundle struct {
 	dieAfterCreate bool
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	gh := forgetest.Start(t)
 	ctx := context.Background()
@@ -111,7 +111,7 @@ func (f publisherFunc) Publish(ctx context.Context, changes []store.Change) { f(
 
 // example returns a payload of @octokit/webhooks-examples: the index-th
 // example of the event.
-func example(t *testing.T, event string, index int) map[string]any {
+func example(t testing.TB, event string, index int) map[string]any {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "e2e", "node", "node_modules", "@octokit", "webhooks-examples", "api.github.com", "index.json"))
@@ -133,7 +133,7 @@ func example(t *testing.T, event string, index int) map[string]any {
 }
 
 // deliver posts a delivery signed with secret ("" for none).
-func (b *bundle) deliver(t *testing.T, event, id string, body []byte, secret string) (int, string) {
+func (b *bundle) deliver(t testing.TB, event, id string, body []byte, secret string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, b.url+BasePath+"/github", bytes.NewReader(body))
 	require.NoError(t, err)
@@ -169,7 +169,7 @@ tasks:
       extra: {head: '${head}', slug: {$eval: 'as_slugid("decision")'}}
 `
 
-func (b *bundle) role(t *testing.T, roleID string) {
+func (b *bundle) role(t testing.TB, roleID string) {
 	t.Helper()
 	_, err := b.root.CreateRole(context.Background(), roleID, &tcclient.RoleRequest{Description: "test",
 		Scopes: []string{"queue:create-task:lowest:" + testQueue, "queue:create-task:project:none"}})
@@ -325,6 +325,14 @@ func TestPushErrors(t *testing.T) {
 	errs := b.gh.Calls("/statuses/")
 	require.Len(t, errs, 2, "each delivery's error status")
 	require.Equal(t, "error", errs[0].Body["state"])
+	// The status links to the delivery's record, holding the whole error.
+	resp, err := http.Get(errs[0].Body["target_url"].(string))
+	require.NoError(t, err)
+	var record map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&record))
+	resp.Body.Close()
+	require.Equal(t, "done", record["state"])
+	require.Contains(t, record["outcome"], "InterpreterError at template.tasks[0]")
 
 	// Without the branch's role the queue refuses the task.
 	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", decisionTask)

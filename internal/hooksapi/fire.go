@@ -39,7 +39,7 @@ func (f TaskCreatorFunc) CreateTaskAs(ctx context.Context, taskID string, body [
 // hook's role and says what to record. The API (triggers), the scheduler
 // and the Pulse listener share it.
 type Firer struct {
-	Store store.Store
+	Store store.HookStore
 	Tasks TaskCreator
 	Roles auth.ExpanderSource
 	Clock queue.Clock

@@ -13,6 +13,7 @@
 package hooksapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -35,11 +36,18 @@ const BasePath = "/api/hooks/v1"
 // publishes hook changes to, as Taskcluster's does.
 const HooksExchangePrefix = "exchange/taskcluster-hooks/v1/"
 
+// Store is what the Hooks API reads and writes: its hooks, and the tasks
+// of their fires (for listLastFires' task states).
+type Store interface {
+	store.HookStore
+	GetTasks(ctx context.Context, taskIDs []string) ([]*queue.TaskState, error)
+}
+
 // Deps are what the Hooks API needs. Every field is required except
 // Logger (default slog.Default()) and Started (default: when Routes is
 // called).
 type Deps struct {
-	Store store.Store
+	Store Store
 	// Sealer encrypts trigger tokens at rest.
 	Sealer *auth.Sealer
 	// Firer fires hooks for triggers.

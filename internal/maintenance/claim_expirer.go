@@ -9,11 +9,16 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
+// ClaimStore is the store as ClaimExpirer uses it.
+type ClaimStore interface {
+	ExpireClaims(ctx context.Context, now time.Time, limit int) (*store.Result, error)
+}
+
 // ClaimExpirer resolves runs whose claim ran out (takenUntil passed without
 // a reclaim) exception/claim-expired, adding a retry run while retries are
 // left (queue.TaskState.ExpireClaim).
 type ClaimExpirer struct {
-	Store     store.Store
+	Store     ClaimStore
 	Publisher EventPublisher
 	Clock     queue.Clock
 	Logger    *slog.Logger

@@ -14,6 +14,12 @@ import (
 // Taskcluster (its auth service's default).
 const DefaultAuditRetention = 30 * 24 * time.Hour
 
+// DataStore is the store as DataExpirer uses it.
+type DataStore interface {
+	ExpireData(ctx context.Context, now time.Time) (*store.ExpireDataResult, error)
+	ExpireAuditHistory(ctx context.Context, cutoff time.Time) (int, error)
+}
+
 // DataExpirer deletes what has expired: tasks with their dependency edges
 // and artifacts (and the artifacts' stored data), task groups, task queues,
 // workers (kept while quarantined), clients marked deleteOnExpiration,
@@ -21,7 +27,7 @@ const DefaultAuditRetention = 30 * 24 * time.Hour
 // AuditRetention.
 // It runs once at Start, then every Interval.
 type DataExpirer struct {
-	Store store.Store
+	Store DataStore
 	// Blobs holds the data of s3 artifacts (nil: nothing to delete there).
 	Blobs  artifacts.Backend
 	Clock  queue.Clock

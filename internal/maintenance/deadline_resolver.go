@@ -9,11 +9,16 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
+// DeadlineStore is the store as DeadlineResolver uses it.
+type DeadlineStore interface {
+	ExpireDeadlines(ctx context.Context, cutoff, now time.Time, limit int) (*store.Result, error)
+}
+
 // DeadlineResolver resolves tasks still unresolved Delay after their
 // deadline exception/deadline-exceeded, whatever their state
 // (queue.TaskState.ExpireDeadline).
 type DeadlineResolver struct {
-	Store     store.Store
+	Store     DeadlineStore
 	Publisher EventPublisher
 	Clock     queue.Clock
 	Logger    *slog.Logger

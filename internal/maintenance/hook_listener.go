@@ -26,7 +26,7 @@ type MessageFirer interface {
 // bound as its bindings say, consumed by every replica, so the broker
 // hands each message to one of them.
 type HookListener struct {
-	Store  store.Store
+	Store  store.HookStore
 	Firer  MessageFirer
 	AMQP   string // the broker's URL; never logged
 	Logger *slog.Logger

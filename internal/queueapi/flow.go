@@ -106,11 +106,11 @@ func (s *Server) failFast(ctx context.Context, t *queue.TaskState, now time.Time
 // flowCollector reports every flow key at scrape time, from the store, so
 // every replica reports the same numbers.
 type flowCollector struct {
-	store                                                store.Store
+	store                                                store.FlowStore
 	pending, running, limit, limited, superseded, cancel *prometheus.Desc
 }
 
-func newFlowCollector(st store.Store) *flowCollector {
+func newFlowCollector(st store.FlowStore) *flowCollector {
 	labels := []string{"task_queue_id", "key"}
 	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, labels, nil) }
 	return &flowCollector{store: st,

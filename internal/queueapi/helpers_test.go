@@ -54,16 +54,16 @@ func (i harnessIssuer) TaskCredentials(taskID string, runID int, workerGroup, wo
 	return queueapi.Credentials{ClientID: c.ClientID, AccessToken: c.AccessToken, Certificate: c.Certificate}, nil
 }
 
-// subscribeSignal wraps the store to announce each WaitForWork call,
+// subscribeSignal wraps the store's hub to announce each WaitForWork call,
 // so a test can act exactly when a claimWork has started waiting instead of
 // sleeping and hoping.
 type subscribeSignal struct {
-	store.Store
+	store.WorkHub
 	subscribed chan string
 }
 
 func (s *subscribeSignal) WaitForWork(taskQueueID string, capacity int, c *store.Claimant, woken func()) *store.Waiting {
-	w := s.Store.WaitForWork(taskQueueID, capacity, c, woken)
+	w := s.WorkHub.WaitForWork(taskQueueID, capacity, c, woken)
 	select {
 	case s.subscribed <- taskQueueID:
 	default:
@@ -99,7 +99,7 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 	db, err := sqlite.Open(context.Background(), t.TempDir()+"/hopper.db")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	spy := &subscribeSignal{Store: db, subscribed: make(chan string, 64)}
+	spy := &subscribeSignal{WorkHub: db, subscribed: make(chan string, 64)}
 	clock := testclock.New(harnessEpoch)
 	var (
 		metrics     *queueapi.Metrics
@@ -114,7 +114,7 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 	srv, err := queueapi.New(queueapi.Options{
 		Config: queueapi.Config{RootURL: "http://hopper.test", LongPoll: opts.LongPoll, ClaimTimeout: opts.ClaimTimeout,
 			MaxDependencies: opts.MaxDependencies, Version: "test"},
-		Store: spy, Clock: clock,
+		Store: db, Hub: spy, Clock: clock,
 		Issuer:  harnessIssuer{issuer: auth.Credentials{ClientID: "static/taskcluster/queue", AccessToken: "harness-issuer-access-token-0123456789"}},
 		Metrics: metrics,
 	})

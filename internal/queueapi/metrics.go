@@ -18,10 +18,18 @@ type Metrics struct {
 	resolutions *prometheus.CounterVec
 }
 
+// MetricsStore is what the queue's metrics read at scrape time: the task
+// queues' counts and the flow keys.
+type MetricsStore interface {
+	ListTaskQueues(ctx context.Context, now time.Time, filter store.TaskQueueFilter, page store.Page) ([]store.TaskQueue, string, error)
+	TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (pending, claimed int, err error)
+	store.FlowStore
+}
+
 // NewMetrics registers the metrics. The queue gauges (pending and running
 // per task queue) are read from the store at scrape time, so every replica
 // reports the same, current numbers.
-func NewMetrics(st store.Store, clock queue.Clock) *Metrics {
+func NewMetrics(st MetricsStore, clock queue.Clock) *Metrics {
 	m := &Metrics{
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hopper_claims_total", Help: "Runs claimed, by task queue.",
@@ -90,7 +98,7 @@ func (m *Metrics) ObserveChanges(changes []store.Change) {
 }
 
 type queueCollector struct {
-	store            store.Store
+	store            MetricsStore
 	clock            queue.Clock
 	pending, running *prometheus.Desc
 }

@@ -53,7 +53,7 @@ func (s *Server) parkClaim(c *api.Call, p store.ClaimWorkParams, started, deadli
 		Alive: pc.call.StillThere}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	pc.waiting = s.store.WaitForWork(p.TaskQueueID, p.Count, claimant, pc.woken)
+	pc.waiting = s.hub.WaitForWork(p.TaskQueueID, p.Count, claimant, pc.woken)
 	handler.Leave()
 	if !s.parked.add(pc) { // draining
 		pc.finishLocked(emptyClaim{}, nil)

@@ -89,6 +89,7 @@ type Publisher interface {
 type Server struct {
 	cfg     Config
 	store   store.Store
+	hub     store.WorkHub
 	clock   queue.Clock
 	schemas *schema.Registry
 	creds   CredentialIssuer
@@ -112,8 +113,11 @@ type Server struct {
 
 // Options wires a Server.
 type Options struct {
-	Config    Config
-	Store     store.Store
+	Config Config
+	Store  store.Store
+	// Hub wakes waiting claimWork calls (default: Store's, when it has
+	// one, as *store.DB does).
+	Hub       store.WorkHub
 	Clock     queue.Clock
 	Issuer    CredentialIssuer
 	Publisher Publisher
@@ -166,6 +170,14 @@ func New(opts Options) (*Server, error) {
 	}
 	if s.creds == nil {
 		return nil, errors.New("queueapi: a CredentialIssuer is required")
+	}
+	s.hub = opts.Hub
+	if s.hub == nil {
+		hub, ok := opts.Store.(store.WorkHub)
+		if !ok {
+			return nil, errors.New("queueapi: a wake-up hub (store.WorkHub) is required")
+		}
+		s.hub = hub
 	}
 	s.started = s.clock.Now()
 	return s, nil

@@ -97,7 +97,7 @@ func (s *Server) claimWork(c *api.Call) (any, error) {
 	// (store/direct.go).
 	claimant := &store.Claimant{WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID, ClaimTimeout: s.cfg.ClaimTimeout,
 		Alive: func() bool { return ctx.Err() == nil }}
-	waiting := s.store.WaitForWork(taskQueueID, in.Tasks, claimant, nil)
+	waiting := s.hub.WaitForWork(taskQueueID, in.Tasks, claimant, nil)
 	defer s.leaveWaiting(waiting, key)
 	params := store.ClaimWorkParams{
 		TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID,

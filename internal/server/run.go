@@ -143,7 +143,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	w := &wiring{cfg: cfg, store: st, sec: sec, blobs: blobs, schemas: schemas, key: key, log: log, events: ep, hub: hub}
+	w := &wiring{cfg: cfg, store: st, hub: st, sec: sec, blobs: blobs, schemas: schemas, key: key, log: log, events: ep, live: hub}
 	services, err := w.build()
 	if err != nil {
 		return err

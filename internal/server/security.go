@@ -67,7 +67,7 @@ func queueAccessToken(key [32]byte) string {
 
 // NewSecurity builds authentication over the store's clients and roles plus
 // the two static clients, and seeds the anonymous role if it is missing.
-func NewSecurity(ctx context.Context, st store.Store, rootAccessToken string, key [32]byte, clock queue.Clock, log *slog.Logger) (*Security, error) {
+func NewSecurity(ctx context.Context, st store.AuthStore, rootAccessToken string, key [32]byte, clock queue.Clock, log *slog.Logger) (*Security, error) {
 	if !accessTokenPattern.MatchString(rootAccessToken) {
 		return nil, errors.New("the root access token must be 22–66 characters of A-Z a-z 0-9 _ -")
 	}
@@ -96,7 +96,7 @@ func NewSecurity(ctx context.Context, st store.Store, rootAccessToken string, ke
 	}, nil
 }
 
-func seedAnonymousRole(ctx context.Context, st store.Store, now time.Time) error {
+func seedAnonymousRole(ctx context.Context, st store.AuthStore, now time.Time) error {
 	_, err := st.PutRole(ctx, auth.AnonymousRole, func(existing *store.Role) (*store.Role, error) {
 		if existing != nil {
 			return nil, errRoleExists
@@ -119,7 +119,7 @@ var errRoleExists = errors.New("role exists")
 // ClientDirectory finds clients for authentication: the static ones in
 // memory, the others in the store with their sealed tokens opened.
 type ClientDirectory struct {
-	store  store.Store
+	store  store.AuthStore
 	sealer *auth.Sealer
 	static map[string]auth.Client
 	clock  queue.Clock
@@ -190,7 +190,7 @@ func (d *ClientDirectory) markUsed(ctx context.Context, c *store.Client) {
 // replica applies to every request within that interval, and authentication
 // costs no database round trip in between.
 type RoleCache struct {
-	store store.Store
+	store store.AuthStore
 	clock queue.Clock
 
 	mu        sync.Mutex

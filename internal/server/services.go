@@ -69,6 +69,7 @@ func (w *wiring) services() []func() (service, error) {
 type wiring struct {
 	cfg     Config
 	store   store.Store
+	hub     store.WorkHub // wakes waiting claimWork calls
 	sec     *Security
 	blobs   artifacts.Backend
 	schemas *schema.Registry
@@ -76,9 +77,9 @@ type wiring struct {
 	key [32]byte
 	log *slog.Logger
 	// events receives the queue's task events (queueapi.EventPublisher);
-	// hub is the live feed's in-process bus.
+	// live is the live feed's in-process bus.
 	events queueapi.Publisher
-	hub    *live.Hub
+	live   *live.Hub
 
 	objects queueapi.ObjectService // nil: the blob store cannot hold objects
 	queue   *queueapi.Server
@@ -124,7 +125,7 @@ func (w *wiring) queueService() (service, error) {
 	metrics := queueapi.NewMetrics(w.store, w.cfg.Clock)
 	q, err := queueapi.New(queueapi.Options{
 		Config: queueapi.Config{RootURL: w.cfg.RootURL, ClaimTimeout: w.cfg.ClaimTimeout, LongPoll: w.cfg.LongPoll, Version: w.cfg.Version},
-		Store:  w.store, Clock: w.cfg.Clock, Issuer: w.sec.Issuer, Publisher: w.events, Logger: w.log, Metrics: metrics,
+		Store:  w.store, Hub: w.hub, Clock: w.cfg.Clock, Issuer: w.sec.Issuer, Publisher: w.events, Logger: w.log, Metrics: metrics,
 		Schemas: w.schemas, Artifacts: w.blobs, Objects: w.objects,
 	})
 	if err != nil {
@@ -187,6 +188,6 @@ func (w *wiring) hopperService() (service, error) {
 // liveService is the web console's live feed; open streams would hold the
 // HTTP server's shutdown for its whole timeout, so draining closes them.
 func (w *wiring) liveService() (service, error) {
-	hub := w.hub
+	hub := w.live
 	return service{routes: live.Routes(hub, w.cfg.Version), drain: func() { _ = hub.Close() }}, nil
 }

@@ -26,7 +26,7 @@ type StoreOptions struct {
 // OpenStore opens the store a --db spec names: "sqlite:PATH", a
 // "postgres://" or "postgresql://" URL, or "" for hopper.db in dataDir.
 // Migrations are applied.
-func OpenStore(ctx context.Context, spec, dataDir string, log *slog.Logger, opts StoreOptions) (store.Store, error) {
+func OpenStore(ctx context.Context, spec, dataDir string, log *slog.Logger, opts StoreOptions) (*store.DB, error) {
 	switch {
 	case spec == "":
 		return sqlite.Open(ctx, filepath.Join(dataDir, "hopper.db"))

@@ -8,6 +8,24 @@ import (
 	"fmt"
 )
 
+// AuthStore keeps the Auth service's clients and roles.
+type AuthStore interface {
+	// A change given an *Audit records it in the audit log (audit.go) in
+	// the change's transaction.
+	CreateClient(ctx context.Context, c *Client, audit *Audit) (*Client, error)
+	GetClient(ctx context.Context, clientID string) (*Client, error)
+	ListClients(ctx context.Context, prefix string, page Page) ([]Client, string, error)
+	UpdateClient(ctx context.Context, clientID string, fn func(*Client) error, audit *Audit) (*Client, error)
+	DeleteClient(ctx context.Context, clientID string, audit *Audit) error
+	PutRole(ctx context.Context, roleID string, fn func(existing *Role) (*Role, error), audit *Audit) (*Role, error)
+	ListRoles(ctx context.Context) ([]Role, error)
+	DeleteRole(ctx context.Context, roleID string, audit *Audit) error
+	AuditStore
+	// RolesVersion changes whenever roles change, so callers can cache
+	// expanded role sets cheaply.
+	RolesVersion(ctx context.Context) (int64, error)
+}
+
 const clientColumns = "client_id, description, access_token, scopes, created, last_modified, last_date_used, last_rotated, expires, disabled, delete_on_expiration"
 
 func scanClient(row rowScanner) (*Client, error) {

@@ -136,6 +136,7 @@ func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult,
 		steps = append(steps, expireIndexSteps(cutoff, &out.IndexedTasks, &out.IndexNamespaces)...)
 		steps = append(steps, expireSecretSteps(cutoff, &out.Secrets)...)
 		steps = append(steps, expireHookFireSteps(now, &out.HookFires)...)
+		steps = append(steps, expireGithubSteps(now, &out.GithubRecords)...)
 		for _, s := range steps {
 			res, err := tx.exec(ctx, s.query, s.args...)
 			if err != nil {

@@ -145,6 +145,21 @@ type GithubOutboxEntry struct {
 	Created        time.Time
 }
 
+// GithubRetention is how long processed deliveries and sent (or given
+// up) forge messages are kept; builds stay as long as their repository's
+// history is wanted, as in Taskcluster.
+const GithubRetention = 30 * 24 * time.Hour
+
+// expireGithubSteps deletes deliveries processed and messages sent more
+// than GithubRetention ago.
+func expireGithubSteps(now time.Time, count *int) []expireStep {
+	cutoff := ms(now.Add(-GithubRetention))
+	return []expireStep{
+		{count, "DELETE FROM github_deliveries WHERE state <> 'pending' AND received < ?", []any{cutoff}},
+		{nil, "DELETE FROM github_outbox WHERE state <> 'pending' AND created < ?", []any{cutoff}},
+	}
+}
+
 const githubDeliveryColumns = "host, delivery_id, forge, event, body, received, state, attempts, next_attempt, claimed_until, outcome, error"
 
 func scanGithubDelivery(row rowScanner) (*GithubDelivery, error) {

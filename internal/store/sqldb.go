@@ -118,7 +118,10 @@ type DB struct {
 	claimedAtCreate atomic.Uint64 // runs claimed for waiting calls as created (direct.go)
 }
 
-var _ Store = (*DB)(nil)
+var (
+	_ Store   = (*DB)(nil)
+	_ WorkHub = (*DB)(nil)
+)
 
 // New wraps database handles. write serves transactions; read serves plain
 // queries (it may be the same handle). hub receives pending notifications;
@@ -158,17 +161,17 @@ func (db *DB) Close() error {
 // Hub returns the in-process pending notification hub.
 func (db *DB) Hub() *Hub { return db.hub }
 
-// SubscribePending implements Store.
+// SubscribePending implements WorkHub.
 func (db *DB) SubscribePending(taskQueueID string, capacity int) (<-chan struct{}, func()) {
 	return db.hub.Subscribe(taskQueueID, capacity)
 }
 
-// SubscribePendingFunc implements Store.
+// SubscribePendingFunc implements WorkHub.
 func (db *DB) SubscribePendingFunc(taskQueueID string, capacity int, woken func()) (<-chan struct{}, func()) {
 	return db.hub.SubscribeFunc(taskQueueID, capacity, woken)
 }
 
-// WaitForWork implements Store.
+// WaitForWork implements WorkHub.
 func (db *DB) WaitForWork(taskQueueID string, capacity int, c *Claimant, woken func()) *Waiting {
 	return db.hub.Wait(taskQueueID, capacity, c, woken)
 }
@@ -197,8 +200,11 @@ func (db *DB) q(query string) string {
 }
 
 // tx runs fn in a transaction, re-running it when the database reports a
-// contention failure. afterCommit hooks registered during fn run after a
-// successful commit.
+// contention failure. After a successful commit (tryTx), the runs the
+// transaction made pending (txn.notify) are announced: to this process's
+// hub, which wakes waiting claimWork calls or keeps the runs as offers, and
+// through the dialect's AnnouncePending to the other processes sharing the
+// database. Nothing else runs after a commit.
 func (db *DB) tx(ctx context.Context, fn func(tx *txn) error) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {

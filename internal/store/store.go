@@ -23,7 +23,8 @@ import (
 // ErrNotFound is returned when the requested entity does not exist.
 var ErrNotFound = errors.New("not found")
 
-// Store is hopper's persistence.
+// Store is hopper's persistence. The in-process wake-up hub that waiting
+// claimWork calls use is not part of it: see WorkHub (*DB is both).
 type Store interface {
 	// Tasks.
 	CreateTask(ctx context.Context, p CreateTaskParams) (*Result, error)
@@ -70,43 +71,13 @@ type Store interface {
 	ListArtifacts(ctx context.Context, taskID string, runID int, page Page) ([]Artifact, string, error)
 	MarkArtifactPresent(ctx context.Context, taskID string, runID int, name string) error
 
-	// Clients and roles. A change given an *Audit records it in the audit
-	// log (audit.go) in the change's transaction.
-	CreateClient(ctx context.Context, c *Client, audit *Audit) (*Client, error)
-	GetClient(ctx context.Context, clientID string) (*Client, error)
-	ListClients(ctx context.Context, prefix string, page Page) ([]Client, string, error)
-	UpdateClient(ctx context.Context, clientID string, fn func(*Client) error, audit *Audit) (*Client, error)
-	DeleteClient(ctx context.Context, clientID string, audit *Audit) error
-	PutRole(ctx context.Context, roleID string, fn func(existing *Role) (*Role, error), audit *Audit) (*Role, error)
-	ListRoles(ctx context.Context) ([]Role, error)
-	DeleteRole(ctx context.Context, roleID string, audit *Audit) error
-	AuditStore
-	// RolesVersion changes whenever roles change, so callers can cache
-	// expanded role sets cheaply.
-	RolesVersion(ctx context.Context) (int64, error)
+	// The Auth service's clients and roles (clients.go).
+	AuthStore
 
 	// The object service (objects.go) and the purge-cache service
 	// (purgecache.go).
 	ObjectStore
 	PurgeCacheStore
-
-	// SubscribePending registers a waiter for runs becoming pending in the
-	// task queue, from this process or (where the driver supports it) from
-	// another process sharing the database; the waiter claims up to
-	// capacity runs at once. ch receives a value when the waiter should
-	// try to claim: waiters are woken in turn, as many as the new runs
-	// need, not all at once (see Hub). cancel releases the subscription.
-	SubscribePending(taskQueueID string, capacity int) (ch <-chan struct{}, cancel func())
-	// SubscribePendingFunc is SubscribePending for a waiter with no
-	// goroutine blocked on ch: woken runs, in a goroutine of its own, each
-	// time a wake-up is put in ch.
-	SubscribePendingFunc(taskQueueID string, capacity int, woken func()) (ch <-chan struct{}, cancel func())
-	// WaitForWork is SubscribePendingFunc for a claimWork call: while the
-	// call is armed (Waiting.Arm), creates in this process may claim
-	// their new runs for the claimant as they create them, and wake the
-	// call to take them (Waiting.Claimed). The call must Leave, and
-	// answer with any claims Leave returns.
-	WaitForWork(taskQueueID string, capacity int, c *Claimant, woken func()) *Waiting
 
 	// The Index and Secrets services (index.go, secrets.go).
 	IndexStore
@@ -128,6 +99,29 @@ type Store interface {
 	WorkerManagerStore
 
 	Close() error
+}
+
+// WorkHub is the in-process wake-up hub (hub.go) as claimWork calls use
+// it: not persistence, but *DB's, since the creates and claims of this
+// process feed it.
+type WorkHub interface {
+	// SubscribePending registers a waiter for runs becoming pending in the
+	// task queue, from this process or (where the driver supports it) from
+	// another process sharing the database; the waiter claims up to
+	// capacity runs at once. ch receives a value when the waiter should
+	// try to claim: waiters are woken in turn, as many as the new runs
+	// need, not all at once (see Hub). cancel releases the subscription.
+	SubscribePending(taskQueueID string, capacity int) (ch <-chan struct{}, cancel func())
+	// SubscribePendingFunc is SubscribePending for a waiter with no
+	// goroutine blocked on ch: woken runs, in a goroutine of its own, each
+	// time a wake-up is put in ch.
+	SubscribePendingFunc(taskQueueID string, capacity int, woken func()) (ch <-chan struct{}, cancel func())
+	// WaitForWork is SubscribePendingFunc for a claimWork call: while the
+	// call is armed (Waiting.Arm), creates in this process may claim
+	// their new runs for the claimant as they create them, and wake the
+	// call to take them (Waiting.Claimed). The call must Leave, and
+	// answer with any claims Leave returns.
+	WaitForWork(taskQueueID string, capacity int, c *Claimant, woken func()) *Waiting
 }
 
 // Page selects one page of a listing.
@@ -236,7 +230,10 @@ type ExpireDataResult struct {
 	IndexedTasks, IndexNamespaces, Secrets int
 	// HookFires counts fire records past LastFireRetention (hooks.go).
 	HookFires int
-	Blobs     []ExpiredArtifact
+	// GithubRecords counts webhook deliveries past GithubRetention
+	// (github.go).
+	GithubRecords int
+	Blobs         []ExpiredArtifact
 }
 
 // ExpiredArtifact names an expired artifact whose data may need deleting.

@@ -11,6 +11,13 @@ import (
 	"github.com/hopper-ci/hopper/internal/queue"
 )
 
+// SupersederStore is what the built-in superseder reads (supersederapi):
+// the requesting task, and the pending tasks of its queue with a route.
+type SupersederStore interface {
+	GetTask(ctx context.Context, taskID string) (*queue.TaskState, error)
+	PendingWithRoute(ctx context.Context, taskQueueID, route string, now time.Time, limit int) ([]PendingEntry, error)
+}
+
 // maxRouteScan bounds how many rows PendingWithRoute reads, whatever limit
 // the caller asks for, so one request cannot make the store decode an
 // unbounded backlog.

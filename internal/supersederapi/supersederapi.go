@@ -28,8 +28,8 @@ const BasePath = "/api/superseder/v1"
 type ServerOptions struct {
 	// Version is reported by __version__.
 	Version string
-	// Store is the queue's store.
-	Store store.Store
+	// Store reads the tasks.
+	Store store.SupersederStore
 	// MaxTasks caps each list (default DefaultMaxTasks).
 	MaxTasks int
 	// DefaultAge and DefaultSize are the thresholds of the short form

@@ -85,13 +85,9 @@ func (e *APIError) Error() string {
 	if code == "" {
 		code = http.StatusText(e.StatusCode)
 	}
-	msg := e.Message
-	// Taskcluster appends a details block after "---"; the first paragraph
-	// is what a human needs in a log line.
-	if i := strings.Index(msg, "\n\n---"); i >= 0 {
-		msg = msg[:i]
-	}
-	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.URL, e.StatusCode, code, msg)
+	// The digest keeps what to fix (each schema violation, each missing
+	// scope) on the log line and leaves out Taskcluster's details block.
+	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.URL, e.StatusCode, code, OneLine(e.Message))
 }
 
 // StatusCode returns the HTTP status carried by err if it is (or wraps) an

@@ -377,6 +377,10 @@ func (c *Config) workerCredentials() *tcclient.Credentials {
 // DefaultWorkerGroup is the workerGroup of a worker configured without one.
 const DefaultWorkerGroup = "local"
 
+// HostWorkerID is the workerId a worker configured without one takes:
+// this host's name, reduced to a valid workerId.
+func HostWorkerID() string { return hostWorkerID() }
+
 // hostWorkerID is the host name reduced to a valid workerId (letters,
 // digits, - and _, at most 38 characters).
 func hostWorkerID() string {

@@ -143,6 +143,8 @@ func Routes(d Deps) ([]api.Route, error) {
 			Scopes: `"worker-manager:update-worker:<workerPoolId>/<workerGroup>/<workerId>"`, Handle: h.updateWorker, CleanPayloadFunc: omitStaticSecret},
 		{Name: "removeWorker", Method: del, Paths: p("/workers/{workerPoolId}/{workerGroup}/{workerId}"),
 			Scopes: `"worker-manager:remove-worker:<workerPoolId>/<workerGroup>/<workerId>"`, Handle: h.removeWorker},
+		{Name: "shouldWorkerTerminate", Method: get, Paths: p("/workers/{workerPoolId}/{workerGroup}/{workerId}/should-terminate"),
+			Scopes: `"worker-manager:should-worker-terminate:<workerPoolId>/<workerGroup>/<workerId>"`, Handle: h.shouldWorkerTerminate},
 		{Name: "listWorkersForWorkerPool", Method: get, Paths: p("/workers/{workerPoolId...}"), Query: append(paged, "launchConfigId", "state"),
 			Scopes: `"worker-manager:list-workers:<workerPoolId>"`, Handle: h.listWorkersForWorkerPool},
 		{Name: "registerWorker", Method: post, Paths: p("/worker/register"), Input: "register-worker-request", Handle: h.registerWorker, CleanPayloadFunc: omitAll},

@@ -404,3 +404,28 @@ func refusal(err error) error {
 	}
 	return err
 }
+
+// shouldWorkerTerminate tells a worker whether it should stop: once it is
+// removed (stopping or stopped), or gone. Taskcluster added the method
+// after the v87 clients; a registered worker's credentials carry its
+// scope, and hopper's worker asks it to stop soon after removeWorker.
+func (h *handlers) shouldWorkerTerminate(c *api.Call) (any, error) {
+	k, err := authorizedKey(c)
+	if err != nil {
+		return nil, err
+	}
+	w, err := h.Store.GetPoolWorker(c.Context(), k)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("Worker not found")
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case w.State == workermanager.StateStopping || w.State == workermanager.StateStopped:
+		return map[string]any{"terminate": true, "reason": "the worker was removed"}, nil
+	case w.Expires.Before(c.Now):
+		return map[string]any{"terminate": true, "reason": "the worker has expired"}, nil
+	}
+	return map[string]any{"terminate": false, "reason": "none"}, nil
+}

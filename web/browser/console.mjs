@@ -99,6 +99,10 @@ try {
     await waitText('h1', 'to be cancelled');
     const out = await act('cancel', true);
     expect(out.includes('HTTP 403 InsufficientScopes'), `expected InsufficientScopes, got: ${out}`);
+    // Shown whole: after the sentence ending "…missing the following
+    // scopes:", the scopes themselves, without Taskcluster's details block.
+    expect(/missing the following scopes:\s+one of:\s+queue:cancel-task:/.test(out), `expected the missing scopes, got: ${out}`);
+    expect(!out.includes('errorCode'), `the details block is left out: ${out}`);
     await waitText('.title-row .state', 'pending');
   });
 
@@ -152,9 +156,13 @@ try {
     await setDefinition('{"taskQueueId": "ui-test/created", "payload": {}, "metadata": {"name": "made from json"}}');
     await page.click('#create-task');
     await page.waitForSelector('.action-ok a', { timeout: T });
-    await setDefinition('{"taskQueueId": "ui-test/created", "priority": "urgent-ish", "payload": {}}');
+    await setDefinition('{"taskQueueId": "ui-test/created", "priority": "urgent-ish", "retries": 200, "payload": {}}');
     await page.click('#create-task');
     await waitText('.action-error', 'InputValidationError');
+    // Every violation, not only the sentence that announces them.
+    const refused = await page.$eval('.action-error', (e) => e.textContent);
+    expect(refused.includes('does not match schema create-task-request:') && refused.includes('/priority: value must be one of') &&
+      refused.includes('/retries: maximum: got 200, want 49'), `expected each schema violation, got: ${refused}`);
   });
 
   await check('task page with log, artifacts and runs', async () => {

@@ -3,15 +3,21 @@
 // bodies turned into ApiError so pages can show them as they came.
 import { header, signedUrl, type Credentials } from './hawk';
 import { session } from './session';
+import { errorDigest } from './errordigest';
 
 /** ApiError is a refused call, with Taskcluster's error code and message. */
 export class ApiError extends Error {
   constructor(public status: number, public code: string, message: string) {
     super(message);
   }
-  /** The first paragraph of the message, for one-line display. */
+  /**
+   * The message as a person needs it: its first line, then what to fix
+   * (missing scopes, schema violations), without Taskcluster's details
+   * block (errordigest.ts).
+   */
   get summary(): string {
-    return this.message.split('\n\n')[0];
+    const { summary, details } = errorDigest(this.message);
+    return [summary, ...details].join('\n');
   }
 }
 

@@ -40,7 +40,7 @@ func testClaimAtCreate(t *testing.T, open Opener) {
 		}
 	}
 
-	w1 := e.s.WaitForWork(testQueue, 2, claimFor("w1"), nil)
+	w1 := hubOf(e.s).WaitForWork(testQueue, 2, claimFor("w1"), nil)
 	defer w1.Leave()
 	require.Empty(t, claim("w1", false).Claims, "the queue is drained")
 	e.create("before-arming", Epoch)
@@ -83,7 +83,7 @@ func testClaimAtCreate(t *testing.T, open Opener) {
 
 	// A quarantined worker is not claimed for: the task is created
 	// pending, and the waiter claims for itself from then on.
-	w2 := e.s.WaitForWork(testQueue, 1, claimFor("w2"), nil)
+	w2 := hubOf(e.s).WaitForWork(testQueue, 1, claimFor("w2"), nil)
 	defer w2.Leave()
 	key := store.WorkerKey{TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: "w2"}
 	_, err := e.s.TouchWorker(e.ctx, store.TouchWorkerParams{Key: key, Now: now, Expires: now.Add(time.Hour)})
@@ -101,7 +101,7 @@ func testClaimAtCreate(t *testing.T, open Opener) {
 
 	// A waiter leaving after its claim was made gets it from Leave.
 	require.Len(t, claim("w3", false).Claims, 1) // the quarantined task
-	w3 := e.s.WaitForWork(testQueue, 1, claimFor("w3"), nil)
+	w3 := hubOf(e.s).WaitForWork(testQueue, 1, claimFor("w3"), nil)
 	require.Empty(t, claim("w3", false).Claims)
 	w3.Arm()
 	e.create("left", Epoch)

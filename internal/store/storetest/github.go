@@ -249,3 +249,31 @@ func testGithubOutbox(t *testing.T, open Opener) {
 	require.Equal(t, "sent", c.State)
 	require.EqualValues(t, 1, c.Seq)
 }
+
+// testGithubExpiry: processed deliveries and sent messages go after
+// GithubRetention; pending ones stay.
+func testGithubExpiry(t *testing.T, open Opener) {
+	e := setup(t, open)
+	for _, id := range []string{"done", "pending"} {
+		_, err := e.s.AddGithubDelivery(e.ctx, newDelivery(id, Epoch))
+		require.NoError(t, err)
+	}
+	d, err := e.s.ClaimGithubDelivery(e.ctx, Epoch, Epoch.Add(time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, e.s.FinishGithubDelivery(e.ctx, store.FinishGithubDeliveryParams{Host: d.Host, DeliveryID: d.DeliveryID,
+		Lease: Epoch.Add(time.Minute), State: store.DeliveryDone, Now: Epoch}))
+	res, err := e.s.ExpireData(e.ctx, Epoch.Add(store.GithubRetention-time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, res.GithubRecords)
+	res, err = e.s.ExpireData(e.ctx, Epoch.Add(store.GithubRetention+time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 1, res.GithubRecords)
+	_, err = e.s.GetGithubDelivery(e.ctx, "github.com", d.DeliveryID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	other := "pending"
+	if d.DeliveryID == "pending" {
+		other = "done"
+	}
+	_, err = e.s.GetGithubDelivery(e.ctx, "github.com", other)
+	require.NoError(t, err)
+}

@@ -22,7 +22,7 @@ import (
 func testClaimHandover(t *testing.T, open Opener) {
 	e := setup(t, open)
 	// A waiter makes the store keep what it knows of the queue.
-	_, unsubscribe := e.s.SubscribePending(testQueue, 32)
+	_, unsubscribe := hubOf(e.s).SubscribePending(testQueue, 32)
 	defer unsubscribe()
 	now := Epoch.Add(time.Minute)
 	claim := func(worker string, count int, woken bool) *store.ClaimResult {
@@ -175,7 +175,7 @@ func testHandoverRace(t *testing.T, stores []store.Store) {
 				claimant = &store.Claimant{WorkerGroup: workerGroup, WorkerID: worker, ClaimTimeout: claimTimeout}
 			}
 			for {
-				waiting := s.WaitForWork(testQueue, 1+c%3, claimant, nil)
+				waiting := hubOf(s).WaitForWork(testQueue, 1+c%3, claimant, nil)
 				woken := false
 				for poll := time.After(50 * time.Millisecond); ; {
 					res := waiting.Claimed()

@@ -239,9 +239,9 @@ func testDependencyRace(t *testing.T, stores []store.Store) {
 func testCrossProcessWakeup(t *testing.T, stores []store.Store) {
 	ctx := context.Background()
 	a, b := stores[0], stores[1]
-	ch, unsubscribe := a.SubscribePending(testQueue, 1)
+	ch, unsubscribe := hubOf(a).SubscribePending(testQueue, 1)
 	defer unsubscribe()
-	other, unsubscribeOther := a.SubscribePending("prov/other", 1)
+	other, unsubscribeOther := hubOf(a).SubscribePending("prov/other", 1)
 	defer unsubscribeOther()
 
 	_, err := b.CreateTask(ctx, store.CreateTaskParams{TaskID: "t1", Task: NewTask(testQueue, Epoch, withGroup("t1"), withRetries(1)), Now: Epoch})

@@ -160,6 +160,7 @@ func Run(t *testing.T, open Opener) {
 		{"GithubDeliveryClaimRace", testGithubDeliveryClaimRace},
 		{"GithubBuilds", testGithubBuilds},
 		{"GithubOutbox", testGithubOutbox},
+		{"GithubExpiry", testGithubExpiry},
 		{"FlowLimit", testFlowLimit},
 		{"FlowSupersede", testFlowSupersede},
 		{"FlowCancelInProgress", testFlowCancelInProgress},
@@ -407,3 +408,7 @@ func testCreateClaimComplete(t *testing.T, open Opener) {
 	require.Equal(t, queue.StateCompleted, done.Task.State())
 	require.NotNil(t, done.Changes[0].GroupResolved)
 }
+
+// hubOf is the wake-up hub of a store under test: the drivers' stores
+// are *store.DB, which is both.
+func hubOf(s store.Store) store.WorkHub { return s.(store.WorkHub) }

@@ -1,0 +1,285 @@
+package cli
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// NewPoolCommand is `hopper pool`: manage worker pools and their static
+// workers through the Worker Manager API.
+func NewPoolCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "pool",
+		Short: "Manage worker pools: create, update, list, show, remove, add-worker, remove-worker",
+		Long: `Manage worker pools (the Worker Manager). A pool is defined in a YAML or
+JSON file with providerId, description, owner, emailOnError and config; its
+task queue is its id, <provisionerId>/<workerType>. A machine joins a static
+pool with one secret: "hopper pool add-worker" makes it and writes it to a
+file for the machine, which runs "hopper worker --worker-pool POOL
+--static-secret-file FILE" or Taskcluster's worker-runner (docs/worker-pools.md).
+
+` + authCLIEnvHelp,
+		Args: cobra.NoArgs,
+	}
+	var asJSON bool
+	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the API's JSON reply instead of text")
+	out := func(cmd *cobra.Command, v any, text func(io.Writer) error) error {
+		if asJSON {
+			return printAuthJSON(cmd.OutOrStdout(), v)
+		}
+		return text(cmd.OutOrStdout())
+	}
+
+	define := func(verb string) *cobra.Command {
+		var file string
+		c := &cobra.Command{
+			Use:   verb + " WORKER_POOL_ID -f FILE",
+			Short: map[string]string{"create": "Create", "update": "Replace"}[verb] + " a worker pool from a YAML or JSON file (- reads standard input)",
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				def, err := readPoolFile(file, cmd.InOrStdin())
+				if err != nil {
+					return err
+				}
+				c, err := authCLIClient()
+				if err != nil {
+					return err
+				}
+				call := c.CreateWorkerPool
+				if verb == "update" {
+					call = c.UpdateWorkerPool
+				}
+				p, err := call(cmd.Context(), args[0], def)
+				if err != nil {
+					return authCLIError(verb+" worker pool "+args[0], err)
+				}
+				return out(cmd, p, func(w io.Writer) error { return printPool(w, p, nil, nil) })
+			},
+		}
+		c.Flags().StringVarP(&file, "file", "f", "", "the pool definition (YAML or JSON; - for standard input)")
+		_ = c.MarkFlagRequired("file")
+		return c
+	}
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the worker pools with their capacity",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			pools, err := c.AllWorkerPools(cmd.Context())
+			if err != nil {
+				return authCLIError("listing worker pools", err)
+			}
+			if pools == nil {
+				pools = []tcclient.WorkerPool{}
+			}
+			return out(cmd, map[string]any{"workerPools": pools}, func(w io.Writer) error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "POOL\tPROVIDER\tREQUESTED\tRUNNING\tSTOPPING\tCAPACITY")
+				for _, p := range pools {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", p.WorkerPoolID, p.ProviderID, p.RequestedCount, p.RunningCount, p.StoppingCount, p.CurrentCapacity)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+
+	show := &cobra.Command{
+		Use:   "show WORKER_POOL_ID",
+		Short: "Show a pool, its workers and its latest errors",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			p, err := c.GetWorkerPool(cmd.Context(), args[0])
+			if err != nil {
+				return authCLIError("reading worker pool "+args[0], err)
+			}
+			workers, err := c.AllPoolWorkers(cmd.Context(), args[0])
+			if err != nil {
+				return authCLIError("listing the workers of "+args[0], err)
+			}
+			errs, err := c.ListWorkerPoolErrors(cmd.Context(), args[0], 10)
+			if err != nil {
+				return authCLIError("listing the errors of "+args[0], err)
+			}
+			return out(cmd, map[string]any{"workerPool": p, "workers": workers, "errors": errs}, func(w io.Writer) error {
+				return printPool(w, p, workers, errs)
+			})
+		},
+	}
+
+	remove := &cobra.Command{
+		Use:   "remove WORKER_POOL_ID",
+		Short: "Delete a pool (it goes once its workers are gone)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			p, err := c.DeleteWorkerPool(cmd.Context(), args[0])
+			if err != nil {
+				return authCLIError("deleting worker pool "+args[0], err)
+			}
+			return out(cmd, p, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "worker pool %s deleted (its provider is now %s)\n", args[0], p.ProviderID)
+				return err
+			})
+		},
+	}
+
+	var (
+		secretFile, expires string
+		capacity            int
+	)
+	addWorker := &cobra.Command{
+		Use:   "add-worker WORKER_POOL_ID WORKER_GROUP WORKER_ID --secret-file FILE",
+		Short: "Add a machine to a static pool: make its secret, write it to FILE (mode 0600) and declare the worker",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			until, err := parseClientExpiry(expires, time.Now())
+			if err != nil {
+				return usagef("%v", err)
+			}
+			secret, err := newStaticSecret()
+			if err != nil {
+				return err
+			}
+			f, err := os.OpenFile(secretFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return usagef("writing the secret: %v (the file must not exist yet)", err)
+			}
+			if _, err := f.WriteString(secret + "\n"); err != nil {
+				f.Close()
+				return fmt.Errorf("writing the secret: %w", err)
+			}
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("writing the secret: %w", err)
+			}
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			w, err := c.CreateStaticWorker(cmd.Context(), args[0], args[1], args[2], tcclient.NewTime(until), capacity, secret)
+			if err != nil {
+				_ = os.Remove(secretFile)
+				return authCLIError("adding worker "+args[1]+"/"+args[2]+" to "+args[0], err)
+			}
+			return out(cmd, w, func(out io.Writer) error {
+				_, err := fmt.Fprintf(out, "worker %s/%s added to %s (expires %s); its secret is in %s: copy it to the machine and run\n"+
+					"  hopper worker --root-url %s --worker-pool %s --worker-group %s --worker-id %s --static-secret-file FILE\n",
+					args[1], args[2], args[0], w.Expires, secretFile, c.RootURL, args[0], args[1], args[2])
+				return err
+			})
+		},
+	}
+	addWorker.Flags().StringVar(&secretFile, "secret-file", "", "where to write the worker's new secret (must not exist)")
+	addWorker.Flags().StringVar(&expires, "expires", "1y", "when the worker expires: a date-time or a duration from now")
+	addWorker.Flags().IntVar(&capacity, "capacity", 1, "tasks the machine runs at once")
+	_ = addWorker.MarkFlagRequired("secret-file")
+
+	removeWorker := &cobra.Command{
+		Use:   "remove-worker WORKER_POOL_ID WORKER_GROUP WORKER_ID",
+		Short: "Remove a worker: it stops, and the tasks it had claimed go back to pending at once",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			if err := c.RemoveWorker(cmd.Context(), args[0], args[1], args[2]); err != nil {
+				return authCLIError("removing worker "+args[1]+"/"+args[2], err)
+			}
+			return out(cmd, map[string]any{}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "worker %s/%s removed from %s\n", args[1], args[2], args[0])
+				return err
+			})
+		},
+	}
+
+	cmd.AddCommand(define("create"), define("update"), list, show, remove, addWorker, removeWorker)
+	return cmd
+}
+
+// newStaticSecret makes a static secret: 33 random bytes, base64url, 44
+// characters (the pattern Taskcluster's schema asks).
+func newStaticSecret() (string, error) {
+	var b [33]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("making a secret: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+func readPoolFile(path string, stdin io.Reader) (*tcclient.WorkerPoolDefinition, error) {
+	data, name, err := readInput(path, stdin)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := parseDocument(name, data, "a worker pool definition")
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", name, err)
+	}
+	var def tcclient.WorkerPoolDefinition
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&def); err != nil {
+		return nil, usagef("%s: not a worker pool definition: %v", name, err)
+	}
+	if len(def.Config) == 0 {
+		def.Config = json.RawMessage(`{}`)
+	}
+	return &def, nil
+}
+
+func printPool(w io.Writer, p *tcclient.WorkerPool, workers []tcclient.PoolWorker, errs []tcclient.PoolError) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "pool:\t%s\n", p.WorkerPoolID)
+	fmt.Fprintf(tw, "provider:\t%s\n", p.ProviderID)
+	fmt.Fprintf(tw, "owner:\t%s\n", p.Owner)
+	fmt.Fprintf(tw, "workers:\t%d requested, %d running, %d stopping, %d stopped (capacity %d)\n",
+		p.RequestedCount, p.RunningCount, p.StoppingCount, p.StoppedCount, p.CurrentCapacity)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(workers) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "WORKER\tSTATE\tCAPACITY\tEXPIRES")
+		for _, wk := range workers {
+			fmt.Fprintf(tw, "%s/%s\t%s\t%d\t%s\n", wk.WorkerGroup, wk.WorkerID, wk.State, wk.Capacity, wk.Expires)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(errs) > 0 {
+		fmt.Fprintln(w)
+		for _, e := range errs {
+			fmt.Fprintf(w, "%s  %s: %s\n", e.Reported, e.Kind, e.Title)
+		}
+	}
+	return nil
+}

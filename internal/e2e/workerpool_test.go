@@ -1,0 +1,132 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/e2e"
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// TestPoolWorkerJoinsAndLeaves is the worked example of
+// docs/worker-pools.md with real processes: `hopper pool create` and
+// `hopper pool add-worker` declare a static pool and a machine; `hopper
+// worker --worker-pool` registers with the secret alone, takes its config
+// from the pool and the pool's secret, runs a task, reregisters as its
+// short-lived credentials run out and still runs tasks; `hopper pool
+// remove-worker` puts its running task back to pending at once and the
+// worker stops.
+func TestPoolWorkerJoinsAndLeaves(t *testing.T) {
+	t.Parallel()
+	srv := e2e.StartServer(t, e2e.ServerOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	env := []string{"TASKCLUSTER_ROOT_URL=" + srv.RootURL, "TASKCLUSTER_CLIENT_ID=" + srv.ClientID, "TASKCLUSTER_ACCESS_TOKEN=" + srv.Token}
+	dir := t.TempDir()
+	const pool = "e2e-pool/linux"
+
+	def := filepath.Join(dir, "pool.yml")
+	require.NoError(t, os.WriteFile(def, []byte(`providerId: static
+description: the build machines
+owner: ops@example.com
+emailOnError: false
+config:
+  lifecycle:
+    reregistrationTimeout: 6
+  workerConfig:
+    hopperWorker:
+      claimInterval: 200ms
+      capacity: 1
+`), 0o600))
+	out, errOut, code := hopperCLI(t, env, "pool", "create", pool, "-f", def)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "provider:  static")
+	root := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
+	require.NoError(t, root.SetSecret(ctx, "worker-pool:"+pool, &tcclient.Secret{
+		Secret: json.RawMessage(`{"config": {"hopperWorker": {"maxTaskRunTime": 600}}}`), Expires: tcclient.NewTime(time.Now().Add(time.Hour))}))
+
+	secretFile := filepath.Join(dir, "build-2.secret")
+	out, errOut, code = hopperCLI(t, env, "pool", "add-worker", pool, "rack-1", "build-2", "--secret-file", secretFile)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "--worker-pool "+pool)
+	info, err := os.Stat(secretFile)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+
+	w := e2e.StartPoolWorker(t, srv, e2e.PoolWorkerOptions{WorkerPoolID: pool, WorkerGroup: "rack-1", WorkerID: "build-2",
+		SecretFile: secretFile, Args: []string{"--pool-check-interval", "500ms"}})
+
+	run := func(command string) string {
+		id := tcclient.NewTaskID()
+		payload, err := json.Marshal(map[string]any{"command": [][]string{{"sh", "-c", command}}, "maxRunTime": 120})
+		require.NoError(t, err)
+		now := time.Now()
+		_, err = root.CreateTask(ctx, id, &tcclient.TaskDefinition{TaskQueueID: pool, Created: tcclient.NewTime(now),
+			Deadline: tcclient.NewTime(now.Add(time.Hour)), Payload: payload,
+			Metadata: tcclient.TaskMetadata{Name: "pool", Description: "pool e2e", Owner: "e2e@example.com", Source: "https://example.com/e2e"}})
+		require.NoError(t, err)
+		return id
+	}
+	waitRun := func(id string, runID int, state string) *tcclient.TaskStatus {
+		t.Helper()
+		var st *tcclient.TaskStatus
+		require.Eventually(t, func() bool {
+			st, err = root.Status(ctx, id)
+			require.NoError(t, err)
+			return len(st.Runs) > runID && st.Runs[runID].State == state
+		}, time.Minute, 100*time.Millisecond, "task %s run %d never %s: %+v", id, runID, state, st)
+		return st
+	}
+	first := run("echo hello from the pool")
+	st := waitRun(first, 0, "completed")
+	require.Equal(t, "build-2", st.Runs[0].WorkerID)
+
+	// The credentials last 6 s: after 10 s the worker has reregistered
+	// and still works.
+	time.Sleep(10 * time.Second)
+	require.Contains(t, w.Logs(), "reregistered with the worker manager")
+	second := run("true")
+	waitRun(second, 0, "completed")
+
+	out, errOut, code = hopperCLI(t, env, "pool", "show", pool)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "rack-1/build-2")
+	require.Contains(t, out, "running")
+
+	long := run("sleep 120")
+	waitRun(long, 0, "running")
+	removedAt := time.Now()
+	_, errOut, code = hopperCLI(t, env, "pool", "remove-worker", pool, "rack-1", "build-2")
+	require.Equal(t, 0, code, errOut)
+	st, err = root.Status(ctx, long)
+	require.NoError(t, err)
+	require.Equal(t, "exception", st.Runs[0].State, "the removed worker's run is resolved at once")
+	require.Equal(t, "worker-shutdown", st.Runs[0].ReasonResolved)
+	require.Equal(t, "pending", st.Runs[1].State)
+	t.Logf("removed worker's task back to pending %s after removeWorker was called", time.Since(removedAt))
+	select {
+	case <-w.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the removed worker did not stop")
+	}
+	require.True(t, strings.Contains(w.Logs(), "removed from the worker pool"), "the worker says why it stopped")
+
+	// Its secret no longer registers anything.
+	_, err = (&tcclient.Client{RootURL: srv.RootURL}).RegisterStaticWorker(ctx, pool, "static", "rack-1", "build-2", readSecret(t, secretFile))
+	var apiErr *tcclient.APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, 400, apiErr.StatusCode)
+}
+
+func readSecret(t *testing.T, path string) string {
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return strings.TrimSpace(string(raw))
+}

@@ -1,0 +1,51 @@
+package githubapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// BenchmarkWebhookToTasks measures a push from the webhook's POST to its
+// task created and its build recorded (the delivery stored, processed:
+// .taskcluster.yml fetched from the local GitHub, rendered, the task
+// created through the queue), one delivery after another on SQLite. It
+// reports the latency's p50 and p99 and the deliveries per second.
+func BenchmarkWebhookToTasks(b *testing.B) {
+	bd := setup(b)
+	ctx := context.Background()
+	push := example(b, "push", 4)
+	sha := push["after"].(string)
+	bd.gh.Install("Codertocat", "Hello-World", 1)
+	bd.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", decisionTask)
+	bd.role(b, "repo:github.com/Codertocat/Hello-World:branch:master")
+	body, err := json.Marshal(push)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var took []time.Duration
+	start := time.Now()
+	b.ResetTimer()
+	for b.Loop() {
+		t0 := time.Now()
+		if status, text := bd.deliver(b, "push", uuid.NewString(), body, webhookSecret); status != http.StatusNoContent {
+			b.Fatalf("%d %s", status, text)
+		}
+		n, err := bd.svc.ProcessDue(ctx)
+		if err != nil || n != 1 {
+			b.Fatalf("processed %d: %v", n, err)
+		}
+		took = append(took, time.Since(t0))
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(len(took))/elapsed.Seconds(), "deliveries/s")
+}
