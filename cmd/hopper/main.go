@@ -137,6 +137,7 @@ func subcommands() []*cobra.Command {
 		cli.NewIndexCommand(),
 		cli.NewHookCommand(),
 		cli.NewPoolCommand(),
+		cli.NewNotifyCommand(),
 		cli.NewCacheCommand(),
 		cli.NewJSONECommand(),
 		cli.NewGithubCommand(),

@@ -32,6 +32,7 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	f.StringVar(&cfg.Artifacts, "artifacts", env("HOPPER_ARTIFACTS", ""), "artifact storage: local (default, under --data-dir), local:DIR or s3://BUCKET?endpoint=HOST:PORT&region=R (HOPPER_ARTIFACTS)")
 	f.StringVar(&cfg.ForgeConfig, "forge-config", env("HOPPER_FORGE_CONFIG", ""), "YAML file of the forges (GitHub, Gitea, Forgejo) whose webhooks /api/github/v1/github takes; secrets are named there by file or environment variable, see docs/github.md (HOPPER_FORGE_CONFIG)")
 	f.StringVar(&cfg.AMQP, "amqp", env("HOPPER_AMQP", ""), "publish task events to this AMQP broker, e.g. amqp://guest:guest@127.0.0.1:5672/ (HOPPER_AMQP)")
+	f.StringVar(&cfg.NotifyConfigFile, "notify-config", env("HOPPER_NOTIFY_CONFIG", ""), "YAML file configuring the notification channels (SMTP, Slack, Matrix, webhooks); secrets may come from HOPPER_NOTIFY_* instead, never from flags (docs/notify.md) (HOPPER_NOTIFY_CONFIG)")
 	f.DurationVar(&cfg.ExpireEvery, "expire-interval", envDuration("HOPPER_EXPIRE_INTERVAL", maintenance.DefaultExpireEvery), "how often expired data (tasks, artifacts and their blobs) is deleted (HOPPER_EXPIRE_INTERVAL)")
 	// Only tests need a different cadence; keep it out of --help.
 	_ = f.MarkHidden("expire-interval")

@@ -25,6 +25,9 @@ const (
 	CodeResourceExpired         = "ResourceExpired"
 	CodeInputTooLarge           = "InputTooLarge"
 	CodeInternalServerError     = "InternalServerError"
+	// CodeDenylistedAddress is the Notify service's answer for an address
+	// on its denylist.
+	CodeDenylistedAddress = "DenylistedAddress"
 	// CodeNoMatchingMethod is the object service's answer when no
 	// download method the caller accepts is available.
 	CodeNoMatchingMethod = "NoMatchingMethod"
@@ -42,6 +45,7 @@ var codeStatus = map[string]int{
 	CodeResourceExpired:         http.StatusGone,
 	CodeInputTooLarge:           http.StatusRequestEntityTooLarge,
 	CodeInternalServerError:     http.StatusInternalServerError,
+	CodeDenylistedAddress:       http.StatusBadRequest,
 	CodeNoMatchingMethod:        http.StatusNotAcceptable,
 }
 

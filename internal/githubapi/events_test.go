@@ -17,6 +17,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/github"
 	"github.com/hopper-ci/hopper/internal/githubapi"
 	"github.com/hopper-ci/hopper/internal/store"
+	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
 const prTask = `
@@ -60,6 +61,7 @@ func TestPullRequests(t *testing.T) {
 	b.gh.SetFile("Codertocat", "Hello-World", "main", ".taskcluster.yml", sprintf(prTask, "collaborators"))
 	b.role(t, "repo:github.com/Codertocat/Hello-World:pull-request")
 	b.role(t, "repo:github.com/Codertocat/Hello-World:pull-request-untrusted")
+	b.gh.SetPull("Codertocat", "Hello-World", 2, pr["pull_request"].(map[string]any))
 	body, _ := json.Marshal(pr)
 
 	// Not a collaborator: a comment, no tasks.
@@ -211,4 +213,109 @@ func TestGiteaPushThroughWebhook(t *testing.T) {
 	statuses := b.gh.Calls("/repos/alice/demo/statuses/" + sha)
 	require.Len(t, statuses, 1)
 	require.Equal(t, "pending", statuses[0].Body["state"])
+}
+
+// TestHooksFromTaskclusterYml: a `.taskcluster.yml` triggers a hook when
+// the event's role grants github:trigger-hook:<name>; the hook's task is
+// the build's group, created with the hook's role; without the scope the
+// users are told and nothing fires.
+func TestHooksFromTaskclusterYml(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	push := example(t, "push", 4)
+	sha := push["after"].(string)
+	b.gh.Install("Codertocat", "Hello-World", 1)
+	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml",
+		"version: 1\nhooks:\n  - name: ci/decide\n    context: {level: 3}\ntasks: []\n")
+	_, err := b.root.CreateHook(ctx, "ci", "decide", &tcclient.Hook{
+		Metadata:      json.RawMessage(`{"name":"n","description":"d","owner":"o@example.com"}`),
+		TriggerSchema: json.RawMessage(`{"type":"object"}`),
+		Task: json.RawMessage(`{"taskQueueId":"` + testQueue + `","payload":{},"deadline":{"$fromNow":"1 hour"},
+			"extra":{"level":{"$eval":"payload.context.level"},"for":"${payload.tasks_for}","sha":"${payload.event.after}"},
+			"metadata":{"name":"decide","description":"d","owner":"o@example.com","source":"https://example.com"}}`),
+	})
+	require.NoError(t, err)
+	_, err = b.root.CreateRole(ctx, "hook-id:ci/*", &tcclient.RoleRequest{Description: "t",
+		Scopes: []string{"queue:create-task:lowest:" + testQueue, "queue:create-task:project:none", "queue:scheduler-id:-"}})
+	require.NoError(t, err)
+	body, _ := json.Marshal(push)
+
+	// Without github:trigger-hook:ci/decide in the branch's role.
+	b.role(t, "repo:github.com/Codertocat/Hello-World:branch:master")
+	status, _ := b.deliver(t, "push", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, http.StatusNoContent, status)
+	b.process(t)
+	require.Empty(t, b.builds(t))
+	comments := b.gh.Calls("/comments")
+	require.Len(t, comments, 1)
+	require.Contains(t, comments[0].Body["body"], "github:trigger-hook:ci/decide")
+
+	_, err = b.root.UpdateRole(ctx, "repo:github.com/Codertocat/Hello-World:branch:master", &tcclient.RoleRequest{Description: "t",
+		Scopes: []string{"github:trigger-hook:ci/decide"}})
+	require.NoError(t, err)
+	status, _ = b.deliver(t, "push", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, http.StatusNoContent, status)
+	b.process(t)
+	builds := b.builds(t)
+	require.Len(t, builds, 1, "%v", b.gh.Calls("/comments"))
+	tasks := b.groupTasks(t, builds[0].TaskGroupID)
+	require.Len(t, tasks, 1)
+	require.Equal(t, builds[0].TaskGroupID, tasks[0].TaskID)
+	require.JSONEq(t, `{"level":3,"for":"github-push","sha":"`+sha+`"}`, string(tasks[0].Task.Extra))
+}
+
+// TestAutoCancel: a newer push to a pull request cancels the pending
+// build of the older commit; an older push delivered after the newer one
+// (deliveries arrive out of order) cancels its own groups instead of the
+// newer build.
+func TestAutoCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	pr := example(t, "pull_request", 0)
+	pull := pr["pull_request"].(map[string]any)
+	b.gh.Install("Codertocat", "Hello-World", 1)
+	b.gh.SetFile("Codertocat", "Hello-World", "main", ".taskcluster.yml", sprintf(prTask, "public"))
+	b.role(t, "repo:github.com/Codertocat/Hello-World:pull-request")
+	push := func(sha, action string) string {
+		pull["head"].(map[string]any)["sha"] = sha
+		pr["action"] = action
+		b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", sprintf(prTask, "public"))
+		body, _ := json.Marshal(pr)
+		id := uuid.NewString()
+		status, _ := b.deliver(t, "pull_request", id, body, webhookSecret)
+		require.Equal(t, http.StatusNoContent, status)
+		return id
+	}
+	state := func(sha string) string {
+		builds, _, err := b.store.ListGithubBuilds(ctx, store.GithubBuildFilter{SHA: sha, Repository: "Hello-World"}, store.Page{})
+		require.NoError(t, err)
+		require.Len(t, builds, 1, sha)
+		return builds[0].State
+	}
+	const sha1, sha2, sha3 = "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222", "3333333333333333333333333333333333333333"
+	pull["number"] = float64(2)
+
+	b.gh.SetPull("Codertocat", "Hello-World", 2, map[string]any{"number": 2, "head": map[string]any{"sha": sha1}})
+	push(sha1, "opened")
+	b.process(t)
+	require.Equal(t, "pending", state(sha1))
+
+	b.gh.SetPull("Codertocat", "Hello-World", 2, map[string]any{"number": 2, "head": map[string]any{"sha": sha3}})
+	push(sha3, "synchronize")
+	push(sha2, "synchronize") // older than sha3, delivered after it
+	b.process(t)
+	require.Equal(t, "cancelled", state(sha1), "superseded")
+	require.Equal(t, "pending", state(sha3))
+	require.Equal(t, "cancelled", state(sha2), "stale on arrival")
+	for _, sha := range []string{sha1, sha2} {
+		builds, _, err := b.store.ListGithubBuilds(ctx, store.GithubBuildFilter{SHA: sha, Repository: "Hello-World"}, store.Page{})
+		require.NoError(t, err)
+		for _, task := range b.groupTasks(t, builds[0].TaskGroupID) {
+			require.Equal(t, "exception", task.State(), sha)
+		}
+	}
+	calls := b.gh.Calls("/statuses/" + sha2)
+	require.Equal(t, "error", calls[len(calls)-1].Body["state"])
 }

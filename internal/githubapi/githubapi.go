@@ -51,6 +51,14 @@ func (f TaskCreatorFunc) CreateTaskAs(ctx context.Context, taskID string, body [
 	return f(ctx, taskID, body, clientID, scopes)
 }
 
+// HookTrigger triggers a hook for the service (hooksapi.Firer.Trigger
+// behind an adapter): refused is the refusal a repository's users are
+// shown (no such hook, a payload or template the hook refuses, a task
+// its role does not allow); err is an internal failure.
+type HookTrigger interface {
+	TriggerHook(ctx context.Context, hookGroupID, hookID string, payload []byte, taskID string, now time.Time) (refused string, err error)
+}
+
 // ChangePublisher publishes the task changes of a group cancel
 // (api.Server.Publish).
 type ChangePublisher interface {
@@ -77,6 +85,8 @@ type Service struct {
 	Events events.Publisher
 	// Changes, if set, publishes the task changes of cancelled groups.
 	Changes ChangePublisher
+	// Hooks, if set, triggers the hooks `.taskcluster.yml` names.
+	Hooks HookTrigger
 	// Kick, if set, is called when a delivery was stored or an outbox
 	// entry queued, so the duties look at once.
 	Kick func()

@@ -7,12 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/forge"
 	"github.com/hopper-ci/hopper/internal/github"
+	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -125,6 +128,7 @@ type job struct {
 	d            *store.GithubDelivery
 	out          *outcome
 	installation int64
+	ids          func(label string) string
 }
 
 func (j *job) run(ctx context.Context) error {
@@ -180,8 +184,8 @@ func (j *job) run(ctx context.Context) error {
 			return err
 		}
 	}
-	rendered, err := cfg.Render(github.RenderParams{Event: e, TasksFor: tasksFor, RootURL: j.s.RootURL, Now: j.d.Received,
-		ID: github.IDs(j.s.IDSecret, j.d.Host, j.d.DeliveryID)})
+	j.ids = github.IDs(j.s.IDSecret, j.d.Host, j.d.DeliveryID)
+	rendered, err := cfg.Render(github.RenderParams{Event: e, TasksFor: tasksFor, RootURL: j.s.RootURL, Now: j.d.Received, ID: j.ids})
 	if err != nil {
 		return j.userError("The .taskcluster.yml of this commit does not render", err)
 	}
@@ -192,13 +196,13 @@ func (j *job) run(ctx context.Context) error {
 		}
 		return nil
 	}
-	return j.createTasks(ctx, rendered)
+	return j.createTasks(ctx, rendered, tasksFor)
 }
 
 // createTasks creates the rendered tasks with the event's role, records a
 // build for every task group they make, and queues each group's pending
 // status.
-func (j *job) createTasks(ctx context.Context, r *github.Rendered) error {
+func (j *job) createTasks(ctx context.Context, r *github.Rendered, tasksFor string) error {
 	expander, err := j.s.Roles.Expander(ctx)
 	if err != nil {
 		return fmt.Errorf("loading roles: %w", err)
@@ -229,6 +233,11 @@ func (j *job) createTasks(ctx context.Context, r *github.Rendered) error {
 			groups = append(groups, t.TaskID)
 		}
 	}
+	hookGroups, hookErr := j.triggerHooks(ctx, r, scopes, tasksFor, refused != nil)
+	if hookErr != nil && !errors.As(hookErr, new(*hookRefusal)) {
+		return hookErr
+	}
+	groups = append(groups, hookGroups...)
 	now := j.s.Clock.Now()
 	e := j.e
 	for _, g := range groups {
@@ -238,11 +247,131 @@ func (j *job) createTasks(ctx context.Context, r *github.Rendered) error {
 		j.out.outbox = append(j.out.outbox, j.s.statusEntry(j.f, e.Organization, e.Repository, e.SHA, g, e.Type, github.StatePending, j.installation))
 	}
 	j.out.summary = fmt.Sprintf("created %d of %d tasks in task groups %v", created, len(r.Tasks), groups)
+	if refused == nil && hookErr == nil && r.AutoCancel && e.Kind == github.KindPullRequest && e.TasksFor == github.TasksForPullRequest && e.PullNumber != 0 {
+		if err := j.autoCancel(ctx); err != nil {
+			return err
+		}
+	}
 	if refused != nil {
 		j.out.summary = fmt.Sprintf("the queue refused a task: %s", refused.Code)
 		return j.userError("Taskcluster could not create the tasks of this event", errors.New(refused.Message))
 	}
+	if hookErr != nil {
+		return j.userError("Taskcluster could not trigger a hook of this event", hookErr)
+	}
 	return nil
+}
+
+// cancelClass is the class of pull-request event types whose builds
+// supersede each other: opened, reopened and synchronize are one.
+func cancelClass(eventType string) string {
+	switch eventType {
+	case "pull_request.opened", "pull_request.reopened", "pull_request.synchronize":
+		return "pull_request.opened"
+	}
+	return eventType
+}
+
+// autoCancel cancels the superseded builds of a pull request
+// (autoCancelPreviousChecks), without the race of deliveries that arrive
+// out of order or on several replicas at once: the pull request's current
+// head decides. When this event's commit is the head, the pending builds
+// of other commits are cancelled; when it is not (a newer push came
+// first), this event's own new groups are cancelled at once.
+func (j *job) autoCancel(ctx context.Context) error {
+	e := j.e
+	pr, err := j.f.PullRequest(ctx, j.installation, e.Organization, e.Repository, e.PullNumber)
+	if forge.IsStatus(err, http.StatusNotFound) {
+		return nil // gone: nothing to supersede
+	}
+	if err != nil {
+		return fmt.Errorf("reading pull request %d's head: %w", e.PullNumber, err)
+	}
+	head, _ := lookupString(pr, "head", "sha")
+	now := j.s.Clock.Now()
+	if head != "" && head != e.SHA {
+		for i := range j.out.builds {
+			b := &j.out.builds[i]
+			if err := j.s.cancelGroup(ctx, b, now); err != nil {
+				return err
+			}
+			b.State = github.StateCancelled
+			for k := range j.out.outbox {
+				if j.out.outbox[k].Key == "status:"+b.TaskGroupID {
+					j.out.outbox[k] = j.s.statusEntry(j.f, b.Organization, b.Repository, b.SHA, b.TaskGroupID, b.EventType, github.StateCancelled, j.installation)
+				}
+			}
+		}
+		j.out.summary += "; superseded by " + head + " already: cancelled"
+		return nil
+	}
+	builds, _, err := j.s.Store.ListGithubBuilds(ctx, store.GithubBuildFilter{Host: e.Host, Organization: e.Organization,
+		Repository: e.Repository, PullRequestNumber: e.PullNumber, State: github.StatePending}, store.Page{Limit: 1000})
+	if err != nil {
+		return err
+	}
+	cancelled := 0
+	for _, b := range builds {
+		if b.SHA == e.SHA || b.EventID == e.DeliveryID || cancelClass(b.EventType) != cancelClass(e.Type) {
+			continue
+		}
+		if err := j.s.cancelBuild(ctx, &b, now); err != nil {
+			return fmt.Errorf("cancelling superseded build %s: %w", b.TaskGroupID, err)
+		}
+		cancelled++
+	}
+	if cancelled > 0 {
+		j.out.summary += fmt.Sprintf("; cancelled %d superseded builds", cancelled)
+	}
+	return nil
+}
+
+// hookRefusal is a hook that could not be triggered for a reason the
+// repository's users must see.
+type hookRefusal struct{ msg string }
+
+func (h *hookRefusal) Error() string { return h.msg }
+
+// triggerHooks triggers the hooks the config names, each with a task id
+// derived from the delivery (the group its build records), if the
+// event's role grants github:trigger-hook:<name>. It stops at the first
+// refusal; skip skips them all (the tasks were refused).
+func (j *job) triggerHooks(ctx context.Context, r *github.Rendered, scopes []string, tasksFor string, skip bool) ([]string, error) {
+	if skip || len(r.Hooks) == 0 {
+		return nil, nil
+	}
+	if j.s.Hooks == nil {
+		return nil, &hookRefusal{"this hopper triggers no hooks"}
+	}
+	var groups []string
+	for i, h := range r.Hooks {
+		group, id, ok := strings.Cut(h.Name, "/")
+		if !ok || group == "" || id == "" {
+			return groups, &hookRefusal{fmt.Sprintf("hooks[%d]: %q is not <hookGroupId>/<hookId>", i, h.Name)}
+		}
+		if !satisfies(scopes, "github:trigger-hook:"+h.Name) {
+			return groups, &hookRefusal{fmt.Sprintf("the repository's role (%s) does not grant github:trigger-hook:%s", r.Scopes[0], h.Name)}
+		}
+		taskID := j.ids(fmt.Sprintf("hook:%d:%s", i, h.Name))
+		context := h.Context
+		if context == nil {
+			context = map[string]any{}
+		}
+		payload, err := json.Marshal(map[string]any{"context": context, "event": j.e.Body, "now": queue.NewTime(j.d.Received).String(),
+			"taskcluster_root_url": j.s.RootURL, "tasks_for": tasksFor, "taskId": taskID})
+		if err != nil {
+			return groups, permanent{err}
+		}
+		refused, err := j.s.Hooks.TriggerHook(ctx, group, id, payload, taskID, j.d.Received)
+		if err != nil {
+			return groups, fmt.Errorf("triggering hook %s: %w", h.Name, err)
+		}
+		if refused != "" {
+			return groups, &hookRefusal{fmt.Sprintf("hook %s: %s", h.Name, refused)}
+		}
+		groups = append(groups, taskID)
+	}
+	return groups, nil
 }
 
 // statusEntry is the outbox entry of a build's status: one per build,

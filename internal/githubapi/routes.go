@@ -1,6 +1,7 @@
 package githubapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/forge"
@@ -130,7 +132,7 @@ func (s *Service) cancelBuilds(c *api.Call) (any, error) {
 	}
 	out := []any{}
 	for _, b := range builds {
-		if err := s.cancelBuild(c, &b); err != nil {
+		if err := s.cancelBuild(c.Context(), &b, c.Now); err != nil {
 			return nil, err
 		}
 		b.State = github.StateCancelled
@@ -139,9 +141,28 @@ func (s *Service) cancelBuilds(c *api.Call) (any, error) {
 	return map[string]any{"builds": out}, nil
 }
 
-// cancelBuild cancels one build's group, if the repository's role may.
-func (s *Service) cancelBuild(c *api.Call, b *store.GithubBuild) error {
-	ctx := c.Context()
+// cancelBuild cancels one build's group and marks it cancelled.
+func (s *Service) cancelBuild(ctx context.Context, b *store.GithubBuild, now time.Time) error {
+	if err := s.cancelGroup(ctx, b, now); err != nil {
+		return err
+	}
+	var status *store.GithubOutboxEntry
+	if f := s.Forges[b.Host]; f != nil {
+		e := s.statusEntry(f, b.Organization, b.Repository, b.SHA, b.TaskGroupID, b.EventType, github.StateCancelled, b.InstallationID)
+		status = &e
+	}
+	if _, err := s.Store.AdvanceGithubBuild(ctx, b.TaskGroupID, []string{github.StatePending, github.StateSuccess, github.StateFailure},
+		github.StateCancelled, now, status); err != nil {
+		return err
+	}
+	s.kick()
+	return nil
+}
+
+// cancelGroup seals and cancels a build's task group, with the scopes
+// Taskcluster uses: the repository's role, and sealing and cancelling
+// the service's own groups.
+func (s *Service) cancelGroup(ctx context.Context, b *store.GithubBuild, now time.Time) error {
 	expander, err := s.Roles.Expander(ctx)
 	if err != nil {
 		return err
@@ -155,10 +176,10 @@ func (s *Service) cancelBuild(c *api.Call, b *store.GithubBuild) error {
 				return &api.Error{Code: api.CodeInsufficientScopes, Message: "the repository's role cannot " + need}
 			}
 		}
-		if _, err := s.Store.SealTaskGroup(ctx, b.TaskGroupID, c.Now); err != nil {
+		if _, err := s.Store.SealTaskGroup(ctx, b.TaskGroupID, now); err != nil {
 			return err
 		}
-		res, err := s.Store.CancelTaskGroup(ctx, b.TaskGroupID, c.Now)
+		res, err := s.Store.CancelTaskGroup(ctx, b.TaskGroupID, now)
 		if err != nil {
 			return err
 		}
@@ -168,16 +189,6 @@ func (s *Service) cancelBuild(c *api.Call, b *store.GithubBuild) error {
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	var status *store.GithubOutboxEntry
-	if f := s.Forges[b.Host]; f != nil {
-		e := s.statusEntry(f, b.Organization, b.Repository, b.SHA, b.TaskGroupID, b.EventType, github.StateCancelled, b.InstallationID)
-		status = &e
-	}
-	if _, err := s.Store.AdvanceGithubBuild(ctx, b.TaskGroupID, []string{github.StatePending, github.StateSuccess, github.StateFailure},
-		github.StateCancelled, c.Now, status); err != nil {
-		return err
-	}
-	s.kick()
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,6 +28,8 @@ import (
 	"github.com/hopper-ci/hopper/internal/forge/forgetest"
 	"github.com/hopper-ci/hopper/internal/github"
 	. "github.com/hopper-ci/hopper/internal/githubapi"
+	"github.com/hopper-ci/hopper/internal/hooks"
+	"github.com/hopper-ci/hopper/internal/hooksapi"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
@@ -93,8 +96,11 @@ func setup(t testing.TB) *bundle {
 	srv, err = queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: hs.URL, Version: "test"}, Store: db, Clock: clock,
 		Issuer: sec.Issuer, Logger: log})
 	require.NoError(t, err)
+	firer := &hooksapi.Firer{Store: db, Roles: sec.Roles, Clock: clock, Log: log, Tasks: srv}
+	svc.Hooks = hookTrigger{firer}
 	httpSrv, err := api.New(api.Options{Clock: clock, Authorizer: sec.Authorizer, Logger: log,
 		Routes: slices.Concat(srv.Routes(), Routes(svc, "test", clock.Now()),
+			hooksapi.Routes(hooksapi.Deps{Store: db, Sealer: sec.Sealer, Firer: firer, Caller: sec.Authorizer.Caller, Logger: log}),
 			authapi.Routes(authapi.Deps{Store: db, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
 				Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log})),
 	})
@@ -103,6 +109,18 @@ func setup(t testing.TB) *bundle {
 	root := &tcclient.Client{RootURL: hs.URL, MaxRetries: -1, Credentials: &tcclient.Credentials{ClientID: server.RootClientID, AccessToken: rootToken}}
 	*b = bundle{clock: clock, store: db, root: root, svc: svc, gh: gh, url: hs.URL}
 	return b
+}
+
+// hookTrigger is the server's adapter of the hooks' firer.
+type hookTrigger struct{ firer *hooksapi.Firer }
+
+func (h hookTrigger) TriggerHook(ctx context.Context, group, id string, payload []byte, taskID string, now time.Time) (string, error) {
+	err := h.firer.Trigger(ctx, group, id, payload, taskID, ClientID, now)
+	var refused *hooks.Error
+	if errors.As(err, &refused) {
+		return refused.Error(), nil
+	}
+	return "", err
 }
 
 type publisherFunc func(ctx context.Context, changes []store.Change)

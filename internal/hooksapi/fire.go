@@ -210,3 +210,45 @@ func definitionOf(h *store.Hook) (*hooks.Definition, error) {
 	}
 	return def, nil
 }
+
+// Trigger fires a hook for another hopper service (the github service
+// triggers the hooks a `.taskcluster.yml` names) as triggerHook would:
+// the payload must match the hook's triggerSchema, the task is created
+// with the hook's role as taskID, and the fire is recorded. A refusal
+// (no such hook, a payload the schema refuses, a template that fails, a
+// task the role does not allow) is a *hooks.Error; other errors are
+// internal. now is the fire's time, so repeating a trigger renders the
+// same task, which the queue takes as the same task.
+func (f *Firer) Trigger(ctx context.Context, hookGroupID, hookID string, payload []byte, taskID, clientID string, now time.Time) error {
+	h, err := f.Store.GetHook(ctx, hookGroupID, hookID)
+	if errors.Is(err, store.ErrNotFound) {
+		return &hooks.Error{Code: api.CodeResourceNotFound, Message: fmt.Sprintf("No hook %s/%s", hookGroupID, hookID)}
+	}
+	if err != nil {
+		return err
+	}
+	def, err := definitionOf(h)
+	if err != nil {
+		return err
+	}
+	if _, err := hooks.CheckTriggerPayload(def, payload); err != nil {
+		return err
+	}
+	var decoded any
+	if err := json.Unmarshal(payload, &decoded); err != nil {
+		return fmt.Errorf("decoding the trigger payload: %w", err)
+	}
+	out, err := f.fire(ctx, def, hooks.Fire{FiredBy: hooks.FiredByTriggerHook, TaskID: taskID, Payload: decoded, ClientID: clientID, Now: now})
+	if err != nil {
+		return err
+	}
+	if out.record != nil {
+		if err := f.Store.AddLastFire(ctx, out.record); err != nil {
+			return err
+		}
+	}
+	if out.refusal != nil {
+		return out.refusal
+	}
+	return nil
+}

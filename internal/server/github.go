@@ -1,13 +1,17 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/forge"
 	"github.com/hopper-ci/hopper/internal/githubapi"
+	"github.com/hopper-ci/hopper/internal/hooks"
+	"github.com/hopper-ci/hopper/internal/hooksapi"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 )
 
@@ -32,7 +36,7 @@ func (w *wiring) githubService() (service, error) {
 	deliveries := &maintenance.GithubDeliveries{Logger: log}
 	reports := &maintenance.GithubReports{Logger: log}
 	cfg := githubapi.Service{Store: w.store, Tasks: w.queue, Roles: w.sec.Roles, Clock: w.cfg.Clock, Schemas: w.schemas,
-		Log: log, RootURL: w.cfg.RootURL, IDSecret: idKey[:], Changes: w.queue,
+		Log: log, RootURL: w.cfg.RootURL, IDSecret: idKey[:], Changes: w.queue, Hooks: hookTrigger{w.hooks},
 		Kick: func() { deliveries.Kick(); reports.Kick() }}
 	var svc service
 	if w.cfg.AMQP != "" {
@@ -55,4 +59,18 @@ func (w *wiring) githubService() (service, error) {
 	svc.routes = githubapi.Routes(s, w.cfg.Version, time.Now())
 	svc.duties = []maintenance.Service{deliveries, reports}
 	return svc, nil
+}
+
+// hookTrigger lets the github service trigger hooks through the Hooks
+// service's firer, with the hooks' refusals as text for the repository's
+// users.
+type hookTrigger struct{ firer *hooksapi.Firer }
+
+func (h hookTrigger) TriggerHook(ctx context.Context, hookGroupID, hookID string, payload []byte, taskID string, now time.Time) (string, error) {
+	err := h.firer.Trigger(ctx, hookGroupID, hookID, payload, taskID, githubapi.ClientID, now)
+	var refused *hooks.Error
+	if errors.As(err, &refused) {
+		return refused.Error(), nil
+	}
+	return "", err
 }

@@ -16,6 +16,7 @@ import (
 func (w *wiring) hooksService() (service, error) {
 	log := w.log
 	firer := &hooksapi.Firer{Store: w.store, Roles: w.sec.Roles, Clock: w.cfg.Clock, Log: log, Tasks: w.queue}
+	w.hooks = firer
 	svc := service{duties: []maintenance.Service{&maintenance.HookScheduler{Firer: firer, Logger: log}}}
 	var (
 		changed   func()

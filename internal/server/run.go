@@ -18,6 +18,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/maintenance"
+	"github.com/hopper-ci/hopper/internal/notifysend"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/schema"
@@ -66,6 +67,12 @@ type Config struct {
 	Pprof string
 	// Ready, if set, receives the server's root URL once it is listening.
 	Ready func(rootURL string)
+	// Notify configures the Notify service's channels; when nil, they are
+	// read from NotifyConfigFile (if set) and the environment's
+	// HOPPER_NOTIFY_* secrets. Without any, task notifications are still
+	// recorded, and fail saying their channel is not configured.
+	Notify           *notifysend.Config
+	NotifyConfigFile string
 }
 
 // Run serves until ctx is cancelled, then drains: open long-polls end with

@@ -10,6 +10,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/flowapi"
+	"github.com/hopper-ci/hopper/internal/hooksapi"
 	"github.com/hopper-ci/hopper/internal/hopperapi"
 	"github.com/hopper-ci/hopper/internal/indexapi"
 	"github.com/hopper-ci/hopper/internal/live"
@@ -60,6 +61,7 @@ func (w *wiring) services() []func() (service, error) {
 		w.hopperService,
 		w.liveService,
 		w.workerManagerService,
+		w.notifyService,
 	}
 }
 
@@ -83,6 +85,7 @@ type wiring struct {
 
 	objects queueapi.ObjectService // nil: the blob store cannot hold objects
 	queue   *queueapi.Server
+	hooks   *hooksapi.Firer
 }
 
 // build runs the constructors in order.

@@ -24,30 +24,6 @@ type createCall struct {
 	err error
 }
 
-// CreateTask implements Store (docs/contract/queue.md §3.4 steps 8–11). A new task
-// without dependencies, the common case, is written by a batch that
-// inserts every task of the batch whose group takes it and whose taskId is
-// free; concurrent creates share that
-// batch while the database is busy. Anything else (dependencies, a repeat,
-// a refusal) takes the full path alone.
-func (db *DB) CreateTask(ctx context.Context, p CreateTaskParams) (*Result, error) {
-	if p.Flow == nil {
-		flow, err := queue.ParseFlow(p.Task)
-		if err != nil {
-			return nil, err
-		}
-		p.Flow = flow
-	}
-	// A task under a flow policy goes alone: its key's row is written and
-	// its key's running tasks may be cancelled in its transaction.
-	if db.creates == nil || len(p.Task.Dependencies) > 0 || p.Flow != nil {
-		return db.createTaskAlone(ctx, p)
-	}
-	call := &createCall{ctx: ctx, p: p, err: errNotRun}
-	db.creates.do(call)
-	return call.res, call.err
-}
-
 // runCreates runs a batch of creates without dependencies. A create the
 // batch did not insert is run alone afterwards, which answers it properly:
 // an identical repeat succeeds, anything else gets its refusal.

@@ -137,6 +137,7 @@ func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult,
 		steps = append(steps, expireSecretSteps(cutoff, &out.Secrets)...)
 		steps = append(steps, expireHookFireSteps(now, &out.HookFires)...)
 		steps = append(steps, expireGithubSteps(now, &out.GithubRecords)...)
+		steps = append(steps, expireNotifySteps(cutoff, &out.Notifications)...)
 		for _, s := range steps {
 			res, err := tx.exec(ctx, s.query, s.args...)
 			if err != nil {

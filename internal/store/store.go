@@ -98,6 +98,9 @@ type Store interface {
 	// The Worker Manager service (workermanager.go).
 	WorkerManagerStore
 
+	// The Notify service's outbox and denylist (notify.go).
+	NotifyStore
+
 	Close() error
 }
 
@@ -156,9 +159,6 @@ type CreateTaskParams struct {
 	TaskID string
 	Task   *queue.Task
 	Now    time.Time
-	// Flow is the task's flow policy (queue.ParseFlow); CreateTask reads it
-	// from the definition when nil.
-	Flow *queue.FlowPolicy
 }
 
 // UpdateTaskParams describes a transition of one task. Apply runs inside the
@@ -233,6 +233,8 @@ type ExpireDataResult struct {
 	// GithubRecords counts webhook deliveries past GithubRetention
 	// (github.go).
 	GithubRecords int
+	// Notifications counts outbox rows past their task's expiry (notify.go).
+	Notifications int
 	Blobs         []ExpiredArtifact
 }
 

@@ -194,7 +194,7 @@ func (t *txn) transition(ctx context.Context, taskID string, now time.Time,
 	if err := t.saveTask(before, task); err != nil {
 		return nil, err
 	}
-	change := Change{Task: task, Events: withStatus(tr.Events, task)}
+	change := t.change(task, tr.Events)
 	idx := len(res.Changes)
 	res.Changes = append(res.Changes, change)
 	if queue.BecameResolved(before, task) {

@@ -153,6 +153,11 @@ type Config struct {
 	// machine offers and says what is missing, "none" runs commands as
 	// plain child processes.
 	Isolation string `yaml:"isolation" json:"isolation,omitempty"`
+	// TaskNetwork is what a sandboxed task (own network namespace) may
+	// reach: "outbound" (default) the machine's network through
+	// slirp4netns, without the machine's loopback services; "none" only
+	// its own loopback. The taskcluster proxy is reachable in both.
+	TaskNetwork string `yaml:"taskNetwork" json:"taskNetwork,omitempty"`
 	// MaxTaskMemoryMB limits every task's memory (0: no limit) and
 	// MaxTaskProcesses its processes and threads (default 4096, so a fork
 	// bomb cannot take the machine; -1: no limit); payload.limits may ask
@@ -347,6 +352,11 @@ func (c Config) Normalize() (Config, error) {
 		problems = append(problems, err.Error())
 	} else {
 		c.Isolation = string(iso)
+	}
+	if n, err := sandbox.ParseNetwork(c.TaskNetwork); err != nil {
+		problems = append(problems, err.Error())
+	} else {
+		c.TaskNetwork = string(n)
 	}
 	if c.MaxTaskProcesses == 0 {
 		c.MaxTaskProcesses = 4096

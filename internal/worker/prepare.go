@@ -197,6 +197,13 @@ func (r *taskRun) startProxy(opts tcproxy.Options) error {
 	if r.proxyPeerFunc != nil {
 		opts.AllowPeerFunc = r.proxyPeerFunc
 	}
+	if r.proxyListen != nil {
+		ln, err := r.proxyListen("127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("listening in the task's network namespace: %w", err)
+		}
+		opts.Listener = ln
+	}
 	p, err := tcproxy.Start(opts)
 	if err != nil {
 		return err

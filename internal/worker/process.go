@@ -57,7 +57,17 @@ func (e *processEngine) close() {
 
 func (e *processEngine) prepare(r *taskRun) engineTask {
 	r.log.Infof("Sandbox: %s", e.sandbox.Summary())
-	if u := e.sandbox.User(r.slot); u != nil {
+	ns, err := e.sandbox.NewNamespaces()
+	if err != nil {
+		r.record(internalError("Could not make the task's namespaces: %v", err))
+		return nil
+	}
+	r.namespaces = ns
+	if ns.OwnNetwork() {
+		// The proxy listens on the task's own loopback, which only the
+		// task's processes share: no one else can reach it.
+		r.proxyListen = ns.Listen
+	} else if u := e.sandbox.User(r.slot); u != nil {
 		// The proxy listens on loopback, where every task could reach
 		// it: it serves the slot's user only.
 		r.proxyPeerFunc = func(local, remote net.Addr) bool {
@@ -67,6 +77,7 @@ func (e *processEngine) prepare(r *taskRun) engineTask {
 	}
 	r.prepare()
 	if r.pl == nil {
+		r.namespaces.Close()
 		return nil
 	}
 	return processTask{r: r, sandbox: e.sandbox}

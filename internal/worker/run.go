@@ -81,13 +81,17 @@ type taskRun struct {
 	// task's sandbox while commands may run; usage is what it used.
 	slot       int
 	box        *sandbox.Task
+	namespaces *sandbox.Namespaces
 	usage      sandbox.Usage
 	usageKnown bool
 	// confined is set when the commands ran as a task user: artifacts
 	// must then be the task's own files.
 	confined bool
-	// proxyPeerFunc, when set, limits who may use the task's proxy.
+	// proxyPeerFunc, when set, limits who may use the task's proxy, and
+	// proxyListen, when set, opens its listener (in the task's network
+	// namespace).
 	proxyPeerFunc func(local, remote net.Addr) bool
+	proxyListen   func(address string) (net.Listener, error)
 	watchStop     chan struct{}
 	watchOnce     sync.Once
 }

@@ -25,6 +25,7 @@ func newSandbox(cfg Config, logger *slog.Logger) (*sandbox.Manager, error) {
 		TasksDir:     cfg.TasksDir,
 		MaxMemory:    int64(cfg.MaxTaskMemoryMB) << 20,
 		MaxProcesses: max(cfg.MaxTaskProcesses, 0),
+		Network:      sandbox.Network(cfg.TaskNetwork),
 		InitCommand:  cfg.SandboxInit,
 		Hide:         hiddenFiles(cfg),
 		Logger:       logger,
@@ -92,7 +93,7 @@ func (r *taskRun) openSandbox(m *sandbox.Manager) {
 		r.record(malformed("payload.limits: %v", err))
 		return
 	}
-	box, err := m.NewTask(r.slot, lim)
+	box, err := m.NewTask(r.slot, lim, r.namespaces)
 	if err != nil {
 		r.record(internalError("Could not prepare the task sandbox: %v", err))
 		return
@@ -123,8 +124,10 @@ func limitText(set bool, v string) string {
 // task used, for the end of the log.
 func (r *taskRun) closeSandbox() {
 	if r.box == nil {
+		r.namespaces.Close()
 		return
 	}
+	defer r.namespaces.Close()
 	r.usage = r.box.Close()
 	r.box = nil
 	r.usageKnown = true

@@ -102,9 +102,13 @@ func BenchmarkCreateClaimComplete(b *testing.B) {
 }
 
 // BenchmarkReportCompleted measures the store's part of reportCompleted
-// for tasks without routes and for tasks indexed at two paths.
+// for tasks without routes, tasks indexed at two paths and tasks with a
+// notify route.
 func BenchmarkReportCompleted(b *testing.B) {
-	for name, routes := range map[string][]string{"plain": nil, "indexed": {"index.bench.latest", "index.bench.each.t%d"}} {
+	for name, routes := range map[string][]string{"plain": nil, "indexed": {"index.bench.latest", "index.bench.each.t%d"},
+		// A notify route that does not fire on completion (its rules are
+		// read, nothing is written), and one that does (one outbox row).
+		"notify-silent": {"notify.email.dev%d@example.com.on-failed"}, "notify": {"notify.email.dev%d@example.com.on-completed"}} {
 		b.Run(name, func(b *testing.B) {
 			storetest.BenchReportCompleted(b, openFile(b, filepath.Join(b.TempDir(), "hopper.db")), routes)
 		})

@@ -169,6 +169,8 @@ func Run(t *testing.T, open Opener) {
 		{"PoolWorkers", testPoolWorkers},
 		{"PoolErrors", testPoolErrors},
 		{"LeaseRace", testLeaseRace},
+		{"NotifyOutbox", testNotifyOutbox},
+		{"NotifyClaims", testNotifyClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

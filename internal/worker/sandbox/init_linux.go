@@ -1,7 +1,7 @@
 package sandbox
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +47,15 @@ type initSpec struct {
 	// PrivateShm gives /dev/shm a fresh tmpfs: the task's shared memory
 	// files are its own.
 	PrivateShm bool `json:"privateShm,omitempty"`
+	// Namespaces says the control message carries the descriptors of the
+	// task's IPC and network namespaces (Namespaces.files), which the
+	// command joins; the init mounts a fresh mqueue for the IPC one.
+	Namespaces bool `json:"namespaces,omitempty"`
+	// VarTmp, when set, is the task's own directory mounted on /var/tmp.
+	VarTmp string `json:"varTmp,omitempty"`
+	// Restrict sets no-new-privileges and the seccomp filter that refuses
+	// user namespaces on the command (restrictThread).
+	Restrict bool `json:"restrict,omitempty"`
 	// Probe makes the init only set itself up and report success.
 	Probe bool `json:"probe,omitempty"`
 	// InitCgroups are the cgroup.procs files the init moves itself to
@@ -78,6 +88,9 @@ func IsInitInvocation() bool {
 // at which point the kernel kills whatever else is left in the namespace.
 // It returns the process exit code.
 func InitMain() int {
+	// Namespaces joined with setns, no-new-privileges and the seccomp
+	// filter belong to a thread: this one, which starts the command.
+	runtime.LockOSThread()
 	// If the worker dies the kernel kills this init, and with it the whole
 	// namespace. The control pipe covers the window before this call.
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0)
@@ -88,7 +101,7 @@ func InitMain() int {
 		fmt.Fprintln(os.Stderr, "hopper sandbox init: started without its pipes")
 		return 125
 	}
-	line, err := bufio.NewReader(control).ReadBytes('\n')
+	line, fds, err := readSpec(controlFD)
 	if err != nil {
 		// The worker is gone before it said go: nothing to run.
 		return 125
@@ -121,6 +134,27 @@ func InitMain() int {
 				return 125
 			}
 		}
+		if spec.VarTmp != "" {
+			if err := unix.Mount(spec.VarTmp, "/var/tmp", "", unix.MS_BIND, ""); err != nil && !errors.Is(err, unix.ENOENT) {
+				report(status, initStatus{StartError: fmt.Sprintf("sandbox init: mounting the task's /var/tmp: %v", err)})
+				return 125
+			}
+		}
+		if spec.Namespaces {
+			if err := joinNamespaces(fds); err != nil {
+				report(status, initStatus{StartError: err.Error()})
+				return 125
+			}
+		}
+	}
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	if spec.Restrict {
+		if err := restrictThread(); err != nil {
+			report(status, initStatus{StartError: "sandbox init: " + err.Error()})
+			return 125
+		}
 	}
 	if spec.Probe {
 		report(status, initStatus{Started: true})
@@ -151,6 +185,66 @@ func mountProc() error {
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("sandbox init: mounting /proc: %w", err)
+	}
+	return nil
+}
+
+// readSpec reads the spec line from the control socket, with the
+// descriptors that came along with it.
+func readSpec(fd int) ([]byte, []int, error) {
+	var fds []int
+	var data []byte
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, fds, err
+		}
+		if oobn > 0 {
+			msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+			if err != nil {
+				return nil, fds, err
+			}
+			for _, m := range msgs {
+				rights, err := unix.ParseUnixRights(&m)
+				if err == nil {
+					fds = append(fds, rights...)
+				}
+			}
+		}
+		if n == 0 {
+			return nil, fds, io.EOF
+		}
+		data = append(data, buf[:n]...)
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			return data[:i+1], fds, nil
+		}
+	}
+}
+
+// joinNamespaces moves this thread, which starts the command, into the
+// task's IPC and network namespaces (descriptors in Namespaces.files
+// order; the network one is absent where tasks share the worker's) and mounts the IPC namespace's own mqueue file system where the
+// machine has one, so the task sees its own POSIX message queues only.
+func joinNamespaces(fds []int) error {
+	if len(fds) != 1 && len(fds) != 2 {
+		return fmt.Errorf("sandbox init: got %d namespace descriptors, want 1 or 2", len(fds))
+	}
+	if err := unix.Setns(fds[0], unix.CLONE_NEWIPC); err != nil {
+		return fmt.Errorf("sandbox init: joining the task's IPC namespace: %w", err)
+	}
+	if len(fds) == 2 {
+		if err := unix.Setns(fds[1], unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("sandbox init: joining the task's network namespace: %w", err)
+		}
+	}
+	err := unix.Mount("mqueue", "/dev/mqueue", "mqueue", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("sandbox init: mounting the task's /dev/mqueue: %w", err)
 	}
 	return nil
 }

@@ -18,9 +18,19 @@ type Manager struct {
 	// namespaces says commands run under the init in new PID and mount
 	// namespaces.
 	namespaces bool
-	cg         *cgroups
-	users      []*User
-	logger     *slog.Logger
+	// taskNamespaces says each task gets IPC and network namespaces
+	// (NewNamespaces), with slirp4netns at slirp for NetworkOutbound;
+	// restrict says commands run with no-new-privileges and the seccomp
+	// filter.
+	taskNamespaces bool
+	// sharedNet (auto mode without slirp4netns for an outbound network)
+	// leaves tasks in the worker's network namespace.
+	sharedNet bool
+	slirp     string
+	restrict  bool
+	cg        *cgroups
+	users     []*User
+	logger    *slog.Logger
 	// mu guards spares: each slot's next sandbox init, started ahead.
 	mu     sync.Mutex
 	spares map[int]*spare
@@ -46,6 +56,11 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Name == "" {
 		cfg.Name = "hopper-worker"
 	}
+	network, err := ParseNetwork(string(cfg.Network))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Network = network
 	m := &Manager{cfg: cfg, logger: cfg.Logger, spares: map[int]*spare{}}
 	if m.logger == nil {
 		m.logger = slog.New(slog.DiscardHandler)
@@ -80,6 +95,15 @@ func (m *Manager) Summary() string {
 	var have []string
 	if m.namespaces {
 		have = append(have, "own PID namespace and /proc")
+	}
+	switch {
+	case m.taskNamespaces && m.sharedNet:
+		have = append(have, "own IPC namespace")
+	case m.taskNamespaces:
+		have = append(have, fmt.Sprintf("own IPC and network namespaces (network: %s)", m.cfg.Network))
+	}
+	if m.restrict {
+		have = append(have, "no new privileges, no user namespaces")
 	}
 	if m.cg != nil {
 		have = append(have, "own cgroup")

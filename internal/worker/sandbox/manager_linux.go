@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // setup detects namespaces, cgroups and task users.
@@ -19,6 +21,7 @@ func (m *Manager) setup() {
 		m.missing = append(m.missing, "PID and mount namespaces: "+err.Error())
 	} else {
 		m.namespaces = true
+		m.probeTaskNamespaces()
 	}
 	cg, missing := setupCgroups(m.cfg.Name)
 	m.cg = cg
@@ -50,17 +53,41 @@ func (m *Manager) Close() {
 	}
 }
 
-// probeNamespaces starts the init once with nothing to run, which proves
-// that PID and mount namespaces and a fresh /proc work here.
-func (m *Manager) probeNamespaces() error {
-	if len(m.cfg.InitCommand) == 0 {
-		return errors.New("this program provides no sandbox init")
+// probeTaskNamespaces checks that tasks can have IPC and network
+// namespaces of their own, with slirp4netns for an outbound network, and
+// that commands can run with no-new-privileges and the seccomp filter: it
+// starts an init that joins a task's namespaces and restricts itself.
+func (m *Manager) probeTaskNamespaces() {
+	if m.cfg.Network == NetworkOutbound {
+		path, err := exec.LookPath("slirp4netns")
+		if err != nil {
+			// Auto mode goes on with tasks in the worker's network.
+			m.missing = append(m.missing, "own network namespace per task (outbound network needs slirp4netns, which is not installed): tasks share the worker's network, its loopback included")
+			m.sharedNet = true
+		}
+		m.slirp = path
 	}
+	m.taskNamespaces = true
+	ns, err := m.NewNamespaces()
+	if err == nil {
+		err = m.probe(initSpec{Probe: true, MountProc: true, Namespaces: true, Restrict: true}, ns)
+		ns.Close()
+	}
+	if err != nil {
+		m.taskNamespaces, m.sharedNet = false, false
+		m.missing = append(m.missing, "own IPC and network namespaces per task, no-new-privileges and refusing user namespaces: "+err.Error())
+		return
+	}
+	m.restrict = true
+}
+
+// probe starts an init with spec and waits for its report.
+func (m *Manager) probe(spec initSpec, ns *Namespaces) error {
 	p, err := m.spawnInit()
 	if err != nil {
 		return err
 	}
-	if err := p.launch(initSpec{Probe: true, MountProc: true}, io.Discard, nil); err != nil {
+	if err := p.launch(spec, io.Discard, nil, ns); err != nil {
 		return err
 	}
 	res := p.Wait()
@@ -70,6 +97,15 @@ func (m *Manager) probeNamespaces() error {
 	return nil
 }
 
+// probeNamespaces starts the init once with nothing to run, which proves
+// that PID and mount namespaces and a fresh /proc work here.
+func (m *Manager) probeNamespaces() error {
+	if len(m.cfg.InitCommand) == 0 {
+		return errors.New("this program provides no sandbox init")
+	}
+	return m.probe(initSpec{Probe: true, MountProc: true}, nil)
+}
+
 // Task is one task's sandbox: its cgroup, its user and its limits. Run its
 // commands with Start, one at a time, and Close it at the end of the task.
 type Task struct {
@@ -77,14 +113,16 @@ type Task struct {
 	slot   int
 	user   *User
 	cg     *taskCgroup
+	ns     *Namespaces
 	Limits Limits
 }
 
 // NewTask prepares the sandbox of a task running in slot (0-based): it
 // creates the task's cgroup with the limits and empties the slot user's
-// home. In none mode it only remembers the slot.
-func (m *Manager) NewTask(slot int, lim Limits) (*Task, error) {
-	t := &Task{m: m, Limits: lim, slot: slot}
+// home; its commands join ns (from NewNamespaces; nil: the worker's). In
+// none mode it only remembers the slot. Close does not close ns.
+func (m *Manager) NewTask(slot int, lim Limits, ns *Namespaces) (*Task, error) {
+	t := &Task{m: m, Limits: lim, slot: slot, ns: ns}
 	if m.cfg.Isolation == None {
 		return t, nil
 	}
@@ -151,16 +189,17 @@ func (t *Task) Start(c Command) (*Process, error) {
 	if t.m.cfg.Isolation == None || !t.m.namespaces {
 		return t.startPlain(c)
 	}
-	spec := initSpec{Argv: c.Argv, Env: c.Env, MountProc: true, Hide: t.m.cfg.Hide}
+	spec := initSpec{Argv: c.Argv, Env: c.Env, MountProc: true, Hide: t.m.cfg.Hide,
+		Namespaces: t.ns != nil, Restrict: t.m.restrict}
 	if t.user != nil {
-		spec.UID, spec.GID, spec.PrivateShm = t.user.UID, t.user.GID, true
+		spec.UID, spec.GID, spec.PrivateShm, spec.VarTmp = t.user.UID, t.user.GID, true, t.user.VarTmp
 	}
 	spec.Dir = c.Dir
 	p, err := t.m.takeInit(t.slot)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.launch(spec, c.Output, t.cg); err != nil {
+	if err := p.launch(spec, c.Output, t.cg, t.ns); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -214,8 +253,15 @@ func (t *Task) startPlain(c Command) (*Process, error) {
 // and package initialisation to go through) is most of what the sandbox
 // costs, so the worker starts each slot's next init ahead of time.
 func (m *Manager) spawnInit() (*Process, error) {
-	var pipes [6]*os.File // control r/w, status r/w, output r/w
-	for i := 0; i < len(pipes); i += 2 {
+	// The control channel is a socket pair, not a pipe: the task's
+	// namespaces travel on it as descriptors (SCM_RIGHTS).
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("creating the sandbox control socket: %w", err)
+	}
+	var pipes [6]*os.File // control init/worker, status r/w, output r/w
+	pipes[0], pipes[1] = os.NewFile(uintptr(pair[0]), "control"), os.NewFile(uintptr(pair[1]), "control")
+	for i := 2; i < len(pipes); i += 2 {
 		r, w, err := os.Pipe()
 		if err != nil {
 			for _, f := range pipes[:i] {
@@ -235,7 +281,7 @@ func (m *Manager) spawnInit() (*Process, error) {
 	// alive compares PIDs, which differ across the new PID namespace; the
 	// init sets its own.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
-	err := cmd.Start()
+	err = cmd.Start()
 	ctlR.Close()
 	stW.Close()
 	outW.Close()
@@ -252,8 +298,9 @@ func (m *Manager) spawnInit() (*Process, error) {
 }
 
 // launch hands a spawned init its command: it joins cg (before it can
-// fork anything), its output goes to out, and it gets spec.
-func (p *Process) launch(spec initSpec, out io.Writer, cg *taskCgroup) error {
+// fork anything), its output goes to out, and it gets spec, with the
+// descriptors of ns when spec.Namespaces.
+func (p *Process) launch(spec initSpec, out io.Writer, cg *taskCgroup, ns *Namespaces) error {
 	p.cg = cg
 	if cg != nil {
 		spec.InitCgroups = cg.initProcs()
@@ -269,12 +316,54 @@ func (p *Process) launch(spec initSpec, out io.Writer, cg *taskCgroup) error {
 		_, _ = io.Copy(out, p.output)
 	}()
 	b, _ := json.Marshal(spec)
-	if _, err := p.control.Write(append(b, '\n')); err != nil {
+	var fds []int
+	if spec.Namespaces && ns != nil {
+		for _, f := range ns.files() {
+			fds = append(fds, int(f.Fd()))
+		}
+	}
+	if err := sendSpec(p.control, append(b, '\n'), fds); err != nil {
 		p.Kill()
 		p.Wait()
 		return fmt.Errorf("starting the sandbox init: %w", err)
 	}
 	return nil
+}
+
+// sendSpec writes the spec line on the control socket, the descriptors
+// riding along with its first byte.
+func sendSpec(control *os.File, line []byte, fds []int) error {
+	raw, err := control.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var sendErr error
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	err = raw.Write(func(fd uintptr) bool {
+		for len(line) > 0 {
+			n, err := unix.SendmsgN(int(fd), line, oob, nil, 0)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if errors.Is(err, unix.EAGAIN) {
+				// Not expected on a blocking socket; let the poller wait.
+				return false
+			}
+			if err != nil {
+				sendErr = err
+				return true
+			}
+			line, oob = line[n:], nil
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return sendErr
 }
 
 // spare is a slot's next init, being started.

@@ -15,8 +15,14 @@
 //     process-count limits, whose peak memory and CPU time are read at the
 //     end; leftover cgroups of a crashed worker are emptied at start;
 //   - when the worker runs as root, commands run as an unprivileged user per
-//     capacity slot, with their own home, so the worker's files and other
-//     tasks' directories are out of reach.
+//     capacity slot, with their own home, /tmp directory and /var/tmp, so
+//     the worker's files and other tasks' directories are out of reach;
+//   - each task has IPC and network namespaces of its own (Namespaces):
+//     shared memory and message queues die with it, and the machine's
+//     loopback services are out of its reach, its outbound network going
+//     through a user-mode stack or nowhere (Network);
+//   - commands run with no-new-privileges and a seccomp filter that
+//     refuses user namespaces (seccomp_linux.go says why a filter).
 //
 // Isolation "strict" refuses to start where any of this is missing,
 // "auto" uses what there is and says what is missing, "none" runs commands
@@ -53,6 +59,31 @@ func ParseIsolation(s string) (Isolation, error) {
 		return Isolation(s), nil
 	}
 	return "", fmt.Errorf("isolation %q: want strict, auto or none", s)
+}
+
+// Network is what a task in its own network namespace can reach.
+type Network string
+
+// The task networks (`hopper worker --task-network`).
+const (
+	// NetworkOutbound (the default) connects the task's namespace to the
+	// machine's network through slirp4netns, a user-mode TCP/IP stack,
+	// with its alias for the machine's loopback disabled: the task reaches
+	// what the machine reaches, except services on the machine's loopback.
+	NetworkOutbound Network = "outbound"
+	// NetworkNone gives the task a loopback of its own and nothing else.
+	NetworkNone Network = "none"
+)
+
+// ParseNetwork checks a task network name; "" means NetworkOutbound.
+func ParseNetwork(s string) (Network, error) {
+	switch Network(s) {
+	case "":
+		return NetworkOutbound, nil
+	case NetworkOutbound, NetworkNone:
+		return Network(s), nil
+	}
+	return "", fmt.Errorf("task network %q: want outbound or none", s)
 }
 
 // InitArg is the argument that makes the hopper binary (or a test binary)
@@ -95,6 +126,9 @@ type Config struct {
 	// as the worker's config file; in the command's mount namespace each
 	// is covered with /dev/null.
 	Hide []string
+	// Network is what tasks reach from their own network namespace
+	// (default NetworkOutbound).
+	Network Network
 	// Logger receives warnings (nil: discarded).
 	Logger *slog.Logger
 }
@@ -183,4 +217,7 @@ type User struct {
 	// every task. /tmp itself stays the machine's: mounting over it would
 	// hide work directories that live there.
 	Tmp string
+	// VarTmp, emptied before every task, is what the task's commands see
+	// at /var/tmp.
+	VarTmp string
 }

@@ -104,7 +104,7 @@ func growing(file string) bool {
 func TestCommandEndKillsDaemonsAndDoubleForks(t *testing.T) {
 	t.Parallel()
 	m := needStrict(t, Config{})
-	task, err := m.NewTask(0, Limits{})
+	task, err := m.NewTask(0, Limits{}, nil)
 	require.NoError(t, err)
 	defer task.Close()
 	dir := taskDir(t, m, task)
@@ -129,7 +129,7 @@ echo "uid=$(id -u) pid=$$"`)
 func TestKillEndsEverything(t *testing.T) {
 	t.Parallel()
 	m := needStrict(t, Config{})
-	task, err := m.NewTask(0, Limits{})
+	task, err := m.NewTask(0, Limits{}, nil)
 	require.NoError(t, err)
 	defer task.Close()
 	dir := taskDir(t, m, task)
@@ -149,7 +149,7 @@ func TestKillEndsEverything(t *testing.T) {
 func TestProcReadsOnlyTheTask(t *testing.T) {
 	t.Parallel()
 	m := needStrict(t, Config{})
-	task, err := m.NewTask(0, Limits{})
+	task, err := m.NewTask(0, Limits{}, nil)
 	require.NoError(t, err)
 	defer task.Close()
 	dir := taskDir(t, m, task)
@@ -165,7 +165,7 @@ func TestLimitsAndUsage(t *testing.T) {
 	require.NoError(t, err)
 	_, err = m.ClampLimits(Limits{Memory: 1 << 30})
 	require.Error(t, err)
-	task, err := m.NewTask(0, lim)
+	task, err := m.NewTask(0, lim, nil)
 	require.NoError(t, err)
 	dir := taskDir(t, m, task)
 	// A fork bomb stays under the pids limit and ends with the command.
@@ -208,7 +208,7 @@ func BenchmarkTaskStart(b *testing.B) {
 			lim := Limits{Memory: 512 << 20, Processes: 256}
 			b.ResetTimer()
 			for b.Loop() {
-				task, err := m.NewTask(0, lim)
+				task, err := m.NewTask(0, lim, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -234,7 +234,7 @@ func TestIsolationNone(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, m.Missing())
 	require.Contains(t, m.Summary(), "isolation none")
-	task, err := m.NewTask(0, Limits{})
+	task, err := m.NewTask(0, Limits{}, nil)
 	require.NoError(t, err)
 	dir := t.TempDir()
 	res, out := run(t, task, dir, `(while :; do echo b >> hb; sleep 0.05; done) & sleep 0.3; echo "uid=$(id -u)"`)
@@ -251,7 +251,8 @@ func TestIsolationNone(t *testing.T) {
 func TestInitOutlivesTheOOMKiller(t *testing.T) {
 	t.Parallel()
 	task, dir := memoryLimitedTask(t)
-	res, out := run(t, task, dir, `echo "init $(grep '^0::' /proc/1/cgroup | cut -d: -f3)"; echo "command $(grep '^0::' /proc/self/cgroup | cut -d: -f3)"`)
+	// The init leaves right after starting the command: give it a moment.
+	res, out := run(t, task, dir, `sleep 0.2; echo "init $(grep '^0::' /proc/1/cgroup | cut -d: -f3)"; echo "command $(grep '^0::' /proc/self/cgroup | cut -d: -f3)"`)
 	require.Equal(t, 0, res.ExitCode, out)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 2, out)
@@ -291,7 +292,7 @@ func memoryLimitedTask(t *testing.T) (*Task, string) {
 	if m.cg == nil || m.cg.v2 == "" {
 		t.Skip("no cgroup v2 hierarchy here")
 	}
-	task, err := m.NewTask(0, Limits{Memory: 64 << 20})
+	task, err := m.NewTask(0, Limits{Memory: 64 << 20}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { task.Close() })
 	return task, taskDir(t, m, task)

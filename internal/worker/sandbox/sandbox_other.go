@@ -30,7 +30,29 @@ type Task struct {
 }
 
 // NewTask returns a task without isolation.
-func (m *Manager) NewTask(slot int, lim Limits) (*Task, error) { return &Task{Limits: lim}, nil }
+func (m *Manager) NewTask(slot int, lim Limits, _ *Namespaces) (*Task, error) {
+	return &Task{Limits: lim}, nil
+}
+
+// Namespaces do not exist outside Linux.
+type Namespaces struct{}
+
+// NewNamespaces returns nil: tasks share the worker's namespaces.
+func (m *Manager) NewNamespaces() (*Namespaces, error) { return nil, nil }
+
+// Network is never asked for outside Linux.
+func (ns *Namespaces) Network() Network { return "" }
+
+// Listen is never called outside Linux.
+func (ns *Namespaces) Listen(string) (net.Listener, error) {
+	return nil, errors.New("task namespaces are Linux only")
+}
+
+// OwnNetwork is false: tasks share the worker's network.
+func (ns *Namespaces) OwnNetwork() bool { return false }
+
+// Close does nothing.
+func (ns *Namespaces) Close() {}
 
 // User is always nil outside Linux.
 func (t *Task) User() *User { return nil }

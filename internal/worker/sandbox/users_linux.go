@@ -42,6 +42,7 @@ func prepareUsers(cfg Config) ([]*User, error) {
 		}
 		u.Home = filepath.Join(cfg.HomesDir, name)
 		u.Tmp = filepath.Join(cfg.HomesDir, name+".tmp")
+		u.VarTmp = filepath.Join(cfg.HomesDir, name+".vartmp")
 		if err := resetHome(u); err != nil {
 			return nil, err
 		}
@@ -100,7 +101,7 @@ func ensureUser(name string) (*User, error) {
 // resetHome empties the user's home directory, so nothing one task left
 // there reaches the next task of the slot.
 func resetHome(u *User) error {
-	for _, dir := range []string{u.Home, u.Tmp} {
+	for _, dir := range []string{u.Home, u.Tmp, u.VarTmp} {
 		if err := os.RemoveAll(dir); err != nil {
 			return fmt.Errorf("emptying %s of %s: %w", dir, u.Name, err)
 		}

@@ -38,6 +38,10 @@ type Options struct {
 	BindAddress string
 	// Port is the port to listen on; zero picks an ephemeral one.
 	Port int
+	// Listener, when set, is where the proxy serves instead (BindAddress
+	// and Port are then unused): the worker opens it in the task's own
+	// network namespace. Close closes it.
+	Listener net.Listener
 	// Credentials are the run's current temporary credentials.
 	Credentials tcclient.Credentials
 	// AuthorizedScopes restrict every forwarded request.
@@ -89,9 +93,12 @@ func Start(opts Options) (*Proxy, error) {
 	if opts.RetryDelay <= 0 {
 		opts.RetryDelay = 100 * time.Millisecond
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.Port)))
-	if err != nil {
-		return nil, fmt.Errorf("listening for the taskcluster proxy: %w", err)
+	ln := opts.Listener
+	if ln == nil {
+		ln, err = net.Listen("tcp", net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.Port)))
+		if err != nil {
+			return nil, fmt.Errorf("listening for the taskcluster proxy: %w", err)
+		}
 	}
 	if opts.AllowPeerFunc != nil {
 		ln = filteredListener{Listener: ln, allow: opts.AllowPeerFunc}

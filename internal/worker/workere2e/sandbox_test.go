@@ -112,7 +112,7 @@ echo "processes visible: $(ls -d /proc/[0-9]* | wc -l)"`},
 	log := backingLog(t, id, 0)
 	require.NotContains(t, log, shared.token)
 	for _, want := range []string{"started", "user=hopper-task-1 home=", "worker environ: unreadable",
-		"worker config: unreadable", "Sandbox: isolation strict: own PID namespace and /proc, own cgroup, unprivileged user per slot",
+		"worker config: unreadable", "Sandbox: isolation strict: own PID namespace and /proc, own IPC and network namespaces (network: outbound), no new privileges, no user namespaces, own cgroup, unprivileged user per slot",
 		"Commands run as user hopper-task-1", "Resources used: CPU "} {
 		require.Contains(t, log, want)
 	}

@@ -103,6 +103,7 @@ export function TaskPage({ taskId }: { taskId: string }) {
       </div>
       {latest && <Artifacts taskId={taskId} runId={latest.runId} state={latest.state} />}
       <Card title="Log"><LogPanel taskId={taskId} status={status} task={task} /></Card>
+      {(task.routes ?? []).some((r) => r.startsWith('notify.')) && <Notifications taskId={taskId} state={status.state} runs={status.runs.length} />}
       <Dependencies task={task} taskId={taskId} />
       <Card title="Definition">
         <details class="payload"><summary>task definition (JSON)</summary><pre>{JSON.stringify(task, null, 2)}</pre></details>
@@ -157,6 +158,62 @@ function Artifacts({ taskId, runId, state }: { taskId: string; runId: number; st
                   <td>{a.storageType}</td>
                   <td>{a.contentType}</td>
                   <td>{fmtTime(a.expires)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </Card>
+  );
+}
+
+interface Notification {
+  id: string;
+  channel: string;
+  target: string;
+  route: string;
+  event: string;
+  runId?: number;
+  state: string;
+  attempts: number;
+  error?: string;
+  updated: string;
+  nextAttempt?: string;
+}
+
+/** NOTIFICATION_LOOK shows a notification's state in the colours of the task state it resembles. */
+const NOTIFICATION_LOOK: Record<string, string> = {
+  pending: 'pending', sent: 'completed', failed: 'failed', refused: 'exception', denied: 'exception', 'rate-limited': 'exception',
+};
+
+/** Notifications lists what the task's notify.* routes produced and what became of each. */
+function Notifications({ taskId, state, runs }: { taskId: string; state: string; runs: number }) {
+  const list = useAsync(() => listAll<Notification>('notify', `/task/${enc(taskId)}/notifications`, 'notifications', 1000), [taskId, state, runs]);
+  const pending = (list.data ?? []).some((n) => n.state === 'pending');
+  useEffect(() => {
+    if (!pending) return;
+    const t = setTimeout(() => void list.reload(), 2000);
+    return () => clearTimeout(t);
+  }, [pending, list.data]);
+  return (
+    <Card title="Notifications">
+      <ErrorBox error={list.error} />
+      {list.data && list.data.length === 0 && <p class="empty">None yet.</p>}
+      {list.data && list.data.length > 0 && (
+        <div class="table-wrap">
+          <table class="notifications">
+            <thead><tr><th>event</th><th>channel</th><th>to</th><th>state</th><th>attempts</th><th>updated</th><th>reason</th></tr></thead>
+            <tbody>
+              {list.data.map((n) => (
+                <tr key={n.id} data-state={n.state}>
+                  <td>{n.event}{n.runId !== undefined ? ` (run ${n.runId})` : ''}</td>
+                  <td>{n.channel}</td>
+                  <td class="mono">{n.target}</td>
+                  <td><span class={`state state-${NOTIFICATION_LOOK[n.state] ?? 'unknown'}`}>{n.state}</span></td>
+                  <td>{n.attempts}</td>
+                  <td>{fmtTime(n.updated)}{n.nextAttempt ? <span class="muted small"> next try {fmtTime(n.nextAttempt)}</span> : ''}</td>
+                  <td class="small">{n.error ?? ''}</td>
                 </tr>
               ))}
             </tbody>

@@ -1,0 +1,310 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/notify"
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// notificationRef is what the notify tests compare of an outbox row.
+type notificationRef struct {
+	Event, Channel, Target, State string
+	RunID                         int
+}
+
+func (e *env) notifications(taskID string) []notificationRef {
+	e.t.Helper()
+	list, _, err := e.s.ListTaskNotifications(e.ctx, taskID, store.Page{})
+	require.NoError(e.t, err)
+	out := []notificationRef{}
+	for _, n := range list {
+		out = append(out, notificationRef{n.Event, n.Channel, n.Target, n.State, n.RunID})
+		require.Equal(e.t, taskID, n.TaskID)
+	}
+	return out
+}
+
+func claimParams(owner string, now time.Time, limit int) store.ClaimNotificationsParams {
+	return store.ClaimNotificationsParams{Owner: owner, Now: now, Lease: notify.Lease, Limit: limit,
+		RateLimit: notify.RateLimitCount, RateWindow: notify.RateLimitWindow}
+}
+
+// testNotifyOutbox: each transition of a task with notify routes records,
+// in its own transaction, one notification per route that fires (on every
+// path a transition takes: create, claimWork, claimTask, reports, rerun,
+// cancel); malformed routes are recorded refused with the reason; a
+// cancelled task notifies nobody; a task without notify routes records
+// nothing; a transition rolled back records nothing.
+func testNotifyOutbox(t *testing.T, open Opener) {
+	e := setup(t, open)
+	routes := withRoutes("index.x.y", "notify.email.dev@example.com.on-failed", "notify.webhook.ci.on-transition",
+		"notify.pulse.builds.on-any", "notify.email.nobody.on-resolved", "notify.matrix-room.!r:x.org.on-running")
+	e.create("n1", Epoch, routes)
+	require.Equal(t, []notificationRef{
+		{queue.EventTaskDefined, notify.ChannelWebhook, "ci", notify.StatePending, -1},
+		{queue.EventTaskPending, notify.ChannelWebhook, "ci", notify.StatePending, 0},
+	}, e.notifications("n1"))
+	e.claimWork(testQueue, 1, Epoch)
+	e.mustApply("n1", Epoch.Add(time.Second), report(queue.StateFailed, 0, Epoch.Add(time.Second)))
+	got := e.notifications("n1")
+	require.Equal(t, []notificationRef{
+		{queue.EventTaskRunning, notify.ChannelWebhook, "ci", notify.StatePending, 0},
+		{queue.EventTaskRunning, notify.ChannelMatrix, "!r:x.org", notify.StatePending, 0},
+		{queue.EventTaskFailed, notify.ChannelEmail, "dev@example.com", notify.StatePending, 0},
+		{queue.EventTaskFailed, notify.ChannelWebhook, "ci", notify.StatePending, 0},
+		{queue.EventTaskFailed, notify.ChannelPulse, "builds", notify.StatePending, 0},
+		{queue.EventTaskFailed, notify.ChannelEmail, "nobody", notify.StateRefused, 0},
+	}, got[2:])
+	list, _, err := e.s.ListTaskNotifications(e.ctx, "n1", store.Page{})
+	require.NoError(t, err)
+	refused := list[len(list)-1]
+	require.Contains(t, refused.Error, "not a plain email address")
+	var st queue.Status
+	require.NoError(t, json.Unmarshal(list[len(list)-2].Status, &st), "the status the event announced is kept")
+	require.Equal(t, queue.StateFailed, st.State)
+
+	// A rerun is pending again; claimTask runs it.
+	e.mustApply("n1", Epoch.Add(2*time.Second), rerun(Epoch.Add(2*time.Second)))
+	e.claim("n1", Epoch.Add(3*time.Second))
+	require.Len(t, e.notifications("n1"), 11)
+
+	// Cancelled: an exception nobody is told of.
+	e.mustApply("n1", Epoch.Add(4*time.Second), cancel(Epoch.Add(4*time.Second)))
+	require.Len(t, e.notifications("n1"), 11)
+
+	// No notify route, no notification.
+	e.bring("plain", queue.StateFailed, withRoutes("index.a.b"))
+	require.Empty(t, e.notifications("plain"))
+
+	// A transition that fails records nothing.
+	e.create("n2", Epoch, withRoutes("notify.email.a@b.org.on-transition"))
+	_, err = e.apply("n2", Epoch, func(ts *queue.TaskState, tr *queue.Transition) error {
+		if err := ts.Claim(0, workerGroup, workerID, Epoch, Epoch.Add(claimTimeout), tr); err != nil {
+			return err
+		}
+		return fmt.Errorf("rolled back")
+	})
+	require.Error(t, err)
+	require.Len(t, e.notifications("n2"), 2, "defined and pending only")
+
+	// Deadline exceeded notifies nobody either; a claim expired does.
+	e.create("n3", Epoch, withRoutes("notify.email.a@b.org.on-exception"), withRetries(0))
+	e.claim("n3", Epoch)
+	res, err := e.s.ExpireClaims(e.ctx, Epoch.Add(claimTimeout+time.Second), 10)
+	require.NoError(t, err)
+	require.NotEmpty(t, res.Changes)
+	require.Equal(t, []notificationRef{{queue.EventTaskException, notify.ChannelEmail, "a@b.org", notify.StatePending, 0}}, e.notifications("n3"))
+}
+
+// testNotifyClaims: claims lease due notifications to one sender, a lost
+// lease refuses the outcome, a retry waits for its time, a duplicate API
+// request within the window is not stored, and the denylist and the
+// per-address rate limit are applied at claim time.
+func testNotifyClaims(t *testing.T, open Opener) {
+	e := setup(t, open)
+	ctx := e.ctx
+	mail := func(to, subject string) *notify.Message {
+		return &notify.Message{Email: &notify.Email{Address: to, Subject: subject, Content: "hi"}}
+	}
+	id1, dup, err := e.s.EnqueueNotification(ctx, mail("a@x.org", "one"), Epoch)
+	require.NoError(t, err)
+	require.False(t, dup)
+	_, dup, err = e.s.EnqueueNotification(ctx, mail("a@x.org", "one"), Epoch.Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, dup, "the same request within the window is a duplicate")
+	_, dup, err = e.s.EnqueueNotification(ctx, mail("a@x.org", "one"), Epoch.Add(notify.DuplicateWindow+time.Second))
+	require.NoError(t, err)
+	require.False(t, dup)
+
+	got, err := e.s.ClaimNotifications(ctx, claimParams("s1", Epoch, 1))
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, id1, got[0].ID)
+	require.Equal(t, 1, got[0].Attempts)
+	one, err := e.s.GetNotification(ctx, id1)
+	require.NoError(t, err)
+	require.Equal(t, notify.StatePending, one.State)
+	require.Equal(t, "a@x.org", one.Target)
+	_, err = e.s.GetNotification(ctx, "no-such-id")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	var m notify.Message
+	require.NoError(t, json.Unmarshal(got[0].Message, &m))
+	require.Equal(t, "one", m.Email.Subject)
+
+	// Leased: nobody else gets it until the lease ends.
+	other, err := e.s.ClaimNotifications(ctx, claimParams("s2", Epoch.Add(time.Minute), 10))
+	require.NoError(t, err)
+	require.Len(t, other, 1)
+	require.NotEqual(t, id1, other[0].ID)
+	again, err := e.s.ClaimNotifications(ctx, claimParams("s2", Epoch.Add(notify.Lease+time.Second), 10))
+	require.NoError(t, err)
+	require.Len(t, again, 1, "s1's lease ran out")
+	require.Equal(t, id1, again[0].ID)
+	require.Equal(t, 2, again[0].Attempts)
+	ok, err := e.s.FinishNotification(ctx, &got[0], notify.Outcome{State: notify.StateSent}, Epoch.Add(notify.Lease+2*time.Second))
+	require.NoError(t, err)
+	require.False(t, ok, "a lost lease records nothing")
+	ok, err = e.s.FinishNotification(ctx, &again[0], notify.AfterAttempt(fmt.Errorf("421 try later"), 2, Epoch.Add(notify.Lease), 0.5), Epoch.Add(notify.Lease))
+	require.NoError(t, err)
+	require.True(t, ok)
+	retryAt := Epoch.Add(notify.Lease).Add(notify.Backoff(2, 0.5))
+	none, err := e.s.ClaimNotifications(ctx, claimParams("s3", retryAt.Add(-time.Second), 10))
+	require.NoError(t, err)
+	require.Empty(t, none, "the retry waits for its time")
+	retry, err := e.s.ClaimNotifications(ctx, claimParams("s3", retryAt, 10))
+	require.NoError(t, err)
+	require.Len(t, retry, 1)
+	require.Equal(t, id1, retry[0].ID)
+	retry = append(retry, other[0]) // still s2's: its lease holds
+	for _, n := range retry {
+		ok, err := e.s.FinishNotification(ctx, &n, notify.Outcome{State: notify.StateSent}, retryAt)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	states, err := e.s.NotificationStates(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{notify.StateSent: 2}, states)
+
+	// The denylist.
+	require.NoError(t, e.s.AddDenylistAddress(ctx, notify.ChannelEmail, "spam@x.org"))
+	require.NoError(t, e.s.AddDenylistAddress(ctx, notify.ChannelEmail, "spam@x.org"), "twice is fine")
+	require.NoError(t, e.s.AddDenylistAddress(ctx, notify.ChannelSlack, "C999"))
+	require.NoError(t, e.s.AddDenylistAddress(ctx, notify.ChannelPulse, "spam@x.org"))
+	denied, err := e.s.IsDenylisted(ctx, notify.ChannelEmail, "spam@x.org")
+	require.NoError(t, err)
+	require.True(t, denied)
+	denied, err = e.s.IsDenylisted(ctx, notify.ChannelMatrix, "spam@x.org")
+	require.NoError(t, err)
+	require.False(t, denied)
+	page, next, err := e.s.ListDenylist(ctx, store.Page{Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []store.DenylistAddress{{NotificationType: "email", NotificationAddress: "spam@x.org"},
+		{NotificationType: "pulse", NotificationAddress: "spam@x.org"}}, page)
+	page, next, err = e.s.ListDenylist(ctx, store.Page{Limit: 2, ContinuationToken: next})
+	require.NoError(t, err)
+	require.Equal(t, []store.DenylistAddress{{NotificationType: "slack-channel", NotificationAddress: "C999"}}, page)
+	require.Empty(t, next)
+	require.NoError(t, e.s.DeleteDenylistAddress(ctx, notify.ChannelPulse, "spam@x.org"))
+	require.NoError(t, e.s.DeleteDenylistAddress(ctx, notify.ChannelPulse, "never@x.org"), "deleting a missing address is fine")
+
+	now := Epoch.Add(time.Hour)
+	_, _, err = e.s.EnqueueNotification(ctx, mail("spam@x.org", "x"), now)
+	require.NoError(t, err)
+	// The rate limit: 3 of 5 to one address go out; 2 to another do.
+	for i := range 5 {
+		_, _, err = e.s.EnqueueNotification(ctx, mail("busy@x.org", fmt.Sprint(i)), now)
+		require.NoError(t, err)
+	}
+	for i := range 2 {
+		_, _, err = e.s.EnqueueNotification(ctx, mail("calm@x.org", fmt.Sprint(i)), now)
+		require.NoError(t, err)
+	}
+	p := claimParams("s4", now, 100)
+	p.RateLimit = 3
+	claimed, err := e.s.ClaimNotifications(ctx, p)
+	require.NoError(t, err)
+	count := map[string]int{}
+	for _, n := range claimed {
+		count[n.Target]++
+	}
+	require.Equal(t, map[string]int{"busy@x.org": 3, "calm@x.org": 2}, count)
+	for _, n := range claimed {
+		ok, err := e.s.FinishNotification(ctx, &n, notify.Outcome{State: notify.StateSent}, now)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	states, err = e.s.NotificationStates(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, states[notify.StateDenied])
+	require.Equal(t, 2, states[notify.StateRateLimited])
+	_, _, err = e.s.EnqueueNotification(ctx, mail("busy@x.org", "later"), now.Add(time.Minute))
+	require.NoError(t, err)
+	p.Now = now.Add(time.Minute)
+	claimed, err = e.s.ClaimNotifications(ctx, p)
+	require.NoError(t, err)
+	require.Empty(t, claimed, "still within the window")
+	_, _, err = e.s.EnqueueNotification(ctx, mail("busy@x.org", "much later"), now.Add(p.RateWindow+time.Second))
+	require.NoError(t, err)
+	p.Now = now.Add(p.RateWindow + time.Second)
+	claimed, err = e.s.ClaimNotifications(ctx, p)
+	require.NoError(t, err)
+	require.Len(t, claimed, 1, "the window has passed")
+
+	// Expiry removes the rows of expired tasks.
+	e.create("gone", Epoch, withRoutes("notify.email.a@b.org.on-defined"))
+	res, err := e.s.ExpireData(ctx, Epoch.Add(49*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Notifications)
+}
+
+// testNotifyClaimRace: senders on every replica claim and finish at once;
+// each notification is claimed by exactly one of them, and the rate limit
+// of one address holds across replicas.
+func testNotifyClaimRace(t *testing.T, stores []store.Store) {
+	ctx := context.Background()
+	const n, busy, limit = 300, 40, 10
+	for i := range n {
+		to := fmt.Sprintf("user%d@x.org", i)
+		if i < busy {
+			to = "busy@x.org"
+		}
+		_, _, err := stores[i%len(stores)].EnqueueNotification(ctx, &notify.Message{Email: &notify.Email{Address: to, Subject: fmt.Sprint(i), Content: "c"}}, Epoch)
+		require.NoError(t, err)
+	}
+	var (
+		mu     sync.Mutex
+		seen   = map[string]string{}
+		errs   errorList
+		wg     sync.WaitGroup
+		toBusy int
+	)
+	for g := range 8 {
+		s := stores[g%len(stores)]
+		owner := fmt.Sprintf("sender-%d", g)
+		wg.Go(func() {
+			for {
+				p := claimParams(owner, Epoch, 7)
+				p.RateLimit = limit
+				got, err := s.ClaimNotifications(ctx, p)
+				if err != nil {
+					errs.add(err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				for _, nt := range got {
+					mu.Lock()
+					if prev, ok := seen[nt.ID]; ok {
+						errs.add(fmt.Errorf("notification %s claimed by %s and %s", nt.ID, prev, owner))
+					}
+					seen[nt.ID] = owner
+					if nt.Target == "busy@x.org" {
+						toBusy++
+					}
+					mu.Unlock()
+					ok, err := s.FinishNotification(ctx, &nt, notify.Outcome{State: notify.StateSent}, Epoch)
+					if err != nil || !ok {
+						errs.add(fmt.Errorf("finishing %s: %v %v", nt.ID, ok, err))
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Empty(t, errs.errs)
+	require.Len(t, seen, n-busy+limit)
+	require.Equal(t, limit, toBusy)
+	states, err := stores[0].NotificationStates(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{notify.StateSent: n - busy + limit, notify.StateRateLimited: busy - limit}, states)
+}
