@@ -135,4 +135,3 @@ func (h *handlers) listTasks(c *api.Call) (any, error) {
 	}
 	return out, nil
 }
-
