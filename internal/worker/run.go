@@ -59,23 +59,25 @@ type taskRun struct {
 	logger      *slog.Logger
 	preLog      []logLine
 
-	ctx      context.Context // cancelled when the claim is lost
-	workCtx  context.Context // additionally cancelled on immediate shutdown
-	dir      string
-	tmpDir   string
-	log      *tasklog.Log
-	pl       *payload.Payload
-	logs     payload.Logs
-	backing  bool
-	live     *tasklog.LiveServer
-	liveLog  bool // the live log was requested and is enabled
-	proxy    *tcproxy.Proxy
-	task     engineTask
-	errs     []runErr
-	caches   []*mountedCache
-	purge    bool
-	started  time.Time
-	finished bool
+	ctx     context.Context // cancelled when the claim is lost
+	workCtx context.Context // additionally cancelled on immediate shutdown
+	dir     string
+	tmpDir  string
+	log     *tasklog.Log
+	pl      *payload.Payload
+	logs    payload.Logs
+	backing bool
+	// logClosed is set once the footer is written and the log closed.
+	logClosed bool
+	live      *tasklog.LiveServer
+	liveLog   bool // the live log was requested and is enabled
+	proxy     *tcproxy.Proxy
+	task      engineTask
+	errs      []runErr
+	caches    []*mountedCache
+	purge     bool
+	started   time.Time
+	finished  bool
 
 	// slot is the capacity slot (it picks the task user); box is the
 	// task's sandbox while commands may run; usage is what it used.
@@ -187,9 +189,11 @@ func (r *taskRun) conclude(o Outcome) Outcome {
 	return o
 }
 
-// cancelled handles a lost claim: no uploads, no report (docs/contract/worker.md §1.5).
+// cancelled handles a lost claim: no report, and no uploads but the log
+// when the queue still takes it (docs/contract/worker.md §1.5).
 func (r *taskRun) cancelled() Outcome {
-	r.logger.Warn("claim lost; abandoning the run without uploads or report", "reason", r.claim.LostReason())
+	r.logger.Warn("claim lost; abandoning the run without a report", "reason", r.claim.LostReason())
+	r.keepLogAfterLoss()
 	o := Outcome{Lost: true, Aborted: true}
 	if r.secondaries != nil {
 		r.secondaries.Finish(context.Background(), r.claim, o)
@@ -403,6 +407,7 @@ func (r *taskRun) uploadPhase() {
 	r.checkLogWhole()
 	r.writeFooter()
 	r.log.Close()
+	r.logClosed = true
 	if r.live != nil {
 		// Followers receive the rest of the log and end now that it is closed.
 		_ = r.live.Close(5 * time.Second)

@@ -172,6 +172,22 @@ try {
     await screenshot('ui-task.png');
   });
 
+  await check('a cancelled task keeps the output it was streaming, then its uploaded log', async () => {
+    await go(`#/task/${fx.streamTask}`);
+    await waitText('pre.log', 'streamed before the cancel');
+    const out = await act('cancel', true);
+    expect(out.includes('Cancelled'), out);
+    // The text stays while the run ends and the worker uploads its log…
+    await waitText('.title-row .state', 'exception');
+    const during = await page.$eval('pre.log', (e) => e.textContent);
+    expect(during.includes('streamed before the cancel'), `the streamed output vanished at the cancel: ${during}`);
+    // …which then replaces it, with the worker's last word.
+    await waitText('.log-head', 'live_backing.log');
+    await waitText('pre.log', '=== Task Stopped ===');
+    const after = await page.$eval('pre.log', (e) => e.textContent);
+    expect(after.includes('streamed before the cancel'), after);
+  });
+
   await check('group as a dependency graph with the critical path', async () => {
     await go(`#/group/${fx.group}/graph`);
     await page.waitForSelector('.graph svg a.node', { timeout: T });
