@@ -16,6 +16,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/notifysend"
+	"github.com/hopper-ci/hopper/internal/notifysend/chattest"
 	"github.com/hopper-ci/hopper/internal/notifysend/mailpittest"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -242,4 +243,64 @@ func BenchmarkNotifySenderSMTP(b *testing.B) {
 			b.ReportMetric(float64(sent)/b.Elapsed().Seconds(), "notifications/s")
 		})
 	}
+}
+
+// diesBeforeRecording is a store whose process dies after each send and
+// before recording it: the outcome never reaches the database.
+type diesBeforeRecording struct {
+	store.Store
+}
+
+func (diesBeforeRecording) FinishNotification(context.Context, *store.Notification, notify.Outcome, time.Time) (bool, error) {
+	return true, nil
+}
+
+// TestNotifySenderCrashBetweenSendAndRecord: a sender that dies after a
+// send and before recording it leaves the notification leased; when the
+// lease runs out another sender sends it again. The email arrives twice
+// with one Message-ID; Matrix posts it once (the txnId is the
+// notification's id). Nothing is lost.
+func TestNotifySenderCrashBetweenSendAndRecord(t *testing.T) {
+	t.Parallel()
+	st := replicas(t, "sqlite", 1)[0]
+	mp := mailpittest.Start(t, mailpittest.Options{})
+	hs := chattest.NewMatrix(t, "syt_crash", "!room:localhost")
+	d, err := notifysend.New(&notifysend.Config{
+		SMTP:   &notifysend.SMTPConfig{Host: "127.0.0.1", Port: mp.SMTPPort, TLS: "none", From: "hopper@ci.example"},
+		Matrix: &notifysend.MatrixConfig{BaseURL: hs.URL, AccessToken: "syt_crash"},
+	}, notifysend.Options{})
+	require.NoError(t, err)
+	clock := testclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	failTask(t, st, "crashy", clock.Now(), "notify.email.dev@example.com.on-failed", "notify.matrix-room.!room:localhost.on-failed")
+
+	dying := newSender(diesBeforeRecording{st}, d, clock, "dying")
+	n, err := dying.Pass(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	list, _, err := st.ListTaskNotifications(context.Background(), "crashy", store.Page{})
+	require.NoError(t, err)
+	for _, n := range list {
+		require.Equal(t, notify.StatePending, n.State, "sent, not recorded")
+		require.Equal(t, "dying", n.LeaseOwner)
+	}
+
+	next := newSender(st, d, clock, "next")
+	n, err = next.Drain(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n, "the lease holds")
+	clock.Advance(notify.Lease + time.Second)
+	n, err = next.Drain(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	list, _, err = st.ListTaskNotifications(context.Background(), "crashy", store.Page{})
+	require.NoError(t, err)
+	for _, n := range list {
+		require.Equal(t, notify.StateSent, n.State)
+		require.Equal(t, 2, n.Attempts)
+	}
+	mails := mp.Messages(t)
+	require.Len(t, mails, 2, "email has no idempotency key: the copy is delivered")
+	require.Equal(t, mails[0].MessageID, mails[1].MessageID, "with the same Message-ID")
+	require.Len(t, hs.Events(), 1, "Matrix posts the event once")
+	require.Equal(t, 2, hs.Puts())
 }

@@ -95,6 +95,11 @@ type Task struct {
 	Metadata      Metadata          `json:"metadata"`
 	Tags          map[string]string `json:"tags"`
 	Extra         json.RawMessage   `json:"extra"`
+
+	// Flow is the policy of Extra's flow block (ParseFlow), parsed once:
+	// by createTask when the task is made, by the store when it decodes a
+	// stored definition. Not part of the definition's JSON.
+	Flow *FlowPolicy `json:"-"`
 }
 
 // SplitTaskQueueID splits "provisionerId/workerType".

@@ -194,11 +194,10 @@ func (s *Server) createTaskFrom(ctx context.Context, taskID string, input []byte
 	if err != nil {
 		return nil, err
 	}
-	flow, err := flowPolicy(def)
-	if err != nil {
+	if def.Flow, err = flowPolicy(def); err != nil {
 		return nil, err
 	}
-	res, err := s.store.CreateTask(ctx, store.CreateTaskParams{TaskID: taskID, Task: def, Now: now, Flow: flow})
+	res, err := s.store.CreateTask(ctx, store.CreateTaskParams{TaskID: taskID, Task: def, Now: now})
 	if err != nil {
 		return nil, err
 	}

@@ -218,7 +218,7 @@ func (s *Server) claimTask(c *api.Call) (any, error) {
 	if !t.Task.Deadline.After(c.Now) {
 		return nil, queue.Conflictf("Task %s can't be claimed past its deadline of %s", t.TaskID, t.Task.Deadline)
 	}
-	if p, _ := queue.ParseFlow(&t.Task); p.Keyed() && (p.Limit > 0 || p.Supersede) {
+	if p := t.Task.Flow; p.Keyed() && (p.Limit > 0 || p.Supersede) {
 		// Only claimWork keeps a key within its limit and supersedes in
 		// the claim's transaction.
 		return nil, queue.Conflictf("Task %s is under the flow control of key %q (limit or supersede): only claimWork hands it out", t.TaskID, p.Key)

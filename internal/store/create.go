@@ -8,8 +8,44 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/queue"
 )
+
+// CreateTask implements Store (docs/contract/queue.md §3.4 steps 8–11). A new task
+// without dependencies, the common case, is written by a batch that
+// inserts every task of the batch whose group takes it and whose taskId is
+// free; concurrent creates share that
+// batch while the database is busy. Anything else (dependencies, a repeat,
+// a refusal) takes the full path alone.
+func (db *DB) CreateTask(ctx context.Context, p CreateTaskParams) (*Result, error) {
+	if p.Task.Flow == nil {
+		// A definition not made by createTask (queue.BuildTask's callers
+		// parse its flow block there): read its policy now.
+		flow, err := queue.ParseFlow(p.Task)
+		if err != nil {
+			return nil, err
+		}
+		if flow != nil {
+			def := *p.Task
+			def.Flow = flow
+			p.Task = &def
+		}
+	}
+	// A task under a flow policy goes alone (createTaskAlone): its key's
+	// row is written, and with cancelInProgress the key's running tasks
+	// are cancelled, in its transaction: a keyed create may cancel others
+	// (docs/flow-control.md).
+	// So does a task with notify routes: its notifications are written by
+	// the transaction that creates it, and its runs are never handed over
+	// or claimed at create, whose writes record none (notify.go).
+	if db.creates == nil || len(p.Task.Dependencies) > 0 || p.Task.Flow != nil || notify.HasRoutes(p.Task) {
+		return db.createTaskAlone(ctx, p)
+	}
+	call := &createCall{ctx: ctx, p: p, err: errNotRun}
+	db.creates.do(call)
+	return call.res, call.err
+}
 
 // createTaskAlone runs one createTask (docs/contract/queue.md §3.4 steps 8–11) in a
 // transaction of its own: the path for tasks with dependencies, and for
@@ -50,8 +86,8 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 		tx.send(tx.joinTaskGroupStatement(p.Task, &groupRefusal))
 		// A flow key's row is written (and locked) before the task goes in,
 		// so the counting trigger finds it (flow.go).
-		tx.sendFlowDeclaration(p.Task, p.Flow)
-		if p.Flow.Keyed() {
+		tx.sendFlowDeclaration(p.Task, p.Task.Flow)
+		if p.Task.Flow.Keyed() {
 			db.flows.known(p.Task.TaskQueueID)
 		}
 		var depStates map[string]string
@@ -63,7 +99,7 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 		inserted, early := false, len(p.Task.Dependencies) == 0
 		if early {
 			state.DependenciesSatisfied(p.Now, &tr)
-			if err := tx.sendInsertTask(state, p.Flow, &inserted); err != nil {
+			if err := tx.sendInsertTask(state, p.Task.Flow, &inserted); err != nil {
 				return err
 			}
 		}
@@ -93,7 +129,7 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 			if unsatisfied == 0 {
 				state.DependenciesSatisfied(p.Now, &tr)
 			}
-			if err := tx.sendInsertTask(state, p.Flow, &inserted); err != nil {
+			if err := tx.sendInsertTask(state, p.Task.Flow, &inserted); err != nil {
 				return err
 			}
 			if err := tx.flush(ctx); err != nil {
@@ -104,7 +140,7 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 			// Taken, by an earlier or a concurrent (now committed) create.
 			return repeat(queue.Conflictf("taskId %s already used by another task", p.TaskID))
 		}
-		if err := tx.cancelInProgress(ctx, p.TaskID, p.Task, p.Flow, p.Now, res); err != nil {
+		if err := tx.cancelInProgress(ctx, p.TaskID, p.Task, p.Task.Flow, p.Now, res); err != nil {
 			return err
 		}
 		// The edges are written with the COMMIT.

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/queue"
 )
 
@@ -23,33 +22,6 @@ type createCall struct {
 	p   CreateTaskParams
 	res *Result
 	err error
-}
-
-// CreateTask implements Store (docs/contract/queue.md §3.4 steps 8–11). A new task
-// without dependencies, the common case, is written by a batch that
-// inserts every task of the batch whose group takes it and whose taskId is
-// free; concurrent creates share that
-// batch while the database is busy. Anything else (dependencies, a repeat,
-// a refusal) takes the full path alone.
-func (db *DB) CreateTask(ctx context.Context, p CreateTaskParams) (*Result, error) {
-	if p.Flow == nil {
-		flow, err := queue.ParseFlow(p.Task)
-		if err != nil {
-			return nil, err
-		}
-		p.Flow = flow
-	}
-	// A task under a flow policy goes alone: its key's row is written and
-	// its key's running tasks may be cancelled in its transaction.
-	// So does a task with notify routes: its notifications are written by
-	// the transaction that creates it, and its runs are never handed over
-	// or claimed at create, whose writes record none (notify.go).
-	if db.creates == nil || len(p.Task.Dependencies) > 0 || p.Flow != nil || notify.HasRoutes(p.Task) {
-		return db.createTaskAlone(ctx, p)
-	}
-	call := &createCall{ctx: ctx, p: p, err: errNotRun}
-	db.creates.do(call)
-	return call.res, call.err
 }
 
 // runCreates runs a batch of creates without dependencies. A create the

@@ -351,10 +351,7 @@ func (t *txn) notifyFlowRoom(task *queue.TaskState, d derived) {
 
 // flowKeyed reports whether a task is under a key's policy (its definition
 // says so; definitions never change).
-func flowKeyed(t *queue.TaskState) bool {
-	p, err := queue.ParseFlow(&t.Task)
-	return err == nil && p.Keyed()
-}
+func flowKeyed(t *queue.TaskState) bool { return t.Task.Flow.Keyed() }
 
 // FlowKeys implements FlowStore.
 func (db *DB) FlowKeys(ctx context.Context, taskQueueID string) ([]FlowKey, error) {

@@ -159,9 +159,6 @@ type CreateTaskParams struct {
 	TaskID string
 	Task   *queue.Task
 	Now    time.Time
-	// Flow is the task's flow policy (queue.ParseFlow); CreateTask reads it
-	// from the definition when nil.
-	Flow *queue.FlowPolicy
 }
 
 // UpdateTaskParams describes a transition of one task. Apply runs inside the

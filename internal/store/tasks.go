@@ -41,6 +41,8 @@ func (db *DB) decodeTask(t *queue.TaskState, def, runs string) error {
 		if err := json.Unmarshal([]byte(def), &t.Task); err != nil {
 			return fmt.Errorf("decoding definition of task %s: %w", t.TaskID, err)
 		}
+		// Checked when the task was created: a stored block parses.
+		t.Task.Flow, _ = queue.ParseFlow(&t.Task)
 		db.defs.put(t.TaskID, def, t.Task)
 	}
 	if cached, ok := db.defs.getRuns(t.TaskID, runs); ok {

@@ -95,20 +95,27 @@ func TestServedByHopperServe(t *testing.T) {
 // fixture is what the browser test (web/browser/console.mjs) works on;
 // it is handed over as JSON in HOPPER_UI_FIXTURE.
 type fixture struct {
-	RootURL     string            `json:"rootUrl"`
-	Root        map[string]string `json:"root"`
-	Limited     map[string]string `json:"limited"`
-	CancelTask  string            `json:"cancelTask"`
-	RerunTask   string            `json:"rerunTask"`
-	Group       string            `json:"group"`
-	GroupSize   int               `json:"groupSize"`
-	GroupToEnd  string            `json:"groupToEnd"`
-	LiveTask    string            `json:"liveTask"`
-	LogTask     string            `json:"logTask"`
-	Superseded  string            `json:"superseded"`
-	Successor   string            `json:"successor"`
-	Worker      []string          `json:"worker"`
-	IndexedTask string            `json:"indexedTask"`
+	RootURL    string            `json:"rootUrl"`
+	Root       map[string]string `json:"root"`
+	Limited    map[string]string `json:"limited"`
+	CancelTask string            `json:"cancelTask"`
+	RerunTask  string            `json:"rerunTask"`
+	Group      string            `json:"group"`
+	GroupSize  int               `json:"groupSize"`
+	GroupToEnd string            `json:"groupToEnd"`
+	LiveTask   string            `json:"liveTask"`
+	LogTask    string            `json:"logTask"`
+	// StreamTask runs on the real worker, printing, until the console
+	// cancels it.
+	StreamTask  string   `json:"streamTask"`
+	Superseded  string   `json:"superseded"`
+	Successor   string   `json:"successor"`
+	Worker      []string `json:"worker"`
+	IndexedTask string   `json:"indexedTask"`
+	// FailedTask failed on ui-test/failing; UnpolledTask was cancelled on
+	// ui-test/unpolled, which no worker ever asked for work.
+	FailedTask   string `json:"failedTask"`
+	UnpolledTask string `json:"unpolledTask"`
 	// CLISignin is the page `taskcluster signin` opens, its callback a
 	// local server of the test; CLISigninRefused names a callback that is
 	// not on this machine.
@@ -163,6 +170,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.Eventually(t, func() bool {
 		st, err := root.Status(ctx, fx.LogTask)
 		return err == nil && st.State == tcclient.StateCompleted
+	}, 60*time.Second, 100*time.Millisecond)
+	fx.StreamTask = tcclient.NewTaskID()
+	streamDef := newTaskDef("ui-test/worker", tcclient.NewTaskID(), "streams until cancelled")
+	streamDef.Payload = json.RawMessage(`{"command":[["sh","-c","echo streamed before the cancel; sleep 600"]],"maxRunTime":900}`)
+	_, err = root.CreateTask(ctx, fx.StreamTask, streamDef)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := root.Status(ctx, fx.StreamTask)
+		return err == nil && st.State == tcclient.StateRunning
 	}, 60*time.Second, 100*time.Millisecond)
 	fx.RootURL = srv.RootURL
 	fx.Root = map[string]string{"clientId": srv.ClientID, "accessToken": srv.Token}
@@ -325,6 +341,18 @@ func buildFixture(ctx context.Context, t *testing.T, c *tcclient.Client) fixture
 
 	fx.LiveTask = tcclient.NewTaskID()
 	create(fx.LiveTask, newTaskDef("ui-test/live", "", "resolves while watched"))
+
+	fx.FailedTask = tcclient.NewTaskID()
+	create(fx.FailedTask, newTaskDef("ui-test/failing", "", "fails on purpose"))
+	failing, err := c.ClaimWork(ctx, "ui-test/failing", &tcclient.ClaimWorkRequest{WorkerGroup: "g", WorkerID: "w1", Tasks: 1})
+	require.NoError(t, err)
+	require.Len(t, failing.Tasks, 1)
+	_, err = c.ReportFailed(ctx, fx.FailedTask, 0)
+	require.NoError(t, err)
+	fx.UnpolledTask = tcclient.NewTaskID()
+	create(fx.UnpolledTask, newTaskDef("ui-test/unpolled", "", "cancelled before any worker came"))
+	_, err = c.CancelTask(ctx, fx.UnpolledTask)
+	require.NoError(t, err)
 
 	// A superseded task and its successor, as the superseding worker
 	// leaves them: exception/superseded and public/superseded-by.json.

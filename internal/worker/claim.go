@@ -137,7 +137,8 @@ func (c *Claim) OnCredentials(f func(tcclient.Credentials)) {
 // Lost is closed when the claim is gone: a reclaim answered 409 (resolved,
 // cancelled, deadline passed), 401/403 (credentials rejected) or another
 // permanent error, or transient failures lasted until takenUntil. The
-// worker must then stop the task without uploading or reporting.
+// worker must then stop the task and report nothing; it uploads only the
+// task's log, where the queue still takes it.
 func (c *Claim) Lost() <-chan struct{} { return c.lost }
 
 // LostReason returns why the claim was lost (nil while it is held).

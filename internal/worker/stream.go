@@ -87,3 +87,49 @@ func (r *taskRun) backingLogLost(err error) {
 		r.logger.Warn("marking the live log as an error artifact", "error", cerr)
 	}
 }
+
+// keepLogAfterLoss uploads the log of a run the worker no longer holds.
+// A run cancelled (cancelTask, cancelInProgress, a fail-fast group) or
+// otherwise resolved exception under the worker still takes artifacts for
+// a while (docs/contract/queue.md §5.7), and generic-worker uploads its
+// logs there: without it the task's output, streamed live a second
+// earlier, would be gone, and readers left with a live-log link to a
+// server that stopped. The log ends with a line saying why it stopped; the
+// live log becomes a link to the uploaded one. When the queue refuses (the
+// run was resolved otherwise, the window closed, the claim's credentials
+// expired) nothing more is tried: the run is not this worker's to report.
+func (r *taskRun) keepLogAfterLoss() {
+	if r.log == nil {
+		return
+	}
+	if !r.logClosed {
+		r.log.Errorf("=== Task Stopped ===")
+		r.log.Errorf("The run is no longer this worker's: %v. Its commands were stopped; this log is all the run wrote.", r.claim.LostReason())
+		r.log.Close()
+		r.logClosed = true
+	}
+	if r.live != nil {
+		// Followers (the console, hopper task log --follow) get the
+		// rest of the log and an end.
+		_ = r.live.Close(5 * time.Second)
+		r.live = nil
+	}
+	if !r.backing {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.w.cfg.ShutdownUploadTimeout.Duration)
+	defer cancel()
+	if err := r.uploadBackingLog(ctx); err != nil {
+		r.logger.Info("the queue takes no log for this run", "error", err)
+		return
+	}
+	if r.liveLog {
+		_, err := r.claim.Queue().CreateArtifact(ctx, r.claim.TaskID, r.claim.RunID, r.logs.Live, &tcclient.CreateArtifactRequest{
+			StorageType: tcclient.StorageLink, Expires: r.claim.Task.Expires, Artifact: r.logs.Backing,
+		})
+		if err != nil {
+			r.logger.Warn("switching the live log to the backing log", "error", err)
+		}
+	}
+	r.logger.Info("log of the lost run uploaded", "artifact", r.logs.Backing)
+}

@@ -172,6 +172,22 @@ try {
     await screenshot('ui-task.png');
   });
 
+  await check('a cancelled task keeps the output it was streaming, then its uploaded log', async () => {
+    await go(`#/task/${fx.streamTask}`);
+    await waitText('pre.log', 'streamed before the cancel');
+    const out = await act('cancel', true);
+    expect(out.includes('Cancelled'), out);
+    // The text stays while the run ends and the worker uploads its log…
+    await waitText('.title-row .state', 'exception');
+    const during = await page.$eval('pre.log', (e) => e.textContent);
+    expect(during.includes('streamed before the cancel'), `the streamed output vanished at the cancel: ${during}`);
+    // …which then replaces it, with the worker's last word.
+    await waitText('.log-head', 'live_backing.log');
+    await waitText('pre.log', '=== Task Stopped ===');
+    const after = await page.$eval('pre.log', (e) => e.textContent);
+    expect(after.includes('streamed before the cancel'), after);
+  });
+
   await check('group as a dependency graph with the critical path', async () => {
     await go(`#/group/${fx.group}/graph`);
     await page.waitForSelector('.graph svg a.node', { timeout: T });
@@ -241,6 +257,28 @@ try {
     await waitText('.task-rows a', 'sign');
     const n = await page.$eval('.task-rows', (e) => Number(e.dataset.rows));
     expect(n === 1, `filter shows ${n} tasks`);
+  });
+
+  await check('task history: failed tasks, a queue no worker polled, a name search; times name their zone', async () => {
+    await go('#/tasks?state=failed');
+    await page.waitForSelector(`.task-rows a[href="#/task/${fx.failedTask}"]`, { timeout: T });
+    const shown = await page.$$eval('.task-rows .member', (rows) => rows.map((r) => r.textContent));
+    expect(shown.every((r) => r.startsWith('failed')), `only failed tasks: ${shown}`);
+    const when = await page.$eval('.task-rows .member .small', (e) => e.textContent);
+    expect(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (UTC|GMT[+-]?\d*|[A-Z]{2,5})$/.test(when), `a time with its zone: ${when}`);
+    await go('#/tasks?state=exception&queue=ui-test/unpolled');
+    await page.waitForSelector(`.task-rows a[href="#/task/${fx.unpolledTask}"]`, { timeout: T });
+    await go('#/tasks');
+    await page.waitForSelector('.task-rows .member', { timeout: T });
+    await page.click('input[name=name]', { clickCount: 3 });
+    await page.type('input[name=name]', 'FAILS ON');
+    await page.click('#tasks-search');
+    await page.waitForFunction((id) => {
+      const rows = document.querySelectorAll('.task-rows .member');
+      return rows.length === 1 && rows[0].querySelector(`a[href="#/task/${id}"]`);
+    }, { timeout: T }, fx.failedTask);
+    const hash = await page.evaluate(() => location.hash);
+    expect(hash === '#/tasks?name=FAILS+ON', `the filter is in the address: ${hash}`);
   });
 
   await check('index: namespaces and the task indexed under them', async () => {

@@ -87,6 +87,10 @@ func TestDockerMaxRunTimeAndCancel(t *testing.T) {
 	require.Equal(t, 0, w.wait(t, 30*time.Second))
 	require.Empty(t, containersOf(t, labelTask, cancelled+"/0"))
 	require.Equal(t, "canceled", status(t, cancelled).Runs[0].ReasonResolved)
+	// The container's output streamed a second ago is in the uploaded log.
+	log = backingLog(t, cancelled, 0)
+	require.Contains(t, log, "\nstarted\n")
+	require.Contains(t, log, "=== Task Stopped ===")
 }
 
 // TestDockerSIGTERMResolvesWorkerShutdown: an immediate shutdown kills the

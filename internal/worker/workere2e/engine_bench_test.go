@@ -23,7 +23,9 @@ import (
 // create, start, log attach, wait, copy-out and removal). The process
 // engine runs twice more: with isolation none (plain child processes) and
 // with the strict sandbox (task user, namespaces, cgroup), whose
-// difference is the sandbox's cost per task.
+// difference is the sandbox's cost per task, once with the default
+// outbound task network (slirp4netns started per task) and once with
+// taskNetwork none.
 func BenchmarkTaskLatencyByEngine(b *testing.B) {
 	if shared == nil {
 		b.Skip("needs the hopper binaries; not run with -short")
@@ -35,6 +37,7 @@ func BenchmarkTaskLatencyByEngine(b *testing.B) {
 		{"process", map[string]any{"command": [][]string{{"echo", "first line"}}, "maxRunTime": 60}},
 		{"process-none", map[string]any{"command": [][]string{{"echo", "first line"}}, "maxRunTime": 60}},
 		{"process-strict", map[string]any{"command": [][]string{{"echo", "first line"}}, "maxRunTime": 60}},
+		{"process-netnone", map[string]any{"command": [][]string{{"echo", "first line"}}, "maxRunTime": 60}},
 		{"docker", map[string]any{"image": busyboxImage, "command": []string{"echo", "first line"}, "maxRunTime": 60}},
 	}
 	for _, e := range engines {
@@ -52,11 +55,14 @@ func BenchmarkTaskLatencyByEngine(b *testing.B) {
 			switch e.name {
 			case "process-none":
 				cfg["isolation"] = "none"
-			case "process-strict":
+			case "process-strict", "process-netnone":
 				if reason := strictSandboxMissing(b); reason != "" {
 					b.Skip(reason)
 				}
 				cfg["isolation"] = "strict"
+				if e.name == "process-netnone" {
+					cfg["taskNetwork"] = "none"
+				}
 			}
 			if e.name == "docker" {
 				if m := dockertest.Missing(); m != "" {

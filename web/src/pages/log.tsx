@@ -7,6 +7,8 @@ import { errorText } from '../components';
 import type { TaskDefinition, TaskStatus } from '../types';
 
 const MAX_CHARS = 2_000_000;
+/** How long after a run ended its log may still be on its way. */
+const UPLOAD_WAIT_MS = 60_000;
 
 interface Content {
   storageType: string;
@@ -28,9 +30,13 @@ export function LogPanel({ taskId, status, task }: { taskId: string; status: Tas
   const [text, setText] = useState('');
   const [raw, setRaw] = useState<string | undefined>();
   const pre = useRef<HTMLPreElement>(null);
+  // The run whose text is shown: when it ends, what was streamed stays on
+  // screen until the uploaded log replaces it.
+  const shownRun = useRef<number | undefined>(undefined);
 
   useEffect(() => {
-    setText('');
+    if (shownRun.current !== run?.runId) setText('');
+    shownRun.current = run?.runId;
     setRaw(undefined);
     if (phase === 'none') return setMsg('No runs yet, so no log.');
     if (phase === 'pending') return setMsg(`Run ${run.runId} is pending: the log appears once a worker starts it.`);
@@ -73,24 +79,35 @@ export function LogPanel({ taskId, status, task }: { taskId: string; status: Tas
           setMsg('The live log ended; the full log follows once the run is resolved.');
           return;
         }
+        // A worker uploads the log of a run that ends under it (completed,
+        // failed, or cancelled: a run resolved exception still takes its
+        // log) a moment after the queue resolved it: until then keep what
+        // was streamed and look again.
+        const resolvedAt = run.resolved ? Date.parse(run.resolved) : NaN;
+        const waitUntil = (Number.isNaN(resolvedAt) ? Date.now() : resolvedAt) + UPLOAD_WAIT_MS;
         let last: unknown;
-        for (const name of [names.backing, names.live]) {
-          try {
-            const c = await content(name);
-            if (c.storageType === 'error') {
-              setMsg(`The worker could not upload ${name}: ${c.reason ?? ''} ${c.message ?? ''}`);
+        for (;;) {
+          for (const name of [names.backing, names.live]) {
+            try {
+              const c = await content(name);
+              if (c.storageType === 'error') {
+                setMsg(`The worker could not upload ${name}: ${c.reason ?? ''} ${c.message ?? ''}`);
+                return;
+              }
+              if (c.storageType === 'reference' || !c.url) {
+                last = new Error(`${name} points at a live-log server that is gone`);
+                continue;
+              }
+              setMsg(`Log of run ${run.runId} (${name}).`);
+              await read(c.url, false);
               return;
+            } catch (e) {
+              last = e;
             }
-            if (c.storageType === 'reference' || !c.url) {
-              last = new Error(`${name} points at a live-log server that is gone`);
-              continue;
-            }
-            setMsg(`Log of run ${run.runId} (${name}).`);
-            await read(c.url, false);
-            return;
-          } catch (e) {
-            last = e;
           }
+          if (ctl.signal.aborted || Date.now() > waitUntil) break;
+          setMsg(`Run ${run.runId} ended (${run.state}${run.reasonResolved ? '/' + run.reasonResolved : ''}); waiting for the worker to upload its log…`);
+          await new Promise((r) => setTimeout(r, 1000));
         }
         setMsg(last instanceof ApiError && last.status === 404 ? `Run ${run.runId} has no log artifact.` : `No log: ${errorText(last)}`);
       } catch (e) {
