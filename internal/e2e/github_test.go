@@ -74,6 +74,8 @@ tasks:
 	builds, _, err := rootClient(srv).GithubBuilds(ctx, nil)
 	require.NoError(t, err)
 	require.Len(t, builds, 1)
+	require.Equal(t, "github.com", builds[0].Host)
+	require.Equal(t, gh.Server.URL+"/Codertocat/Hello-World/commit/"+sha, builds[0].ForgeURL)
 	stdout, stderr, code := hopperCLI(t, srv.Env(), "github", "render", "-f", yml, "--delivery", "github.com/"+builds[0].EventID)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, `"assume:repo:github.com/Codertocat/Hello-World:branch:master"`)

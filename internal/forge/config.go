@@ -147,3 +147,17 @@ func (f *Forge) Name() string {
 	}
 	return "Taskcluster"
 }
+
+// WebURL is the forge's web address (https://github.com for the API at
+// api.github.com; the API URL without /api/v1 or /api/v3 otherwise).
+func (f *Forge) WebURL() string {
+	u, err := url.Parse(f.APIURL)
+	if err != nil {
+		return ""
+	}
+	if u.Host == "api.github.com" {
+		return "https://github.com"
+	}
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/api/v1"), "/api/v3")
+	return strings.TrimSuffix(u.String(), "/")
+}

@@ -61,13 +61,18 @@ func (s *Service) installation(c *api.Call, f *forge.Forge, owner, repo string) 
 	return id, nil
 }
 
-// buildJSON is a build as the builds method lists it.
-func buildJSON(b store.GithubBuild) map[string]any {
+// buildJSON is a build as the builds method lists it: Taskcluster's
+// fields, and hopper's host and forgeUrl (the commit on the forge, for
+// the console).
+func (s *Service) buildJSON(b store.GithubBuild) map[string]any {
 	out := map[string]any{"organization": b.Organization, "repository": b.Repository, "sha": b.SHA, "state": b.State,
 		"taskGroupId": b.TaskGroupID, "eventType": b.EventType, "eventId": b.EventID,
-		"created": queue.NewTime(b.Created).String(), "updated": queue.NewTime(b.Updated).String()}
+		"created": queue.NewTime(b.Created).String(), "updated": queue.NewTime(b.Updated).String(), "host": b.Host}
 	if b.PullRequestNumber != 0 {
 		out["pullRequestNumber"] = b.PullRequestNumber
+	}
+	if f := s.Forges[b.Host]; f != nil {
+		out["forgeUrl"] = f.WebURL() + "/" + b.Organization + "/" + b.Repository + "/commit/" + b.SHA
 	}
 	return out
 }
@@ -100,7 +105,7 @@ func (s *Service) builds(c *api.Call) (any, error) {
 	out := map[string]any{"builds": []any{}}
 	list := make([]any, 0, len(builds))
 	for _, b := range builds {
-		list = append(list, buildJSON(b))
+		list = append(list, s.buildJSON(b))
 	}
 	out["builds"] = list
 	if next != "" {
@@ -136,7 +141,7 @@ func (s *Service) cancelBuilds(c *api.Call) (any, error) {
 			return nil, err
 		}
 		b.State = github.StateCancelled
-		out = append(out, buildJSON(b))
+		out = append(out, s.buildJSON(b))
 	}
 	return map[string]any{"builds": out}, nil
 }

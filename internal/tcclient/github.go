@@ -40,6 +40,9 @@ type GithubBuild struct {
 	EventType         string `json:"eventType"`
 	EventID           string `json:"eventId"`
 	PullRequestNumber int    `json:"pullRequestNumber,omitempty"`
+	// Host and ForgeURL are hopper's: the forge, and the commit on it.
+	Host     string `json:"host,omitempty"`
+	ForgeURL string `json:"forgeUrl,omitempty"`
 }
 
 // GithubBuilds lists builds (query: organization, repository, sha,

@@ -12,6 +12,7 @@ import { WorkersPage, WorkerPage } from './pages/workers';
 import { CreatePage } from './pages/create';
 import { IndexPage, SecretsPage, HooksPage } from './pages/services';
 import { CliSignInPage } from './pages/clisignin';
+import { GithubPage } from './pages/github';
 
 const SLUGID = /^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$/;
 const TASK_QUEUE_ID = /^[a-zA-Z0-9_-]{1,38}\/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$/;
@@ -60,6 +61,8 @@ function Page({ hash }: { hash: string }) {
       return <SecretsPage />;
     case 'hooks':
       return <HooksPage hookGroupId={rest[0]} hookId={rest[1]} />;
+    case 'github':
+      return <GithubPage key={hash} org={rest[0]} repo={rest[1]} />;
     case 'auth':
       if (rest[0] === 'clients' && rest[1] === 'create') return <CliSignInPage query={query} />;
       break;
@@ -87,7 +90,7 @@ function Search() {
 
 const NAV: [string, string][] = [
   ['', 'Task queues'], ['tasks', 'Tasks'], ['workers', 'Workers'], ['create', 'Create task'],
-  ['index', 'Index'], ['secrets', 'Secrets'], ['hooks', 'Hooks'],
+  ['index', 'Index'], ['secrets', 'Secrets'], ['hooks', 'Hooks'], ['github', 'Builds'],
 ];
 
 function App() {
