@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/forge"
 	"github.com/hopper-ci/hopper/internal/github"
 	"github.com/hopper-ci/hopper/internal/githubapi"
@@ -64,10 +65,25 @@ func TestPullRequests(t *testing.T) {
 	b.gh.SetPull("Codertocat", "Hello-World", 2, pr["pull_request"].(map[string]any))
 	body, _ := json.Marshal(pr)
 
+	// Accepted deliveries are announced on the GithubEvents exchanges.
+	bus := events.NewBus(events.BusOptions{})
+	t.Cleanup(func() { _ = bus.Close() })
+	msgs, cancel := bus.Subscribe(nil)
+	defer cancel()
+	b.svc.Events = bus
+
 	// Not a collaborator: a comment, no tasks.
 	b.gh.SetPermission("Codertocat", "Hello-World", "Codertocat", "read")
-	status, _ := b.deliver(t, "pull_request", uuid.NewString(), body, webhookSecret)
+	id := uuid.NewString()
+	status, _ := b.deliver(t, "pull_request", id, body, webhookSecret)
 	require.Equal(t, http.StatusNoContent, status)
+	msg := <-msgs
+	require.Equal(t, "pull-request", msg.Exchange)
+	require.Equal(t, "primary.Codertocat.Hello-World.opened", msg.RoutingKey)
+	var announced map[string]any
+	require.NoError(t, json.Unmarshal(msg.Body, &announced))
+	require.Equal(t, id, announced["eventId"])
+	require.Equal(t, "github-pull-request", announced["tasks_for"])
 	b.process(t)
 	require.Empty(t, b.builds(t))
 	comments := b.gh.Calls("/issues/2/comments")
