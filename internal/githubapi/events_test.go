@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -334,4 +335,46 @@ func TestAutoCancel(t *testing.T) {
 	}
 	calls := b.gh.Calls("/statuses/" + sha2)
 	require.Equal(t, "error", calls[len(calls)-1].Body["state"])
+}
+
+// TestReplicasProcessOnce: deliveries arriving in a burst, processed and
+// reported by several replicas at once, each create their task once and
+// send their status once.
+func TestReplicasProcessOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	push := example(t, "push", 4)
+	sha := push["after"].(string)
+	b.gh.Install("Codertocat", "Hello-World", 1)
+	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", decisionTask)
+	b.role(t, "repo:github.com/Codertocat/Hello-World:branch:master")
+	body, _ := json.Marshal(push)
+	const n = 16
+	for range n {
+		status, _ := b.deliver(t, "push", uuid.NewString(), body, webhookSecret)
+		require.Equal(t, http.StatusNoContent, status)
+	}
+	run := func(pass func(*githubapi.Service) error) {
+		var wg sync.WaitGroup
+		for range 4 {
+			replica := *b.svc // another replica: same store, same forges
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := pass(&replica); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	run(func(s *githubapi.Service) error { _, err := s.ProcessDue(ctx); return err })
+	run(func(s *githubapi.Service) error { return s.Report(ctx) })
+	builds := b.builds(t)
+	require.Len(t, builds, n)
+	for _, build := range builds {
+		require.Len(t, b.groupTasks(t, build.TaskGroupID), 1)
+	}
+	require.Len(t, b.gh.Calls("/statuses/"+sha), n, "one pending status per build, each sent once")
 }
