@@ -207,7 +207,9 @@ func TestGiteaPushThroughWebhook(t *testing.T) {
 	b.gh.Install("alice", "demo", 9)
 	body, err := os.ReadFile(filepath.Join("..", "github", "testdata", "gitea-push.json"))
 	require.NoError(t, err)
-	const sha = "3f786850e387550fdab836ed7e6dc881de23001b"
+	var delivered struct{ After string }
+	require.NoError(t, json.Unmarshal(body, &delivered))
+	sha := delivered.After
 	b.gh.SetFile("alice", "demo", sha, ".taskcluster.yml", decisionTask)
 	b.role(t, "repo:"+host+"/alice/demo:branch:main")
 
