@@ -18,6 +18,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/cli"
 	"github.com/hopper-ci/hopper/internal/worker"
 	"github.com/hopper-ci/hopper/internal/worker/poolmember"
+	"github.com/hopper-ci/hopper/internal/workerprovider"
 )
 
 // poolFlags are `hopper worker`'s worker-pool flags.
@@ -33,12 +34,16 @@ func joinPool(ctx context.Context, p poolFlags, cfg worker.Config, haveFile bool
 		msg := fmt.Sprintf(format, args...)
 		return &cli.ExitError{Code: cli.ExitUsage, Msg: msg, Err: errors.New(msg)}
 	}
-	if p.secretFile == "" {
+	secret := os.Getenv(workerprovider.EnvStaticSecret)
+	switch {
+	case p.secretFile != "":
+		raw, err := os.ReadFile(p.secretFile)
+		if err != nil {
+			return nil, cfg, usage("reading the static secret: %v", err)
+		}
+		secret = string(raw)
+	case secret == "":
 		return nil, cfg, usage("--worker-pool needs --static-secret-file (the secret the pool's operator made for this machine)")
-	}
-	raw, err := os.ReadFile(p.secretFile)
-	if err != nil {
-		return nil, cfg, usage("reading the static secret: %v", err)
 	}
 	if cfg.RootURL == "" {
 		return nil, cfg, usage("--worker-pool needs the root URL (--root-url or TASKCLUSTER_ROOT_URL)")
@@ -50,6 +55,14 @@ func joinPool(ctx context.Context, p poolFlags, cfg worker.Config, haveFile bool
 	if cmd.Flags().Changed("worker-id") {
 		id = flags.WorkerID
 	}
+	// A container a provider started is told who it is in its
+	// environment.
+	if group == "" {
+		group = os.Getenv(workerprovider.EnvWorkerGroup)
+	}
+	if id == "" {
+		id = os.Getenv(workerprovider.EnvWorkerID)
+	}
 	if group == "" {
 		group = worker.DefaultWorkerGroup
 	}
@@ -57,7 +70,7 @@ func joinPool(ctx context.Context, p poolFlags, cfg worker.Config, haveFile bool
 		id = worker.HostWorkerID()
 	}
 	member, err := poolmember.Register(ctx, poolmember.Options{RootURL: cfg.RootURL, WorkerPoolID: p.workerPool,
-		ProviderID: p.providerID, WorkerGroup: group, WorkerID: id, StaticSecret: strings.TrimSpace(string(raw)), Logger: log, CheckEvery: p.checkEvery})
+		ProviderID: p.providerID, WorkerGroup: group, WorkerID: id, StaticSecret: strings.TrimSpace(secret), Logger: log, CheckEvery: p.checkEvery})
 	if err != nil {
 		return nil, cfg, err
 	}

@@ -3,20 +3,40 @@ package server
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queueapi"
+	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/workermanager"
 	"github.com/hopper-ci/hopper/internal/workermanagerapi"
+	"github.com/hopper-ci/hopper/internal/workerprovider"
 )
 
 // defaultProviders are the providers every hopper offers: "static", for
-// machines an operator adds with createWorker.
-var defaultProviders = []workermanagerapi.Provider{{ID: "static", Type: workermanager.ProviderTypeStatic}}
+// machines an operator adds with createWorker, and "docker", for
+// containers on the Docker daemons a pool's config names.
+var defaultProviders = []workermanagerapi.Provider{
+	{ID: "static", Type: workermanager.ProviderTypeStatic},
+	{ID: "docker", Type: workermanager.ProviderTypeDocker},
+}
+
+// dynamicProviders run the dynamic pools' workers, by provider id.
+func dynamicProviders() map[string]maintenance.PoolProvider {
+	return map[string]maintenance.PoolProvider{
+		"docker": {Type: workermanager.ProviderTypeDocker, Provider: &workerprovider.Docker{}},
+	}
+}
+
+// leaseHolder names this process in the worker-pool duties' leases.
+func leaseHolder() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), slugid.New())
+}
 
 // workerManagerService is the Worker Manager: it reads the queue's worker
 // records (after the queue has written what its claims queued) and
@@ -46,7 +66,16 @@ func (w *wiring) workerManagerService() (service, error) {
 		}
 		return service{}, err
 	}
-	return service{routes: routes, close: closeFn}, nil
+	c := w.cfg
+	events := maintenance.NewEventsPublisher(publisher, workermanagerapi.Message, w.log)
+	holder := leaseHolder()
+	providers := dynamicProviders()
+	return service{routes: routes, close: closeFn, duties: []maintenance.Service{
+		&maintenance.Provisioner{Store: w.store, Providers: providers, RootURL: c.RootURL, Holder: holder, Events: events,
+			Clock: c.Clock, Logger: w.log},
+		&maintenance.WorkerScanner{Store: w.store, Providers: providers, Resolver: queue.resolver, Holder: holder, Events: events,
+			Clock: c.Clock, Logger: w.log},
+	}}, nil
 }
 
 // queueWorkers reads the queue's worker records for the Worker Manager.

@@ -55,6 +55,11 @@ type WorkerManagerStore interface {
 	TakeLease(ctx context.Context, name, holder string, now, until time.Time) (bool, error)
 	// ReleaseLease gives up holder's lease (if it still has it).
 	ReleaseLease(ctx context.Context, name, holder string) error
+	// RequestPoolWorker stores a new worker only while holder holds the
+	// named lease at now (ErrLeaseLost otherwise), in one transaction that
+	// keeps the lease from changing hands meanwhile: a provisioner whose
+	// lease ran out can never add capacity another one already counted.
+	RequestPoolWorker(ctx context.Context, w *workermanager.Worker, lease, holder string, now time.Time) error
 }
 
 // PoolWorkerFilter selects workers ("" fields select all).
@@ -549,6 +554,28 @@ func (db *DB) ReleaseLease(ctx context.Context, name, holder string) error {
 		_, err := tx.exec(ctx, "DELETE FROM wm_leases WHERE name = ? AND holder = ?", name, holder)
 		if err != nil {
 			return fmt.Errorf("releasing lease %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// RequestPoolWorker implements WorkerManagerStore.
+func (db *DB) RequestPoolWorker(ctx context.Context, w *workermanager.Worker, lease, holder string, now time.Time) error {
+	return db.tx(ctx, func(tx *txn) error {
+		var one int
+		err := tx.queryRow(ctx, "SELECT 1 FROM wm_leases WHERE name = ? AND holder = ? AND until > ?"+db.dialect.LockRow, lease, holder, ms(now)).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrLeaseLost
+		}
+		if err != nil {
+			return fmt.Errorf("checking lease %s: %w", lease, err)
+		}
+		res, err := tx.exec(ctx, "INSERT INTO wm_workers ("+poolWorkerColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (worker_pool_id, worker_group, worker_id) DO NOTHING", poolWorkerArgs(w)...)
+		if err != nil {
+			return fmt.Errorf("requesting worker %s: %w", w.Key(), err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return ErrExists
 		}
 		return nil
 	})

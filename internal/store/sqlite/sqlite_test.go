@@ -142,3 +142,7 @@ func TestUpgrade(t *testing.T) {
 		}
 	})
 }
+
+func TestProvisionerRace(t *testing.T) {
+	storetest.RunProvisionerRace(t, openFixture)
+}

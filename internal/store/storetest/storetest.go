@@ -171,6 +171,7 @@ func Run(t *testing.T, open Opener) {
 		{"LeaseRace", testLeaseRace},
 		{"NotifyOutbox", testNotifyOutbox},
 		{"NotifyClaims", testNotifyClaims},
+		{"RequestUnderLease", testRequestUnderLease},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -285,3 +285,26 @@ func testLeaseRace(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.True(t, ok, "a released lease is free")
 }
+
+// testRequestUnderLease proves a worker is requested only under a live
+// lease: once the lease ran out and another holder took it, the old
+// holder adds nothing.
+func testRequestUnderLease(t *testing.T, open Opener) {
+	e := setup(t, open)
+	w := newPoolWorker("prov/a", "g", "w1", workermanager.StateRequested)
+	require.ErrorIs(t, e.s.RequestPoolWorker(e.ctx, w, "provisioner", "a", Epoch), store.ErrLeaseLost, "no lease yet")
+	ok, err := e.s.TakeLease(e.ctx, "provisioner", "a", Epoch, Epoch.Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, e.s.RequestPoolWorker(e.ctx, w, "provisioner", "a", Epoch.Add(time.Second)))
+	require.ErrorIs(t, e.s.RequestPoolWorker(e.ctx, w, "provisioner", "a", Epoch.Add(time.Second)), store.ErrExists)
+	require.ErrorIs(t, e.s.RequestPoolWorker(e.ctx, newPoolWorker("prov/a", "g", "w2", workermanager.StateRequested), "provisioner", "b", Epoch.Add(time.Second)), store.ErrLeaseLost, "not the holder")
+	require.ErrorIs(t, e.s.RequestPoolWorker(e.ctx, newPoolWorker("prov/a", "g", "w2", workermanager.StateRequested), "provisioner", "a", Epoch.Add(time.Minute)), store.ErrLeaseLost, "the lease ran out")
+	ok, err = e.s.TakeLease(e.ctx, "provisioner", "b", Epoch.Add(time.Minute), Epoch.Add(2*time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.ErrorIs(t, e.s.RequestPoolWorker(e.ctx, newPoolWorker("prov/a", "g", "w2", workermanager.StateRequested), "provisioner", "a", Epoch.Add(61*time.Second)), store.ErrLeaseLost)
+	got, err := e.s.GetPoolWorker(e.ctx, w.Key())
+	require.NoError(t, err)
+	require.Equal(t, w, got)
+}

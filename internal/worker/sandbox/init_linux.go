@@ -53,6 +53,9 @@ type initSpec struct {
 	Namespaces bool `json:"namespaces,omitempty"`
 	// VarTmp, when set, is the task's own directory mounted on /var/tmp.
 	VarTmp string `json:"varTmp,omitempty"`
+	// ResolvConf, when set, is mounted on /etc/resolv.conf: the machine's
+	// resolvers are on its loopback, out of the task's network.
+	ResolvConf string `json:"resolvConf,omitempty"`
 	// Restrict sets no-new-privileges and the seccomp filter that refuses
 	// user namespaces on the command (restrictThread).
 	Restrict bool `json:"restrict,omitempty"`
@@ -137,6 +140,12 @@ func InitMain() int {
 		if spec.VarTmp != "" {
 			if err := unix.Mount(spec.VarTmp, "/var/tmp", "", unix.MS_BIND, ""); err != nil && !errors.Is(err, unix.ENOENT) {
 				report(status, initStatus{StartError: fmt.Sprintf("sandbox init: mounting the task's /var/tmp: %v", err)})
+				return 125
+			}
+		}
+		if spec.ResolvConf != "" {
+			if err := unix.Mount(spec.ResolvConf, "/etc/resolv.conf", "", unix.MS_BIND, ""); err != nil && !errors.Is(err, unix.ENOENT) {
+				report(status, initStatus{StartError: fmt.Sprintf("sandbox init: mounting the task's /etc/resolv.conf: %v", err)})
 				return 125
 			}
 		}

@@ -27,10 +27,13 @@ type Manager struct {
 	// leaves tasks in the worker's network namespace.
 	sharedNet bool
 	slirp     string
-	restrict  bool
-	cg        *cgroups
-	users     []*User
-	logger    *slog.Logger
+	// resolvConf, when set, is what tasks with an outbound network see
+	// at /etc/resolv.conf (the machine\'s resolvers are on its loopback).
+	resolvConf string
+	restrict   bool
+	cg         *cgroups
+	users      []*User
+	logger     *slog.Logger
 	// mu guards spares: each slot's next sandbox init, started ahead.
 	mu     sync.Mutex
 	spares map[int]*spare

@@ -66,6 +66,14 @@ func (m *Manager) probeTaskNamespaces() {
 			m.sharedNet = true
 		}
 		m.slirp = path
+		if !m.sharedNet {
+			resolv, err := prepareResolvConf(m.cfg.HomesDir)
+			if err != nil {
+				m.missing = append(m.missing, "resolver configuration for tasks: "+err.Error())
+				return
+			}
+			m.resolvConf = resolv
+		}
 	}
 	m.taskNamespaces = true
 	ns, err := m.NewNamespaces()
@@ -191,6 +199,9 @@ func (t *Task) Start(c Command) (*Process, error) {
 	}
 	spec := initSpec{Argv: c.Argv, Env: c.Env, MountProc: true, Hide: t.m.cfg.Hide,
 		Namespaces: t.ns != nil, Restrict: t.m.restrict}
+	if t.ns.OwnNetwork() && t.ns.Network() == NetworkOutbound {
+		spec.ResolvConf = t.m.resolvConf
+	}
 	if t.user != nil {
 		spec.UID, spec.GID, spec.PrivateShm, spec.VarTmp = t.user.UID, t.user.GID, true, t.user.VarTmp
 	}

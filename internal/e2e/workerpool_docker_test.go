@@ -1,0 +1,197 @@
+package e2e_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/e2e"
+	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/worker/dockerapi/dockertest"
+	"github.com/hopper-ci/hopper/internal/workerprovider"
+)
+
+// hopperImage imports an image holding a static hopper binary at /hopper
+// (and busybox, for the tasks' shell) into the daemon, as `docker import`
+// would.
+func hopperImage(t *testing.T, d *dockertest.Daemon, ref string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "hopper")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/hopper")
+	build.Dir = e2e.RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "building a static hopper: %s", out)
+	base, err := dockertest.BusyboxRootfs(nil)
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tr := tar.NewReader(bytes.NewReader(base))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		require.NoError(t, tw.WriteHeader(h))
+		_, err = io.Copy(tw, tr)
+		require.NoError(t, err)
+	}
+	data, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "hopper", Mode: 0o755, Size: int64(len(data)), ModTime: time.Now()}))
+	_, err = tw.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	repo, tag := ref[:len(ref)-len(":e2e")], "e2e"
+	require.NoError(t, d.Client.ImportImage(context.Background(), &buf, repo, tag))
+}
+
+// TestDockerPoolScales runs a docker pool on a private dockerd: a backlog
+// makes the provisioner start containers running `hopper worker` from an
+// image made of the static binary, up to maxCapacity and never past it;
+// each registers with its one-time secret and works the backlog off; a
+// killed container is reported as a pool error, its task retried, and
+// replaced; once idle past queueInactivityTimeout the pool shrinks back to
+// its minimum.
+func TestDockerPoolScales(t *testing.T) {
+	t.Parallel()
+	if m := dockertest.Missing(); m != "" {
+		t.Skip(m)
+	}
+	d, err := dockertest.Start()
+	require.NoError(t, err)
+	t.Cleanup(d.Stop)
+	hopperImage(t, d, "hopper-worker:e2e")
+
+	srv := e2e.StartServer(t, e2e.ServerOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	root := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
+	const pool = "e2e-docker/builders"
+	config := map[string]any{
+		"minCapacity": 0, "maxCapacity": 2, "image": "hopper-worker:e2e",
+		"hosts":        []map[string]any{{"endpoint": d.Host}},
+		"lifecycle":    map[string]any{"registrationTimeout": 60, "queueInactivityTimeout": 12},
+		"workerConfig": map[string]any{"hopperWorker": map[string]any{"claimInterval": "200ms", "isolation": "none"}},
+	}
+	raw, err := json.Marshal(config)
+	require.NoError(t, err)
+	_, err = root.CreateWorkerPool(ctx, pool, &tcclient.WorkerPoolDefinition{ProviderID: "docker", Description: "containers",
+		Owner: "ops@example.com", Config: raw})
+	require.NoError(t, err)
+
+	// Watch the daemon: never more than maxCapacity containers of the pool.
+	dc, err := workerprovider.NewDockerClient(d.Host)
+	require.NoError(t, err)
+	var most atomic.Int32
+	watch, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		for watch.Err() == nil {
+			if n, err := dc.CountLabelled(watch, "hopper.worker-pool", pool); err == nil && int32(n) > most.Load() {
+				most.Store(int32(n))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+
+	created := time.Now()
+	var ids []string
+	for range 6 {
+		ids = append(ids, createShellTask(t, ctx, root, pool, "sleep 2"))
+	}
+	firstStarted := waitForRun(t, ctx, root, ids[0], 0, "running", 2*time.Minute)
+	t.Logf("pending task -> container started -> first claim: %s", firstStarted.Sub(created))
+	for _, id := range ids[1:] {
+		waitForRun(t, ctx, root, id, 0, "completed", 2*time.Minute)
+	}
+	require.LessOrEqual(t, most.Load(), int32(2), "never more containers than maxCapacity")
+	require.Equal(t, int32(2), most.Load(), "the backlog grew the pool to its maximum")
+
+	// Kill a worker's container while it runs a task.
+	victim := createShellTask(t, ctx, root, pool, "sleep 60")
+	waitForRun(t, ctx, root, victim, 0, "running", time.Minute)
+	status, err := root.Status(ctx, victim)
+	require.NoError(t, err)
+	group, workerID := status.Runs[0].WorkerGroup, status.Runs[0].WorkerID
+	w, err := root.GetPoolWorker(ctx, pool, group, workerID)
+	require.NoError(t, err)
+	require.Equal(t, "running", w.State)
+	killed, err := dc.ContainerIDs(ctx, "hopper.worker", group+"/"+workerID)
+	require.NoError(t, err)
+	require.Len(t, killed, 1)
+	require.NoError(t, dc.KillContainer(ctx, killed[0]))
+	waitForRun(t, ctx, root, victim, 1, "running", time.Minute)
+	status, err = root.Status(ctx, victim)
+	require.NoError(t, err)
+	require.Equal(t, "worker-shutdown", status.Runs[0].ReasonResolved)
+	require.NotEqual(t, workerID, status.Runs[1].WorkerID, "another worker took the retry")
+	errs, err := root.ListWorkerPoolErrors(ctx, pool, 10)
+	require.NoError(t, err)
+	found := false
+	for _, e := range errs {
+		found = found || e.Kind == "worker-died"
+	}
+	require.True(t, found, "the dead container is a pool error: %+v", errs)
+	w, err = root.GetPoolWorker(ctx, pool, group, workerID)
+	require.NoError(t, err)
+	require.Equal(t, "stopped", w.State)
+	_, err = root.CancelTask(ctx, victim)
+	require.NoError(t, err)
+
+	// Idle: back to the minimum (0) after queueInactivityTimeout.
+	require.Eventually(t, func() bool {
+		n, err := dc.CountLabelled(ctx, "hopper.worker-pool", pool)
+		return err == nil && n == 0
+	}, 2*time.Minute, 500*time.Millisecond, "the idle pool shrinks to its minimum")
+	p, err := root.GetWorkerPool(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, 0, p.RunningCount+p.RequestedCount)
+	require.LessOrEqual(t, most.Load(), int32(2))
+}
+
+// createShellTask creates a task running command on the task queue.
+func createShellTask(t *testing.T, ctx context.Context, c *tcclient.Client, taskQueueID, command string) string {
+	t.Helper()
+	id := tcclient.NewTaskID()
+	payload, err := json.Marshal(map[string]any{"command": [][]string{{"sh", "-c", command}}, "maxRunTime": 120})
+	require.NoError(t, err)
+	now := time.Now()
+	_, err = c.CreateTask(ctx, id, &tcclient.TaskDefinition{TaskQueueID: taskQueueID, Created: tcclient.NewTime(now),
+		Deadline: tcclient.NewTime(now.Add(time.Hour)), Payload: payload,
+		Metadata: tcclient.TaskMetadata{Name: "pool", Description: "pool e2e", Owner: "e2e@example.com", Source: "https://example.com/e2e"}})
+	require.NoError(t, err)
+	return id
+}
+
+// waitForRun waits until the task's run is in state and returns when it
+// started (or now, for a run not started).
+func waitForRun(t *testing.T, ctx context.Context, c *tcclient.Client, taskID string, runID int, state string, timeout time.Duration) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		st, err := c.Status(ctx, taskID)
+		require.NoError(t, err)
+		if len(st.Runs) > runID && st.Runs[runID].State == state {
+			if s := st.Runs[runID].Started; !s.IsZero() {
+				return s.Time
+			}
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s run %d is not %s after %s: %+v", taskID, runID, state, timeout, st.Runs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

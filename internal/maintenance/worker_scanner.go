@@ -1,0 +1,259 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/store"
+	"github.com/hopper-ci/hopper/internal/workermanager"
+)
+
+// DefaultScanTick is how often the worker scanner looks at every worker.
+const DefaultScanTick = 10 * time.Second
+
+// PoolErrorRetention is how long pool errors are kept.
+const PoolErrorRetention = 7 * 24 * time.Hour
+
+// WorkerScanner watches the workers of every pool, one replica at a time
+// (a lease, as the provisioner's): a worker whose container died, or
+// that missed its registration or reregistration deadline, or that sat
+// idle past its pool's queueInactivityTimeout while the pool is above its
+// minimum, is stopped, its claimed runs resolved exception/worker-shutdown
+// and retried at once, and (but for an idle stop) a pool error recorded;
+// a stopping worker's container is removed; stopped workers and errors
+// past their time are deleted, and so is a deleted pool once its workers
+// are gone. The provisioner then replaces what the pool still needs.
+type WorkerScanner struct {
+	Store     PoolStore
+	Providers map[string]PoolProvider // by providerId
+	Resolver  *WorkerRunResolver
+	Holder    string
+	Events    WorkerEvents
+	Clock     queue.Clock
+	Logger    *slog.Logger
+	// Interval is the cadence (default DefaultScanTick); LeaseFor the
+	// lease's length (default DefaultLeaseFor).
+	Interval, LeaseFor time.Duration
+
+	loop
+}
+
+var _ Service = (*WorkerScanner)(nil)
+
+// Start implements Service.
+func (s *WorkerScanner) Start(ctx context.Context) {
+	s.loop.start(ctx, s.Logger, "scanning pool workers", interval(s.Interval, DefaultScanTick), true, func(ctx context.Context) error {
+		_, err := s.RunOnce(ctx)
+		return err
+	})
+}
+
+// RunOnce scans every pool's workers once (if this replica holds the
+// lease) and returns how many workers it stopped.
+func (s *WorkerScanner) RunOnce(ctx context.Context) (int, error) {
+	now := s.Clock.Now()
+	ok, err := s.Store.TakeLease(ctx, ScannerLease, s.Holder, now, now.Add(interval(s.LeaseFor, DefaultLeaseFor)))
+	if err != nil || !ok {
+		return 0, err
+	}
+	pools, err := allPools(ctx, s.Store)
+	if err != nil {
+		return 0, err
+	}
+	stopped := 0
+	for i := range pools {
+		n, err := s.scanPool(ctx, &pools[i])
+		stopped += n
+		if err != nil {
+			return stopped, err
+		}
+		if pools[i].ProviderID == workermanager.NullProvider {
+			if _, err := s.Store.DeleteWorkerPool(ctx, pools[i].WorkerPoolID); err != nil {
+				return stopped, err
+			}
+		}
+	}
+	if _, _, err := s.Store.ExpireWorkerManager(ctx, now, now.Add(-PoolErrorRetention)); err != nil {
+		return stopped, err
+	}
+	return stopped, nil
+}
+
+func (s *WorkerScanner) scanPool(ctx context.Context, pool *workermanager.Pool) (int, error) {
+	var workers []workermanager.Worker
+	page := store.Page{}
+	for {
+		ws, next, err := s.Store.ListPoolWorkers(ctx, store.PoolWorkerFilter{WorkerPoolID: pool.WorkerPoolID}, page)
+		if err != nil {
+			return 0, err
+		}
+		workers = append(workers, ws...)
+		if next == "" {
+			break
+		}
+		page.ContinuationToken = next
+	}
+	running := 0
+	for _, w := range workers {
+		if w.State == workermanager.StateRunning && w.ProviderID == pool.ProviderID {
+			running += w.Capacity
+		}
+	}
+	capacity := pool.Capacity()
+	lifecycle := pool.Lifecycle()
+	log := logger(s.Logger)
+	stopped := 0
+	for i := range workers {
+		w := &workers[i]
+		now := s.Clock.Now()
+		prov, dynamic := s.Providers[w.ProviderID]
+		providerType := workermanager.ProviderTypeStatic
+		if dynamic {
+			providerType = prov.Type
+		}
+		switch w.State {
+		case workermanager.StateStopped:
+			continue // expiry deletes it (ExpireWorkerManager)
+		case workermanager.StateStopping:
+			if dynamic {
+				if err := prov.Provider.Stop(ctx, pool, w); err != nil {
+					log.Warn("stopping a worker", "worker", w.Key().String(), "error", err)
+					continue
+				}
+			}
+			if err := s.markStopped(ctx, w, ""); err != nil {
+				return stopped, err
+			}
+			continue
+		}
+		if dynamic {
+			st, err := prov.Provider.Check(ctx, pool, w)
+			if err != nil {
+				// The engine cannot be reached: say so once a pass, keep
+				// the worker counted (it may still run).
+				reportPoolError(ctx, s.Store, log, now, pool, "provider-error", "Could not check a worker", err.Error(), w)
+				continue
+			}
+			if !st.Running {
+				quiet := st.Exited && st.ExitCode == 0 && w.State == workermanager.StateRunning
+				if !quiet {
+					reportPoolError(ctx, s.Store, log, now, pool, "worker-died", "A worker stopped unexpectedly", st.Detail, w)
+				}
+				if err := s.stop(ctx, pool, prov, w, "worker container is no longer running: "+st.Detail); err != nil {
+					return stopped, err
+				}
+				if w.State == workermanager.StateRunning {
+					running -= w.Capacity
+				}
+				stopped++
+				continue
+			}
+		}
+		act, err := s.activity(ctx, w)
+		if err != nil {
+			return stopped, err
+		}
+		keep := w.State == workermanager.StateRunning && running-w.Capacity < capacity.Min
+		v := workermanager.Scan(w, providerType, lifecycle, act, keep, now)
+		if !v.Remove {
+			continue
+		}
+		if w.State == workermanager.StateRequested {
+			reportPoolError(ctx, s.Store, log, now, pool, "registration-timeout", "A worker did not register in time", v.Reason, w)
+		}
+		if dynamic {
+			err = s.stop(ctx, pool, prov, w, v.Reason)
+		} else {
+			err = s.markStopped(ctx, w, v.Reason)
+		}
+		if err != nil {
+			return stopped, err
+		}
+		if w.State == workermanager.StateRunning {
+			running -= w.Capacity
+		}
+		stopped++
+		log.Info("worker stopped", "worker", w.Key().String(), "reason", v.Reason)
+	}
+	return stopped, nil
+}
+
+// activity is what the worker last did: when it last held a claimed run
+// (a run it holds now counts as now). The queue's lastDateActive moves
+// with every claimWork poll, so an idle worker is told by its work, not
+// its polls.
+func (s *WorkerScanner) activity(ctx context.Context, w *workermanager.Worker) (workermanager.Activity, error) {
+	now := s.Clock.Now()
+	qw, err := s.Store.GetWorker(ctx, store.WorkerKey{TaskQueueID: w.WorkerPoolID, WorkerGroup: w.WorkerGroup, WorkerID: w.WorkerID}, now)
+	if errors.Is(err, store.ErrNotFound) {
+		return workermanager.Activity{}, nil
+	}
+	if err != nil {
+		return workermanager.Activity{}, err
+	}
+	act := workermanager.Activity{FirstClaim: qw.FirstClaim}
+	if len(qw.RecentTasks) == 0 {
+		act.FirstClaim = time.Time{}
+		return act, nil
+	}
+	last := qw.RecentTasks[len(qw.RecentTasks)-1]
+	t, err := s.Store.GetTask(ctx, last.TaskID)
+	if errors.Is(err, store.ErrNotFound) {
+		return act, nil
+	}
+	if err != nil {
+		return act, fmt.Errorf("reading task %s: %w", last.TaskID, err)
+	}
+	if last.RunID < len(t.Runs) {
+		r := t.Runs[last.RunID]
+		switch {
+		case r.State == queue.StateRunning && r.WorkerID == w.WorkerID && r.WorkerGroup == w.WorkerGroup:
+			act.LastDateActive = now
+		case r.Resolved != nil:
+			act.LastDateActive = r.Resolved.Time
+		case r.Started != nil:
+			act.LastDateActive = r.Started.Time
+		}
+	}
+	return act, nil
+}
+
+// stop removes what runs a dynamic worker and marks it stopped.
+func (s *WorkerScanner) stop(ctx context.Context, pool *workermanager.Pool, prov PoolProvider, w *workermanager.Worker, reason string) error {
+	if err := prov.Provider.Stop(ctx, pool, w); err != nil {
+		logger(s.Logger).Warn("stopping a worker", "worker", w.Key().String(), "error", err)
+	}
+	return s.markStopped(ctx, w, reason)
+}
+
+// markStopped records a worker stopped, resolves its claimed runs and
+// announces its removal.
+func (s *WorkerScanner) markStopped(ctx context.Context, w *workermanager.Worker, reason string) error {
+	now := s.Clock.Now()
+	updated, err := s.Store.UpdatePoolWorker(ctx, w.Key(), func(w *workermanager.Worker) error {
+		w.Stopped(now)
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if s.Resolver != nil {
+		if _, err := s.Resolver.ResolveWorkerRuns(ctx, store.WorkerKey{TaskQueueID: w.WorkerPoolID, WorkerGroup: w.WorkerGroup, WorkerID: w.WorkerID}, now); err != nil {
+			return err
+		}
+	}
+	if s.Events != nil {
+		if reason != "" {
+			s.Events(ctx, "worker-removed", updated, reason, now)
+		}
+		s.Events(ctx, "worker-stopped", updated, "", now)
+	}
+	return nil
+}
