@@ -96,6 +96,7 @@ Exit codes: 0 success, 1 task failed or an error, 2 task exception,
 		simpleCommand(run, "cancel", "Cancel a task (its current run resolves exception/canceled)", (*app).cancel),
 		simpleCommand(run, "rerun", "Add a new run to a resolved task", (*app).rerun),
 		groupCommand(run),
+		listCommand(run),
 	)
 	return root
 }
@@ -141,7 +142,17 @@ Missing fields are filled in before createTask: taskId (a top-level taskId key
 or --task-id, else a new slugid), created (now), deadline (now + 24h),
 taskQueueId (--task-queue-id, else the file's, else ` + DefaultTaskQueue + `) and
 metadata (name, description, owner, source). created, deadline and expires
-may be written relative to now, e.g. "2 hours" or "-5m".`,
+may be written relative to now, e.g. "2 hours" or "-5m".
+
+A pipeline file holds several tasks under "tasks", keyed by a label; a
+task's "needs" lists the labels it waits for. They are created as one task
+group, each after the tasks it needs, with those as its dependencies; every
+other top-level key is a default for each task:
+
+  taskQueueId: hopper/default
+  tasks:
+    build: {payload: {command: [[make]], maxRunTime: 600}}
+    test:  {needs: [build], payload: {command: [[make, test]], maxRunTime: 600}}`,
 		Args: args(),
 		RunE: run(func(ctx context.Context, a *app, _ []string) error { return a.create(ctx, opts) }),
 	}

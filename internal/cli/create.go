@@ -45,6 +45,9 @@ func (a *app) create(ctx context.Context, opts CreateOptions) error {
 	if err != nil {
 		return err
 	}
+	if isPipeline(doc) {
+		return a.createPipeline(ctx, displayName(opts.File), doc, opts)
+	}
 	taskID, err := FillDefaults(doc, Defaults{
 		TaskID: opts.TaskID, TaskQueueID: opts.TaskQueueID, Now: a.env.now(), RootURL: a.client.RootURL,
 		Name:        "hopper task create " + displayName(opts.File),
@@ -54,7 +57,7 @@ func (a *app) create(ctx context.Context, opts CreateOptions) error {
 	if err != nil {
 		return err
 	}
-	warnPayload(a.env.Stderr, doc)
+	warnPayload(a.env.Stderr, doc, "")
 	st, err := a.client.CreateTaskDocument(ctx, taskID, doc)
 	if err != nil {
 		return failure("creating task "+taskID, err)

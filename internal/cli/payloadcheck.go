@@ -36,15 +36,16 @@ func payloadProblems(doc map[string]any) []string {
 	return problems
 }
 
-// warnPayload prints payloadProblems, if any, as a warning.
-func warnPayload(w io.Writer, doc map[string]any) {
+// warnPayload prints payloadProblems, if any, as a warning; which names
+// the task when a file holds several.
+func warnPayload(w io.Writer, doc map[string]any, which string) {
 	problems := payloadProblems(doc)
 	if len(problems) == 0 {
 		return
 	}
 	queue, _ := doc["taskQueueId"].(string)
-	fmt.Fprintf(w, "warning: hopper's worker would refuse this payload (the task would end exception/malformed-payload); "+
-		"ignore this if another kind of worker serves %s:\n", queue)
+	fmt.Fprintf(w, "warning: %shopper's worker would refuse this payload (the task would end exception/malformed-payload); "+
+		"ignore this if another kind of worker serves %s:\n", which, queue)
 	for i, p := range problems {
 		if i == maxPayloadWarnings {
 			fmt.Fprintf(w, "  … and %d more\n", len(problems)-i)

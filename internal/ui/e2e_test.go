@@ -112,6 +112,10 @@ type fixture struct {
 	Successor   string   `json:"successor"`
 	Worker      []string `json:"worker"`
 	IndexedTask string   `json:"indexedTask"`
+	// FailedTask failed on ui-test/failing; UnpolledTask was cancelled on
+	// ui-test/unpolled, which no worker ever asked for work.
+	FailedTask   string `json:"failedTask"`
+	UnpolledTask string `json:"unpolledTask"`
 	// CLISignin is the page `taskcluster signin` opens, its callback a
 	// local server of the test; CLISigninRefused names a callback that is
 	// not on this machine.
@@ -337,6 +341,18 @@ func buildFixture(ctx context.Context, t *testing.T, c *tcclient.Client) fixture
 
 	fx.LiveTask = tcclient.NewTaskID()
 	create(fx.LiveTask, newTaskDef("ui-test/live", "", "resolves while watched"))
+
+	fx.FailedTask = tcclient.NewTaskID()
+	create(fx.FailedTask, newTaskDef("ui-test/failing", "", "fails on purpose"))
+	failing, err := c.ClaimWork(ctx, "ui-test/failing", &tcclient.ClaimWorkRequest{WorkerGroup: "g", WorkerID: "w1", Tasks: 1})
+	require.NoError(t, err)
+	require.Len(t, failing.Tasks, 1)
+	_, err = c.ReportFailed(ctx, fx.FailedTask, 0)
+	require.NoError(t, err)
+	fx.UnpolledTask = tcclient.NewTaskID()
+	create(fx.UnpolledTask, newTaskDef("ui-test/unpolled", "", "cancelled before any worker came"))
+	_, err = c.CancelTask(ctx, fx.UnpolledTask)
+	require.NoError(t, err)
 
 	// A superseded task and its successor, as the superseding worker
 	// leaves them: exception/superseded and public/superseded-by.json.

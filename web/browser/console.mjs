@@ -259,6 +259,28 @@ try {
     expect(n === 1, `filter shows ${n} tasks`);
   });
 
+  await check('task history: failed tasks, a queue no worker polled, a name search; times name their zone', async () => {
+    await go('#/tasks?state=failed');
+    await page.waitForSelector(`.task-rows a[href="#/task/${fx.failedTask}"]`, { timeout: T });
+    const shown = await page.$$eval('.task-rows .member', (rows) => rows.map((r) => r.textContent));
+    expect(shown.every((r) => r.startsWith('failed')), `only failed tasks: ${shown}`);
+    const when = await page.$eval('.task-rows .member .small', (e) => e.textContent);
+    expect(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (UTC|GMT[+-]?\d*|[A-Z]{2,5})$/.test(when), `a time with its zone: ${when}`);
+    await go('#/tasks?state=exception&queue=ui-test/unpolled');
+    await page.waitForSelector(`.task-rows a[href="#/task/${fx.unpolledTask}"]`, { timeout: T });
+    await go('#/tasks');
+    await page.waitForSelector('.task-rows .member', { timeout: T });
+    await page.click('input[name=name]', { clickCount: 3 });
+    await page.type('input[name=name]', 'FAILS ON');
+    await page.click('#tasks-search');
+    await page.waitForFunction((id) => {
+      const rows = document.querySelectorAll('.task-rows .member');
+      return rows.length === 1 && rows[0].querySelector(`a[href="#/task/${id}"]`);
+    }, { timeout: T }, fx.failedTask);
+    const hash = await page.evaluate(() => location.hash);
+    expect(hash === '#/tasks?name=FAILS+ON', `the filter is in the address: ${hash}`);
+  });
+
   await check('index: namespaces and the task indexed under them', async () => {
     await go('#/index');
     await waitText('ul.plain a', 'ui-test');
