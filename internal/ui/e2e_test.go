@@ -164,6 +164,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	fx.LogTask = tcclient.NewTaskID()
 	logDef := newTaskDef("ui-test/worker", fx.Group, "build linux (real worker)")
 	logDef.Payload = json.RawMessage(`{"command":[["sh","-c","echo compiling; sleep 1; echo linking; echo done"]],"maxRunTime":60}`)
+	// Its notifications: a webhook this server has no configuration for
+	// (failed, with the reason) and a malformed address (refused).
+	logDef.Routes = []string{"notify.webhook.console.on-completed", "notify.email.not-an-address.on-completed"}
 	_, err := root.CreateTask(ctx, fx.LogTask, logDef)
 	require.NoError(t, err)
 	fx.GroupSize++

@@ -169,6 +169,11 @@ try {
     await go(`#/task/${fx.logTask}`);
     await waitText('pre.log', 'linking');
     await waitText('a.artifact', 'public/logs/live_backing.log');
+    // The notifications its routes produced, and what became of them.
+    await waitText('table.notifications', 'is not configured on this hopper');
+    const notes = await page.$eval('table.notifications', (e) => e.textContent);
+    expect(notes.includes('webhook') && notes.includes('failed') && notes.includes('refused') && notes.includes('not a plain email address'),
+      `expected the webhook failed and the address refused, got: ${notes}`);
     await screenshot('ui-task.png');
   });
 
