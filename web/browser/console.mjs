@@ -238,6 +238,25 @@ try {
     const out = await act('quarantine');
     expect(out.includes('Quarantined until'), out);
     await waitText('dd', 'until ');
+    // Its recent tasks have their names, states and durations.
+    await waitText('table.recent-tasks td', 'run by the worker to quarantine');
+    await waitText('table.recent-tasks td', 'completed');
+    await waitText('dt', 'Asking for work');
+    await waitText('dt', 'Running now');
+    // Without a sign-in, the quarantine form is a sign-in form.
+    const tab = await browser.newPage();
+    tab.on('pageerror', (e) => pageErrors.push(e.message));
+    await tab.goto(`${ui}#/worker/${prov}/${wt}/${wg}/${wid}`);
+    await tab.waitForSelector('form[aria-label="Sign in to quarantine"]', { timeout: T });
+    expect(await tab.$('[data-action="quarantine"]') === null, 'an anonymous viewer sees no quarantine button');
+    await tab.close();
+  });
+
+  await check('a resolved task offers no Cancel', async () => {
+    await go(`#/task/${fx.failedTask}`);
+    await waitText('h1', 'fails on purpose');
+    await page.waitForSelector('[data-action="rerun"]', { timeout: T });
+    expect(await page.$('[data-action="cancel"]') === null, 'Cancel shown on a failed task');
   });
 
   await check('a superseded task links to its successor', async () => {
