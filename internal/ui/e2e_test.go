@@ -426,6 +426,14 @@ func serviceFixtures(ctx context.Context, t *testing.T, c *tcclient.Client, task
 		},
 		"triggerSchema": map[string]any{"type": "object"},
 	})
+	// A static pool with one machine, for the pools page.
+	callService(ctx, t, c, http.MethodPut, "/api/worker-manager/v1/worker-pool/ui-test%2Fpool", map[string]any{
+		"providerId": "static", "description": "browser test pool", "owner": "ui@example.com", "emailOnError": false,
+		"config": map[string]any{"workerConfig": map[string]any{}},
+	})
+	callService(ctx, t, c, http.MethodPut, "/api/worker-manager/v1/workers/ui-test%2Fpool/rack/m1", map[string]any{
+		"expires": expires, "providerInfo": map[string]any{"staticSecret": strings.Repeat("s", 44)},
+	})
 }
 
 // bigGroup creates an n-task group: layers of 100 tasks, each depending

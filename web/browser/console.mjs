@@ -332,6 +332,32 @@ try {
     expect(out.includes('Created task'), out);
   });
 
+  await check('pools: capacity, a worker removed, a pool created from YAML', async () => {
+    await go('#/pools');
+    await waitText('table.pools a', 'ui-test/pool');
+    await go('#/pools/ui-test%2Fpool');
+    await waitText('.capacity', 'running 1');
+    await waitText('table.pool-workers', 'rack/m1');
+    await waitText('.worker-state', 'running');
+    // The row's Remove button goes once the worker is stopped: its state
+    // is the outcome.
+    const sel = '[data-action="remove-rack-m1"]';
+    await page.click(`${sel} button`);
+    await page.waitForSelector(`${sel} .confirm-text`, { timeout: T });
+    await page.click(`${sel} button`);
+    await waitText('.worker-state', 'stopped');
+    await waitText('.capacity', 'running 0');
+    await go('#/pools');
+    await page.waitForSelector('textarea.pool-yaml');
+    await page.$eval('textarea.pool-yaml', (el) => {
+      el.value = 'workerPoolId: ui-test/made-here\nproviderId: static\ndescription: made in the console\nowner: ui@example.com\nemailOnError: false\nconfig: {}\n';
+      el.dispatchEvent(new Event('input', { bubbles: true }));
+    });
+    const made = await act('create-pool');
+    expect(made.includes('created'), made);
+    await waitText('table.pools a', 'ui-test/made-here');
+  });
+
   await check('live: the task page and (in an anonymous tab) its group update when the task resolves elsewhere', async () => {
     await go(`#/task/${fx.liveTask}`);
     await waitText('.title-row .state', 'pending');
