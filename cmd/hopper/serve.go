@@ -6,15 +6,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-ci/hopper/internal/cli"
-	"github.com/hopper-ci/hopper/internal/maintenance"
-	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
 )
 
 // The defaults shared by every subcommand that opens the data directory or
 // logs like the server, so each setting has one default.
 const (
-	defaultDataDir  = ".hopper"
+	defaultDataDir  = server.DefaultDataDir
 	defaultLogLevel = "info"
 )
 
@@ -27,13 +25,13 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	f.StringVar(&cfg.DB, "db", env("HOPPER_DB", ""), "store: sqlite:PATH or a postgres:// URL (default sqlite in --data-dir) (HOPPER_DB)")
 	f.IntVar(&cfg.Store.Batches, "db-batches", envInt("HOPPER_DB_BATCHES", 0), "PostgreSQL: concurrent transactions of combined task updates and creates (0: the default, 1; -1: every call alone) (HOPPER_DB_BATCHES)")
 	f.StringVar(&cfg.DataDir, "data-dir", env("HOPPER_DATA_DIR", defaultDataDir), "directory for the SQLite file, blobs and keys (HOPPER_DATA_DIR)")
-	f.DurationVar(&cfg.ClaimTimeout, "claim-timeout", envDuration("HOPPER_CLAIM_TIMEOUT", queueapi.DefaultClaimTimeout), "how long a claim lasts before it must be reclaimed (HOPPER_CLAIM_TIMEOUT)")
-	f.DurationVar(&cfg.DeadlineDelay, "deadline-delay", envDuration("HOPPER_DEADLINE_DELAY", maintenance.DefaultDeadlineDelay), "delay after a deadline before unresolved tasks are resolved (HOPPER_DEADLINE_DELAY)")
+	f.DurationVar(&cfg.ClaimTimeout, "claim-timeout", envDuration("HOPPER_CLAIM_TIMEOUT", server.DefaultClaimTimeout), "how long a claim lasts before it must be reclaimed (HOPPER_CLAIM_TIMEOUT)")
+	f.DurationVar(&cfg.DeadlineDelay, "deadline-delay", envDuration("HOPPER_DEADLINE_DELAY", server.DefaultDeadlineDelay), "delay after a deadline before unresolved tasks are resolved (HOPPER_DEADLINE_DELAY)")
 	f.StringVar(&cfg.Artifacts, "artifacts", env("HOPPER_ARTIFACTS", ""), "artifact storage: local (default, under --data-dir), local:DIR or s3://BUCKET?endpoint=HOST:PORT&region=R (HOPPER_ARTIFACTS)")
 	f.StringVar(&cfg.ForgeConfig, "forge-config", env("HOPPER_FORGE_CONFIG", ""), "YAML file of the forges (GitHub, Gitea, Forgejo) whose webhooks /api/github/v1/github takes; secrets are named there by file or environment variable, see docs/github.md (HOPPER_FORGE_CONFIG)")
 	f.StringVar(&cfg.AMQP, "amqp", env("HOPPER_AMQP", ""), "publish task events to this AMQP broker, e.g. amqp://guest:guest@127.0.0.1:5672/ (HOPPER_AMQP)")
 	f.StringVar(&cfg.NotifyConfigFile, "notify-config", env("HOPPER_NOTIFY_CONFIG", ""), "YAML file configuring the notification channels (SMTP, Slack, Matrix, webhooks); secrets may come from HOPPER_NOTIFY_* instead, never from flags (docs/notify.md) (HOPPER_NOTIFY_CONFIG)")
-	f.DurationVar(&cfg.ExpireEvery, "expire-interval", envDuration("HOPPER_EXPIRE_INTERVAL", maintenance.DefaultExpireEvery), "how often expired data (tasks, artifacts and their blobs) is deleted (HOPPER_EXPIRE_INTERVAL)")
+	f.DurationVar(&cfg.ExpireEvery, "expire-interval", envDuration("HOPPER_EXPIRE_INTERVAL", server.DefaultExpireEvery), "how often expired data (tasks, artifacts and their blobs) is deleted (HOPPER_EXPIRE_INTERVAL)")
 	// Only tests need a different cadence; keep it out of --help.
 	_ = f.MarkHidden("expire-interval")
 	f.StringVar(logLevel, "log-level", env("HOPPER_LOG_LEVEL", defaultLogLevel), "debug, info, warn or error; debug adds one line per API request (HOPPER_LOG_LEVEL)")

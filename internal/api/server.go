@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/schema"
 	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -164,11 +165,11 @@ type Route struct {
 var paramPatterns = map[string]*regexp.Regexp{
 	"taskId":        slugid.Regexp(),
 	"taskGroupId":   slugid.Regexp(),
-	"provisionerId": regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`),
-	"workerType":    regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`),
-	"workerGroup":   regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`),
-	"workerId":      regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`),
-	"taskQueueId":   regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$`),
+	"provisionerId": ident.Identifier(),
+	"workerType":    ident.Identifier(),
+	"workerGroup":   ident.Identifier(),
+	"workerId":      ident.Identifier(),
+	"taskQueueId":   ident.TaskQueueID(),
 	"runId":         regexp.MustCompile(`^[1-9]*[0-9]+$`),
 	"name":          regexp.MustCompile(`^[\x20-\x7e]+$`),
 }

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/queueapi"
@@ -77,7 +77,7 @@ type InProcess struct {
 var dbCounter atomic.Int64
 
 // taskQueuePattern is the API's taskQueueId pattern (docs/contract/queue.md §1.2).
-var taskQueuePattern = regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$`)
+var taskQueuePattern = ident.TaskQueueID()
 
 // StartInProcess starts a server (internal/server.Run) and waits until it
 // listens. Close stops it and removes what it created.

@@ -96,6 +96,7 @@ Exit codes: 0 success, 1 task failed or an error, 2 task exception,
 		simpleCommand(run, "cancel", "Cancel a task (its current run resolves exception/canceled)", (*app).cancel),
 		simpleCommand(run, "rerun", "Add a new run to a resolved task", (*app).rerun),
 		groupCommand(run),
+		listCommand(run),
 	)
 	return root
 }

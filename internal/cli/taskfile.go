@@ -16,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
@@ -24,7 +25,7 @@ import (
 // typo is a clear usage error instead of a round trip and a 400.
 var (
 	slugIDPattern    = slugid.Regexp()
-	taskQueuePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$`)
+	taskQueuePattern = ident.TaskQueueID()
 )
 
 // checkTaskID returns a usage error unless id is a slugid; what names the

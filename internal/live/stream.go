@@ -10,6 +10,8 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/events"
+	"github.com/hopper-ci/hopper/internal/ident"
+	"github.com/hopper-ci/hopper/internal/slugid"
 )
 
 // BasePath is where the live feed's API lives below the root URL.
@@ -33,8 +35,8 @@ type StreamEvent struct {
 }
 
 var (
-	slugPattern      = regexp.MustCompile(`^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$`)
-	taskQueuePattern = regexp.MustCompile(`^([a-zA-Z0-9-_]{1,38})/([a-z]([-a-z0-9]{0,36}[a-z0-9])?)$`)
+	slugPattern      = slugid.Regexp()
+	taskQueuePattern = ident.TaskQueueID()
 )
 
 // Routes returns the stream's route, after the health routes, for
@@ -110,8 +112,8 @@ func parseSelection(q map[string][]string) (selection, error) {
 			events.Binding(events.ExchangeTaskGroupSealed, "primary."+groupID+".#"),
 		), scope: "queue:list-task-group:" + groupID}, nil
 	case queueID != "":
-		m := taskQueuePattern.FindStringSubmatch(queueID)
-		return selection{filter: events.Binding("", "primary.*.*.*.*."+m[1]+"."+m[2]+".#"), scope: "queue:pending-list:" + queueID}, nil
+		prov, wt, _ := ident.SplitTaskQueueID(queueID)
+		return selection{filter: events.Binding("", "primary.*.*.*.*."+prov+"."+wt+".#"), scope: "queue:pending-list:" + queueID}, nil
 	}
 	return selection{filter: nil, scope: "queue:status:*"}, nil
 }

@@ -25,6 +25,17 @@ import (
 	"github.com/hopper-ci/hopper/internal/ui"
 )
 
+// The defaults of Config's settings, for cmd/hopper's flags: each is
+// defined once, by the package that applies it; the data directory's
+// here.
+const (
+	DefaultDataDir       = ".hopper"
+	DefaultClaimTimeout  = queueapi.DefaultClaimTimeout
+	DefaultLongPoll      = queueapi.DefaultLongPoll
+	DefaultDeadlineDelay = maintenance.DefaultDeadlineDelay
+	DefaultExpireEvery   = maintenance.DefaultExpireEvery
+)
+
 // Config configures a queue server.
 type Config struct {
 	// Listen is the TCP address to serve on.
@@ -89,7 +100,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Version = "dev"
 	}
 	if cfg.DataDir == "" {
-		cfg.DataDir = ".hopper"
+		cfg.DataDir = DefaultDataDir
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/hopperapi"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -27,7 +28,8 @@ const (
 
 // DefaultAnonymousScopes are what the anonymous role grants when hopper
 // creates it: reading tasks, statuses, public artifacts, queue metadata
-// and the index, as a public Taskcluster deployment does (auth spec §4.6). An
+// and the index, as a public Taskcluster deployment does (auth spec §4.6),
+// and listing tasks (hopper's own /api/hopper/v1/tasks). An
 // operator may change the role; hopper never overwrites it.
 var DefaultAnonymousScopes = []string{
 	"auth:current-scopes", "auth:expand-scopes", "auth:get-client:*", "auth:get-role:*", "auth:list-clients", "auth:list-roles",
@@ -38,6 +40,7 @@ var DefaultAnonymousScopes = []string{
 	"queue:pending-list:*", "queue:claimed-list:*",
 	"index:find-task:*", "index:list-namespaces:*", "index:list-tasks:*",
 	"purge-cache:purge-requests:*",
+	hopperapi.ScopeListTasks,
 }
 
 var accessTokenPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{22,66}$`)

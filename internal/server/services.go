@@ -11,6 +11,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/flowapi"
 	"github.com/hopper-ci/hopper/internal/hooksapi"
+	"github.com/hopper-ci/hopper/internal/hopperapi"
 	"github.com/hopper-ci/hopper/internal/indexapi"
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/maintenance"
@@ -57,6 +58,7 @@ func (w *wiring) services() []func() (service, error) {
 		w.purgeCacheService,
 		w.supersederService,
 		w.flowService,
+		w.hopperService,
 		w.liveService,
 		w.workerManagerService,
 		w.notifyService,
@@ -179,6 +181,11 @@ func (w *wiring) supersederService() (service, error) {
 
 func (w *wiring) flowService() (service, error) {
 	return service{routes: flowapi.Routes(flowapi.Deps{Store: w.store, Version: w.cfg.Version})}, nil
+}
+
+// hopperService is hopper's own operator views (/api/hopper/v1/).
+func (w *wiring) hopperService() (service, error) {
+	return service{routes: hopperapi.Routes(hopperapi.Deps{Store: w.store, Version: w.cfg.Version})}, nil
 }
 
 // liveService is the web console's live feed; open streams would hold the

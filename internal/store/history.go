@@ -48,7 +48,7 @@ var resolvedStates = map[string]bool{queue.StateCompleted: true, queue.StateFail
 // taskId descending; the cursor is "<created ms>|<taskId>".
 func (db *DB) ListTasks(ctx context.Context, f TaskFilter, page Page) ([]HistoryTask, string, error) {
 	tasks, next, err := listPage(ctx, db, page, func(cursor string) (string, []any, error) {
-		return historyQuery(f, cursor)
+		return historyQuery(f, cursor, db.dialect.Name == "postgres")
 	}, func(row rowScanner) (HistoryTask, error) {
 		var (
 			t         queue.TaskState
@@ -69,12 +69,21 @@ func (db *DB) ListTasks(ctx context.Context, f TaskFilter, page Page) ([]History
 	return tasks, next, nil
 }
 
-// historyQuery builds the SELECT of one page. With a group, or without a
+// historyQuery builds the SELECT of one page. With a group, a name or no
 // state, it walks task_group_members (written once per task) by creation
-// time; with a resolved state it walks the partial index of resolved tasks
-// (state, created, task_id); with an unresolved state it reads the few
-// unresolved tasks and sorts them.
-func historyQuery(f TaskFilter, cursor string) (string, []any, error) {
+// time and looks each row's task up; with a resolved state alone it walks
+// the partial indexes of resolved tasks, (state, created, task_id) or
+// (task_queue_id, state, created, task_id); with an unresolved state it
+// reads the unresolved tasks (as many as are queued and running, not the
+// history) and sorts them. The choices, and the figures behind them on a
+// million tasks, are in docs/history.md.
+//
+// The name is matched by ILIKE on PostgreSQL, whose planner then estimates
+// from the column's statistics how many names match (an expression such
+// as LOWER(name) has none, and a guess of a few rows made it read every
+// task and sort them rather than walk the index); SQLite's LIKE ignores
+// ASCII case itself.
+func historyQuery(f TaskFilter, cursor string, postgres bool) (string, []any, error) {
 	var (
 		from  string
 		where []string
@@ -86,7 +95,7 @@ func historyQuery(f TaskFilter, cursor string) (string, []any, error) {
 		args = append(args, a...)
 	}
 	switch {
-	case f.TaskGroupID != "" || f.State == "":
+	case f.TaskGroupID != "" || f.State == "" || f.Name != "":
 		from, c = "task_group_members m JOIN tasks t ON t.task_id = m.task_id", "m"
 		if f.TaskGroupID != "" {
 			cond("m.task_group_id = ?", f.TaskGroupID)
@@ -99,9 +108,6 @@ func historyQuery(f TaskFilter, cursor string) (string, []any, error) {
 		}
 	default:
 		from, c = "tasks t", "t"
-		if f.Name != "" {
-			from += " JOIN task_group_members m ON m.task_group_id = t.task_group_id AND m.task_id = t.task_id"
-		}
 		if resolvedStates[f.State] {
 			cond("t.unresolved = 0")
 		} else {
@@ -113,7 +119,11 @@ func historyQuery(f TaskFilter, cursor string) (string, []any, error) {
 		}
 	}
 	if f.Name != "" {
-		cond(`LOWER(m.name) LIKE ? ESCAPE '\'`, "%"+likeEscape(strings.ToLower(f.Name))+"%")
+		like := "LIKE"
+		if postgres {
+			like = "ILIKE"
+		}
+		cond(`m.name `+like+` ? ESCAPE '\'`, "%"+likeEscape(f.Name)+"%")
 	}
 	if !f.CreatedFrom.IsZero() {
 		cond(c+".created >= ?", ms(f.CreatedFrom))

@@ -112,6 +112,10 @@ type fixture struct {
 	Successor   string   `json:"successor"`
 	Worker      []string `json:"worker"`
 	IndexedTask string   `json:"indexedTask"`
+	// FailedTask failed on ui-test/failing; UnpolledTask was cancelled on
+	// ui-test/unpolled, which no worker ever asked for work.
+	FailedTask   string `json:"failedTask"`
+	UnpolledTask string `json:"unpolledTask"`
 	// CLISignin is the page `taskcluster signin` opens, its callback a
 	// local server of the test; CLISigninRefused names a callback that is
 	// not on this machine.
@@ -160,6 +164,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	fx.LogTask = tcclient.NewTaskID()
 	logDef := newTaskDef("ui-test/worker", fx.Group, "build linux (real worker)")
 	logDef.Payload = json.RawMessage(`{"command":[["sh","-c","echo compiling; sleep 1; echo linking; echo done"]],"maxRunTime":60}`)
+	// Its notifications: a webhook this server has no configuration for
+	// (failed, with the reason) and a malformed address (refused).
+	logDef.Routes = []string{"notify.webhook.console.on-completed", "notify.email.not-an-address.on-completed"}
 	_, err := root.CreateTask(ctx, fx.LogTask, logDef)
 	require.NoError(t, err)
 	fx.GroupSize++
@@ -338,6 +345,18 @@ func buildFixture(ctx context.Context, t *testing.T, c *tcclient.Client) fixture
 	fx.LiveTask = tcclient.NewTaskID()
 	create(fx.LiveTask, newTaskDef("ui-test/live", "", "resolves while watched"))
 
+	fx.FailedTask = tcclient.NewTaskID()
+	create(fx.FailedTask, newTaskDef("ui-test/failing", "", "fails on purpose"))
+	failing, err := c.ClaimWork(ctx, "ui-test/failing", &tcclient.ClaimWorkRequest{WorkerGroup: "g", WorkerID: "w1", Tasks: 1})
+	require.NoError(t, err)
+	require.Len(t, failing.Tasks, 1)
+	_, err = c.ReportFailed(ctx, fx.FailedTask, 0)
+	require.NoError(t, err)
+	fx.UnpolledTask = tcclient.NewTaskID()
+	create(fx.UnpolledTask, newTaskDef("ui-test/unpolled", "", "cancelled before any worker came"))
+	_, err = c.CancelTask(ctx, fx.UnpolledTask)
+	require.NoError(t, err)
+
 	// A superseded task and its successor, as the superseding worker
 	// leaves them: exception/superseded and public/superseded-by.json.
 	fx.Superseded, fx.Successor = tcclient.NewTaskID(), tcclient.NewTaskID()
@@ -406,6 +425,14 @@ func serviceFixtures(ctx context.Context, t *testing.T, c *tcclient.Client, task
 			"metadata": map[string]any{"name": "made by the nightly hook", "description": "hook", "owner": "ui@example.com", "source": "https://example.com/ui"},
 		},
 		"triggerSchema": map[string]any{"type": "object"},
+	})
+	// A static pool with one machine, for the pools page.
+	callService(ctx, t, c, http.MethodPut, "/api/worker-manager/v1/worker-pool/ui-test%2Fpool", map[string]any{
+		"providerId": "static", "description": "browser test pool", "owner": "ui@example.com", "emailOnError": false,
+		"config": map[string]any{"workerConfig": map[string]any{}},
+	})
+	callService(ctx, t, c, http.MethodPut, "/api/worker-manager/v1/workers/ui-test%2Fpool/rack/m1", map[string]any{
+		"expires": expires, "providerInfo": map[string]any{"staticSecret": strings.Repeat("s", 44)},
 	})
 }
 

@@ -198,3 +198,23 @@ func (w *Worker) purgeRequests(since time.Time) ([]tcclient.PurgeRequest, error)
 	}
 	return reqs, err
 }
+
+// releaseCaches moves caches back to the pool, or purges them when the run
+// asked for it (onExitStatus.purgeCaches, maxRunTime, abort).
+func (r *taskRun) releaseCaches() {
+	for _, mc := range r.caches {
+		purge := r.purge
+		// A bind-mounted cache (docker engine) never left its entry.
+		if !purge && mc.target != mc.entry {
+			if err := os.Rename(mc.target, mc.entry); err != nil {
+				r.logger.Warn("returning cache to the pool failed; purging it", "cache", mc.name, "error", err)
+				purge = true
+			}
+		}
+		if purge {
+			_ = os.RemoveAll(mc.target)
+		}
+		r.w.caches.release(mc.name, mc.entry, purge)
+	}
+	r.caches = nil
+}

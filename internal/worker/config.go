@@ -8,13 +8,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
@@ -219,9 +219,9 @@ func LoadConfigFile(path string) (Config, error) {
 }
 
 var (
-	identifierRE    = regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`)
-	provisionerIDRE = regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`)
-	workerTypeRE    = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,36}[a-z0-9])?$`)
+	identifierRE    = ident.Identifier()
+	provisionerIDRE = ident.Identifier()
+	workerTypeRE    = ident.WorkerType()
 )
 
 func boolOr(p *bool, d bool) bool {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -313,71 +312,6 @@ func (r *taskRun) writeFooter() {
 		return
 	}
 	r.log.Infof("Task resolution: completed")
-}
-
-// runCommands executes payload.command in order (docs/contract/worker.md §6.2 rows 9–14).
-func (r *taskRun) runCommands() {
-	env := r.taskEnv()
-	maxRun := time.Duration(r.pl.MaxRunTime) * time.Second
-	deadlineAt := time.Now().Add(maxRun)
-	lastExit := -1
-	for i, argv := range r.pl.Command {
-		if r.aborting() {
-			r.record(runErr{reason: tcclient.ReasonWorkerShutdown, aborted: true, msg: "Worker is shutting down; remaining commands not run."})
-			break
-		}
-		r.log.Infof("Executing command %d: %s", i, shellQuote(argv))
-		stop := make(chan stopSignal, 1)
-		watchDone := make(chan struct{})
-		deadline := time.NewTimer(time.Until(deadlineAt))
-		go func() {
-			defer deadline.Stop()
-			select {
-			case <-deadline.C:
-				stop <- stopSignal{reason: "maxRunTime exceeded"}
-			case <-r.w.abort:
-				stop <- stopSignal{reason: "worker shutdown"}
-			case <-r.claim.Lost():
-				stop <- stopSignal{reason: "claim lost"}
-			case <-watchDone:
-			}
-		}()
-		res := runProcess(r.box, argv, r.dir, env, r.log, stop)
-		close(watchDone)
-		if !res.started {
-			r.log.Errorf("Could not start command %d: %v", i, res.startErr)
-			r.record(failure("Command %d could not be started: %v", i, res.startErr))
-			break
-		}
-		r.log.Infof("%s", res.summary())
-		lastExit = res.exitCode
-		if res.aborted {
-			switch res.abortReason {
-			case "maxRunTime exceeded":
-				r.purge = true
-				r.record(runErr{failed: true, aborted: true, msg: fmt.Sprintf("Aborting task: max run time exceeded (maxRunTime %d seconds); process group killed.", r.pl.MaxRunTime)})
-			case "worker shutdown":
-				r.purge = true
-				r.record(runErr{reason: tcclient.ReasonWorkerShutdown, aborted: true, msg: "Worker is shutting down; task aborted."})
-			default:
-				r.purge = true
-			}
-			break
-		}
-		if res.exitCode != 0 {
-			if slices.Contains(r.pl.OnExitStatus.Retry, res.exitCode) {
-				r.record(runErr{reason: tcclient.ReasonIntermittentTask,
-					msg: fmt.Sprintf("Command %d exited with code %d, listed in onExitStatus.retry: resolving as intermittent-task.", i, res.exitCode)})
-			} else {
-				r.record(failure("Command %d exited with code %d.", i, res.exitCode))
-			}
-			break
-		}
-	}
-	if lastExit >= 0 && slices.Contains(r.pl.OnExitStatus.PurgeCaches, lastExit) {
-		r.log.Infof("Exit code %d is listed in onExitStatus.purgeCaches: caches of this run will be purged.", lastExit)
-		r.purge = true
-	}
 }
 
 // uploadPhase uploads payload artifacts, closes and uploads the backing log

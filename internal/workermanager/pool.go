@@ -17,6 +17,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/ident"
 )
 
 // Provider types hopper implements. NullProvider is the provider id a
@@ -28,10 +30,10 @@ const (
 )
 
 // poolIDPattern is Taskcluster's workerPoolId: <provisionerId>/<workerType>.
-var poolIDPattern = regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$`)
+var poolIDPattern = ident.TaskQueueID()
 
 // identifierPattern bounds workerGroup, workerId, providerId.
-var identifierPattern = regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}$`)
+var identifierPattern = ident.Identifier()
 
 // PoolIDPattern is the pattern a workerPoolId matches.
 func PoolIDPattern() *regexp.Regexp { return poolIDPattern }

@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parse } from 'yaml';
 import { parseDefinition, retriggerText, slugid, withDefaults } from '../src/taskdef';
-import { filterRows, type Row } from '../src/pages/tasks';
+import { apiQuery, pageQuery, readFilters } from '../src/pages/tasks';
+import { fmtTime } from '../src/format';
 
 (globalThis as { location?: unknown }).location = { origin: 'http://hopper.test' };
 
@@ -42,15 +43,20 @@ test('retrigger moves times to now, keeps their distances, and takes a new taskI
   assert.deepEqual(copy.payload, { a: 1 });
 });
 
-test('the task list filters by state, queue and time, newest first', () => {
-  const rows: Row[] = [
-    { taskId: 'a', name: 'a', state: 'pending', taskQueueId: 'p/x', since: 1000 },
-    { taskId: 'b', name: 'b', state: 'running', taskQueueId: 'p/x', since: 5000 },
-    { taskId: 'c', name: 'c', state: 'pending', taskQueueId: 'p/y', since: 9000 },
-  ];
-  const ids = (f: { state: string; queue: string; within: number }) => filterRows(rows, f, 10000).map((r) => r.taskId);
-  assert.deepEqual(ids({ state: '', queue: '', within: 0 }), ['c', 'b', 'a']);
-  assert.deepEqual(ids({ state: 'pending', queue: '', within: 0 }), ['c', 'a']);
-  assert.deepEqual(ids({ state: '', queue: 'p/x', within: 0 }), ['b', 'a']);
-  assert.deepEqual(ids({ state: '', queue: '', within: 6000 }), ['c', 'b']);
+test('the task list asks hopper for its filters, and keeps them in its address', () => {
+  const now = Date.UTC(2030, 0, 2);
+  const f = readFilters(new URLSearchParams('state=failed&queue=p/x&within=3600000&name=%20build%20'));
+  assert.deepEqual(f, { state: 'failed', queue: 'p/x', group: '', name: ' build ', within: 3600000 });
+  assert.equal(apiQuery(f, now, 100).toString(),
+    'state=failed&taskQueueId=p%2Fx&name=build&createdFrom=2030-01-01T23%3A00%3A00.000Z&limit=100');
+  assert.equal(apiQuery(readFilters(new URLSearchParams('')), now, 50, 'tok').toString(), 'limit=50&continuationToken=tok');
+  assert.equal(pageQuery(f), 'state=failed&queue=p%2Fx&name=+build+&within=3600000');
+  assert.equal(pageQuery(readFilters(new URLSearchParams('within=junk'))), '');
+});
+
+test('times name their zone', () => {
+  assert.equal(fmtTime('2030-01-02T03:04:05.000Z', 'UTC'), '2030-01-02 03:04:05 UTC');
+  assert.equal(fmtTime('2030-07-02T03:04:05.000Z', 'Europe/Berlin'), '2030-07-02 05:04:05 GMT+2');
+  assert.match(fmtTime('2030-01-02T03:04:05.000Z'), / \S+$/);
+  assert.equal(fmtTime('not a time'), 'not a time');
 });

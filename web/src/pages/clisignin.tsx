@@ -19,7 +19,10 @@ export function CliSignInPage({ query }: { query: URLSearchParams }) {
   const expires = query.get('expires') ? fromNow(query.get('expires')!) : fromNow('1 day');
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
-  const current = useAsync(async () => (creds ? (await call<{ scopes: string[] }>('auth', 'GET', '/scopes/current')).scopes : []), [creds?.clientId, creds?.accessToken]);
+  // The scopes are those of the credentials they were read with: after a
+  // sign-in, a render may come before the new ones are read.
+  const who = creds ? `${creds.clientId} ${creds.accessToken}` : '';
+  const current = useAsync(async () => ({ who, scopes: creds ? (await call<{ scopes: string[] }>('auth', 'GET', '/scopes/current')).scopes : [] }), [who]);
 
   const refusal = !callback ? 'This page is opened by `taskcluster signin`; its address names no callback_url.'
     : !cliCallbackAllowed(callback) ? `Callback URL ${callback} is not allowed: credentials go only to a command on this machine (http://localhost:<port>).`
@@ -42,9 +45,10 @@ export function CliSignInPage({ query }: { query: URLSearchParams }) {
       </div>
     );
   }
-  if (current.loading && !current.data) return <Loading what="your scopes" />;
+  if (current.error) return <div><h1>Command-line sign-in</h1><ErrorBox error={current.error} /></div>;
+  if (current.data?.who !== who) return <Loading what="your scopes" />;
   const clientId = cliClientId(creds.clientId, name);
-  const scopes = scopeIntersection(requested.length ? requested : ['*'], current.data ?? []);
+  const scopes = scopeIntersection(requested.length ? requested : ['*'], current.data.scopes);
   const create = async () => {
     setBusy(true);
     setError(null);
@@ -63,7 +67,6 @@ export function CliSignInPage({ query }: { query: URLSearchParams }) {
     <div>
       <h1>Command-line sign-in</h1>
       <p class="lead">A <code>taskcluster signin</code> command on this machine asks for credentials. Creating them makes this client and hands its access token to the command only.</p>
-      <ErrorBox error={current.error} />
       <Card title="Client to create">
         <Kv pairs={[
           ['client ID', <span class="mono" id="cli-client-id">{clientId}</span>],

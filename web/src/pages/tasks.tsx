@@ -1,10 +1,10 @@
-// Tasks across every task queue, filtered by state, queue and time. The
-// Queue API lists a queue's pending and claimed tasks; tasks resolving
-// while the page is open join from the live stream, so the list shows
-// what is happening now.
-import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { enc, listAll } from '../api';
-import { Badge, Card, ErrorBox, Loading, QueueLink, TaskLink, VirtualList, useAsync } from '../components';
+// Tasks of every task queue, found by state, queue, group, name and
+// creation time through hopper's own /api/hopper/v1/tasks (indexed in the
+// store, so a million kept tasks page as fast as a hundred), newest first,
+// a page at a time. Tasks on the page follow the live stream.
+import { useEffect, useState } from 'preact/hooks';
+import { call, listAll } from '../api';
+import { Badge, Card, ErrorBox, QueueLink, TaskLink, VirtualList } from '../components';
 import { fmtTime } from '../format';
 import { subscribe, taskIdOf } from '../live';
 import { STATES, type TaskQueue, type TaskStatus } from '../types';
@@ -14,91 +14,139 @@ export interface Row {
   name: string;
   state: string;
   taskQueueId: string;
-  /** When the row's state began (ms): queued, claimed or resolved. */
-  since: number;
+  taskGroupId: string;
+  /** The task's created time (ISO). */
+  created: string;
 }
 
-/** filterRows applies the page's filters: state, queue and a time window (ms). */
-export function filterRows(rows: Row[], f: { state: string; queue: string; within: number }, now: number): Row[] {
-  return rows.filter((r) => (!f.state || r.state === f.state) && (!f.queue || r.taskQueueId === f.queue) &&
-    (!f.within || now - r.since <= f.within)).sort((a, b) => b.since - a.since);
+/** Filters are the page's filters, as its address keeps them. */
+export interface Filters {
+  state: string;
+  queue: string;
+  group: string;
+  name: string;
+  /** within is a window ending now (ms); 0 means any time. */
+  within: number;
 }
 
-const WINDOWS: [string, number][] = [['any time', 0], ['last 5 minutes', 5 * 60e3], ['last hour', 3600e3], ['last day', 86400e3]];
+export const WINDOWS: [string, number][] = [['any time', 0], ['last hour', 3600e3], ['last day', 86400e3], ['last week', 7 * 86400e3]];
+
+/** readFilters takes the filters from the page's query. */
+export function readFilters(q: URLSearchParams): Filters {
+  return { state: q.get('state') ?? '', queue: q.get('queue') ?? '', group: q.get('group') ?? '', name: q.get('name') ?? '', within: Number(q.get('within') ?? 0) || 0 };
+}
+
+/** pageQuery is the page's own query string for f (empty fields left out). */
+export function pageQuery(f: Filters): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(f)) if (v) q.set(k, String(v));
+  return q.toString();
+}
+
+/** apiQuery is the listTasks query of f at now, one page of limit tasks. */
+export function apiQuery(f: Filters, now: number, limit: number, continuationToken?: string): URLSearchParams {
+  const q = new URLSearchParams();
+  if (f.state) q.set('state', f.state);
+  if (f.queue.trim()) q.set('taskQueueId', f.queue.trim());
+  if (f.group.trim()) q.set('taskGroupId', f.group.trim());
+  if (f.name.trim()) q.set('name', f.name.trim());
+  if (f.within) q.set('createdFrom', new Date(now - f.within).toISOString());
+  q.set('limit', String(limit));
+  if (continuationToken) q.set('continuationToken', continuationToken);
+  return q;
+}
+
+interface Listed {
+  tasks: { status: TaskStatus; task: { metadata: { name: string }; taskQueueId: string; taskGroupId: string; created: string } }[];
+  continuationToken?: string;
+}
+
+const PAGE = 100;
 
 export function TasksPage({ query }: { query: URLSearchParams }) {
-  const [state, setState] = useState(query.get('state') ?? '');
-  const [queue, setQueue] = useState(query.get('queue') ?? '');
-  const [within, setWithin] = useState(Number(query.get('within') ?? 0));
-  const seen = useRef(new Map<string, Row>());
-  // seen is mutated in place; version makes the list re-derive.
-  const [version, bump] = useState(0);
-  const data = useAsync(async () => {
-    const queues = await listAll<TaskQueue>('queue', '/task-queues', 'taskQueues', 2000);
-    const rows: Row[] = [];
-    await Promise.all(queues.map(async (q) => {
-      const [pending, claimed] = await Promise.all([
-        listAll<{ taskId: string; task: { metadata: { name: string } }; inserted: string }>('queue', `/task-queues/${enc(q.taskQueueId)}/pending`, 'tasks', 2000),
-        listAll<{ taskId: string; task: { metadata: { name: string } }; claimed: string }>('queue', `/task-queues/${enc(q.taskQueueId)}/claimed`, 'tasks', 2000),
-      ]);
-      for (const t of pending) rows.push({ taskId: t.taskId, name: t.task.metadata.name, state: 'pending', taskQueueId: q.taskQueueId, since: Date.parse(t.inserted) });
-      for (const t of claimed) rows.push({ taskId: t.taskId, name: t.task.metadata.name, state: 'running', taskQueueId: q.taskQueueId, since: Date.parse(t.claimed) });
-    }));
-    return { queues: queues.map((q) => q.taskQueueId), rows };
-  }, []);
+  const applied = readFilters(query);
+  const key = pageQuery(applied);
+  const [draft, setDraft] = useState<Filters>(applied);
+  const [rows, setRows] = useState<Row[]>([]);
+  const [token, setToken] = useState<string | undefined>();
+  const [loading, setLoading] = useState(true);
+  const [error, setError] = useState<unknown>(null);
+  const [queues, setQueues] = useState<string[]>([]);
+
+  const load = async (more?: string) => {
+    setLoading(true);
+    setError(null);
+    try {
+      const res = await call<Listed>('hopper', 'GET', `/tasks?${apiQuery(applied, Date.now(), PAGE, more)}`);
+      const page = res.tasks.map((t) => ({ taskId: t.status.taskId, name: t.task.metadata.name, state: t.status.state,
+        taskQueueId: t.task.taskQueueId, taskGroupId: t.task.taskGroupId, created: t.task.created }));
+      setRows((prev) => (more ? [...prev, ...page] : page));
+      setToken(res.continuationToken);
+    } catch (e) {
+      setError(e);
+    }
+    setLoading(false);
+  };
   useEffect(() => {
-    if (data.data) for (const r of data.data.rows) if (!seen.current.has(r.taskId)) seen.current.set(r.taskId, r);
-    bump((n) => n + 1);
-  }, [data.data]);
+    setDraft(applied);
+    setRows([]);
+    void load();
+  }, [key]);
+  useEffect(() => {
+    listAll<TaskQueue>('queue', '/task-queues', 'taskQueues', 2000).then((qs) => setQueues(qs.map((q) => q.taskQueueId)), () => setQueues([]));
+  }, []);
+  // Tasks on the page show their state as it changes.
   useEffect(() => subscribe({}, (e) => {
     const st = e.payload?.status as TaskStatus | undefined;
     const id = taskIdOf(e);
     if (!st || !id) return;
-    const prev = seen.current.get(id);
-    seen.current.set(id, { taskId: id, name: prev?.name ?? id, state: st.state, taskQueueId: st.taskQueueId, since: Date.now() });
-    bump((n) => n + 1);
-  }, () => {
-    seen.current.clear();
-    void data.reload();
-  }), []);
-  useEffect(() => {
-    const q = new URLSearchParams();
-    if (state) q.set('state', state);
-    if (queue) q.set('queue', queue);
-    if (within) q.set('within', String(within));
-    history.replaceState(null, '', `#/tasks${q.toString() ? '?' + q : ''}`);
-  }, [state, queue, within]);
-  const rows = useMemo(() => filterRows([...seen.current.values()], { state, queue, within }, Date.now()), [version, state, queue, within]);
-  if (data.loading && !data.data) return <Loading what="tasks of every queue" />;
+    setRows((prev) => (prev.some((r) => r.taskId === id) ? prev.map((r) => (r.taskId === id ? { ...r, state: st.state } : r)) : prev));
+  }, () => void load()), [key]);
+
+  const go = (f: Filters) => {
+    const q = pageQuery(f);
+    location.hash = `#/tasks${q ? '?' + q : ''}`;
+  };
+  const submit = (e: Event) => {
+    e.preventDefault();
+    go(draft);
+  };
+  const set = (k: keyof Filters, v: string | number, now = false) => {
+    const f = { ...draft, [k]: v };
+    setDraft(f);
+    if (now) go(f);
+  };
   return (
     <div>
       <h1>Tasks</h1>
-      <p class="lead">Pending and running tasks of every queue, and tasks that change while this page is open.</p>
-      <ErrorBox error={data.error} />
-      <Card title={`${rows.length} tasks`}>
-        <div class="filters">
-          <select aria-label="state" value={state} onChange={(e) => setState((e.target as HTMLSelectElement).value)}>
+      <p class="lead">Tasks of every queue, newest first: filter by state, queue, group, name and creation time.</p>
+      <Card title={`${rows.length}${token ? '+' : ''} tasks`}>
+        <form class="filters" onSubmit={submit} aria-label="task filters">
+          <select aria-label="state" value={draft.state} onChange={(e) => set('state', (e.target as HTMLSelectElement).value, true)}>
             <option value="">any state</option>
             {STATES.map((s) => <option key={s} value={s}>{s}</option>)}
           </select>
-          <select aria-label="task queue" value={queue} onChange={(e) => setQueue((e.target as HTMLSelectElement).value)}>
-            <option value="">any queue</option>
-            {(data.data?.queues ?? []).map((q) => <option key={q} value={q}>{q}</option>)}
-          </select>
-          <select aria-label="time" value={within} onChange={(e) => setWithin(Number((e.target as HTMLSelectElement).value))}>
+          <input aria-label="task queue" name="queue" list="task-queue-ids" placeholder="any queue" value={draft.queue} onInput={(e) => set('queue', (e.target as HTMLInputElement).value)} />
+          <datalist id="task-queue-ids">{queues.map((q) => <option key={q} value={q} />)}</datalist>
+          <input aria-label="task group" name="group" placeholder="any group" class="mono" value={draft.group} onInput={(e) => set('group', (e.target as HTMLInputElement).value)} />
+          <input aria-label="name" name="name" placeholder="name contains" value={draft.name} onInput={(e) => set('name', (e.target as HTMLInputElement).value)} />
+          <select aria-label="created" value={draft.within} onChange={(e) => set('within', Number((e.target as HTMLSelectElement).value), true)}>
             {WINDOWS.map(([label, ms]) => <option key={ms} value={ms}>{label}</option>)}
           </select>
-        </div>
-        {rows.length === 0 ? <p class="empty">No task matches.</p> : (
+          <button type="submit" id="tasks-search">Search</button>
+        </form>
+        <ErrorBox error={error} />
+        {rows.length === 0 ? <p class="empty">{loading ? 'Loading tasks…' : 'No task matches.'}</p> : (
           <VirtualList items={rows} rowHeight={30} height={600} class="task-rows" row={(r) => (
             <div class="member">
               <Badge state={r.state} />
               <TaskLink id={r.taskId} label={r.name} />
               <QueueLink id={r.taskQueueId} />
-              <span class="muted small">{fmtTime(new Date(r.since).toISOString())}</span>
+              <span class="muted small">{fmtTime(r.created)}</span>
             </div>
           )} />
         )}
+        {token && <button class="secondary" id="tasks-more" disabled={loading} onClick={() => void load(token)}>{loading ? 'Loading…' : `Load ${PAGE} more`}</button>}
       </Card>
     </div>
   );

@@ -15,13 +15,15 @@ UPDATE task_group_members m SET
 CREATE INDEX task_group_members_created ON task_group_members (created, task_id);
 CREATE INDEX task_group_members_queue_created ON task_group_members (task_queue_id, created, task_id);
 
--- A task's state changes, so finding tasks by state needs an index of
--- tasks. It lists resolved rows only: a task is written resolved about
--- once, while its unresolved versions (pending, running) are many and
--- already listed by the partial indexes of pending and running tasks.
+-- A task's state changes, so finding tasks by state needs indexes of
+-- tasks: by state, and by queue and state. They list resolved rows only:
+-- a task is written resolved about once, while its unresolved versions
+-- (pending, running) are many and already listed by the partial indexes of
+-- pending and unresolved tasks.
 ALTER TABLE tasks ADD COLUMN created BIGINT;
 UPDATE tasks SET created = (extract(epoch FROM (definition::jsonb ->> 'created')::timestamptz) * 1000)::bigint;
 CREATE INDEX tasks_resolved_created ON tasks (state, created, task_id) WHERE unresolved = 0;
+CREATE INDEX tasks_resolved_queue_created ON tasks (task_queue_id, state, created, task_id) WHERE unresolved = 0;
 
 -- Who changed which client or role, and when (Taskcluster's
 -- auth.listAuditHistory and auth.getEntityHistory), written in the

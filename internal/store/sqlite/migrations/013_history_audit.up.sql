@@ -14,6 +14,7 @@ CREATE INDEX task_group_members_queue_created ON task_group_members (task_queue_
 ALTER TABLE tasks ADD COLUMN created BIGINT;
 UPDATE tasks SET created = CAST(round((julianday(json_extract(definition, '$.created')) - 2440587.5) * 86400000) AS INTEGER);
 CREATE INDEX tasks_resolved_created ON tasks (state, created, task_id) WHERE unresolved = 0;
+CREATE INDEX tasks_resolved_queue_created ON tasks (task_queue_id, state, created, task_id) WHERE unresolved = 0;
 
 CREATE TABLE audit_history (
     id          INTEGER PRIMARY KEY AUTOINCREMENT,
