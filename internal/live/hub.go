@@ -24,9 +24,9 @@ import (
 // optionally a relay to and from other replicas. It is an
 // events.Publisher for the queue's event publisher.
 type Hub struct {
-	bus   *events.Bus
-	relay *Relay
-	now   func() time.Time
+	streams *fanout
+	relay   *Relay
+	now     func() time.Time
 	// remoteInterest is when another replica last said it has
 	// subscribers (Unix nanoseconds).
 	remoteInterest atomic.Int64
@@ -34,17 +34,13 @@ type Hub struct {
 
 // NewHub returns a hub with its own bus and no relay.
 func NewHub() *Hub {
-	return &Hub{bus: events.NewBus(events.BusOptions{}), now: time.Now}
+	return &Hub{streams: newFanout(), now: time.Now}
 }
 
 // Publish implements events.Publisher: msgs go to this process's streams
 // and, while some replica watches, to the others through the relay.
 func (h *Hub) Publish(ctx context.Context, msgs ...events.Message) error {
-	if err := h.bus.Publish(ctx, msgs...); err != nil {
-		// Closed at shutdown: the streams have ended, nobody misses
-		// these.
-		return nil
-	}
+	h.streams.publish(msgs)
 	if h.relay != nil && h.remoteWanted() {
 		h.relay.send(msgs)
 	}
@@ -54,7 +50,7 @@ func (h *Hub) Publish(ctx context.Context, msgs ...events.Message) error {
 // Wanted reports whether anyone, here or on another replica, reads the
 // feed; the queue's event publisher skips building messages otherwise.
 func (h *Hub) Wanted() bool {
-	return h.bus.Subscribers() > 0 || h.remoteWanted()
+	return h.streams.count() > 0 || h.remoteWanted()
 }
 
 func (h *Hub) remoteWanted() bool {
@@ -62,28 +58,53 @@ func (h *Hub) remoteWanted() bool {
 	return last != 0 && h.now().Sub(time.Unix(0, last)) < interestTTL
 }
 
-// Subscribe returns a channel of the messages filter selects and a
-// function that ends the subscription. Other replicas hear of the new
-// subscriber at once.
-func (h *Hub) Subscribe(filter events.Filter) (<-chan events.Message, func()) {
-	ch, cancel := h.bus.Subscribe(filter)
+// subscribe adds a stream of the messages filter selects; cancel ends it.
+// Other replicas hear of the new subscriber at once.
+func (h *Hub) subscribe(filter events.Filter) (*subscription, func()) {
+	s, cancel := h.streams.subscribe(filter)
 	if h.relay != nil {
 		h.relay.announceInterest()
 	}
-	return ch, cancel
+	return s, cancel
+}
+
+// Subscribe returns a channel of the messages filter selects and a
+// function that ends the subscription (for tests and tools; streams use
+// subscribe). The channel closes when the subscriber falls behind.
+func (h *Hub) Subscribe(filter events.Filter) (<-chan events.Message, func()) {
+	s, cancel := h.subscribe(filter)
+	out := make(chan events.Message, streamBuffer)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case f, open := <-s.frames:
+				if !open {
+					return
+				}
+				out <- f.msg
+			case <-s.overflow:
+				return
+			}
+		}
+	}()
+	return out, cancel
 }
 
 // Close ends every stream (their channels close), so that a server
 // shutting down is not held up by open browsers.
-func (h *Hub) Close() error { return h.bus.Close() }
+func (h *Hub) Close() error {
+	h.streams.close()
+	return nil
+}
 
 // Subscribers returns the number of open subscriptions in this process.
-func (h *Hub) Subscribers() int { return h.bus.Subscribers() }
+func (h *Hub) Subscribers() int { return h.streams.count() }
 
 // publishRemote delivers messages relayed from another replica to this
 // process's streams only.
 func (h *Hub) publishRemote(msgs []events.Message) {
-	_ = h.bus.Publish(context.Background(), msgs...)
+	h.streams.publish(msgs)
 }
 
 func (h *Hub) noteRemoteInterest() { h.remoteInterest.Store(h.now().UnixNano()) }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
@@ -23,6 +22,11 @@ const StreamPath = BasePath + "/events"
 // KeepAlive is how often an idle stream sends a comment line, so proxies
 // keep the connection and a browser notices a dead one.
 const KeepAlive = 15 * time.Second
+
+// DroppedEvent is what a stream that fell too far behind receives last: an
+// event named "dropped" asking it to reconnect and re-read; the stream
+// then ends.
+const DroppedEvent = "event: dropped\ndata: {\"reconnect\":true,\"reason\":\"the stream fell too far behind the events and missed some: reconnect and re-read\"}\n\n"
 
 // StreamEvent is the data of one server-sent event: a queue event as its
 // Pulse exchange carries it. Payload is null when the message was too
@@ -132,7 +136,7 @@ func stream(c *api.Call, hub *Hub) (any, error) {
 	if !ok {
 		return nil, &api.Error{Code: api.CodeInternalServerError, Message: "this connection cannot stream"}
 	}
-	msgs, cancel := hub.Subscribe(sel.filter)
+	sub, cancel := hub.subscribe(sel.filter)
 	defer cancel()
 	h := c.W.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -146,39 +150,44 @@ func stream(c *api.Call, hub *Hub) (any, error) {
 	flusher.Flush()
 	keepAlive := time.NewTicker(KeepAlive)
 	defer keepAlive.Stop()
-	var b strings.Builder
+	ended := &api.Response{Status: http.StatusOK, Streamed: true}
+	var batch []byte
 	for {
 		select {
 		case <-c.Context().Done():
-			return &api.Response{Status: http.StatusOK, Streamed: true}, nil
+			return ended, nil
 		case <-keepAlive.C:
 			if _, err := fmt.Fprint(c.W, ": keep-alive\n\n"); err != nil {
-				return &api.Response{Status: http.StatusOK, Streamed: true}, nil
+				return ended, nil
 			}
 			flusher.Flush()
-		case m, open := <-msgs:
+		case <-sub.overflow:
+			// Too slow to follow: the events it missed are gone, so it
+			// is told to reconnect (EventSource does on its own when the
+			// stream ends) and re-read what it shows.
+			_, _ = fmt.Fprint(c.W, DroppedEvent)
+			flusher.Flush()
+			return ended, nil
+		case f, open := <-sub.frames:
 			if !open {
 				// The server is shutting down: end the stream, and the
 				// browser reconnects (to another replica, or later).
-				return &api.Response{Status: http.StatusOK, Streamed: true}, nil
+				return ended, nil
 			}
-			b.Reset()
-			for next := true; next; {
-				data, err := json.Marshal(StreamEvent{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Payload: m.Body})
-				if err == nil {
-					b.WriteString("data: ")
-					b.Write(data)
-					b.WriteString("\n\n")
-				}
-				// Send what is already waiting in the same write.
+			batch = append(batch[:0], f.bytes()...)
+			// Send what is already waiting in the same write.
+			for more := true; more; {
 				select {
-				case m, next = <-msgs:
+				case f, more = <-sub.frames:
+					if more {
+						batch = append(batch, f.bytes()...)
+					}
 				default:
-					next = false
+					more = false
 				}
 			}
-			if _, err := fmt.Fprint(c.W, b.String()); err != nil {
-				return &api.Response{Status: http.StatusOK, Streamed: true}, nil
+			if _, err := c.W.Write(batch); err != nil {
+				return ended, nil
 			}
 			flusher.Flush()
 		}
