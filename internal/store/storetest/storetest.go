@@ -132,6 +132,7 @@ func Run(t *testing.T, open Opener) {
 		{"ListPending", testListPending},
 		{"TaskQueueCounts", testTaskQueueCounts},
 		{"Pagination", testPagination},
+		{"ForgedContinuationTokens", testForgedContinuationTokens},
 		{"TaskQueues", testTaskQueues},
 		{"Workers", testWorkers},
 		{"RecentTasks", testRecentTasks},
