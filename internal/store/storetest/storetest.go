@@ -143,6 +143,7 @@ func Run(t *testing.T, open Opener) {
 		{"Roles", testRoles},
 		{"AuditHistory", testAuditHistory},
 		{"ListTasks", testListTasks},
+		{"CountWorkersSeen", testCountWorkersSeen},
 		{"ExpireData", testExpireData},
 		{"SubscribePending", testSubscribePending},
 		{"Objects", testObjects},
