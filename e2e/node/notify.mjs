@@ -152,4 +152,25 @@ const refused = list.notifications.find((n) => n.state === 'refused');
 assert.match(refused.error, /not a plain email address/);
 assert.equal(JSON.parse((await rawGet(`${rootUrl}/api/notify/v1/task/${other}/notifications`)).body).notifications.length, 0, 'a cancelled task notifies nobody');
 console.log(`TASK ${taskId}`);
+
+// Every event, each on its own route, to one address: a task defined,
+// pending, running, then resolved as an exception.
+const events = `events-${run}@example.com`;
+const deciders = ['defined', 'pending', 'running', 'completed', 'failed', 'exception', 'resolved', 'any'];
+const eventsTask = taskcluster.slugid();
+await q.createTask(eventsTask, taskDef(tq, { routes: deciders.map((d) => `notify.email.${events}.on-${d}`),
+  metadata: { name: `events ${run}`, description: 'every event', owner: 'ci@example.com', source: 'https://example.com/ci' } }));
+const c2 = await q.claimWork(tq, { ...worker, tasks: 1 });
+assert.equal(c2.tasks.length, 1);
+await queue(c2.tasks[0].credentials).reportException(eventsTask, 0, { reason: 'malformed-payload' });
+for (let i = 0; i < 200; i++) {
+  list = JSON.parse((await rawGet(`${rootUrl}/api/notify/v1/task/${eventsTask}/notifications`)).body);
+  if (list.notifications.length === 6 && list.notifications.every((n) => n.state !== 'pending')) break;
+  await new Promise((r) => setTimeout(r, 100));
+}
+assert.deepEqual(list.notifications.map((n) => `${n.event} ${n.route.split('.').pop()} ${n.state}`), [
+  'task-defined on-defined sent', 'task-pending on-pending sent', 'task-running on-running sent',
+  'task-exception on-exception sent', 'task-exception on-resolved sent', 'task-exception on-any sent',
+]);
+console.log(`EVENTS ${eventsTask}`);
 step("the task's notifications are sent and listed with their delivery state");

@@ -65,8 +65,9 @@ func markAPICall(w http.ResponseWriter) {
 }
 
 // logOtherRequests wraps h so that, at debug level, each request no API
-// route answered is logged (verb, path, status, duration; never the query
-// string, which may carry a signature or bewit).
+// route answered is logged (verb, path with its secrets redacted as if it
+// had reached their route, status, duration; never the query string, which
+// may carry a signature or bewit).
 func (s *Server) logOtherRequests(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := context.Background()
@@ -86,7 +87,7 @@ func (s *Server) logOtherRequests(h http.Handler) http.Handler {
 		}
 		s.log.LogAttrs(ctx, slog.LevelDebug, "request",
 			slog.String("verb", r.Method),
-			slog.String("path", r.URL.Path),
+			slog.String("path", s.redactPath(r.URL.Path)),
 			slog.Int("status", status),
 			slog.Duration("duration", time.Since(start)),
 		)

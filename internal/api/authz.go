@@ -48,6 +48,16 @@ func (h *HawkAuthorizer) Authorize(c *Call, template string, params map[string]a
 	return AuthError(h.session(c).AuthorizeTemplate(c.Context(), t, params))
 }
 
+// Preauthenticate implements Preauthenticator: the call's credentials are
+// checked before its body is read, all but the payload hash, which the
+// call's session checks against the body later.
+func (h *HawkAuthorizer) Preauthenticate(c *Call) error {
+	req := auth.RequestFromHTTP(c.R, nil)
+	req.IgnorePayloadHash = true
+	_, err := h.Authenticator.Authenticate(c.Context(), req)
+	return AuthError(err)
+}
+
 // Caller authenticates the call (if not done yet) and returns who called.
 func (h *HawkAuthorizer) Caller(c *Call) (*auth.Result, error) {
 	res, err := h.session(c).Result(c.Context())

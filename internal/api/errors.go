@@ -25,6 +25,11 @@ const (
 	CodeResourceExpired         = "ResourceExpired"
 	CodeInputTooLarge           = "InputTooLarge"
 	CodeInternalServerError     = "InternalServerError"
+	// CodeServiceUnavailable is hopper's answer when it cannot serve for a
+	// while (its database is unreachable, request bodies fill its
+	// budget): 503 with Retry-After, which clients and load balancers
+	// retry, where Taskcluster answers 500.
+	CodeServiceUnavailable = "ServiceUnavailable"
 	// CodeDenylistedAddress is the Notify service's answer for an address
 	// on its denylist.
 	CodeDenylistedAddress = "DenylistedAddress"
@@ -45,6 +50,7 @@ var codeStatus = map[string]int{
 	CodeResourceExpired:         http.StatusGone,
 	CodeInputTooLarge:           http.StatusRequestEntityTooLarge,
 	CodeInternalServerError:     http.StatusInternalServerError,
+	CodeServiceUnavailable:      http.StatusServiceUnavailable,
 	CodeDenylistedAddress:       http.StatusBadRequest,
 	CodeNoMatchingMethod:        http.StatusNotAcceptable,
 }
@@ -54,6 +60,8 @@ type Error struct {
 	Code    string
 	Message string
 	Details map[string]any
+	// RetryAfter, in seconds, is sent as the Retry-After header (0: none).
+	RetryAfter int
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

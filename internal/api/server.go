@@ -17,9 +17,11 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/schema"
@@ -50,8 +52,16 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	mux     *http.ServeMux
+	// routes are the routes served, in registration order.
+	routes []Route
+	// bodies is the budget request bodies are read and decoded within
+	// (body.go).
+	bodies *bodyBudget
 	// tails are the routes ending in "{name...}" (cleanpath.go).
 	tails []tailRoute
+	// secretPaths find the secrets of routes' paths in any request's path,
+	// for the access log (redact.go).
+	secretPaths []secretPath
 	// parking is the listener parked calls hand their connections back
 	// to (nil: calls wait in their handler; parklistener.go).
 	parking *parkingListener
@@ -83,7 +93,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		clock: opts.Clock, schemas: schemas, authz: opts.Authorizer, log: opts.Logger,
-		metrics: opts.Metrics, mux: http.NewServeMux(),
+		metrics: opts.Metrics, mux: http.NewServeMux(), bodies: newBodyBudget(bodyBudgetBytes),
 	}
 	if s.clock == nil {
 		s.clock = systemClock{}
@@ -99,6 +109,7 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	s.routes = opts.Routes
 	for prefix, h := range opts.Handlers {
 		s.mux.Handle(prefix, h)
 	}
@@ -129,6 +140,10 @@ func (systemClock) Now() time.Time { return time.Now() }
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.logOtherRequests(http.HandlerFunc(s.routeVerbatim)) }
 
+// Routes returns the routes served, for tools and tests that walk them all
+// (the fuzz test of every route's parameters).
+func (s *Server) Routes() []Route { return slices.Clone(s.routes) }
+
 // Route declares one API method.
 type Route struct {
 	// Name is the API method name (as in the client reference), used in
@@ -156,6 +171,8 @@ type Route struct {
 	// SecretParams name URL parameters that are secrets (a webhook
 	// token): the access log shows them redacted.
 	SecretParams []string
+	// BodyLimits bound the request body (nil: DefaultBodyLimits).
+	BodyLimits *BodyLimits
 	// CleanPayloadFunc, if set, rewrites the request body an error reply
 	// echoes (requestInfo.payload), to keep secrets out of it.
 	CleanPayloadFunc func(payload []byte) []byte
@@ -172,6 +189,14 @@ var paramPatterns = map[string]*regexp.Regexp{
 	"taskQueueId":   ident.TaskQueueID(),
 	"runId":         regexp.MustCompile(`^[1-9]*[0-9]+$`),
 	"name":          regexp.MustCompile(`^[\x20-\x7e]+$`),
+}
+
+// paramRanges bound the numeric URL parameters, from the schemas that
+// describe what they name: a run's runId is an integer from 0 to 1000 in
+// Taskcluster's task-status schema. A value outside never reaches a query
+// (PostgreSQL refused one above 2^31-1 as an integer column's value: a 500).
+var paramRanges = map[string]struct{ min, max int64 }{
+	"runId": {0, 1000},
 }
 
 var queryPatterns = map[string]*regexp.Regexp{
@@ -192,6 +217,9 @@ func (s *Server) register(rt Route) error {
 		}
 		if tr, ok := newTailRoute(p); ok {
 			s.tails = append(s.tails, tr)
+		}
+		if sp, ok := newSecretPath(p, rt.SecretParams); ok {
+			s.secretPaths = append(s.secretPaths, sp)
 		}
 		pattern := rt.Method + " " + p
 		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -316,13 +344,17 @@ func hasOnlyBaseHeaders(h http.Header) bool {
 func (s *Server) handle(c *Call) int {
 	h := c.W.Header()
 	setBaseHeaders(h)
-	body, err := io.ReadAll(http.MaxBytesReader(c.W, c.R.Body, maxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return s.fail(c, Errorf(CodeInputTooLarge, "Request body is larger than %d bytes", maxBodyBytes))
+	if mustAuthenticateFirst(c) {
+		if pre, ok := s.authz.(Preauthenticator); ok {
+			if err := pre.Preauthenticate(c); err != nil {
+				return s.fail(c, err)
+			}
 		}
-		return s.fail(c, Errorf(CodeMalformedPayload, "Reading request body: %v", err))
+	}
+	body, held, err := s.readBody(c)
+	defer s.bodies.release(held)
+	if err != nil {
+		return s.fail(c, bodyFailure(err))
 	}
 	c.Body = body
 	if c.Route.Input != "" {
@@ -411,10 +443,25 @@ func checkJSONBody(c *Call) *Error {
 	return Errorf(CodeMalformedPayload, "Request body must be a JSON object")
 }
 
+// textual reports whether a URL parameter or query value can be text in a
+// query: UTF-8 without NUL. No route names anything else, and PostgreSQL
+// refuses both as a text parameter (a 500), where SQLite stores them.
+func textual(v string) bool { return utf8.ValidString(v) && strings.IndexByte(v, 0) < 0 }
+
 func validateParams(c *Call) *Error {
 	for name, value := range c.Params {
 		if p, ok := paramPatterns[name]; ok && !p.MatchString(value) {
 			return InvalidParam(name, value, p)
+		}
+		if !textual(value) {
+			return Errorf(CodeInvalidRequestArguments,
+				"Invalid URL patterns:\nURL parameter '%s' must be UTF-8 text without NUL", name)
+		}
+		if r, ok := paramRanges[name]; ok {
+			if n, err := strconv.ParseInt(value, 10, 64); err != nil || n < r.min || n > r.max {
+				return Errorf(CodeInvalidRequestArguments,
+					"Invalid URL patterns:\nURL parameter '%s' given as '%s' must be an integer from %d to %d", name, value, r.min, r.max)
+			}
 		}
 	}
 	allowed := map[string]bool{"bewit": true}
@@ -430,6 +477,11 @@ func validateParams(c *Call) *Error {
 				if !p.MatchString(v) {
 					return InvalidQuery(key, v, p)
 				}
+			}
+		}
+		for _, v := range values {
+			if !textual(v) {
+				return Errorf(CodeInvalidRequestArguments, "Query-string parameter: %s must be UTF-8 text without NUL", key)
 			}
 		}
 	}
@@ -463,6 +515,9 @@ func (s *Server) fail(c *Call, err error) int {
 	}
 	if apiErr.Code == CodeAuthenticationFailed {
 		c.W.Header().Set("WWW-Authenticate", "hawk")
+	}
+	if apiErr.RetryAfter > 0 {
+		c.W.Header().Set("Retry-After", strconv.Itoa(apiErr.RetryAfter))
 	}
 	payload := json.RawMessage(validUTF8(c.Body))
 	if c.Input != nil {

@@ -45,7 +45,7 @@ func TestAuthServeNeedsRootToken(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	var exitErr *exec.ExitError
 	require.ErrorAs(t, err, &exitErr, "serve must fail: %s", out)
-	require.Equal(t, 1, exitErr.ExitCode())
+	require.Equal(t, 64, exitErr.ExitCode(), "a usage mistake exits 64")
 	require.Contains(t, string(out), "HOPPER_ROOT_ACCESS_TOKEN is not set")
 }
 
@@ -93,7 +93,13 @@ func TestAuthCLI(t *testing.T) {
 		stdout, stderr, code := hopperCLI(t, env, args...)
 		require.Equal(t, 1, code, "hopper %v should fail: %s", args, stdout)
 		require.Empty(t, stdout)
-		require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one-line error: %q", stderr)
+		// The error's first line says what failed; the lines after it, if
+		// any, say what to fix (the missing scopes), each indented.
+		first, detail, _ := strings.Cut(strings.TrimSpace(stderr), "\n")
+		require.NotEmpty(t, first)
+		for _, l := range strings.Split(detail, "\n") {
+			require.True(t, l == "" || strings.HasPrefix(l, "  "), "detail lines are indented: %q", stderr)
+		}
 		require.Contains(t, stderr, want)
 	}
 

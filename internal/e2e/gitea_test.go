@@ -43,12 +43,24 @@ func startGitea(t *testing.T) *gitea {
 	if bin == "" {
 		t.Skip("HOPPER_TEST_GITEA is not set: the end-to-end test against a real Gitea needs its binary (go build -tags 'sqlite sqlite_unlock_notify' in code.gitea.io/gitea@v1.26.0)")
 	}
+	// A Gitea built without the bindata tag reads its templates, locales
+	// and assets from its source tree: the module's directory.
+	assets := os.Getenv("HOPPER_TEST_GITEA_ASSETS")
+	if assets == "" {
+		out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+		require.NoError(t, err)
+		assets = filepath.Join(strings.TrimSpace(string(out)), "code.gitea.io", "gitea@v1.26.0")
+	}
+	if _, err := os.Stat(filepath.Join(assets, "options", "locale")); err != nil {
+		t.Skipf("Gitea's assets are not at %s (set HOPPER_TEST_GITEA_ASSETS to its source tree): %v", assets, err)
+	}
 	dir := t.TempDir()
 	port := freeLoopbackPort(t)
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	ini := filepath.Join(dir, "app.ini")
 	require.NoError(t, os.WriteFile(ini, []byte(fmt.Sprintf(`APP_NAME = hopper-e2e
 RUN_MODE = prod
+I_AM_BEING_UNSAFE_RUNNING_AS_ROOT = true
 WORK_PATH = %[1]s
 [server]
 HTTP_ADDR = 127.0.0.1
@@ -56,6 +68,7 @@ HTTP_PORT = %[2]d
 ROOT_URL = %[3]s/
 DISABLE_SSH = true
 OFFLINE_MODE = true
+STATIC_ROOT_PATH = %[4]s
 LFS_START_SERVER = false
 [database]
 DB_TYPE = sqlite3
@@ -78,7 +91,7 @@ LEVEL = warn
 REPO_INDEXER_ENABLED = false
 [cron]
 ENABLED = false
-`, dir, port, url)), 0o600))
+`, dir, port, url, assets)), 0o600))
 	env := append(os.Environ(), "GITEA_WORK_DIR="+dir, "HOME="+dir, "GITEA_CUSTOM="+filepath.Join(dir, "custom"))
 	run := func(args ...string) string {
 		t.Helper()

@@ -126,6 +126,13 @@ webhooks:
 		}
 	}
 	require.NotEmpty(t, taskID)
+	eventsTask := ""
+	for _, line := range strings.Split(out, "\n") {
+		if id, ok := strings.CutPrefix(line, "EVENTS "); ok {
+			eventsTask = strings.TrimSpace(id)
+		}
+	}
+	require.NotEmpty(t, eventsTask)
 
 	// Email: each message once; the denied address got nothing while denied.
 	var subjects []string
@@ -135,12 +142,18 @@ webhooks:
 		for _, m := range mp.Messages(t) {
 			subjects = append(subjects, m.Subject)
 		}
-		if len(subjects) >= 4 || time.Now().After(deadline) {
+		if len(subjects) >= 10 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	require.ElementsMatch(t, []string{"API mail " + run, "scoped " + run, "undenied " + run, "Nightly nightly " + run + " is failed"}, subjects)
+	eventsSubject := "[hopper] events " + run + ": "
+	require.ElementsMatch(t, []string{"API mail " + run, "scoped " + run, "undenied " + run, "Nightly nightly " + run + " is failed",
+		eventsSubject + "defined (" + eventsTask + ")", eventsSubject + "pending (" + eventsTask + ")",
+		eventsSubject + "running on e2e-group/e2e-notify (" + eventsTask + ")",
+		eventsSubject + "resolved as exception (malformed-payload) (" + eventsTask + ")",
+		eventsSubject + "resolved as exception (malformed-payload) (" + eventsTask + ")",
+		eventsSubject + "resolved as exception (malformed-payload) (" + eventsTask + ")"}, subjects, "on-defined, on-pending, on-running; on-exception, on-resolved and on-any; never on-completed or on-failed")
 	for _, m := range mp.Messages(t) {
 		if strings.HasPrefix(m.Subject, "Nightly") {
 			full := mp.Message(t, m.ID)

@@ -163,6 +163,10 @@ tasks:
         metadata: {name: build, description: '${event.forge.kind}', owner: '${owner}', source: '${event.repository.html_url}'}
 `
 
+// TestGiteaNormalised renders the template of forge.md 2.4 against
+// deliveries a real Gitea 1.26.0 sent (testdata/gitea-*.json, captured by
+// TestGiteaEndToEnd): raw, they broke it; normalised, they render as
+// GitHub's do.
 func TestGiteaNormalised(t *testing.T) {
 	t.Parallel()
 	reg, err := schema.New()
@@ -170,31 +174,49 @@ func TestGiteaNormalised(t *testing.T) {
 	cfg, err := ParseConfig(reg, []byte(spec24Template))
 	require.NoError(t, err)
 	now := time.Date(2026, 11, 26, 23, 0, 0, 0, time.UTC)
+	const host = "git.example.com"
 
-	dec, err := Classify(Delivery{Forge: KindGitea, Host: "127.0.0.1:3000", ID: "g1", Name: "push", Body: readGitea(t, "gitea-push.json")})
+	dec, err := Classify(Delivery{Forge: KindGitea, Host: host, ID: "g1", Name: "push", Body: readGitea(t, "gitea-push.json")})
 	require.NoError(t, err)
 	e := dec.Event
 	require.Equal(t, "alice", e.Organization, "repository.owner.name added")
 	require.Equal(t, "main", e.Branch)
+	require.Equal(t, "alice", lookup(e.Body, "pusher", "name"))
 	r, err := cfg.Render(RenderParams{Event: e, RootURL: "https://hopper.example", Now: now, ID: IDs([]byte("k"), e.Host, e.DeliveryID)})
 	require.NoError(t, err)
 	require.Len(t, r.Tasks, 1)
 	require.Equal(t, "alice@example.com", r.Tasks[0].Definition["metadata"].(map[string]any)["owner"])
 	require.Equal(t, "gitea", r.Tasks[0].Definition["metadata"].(map[string]any)["description"])
-	require.Equal(t, []string{"assume:repo:127.0.0.1:3000/alice/demo:branch:main", "queue:route:statuses", "queue:scheduler-id:taskcluster-github"}, r.Scopes)
+	require.Equal(t, []string{"assume:repo:" + host + "/alice/demo:branch:main", "queue:route:statuses", "queue:scheduler-id:taskcluster-github"}, r.Scopes)
 
-	dec, err = Classify(Delivery{Forge: KindGitea, Host: "127.0.0.1:3000", ID: "g2", Name: "pull_request", Body: readGitea(t, "gitea-pull-request.json")})
+	raw := readGitea(t, "gitea-pull-request.json")
+	dec, err = Classify(Delivery{Forge: KindGitea, Host: host, ID: "g2", Name: "pull_request", Body: raw})
 	require.NoError(t, err)
 	e = dec.Event
 	require.Equal(t, "synchronize", e.Action, "Gitea's synchronized is GitHub's synchronize")
-	require.Equal(t, "bob", e.HeadOwner)
+	require.Equal(t, "pull_request.synchronize", e.Type)
+	require.Equal(t, "alice", e.HeadOwner, "head.user added from head.repo.owner")
 	require.Equal(t, "alice", e.BaseOwner)
 	require.Equal(t, "synchronized", e.Body["forge"].(map[string]any)["action"])
-	require.Equal(t, "bob:from-fork", lookup(e.Body, "pull_request", "head", "label"))
+	require.Equal(t, "alice:feature", lookup(e.Body, "pull_request", "head", "label"))
 	r, err = cfg.Render(RenderParams{Event: e, Now: now, ID: IDs([]byte("k"), e.Host, e.DeliveryID)})
 	require.NoError(t, err)
 	require.Len(t, r.Tasks, 1, "a new push to a pull request runs its tasks")
-	require.Equal(t, "http://127.0.0.1:3000/bob/demo.git", lookup(r.Tasks[0].Definition, "payload", "env", "REPO"))
+	require.Equal(t, lookup(e.Body, "pull_request", "head", "repo", "clone_url"), lookup(r.Tasks[0].Definition, "payload", "env", "REPO"))
+
+	// Raw, the same delivery renders no task: the filter names GitHub's
+	// action (forge.md 2.4).
+	var rawEvent map[string]any
+	require.NoError(t, json.Unmarshal(raw, &rawEvent))
+	e.Body = rawEvent
+	_, err = cfg.Render(RenderParams{Event: e, Now: now, ID: IDs([]byte("k"), e.Host, e.DeliveryID)})
+	require.Error(t, err, "head.repo.git_url is not in Gitea's payload")
+
+	dec, err = Classify(Delivery{Forge: KindGitea, Host: host, ID: "g3", Name: "issue_comment", Body: readGitea(t, "gitea-issue-comment.json")})
+	require.NoError(t, err)
+	require.Equal(t, TasksForIssueComment, dec.Event.TasksFor)
+	require.Equal(t, "run it", dec.Event.Command)
+	require.Equal(t, "alice", dec.Event.Commenter)
 }
 
 func idSource() func(string) string {

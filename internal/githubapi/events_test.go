@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/forge"
 	"github.com/hopper-ci/hopper/internal/github"
 	"github.com/hopper-ci/hopper/internal/githubapi"
@@ -64,10 +66,25 @@ func TestPullRequests(t *testing.T) {
 	b.gh.SetPull("Codertocat", "Hello-World", 2, pr["pull_request"].(map[string]any))
 	body, _ := json.Marshal(pr)
 
+	// Accepted deliveries are announced on the GithubEvents exchanges.
+	bus := events.NewBus(events.BusOptions{})
+	t.Cleanup(func() { _ = bus.Close() })
+	msgs, cancel := bus.Subscribe(nil)
+	defer cancel()
+	b.svc.Events = bus
+
 	// Not a collaborator: a comment, no tasks.
 	b.gh.SetPermission("Codertocat", "Hello-World", "Codertocat", "read")
-	status, _ := b.deliver(t, "pull_request", uuid.NewString(), body, webhookSecret)
+	id := uuid.NewString()
+	status, _ := b.deliver(t, "pull_request", id, body, webhookSecret)
 	require.Equal(t, http.StatusNoContent, status)
+	msg := <-msgs
+	require.Equal(t, "pull-request", msg.Exchange)
+	require.Equal(t, "primary.Codertocat.Hello-World.opened", msg.RoutingKey)
+	var announced map[string]any
+	require.NoError(t, json.Unmarshal(msg.Body, &announced))
+	require.Equal(t, id, announced["eventId"])
+	require.Equal(t, "github-pull-request", announced["tasks_for"])
 	b.process(t)
 	require.Empty(t, b.builds(t))
 	comments := b.gh.Calls("/issues/2/comments")
@@ -190,7 +207,9 @@ func TestGiteaPushThroughWebhook(t *testing.T) {
 	b.gh.Install("alice", "demo", 9)
 	body, err := os.ReadFile(filepath.Join("..", "github", "testdata", "gitea-push.json"))
 	require.NoError(t, err)
-	const sha = "3f786850e387550fdab836ed7e6dc881de23001b"
+	var delivered struct{ After string }
+	require.NoError(t, json.Unmarshal(body, &delivered))
+	sha := delivered.After
 	b.gh.SetFile("alice", "demo", sha, ".taskcluster.yml", decisionTask)
 	b.role(t, "repo:"+host+"/alice/demo:branch:main")
 
@@ -318,4 +337,46 @@ func TestAutoCancel(t *testing.T) {
 	}
 	calls := b.gh.Calls("/statuses/" + sha2)
 	require.Equal(t, "error", calls[len(calls)-1].Body["state"])
+}
+
+// TestReplicasProcessOnce: deliveries arriving in a burst, processed and
+// reported by several replicas at once, each create their task once and
+// send their status once.
+func TestReplicasProcessOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	push := example(t, "push", 4)
+	sha := push["after"].(string)
+	b.gh.Install("Codertocat", "Hello-World", 1)
+	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", decisionTask)
+	b.role(t, "repo:github.com/Codertocat/Hello-World:branch:master")
+	body, _ := json.Marshal(push)
+	const n = 16
+	for range n {
+		status, _ := b.deliver(t, "push", uuid.NewString(), body, webhookSecret)
+		require.Equal(t, http.StatusNoContent, status)
+	}
+	run := func(pass func(*githubapi.Service) error) {
+		var wg sync.WaitGroup
+		for range 4 {
+			replica := *b.svc // another replica: same store, same forges
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := pass(&replica); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	run(func(s *githubapi.Service) error { _, err := s.ProcessDue(ctx); return err })
+	run(func(s *githubapi.Service) error { return s.Report(ctx) })
+	builds := b.builds(t)
+	require.Len(t, builds, n)
+	for _, build := range builds {
+		require.Len(t, b.groupTasks(t, build.TaskGroupID), 1)
+	}
+	require.Len(t, b.gh.Calls("/statuses/"+sha), n, "one pending status per build, each sent once")
 }

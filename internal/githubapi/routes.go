@@ -122,11 +122,13 @@ func (s *Service) cancelBuilds(c *api.Call) (any, error) {
 	q := c.R.URL.Query()
 	f := store.GithubBuildFilter{Organization: owner, Repository: repo, SHA: q.Get("sha"), State: github.StatePending}
 	if pr := q.Get("pullRequest"); pr != "" {
-		n, err := strconv.Atoi(pr)
-		if err != nil {
-			return nil, inputError("pullRequest must be a number")
+		// A pull request's number is an integer column: a larger one
+		// names none, and PostgreSQL refuses it (a 500).
+		n, err := strconv.ParseInt(pr, 10, 32)
+		if err != nil || n < 1 {
+			return nil, inputError("pullRequest must be a number from 1 to 2147483647")
 		}
-		f.PullRequestNumber = n
+		f.PullRequestNumber = int(n)
 	}
 	builds, _, err := s.Store.ListGithubBuilds(c.Context(), f, store.Page{Limit: 1000})
 	if err != nil {

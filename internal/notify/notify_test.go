@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -243,4 +244,25 @@ func TestTailLines(t *testing.T) {
 	log := []byte("a\nb\x1b[31m\nc\nd\n")
 	require.Equal(t, "b[31m\nc\nd", notify.TailLines(log, 3, 100))
 	require.Equal(t, "c\nd", notify.TailLines(log, 3, 4), "a line cut by the byte limit is left out")
+}
+
+// TestRenderHugeOverrides: overrides far larger than a channel takes are
+// cut to its limits, on a rune boundary, with a mark.
+func TestRenderHugeOverrides(t *testing.T) {
+	t.Parallel()
+	huge := strings.Repeat("é", 300*1024)
+	extra := `{"notify": {"email": {"subject": "` + huge + `", "content": "` + huge + `"}, "slackText": "` + huge + `", "matrixBody": "` + huge + `"}}`
+	m, err := notify.Render(renderContext(notify.ChannelEmail, "a@b.org", extra))
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(m.Email.Subject), notify.MaxSubject)
+	require.LessOrEqual(t, len(m.Email.Content), notify.MaxContent)
+	require.True(t, strings.HasSuffix(m.Email.Content, "…"))
+	require.True(t, utf8.ValidString(m.Email.Content))
+	m, err = notify.Render(renderContext(notify.ChannelSlack, "C123", extra))
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(m.Slack.Text), notify.MaxSlackText)
+	m, err = notify.Render(renderContext(notify.ChannelMatrix, "!r:x.org", extra))
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(m.Matrix.Body), notify.MaxMatrixBody)
+	require.True(t, utf8.ValidString(m.Matrix.Body))
 }

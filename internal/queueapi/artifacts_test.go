@@ -727,10 +727,11 @@ func TestArtifactUploadWindow(t *testing.T) {
 		r = h.create(pending, 0, "public/x", h.s3Body("text/plain", time.Hour))
 		h.requireAPIError(r, http.StatusBadRequest, api.CodeInputError, "Run was not claimed by a worker and so no artifacts can exist")
 
-		for _, runID := range []string{"1", "99999999999999999999999"} {
-			r = h.do(http.MethodPost, fmt.Sprintf("/task/%s/runs/%s/artifacts/public%%2Fx", taskID, runID), h.s3Body("text/plain", time.Hour))
-			h.requireAPIError(r, http.StatusBadRequest, api.CodeInputError, "Run not found")
-		}
+		r = h.do(http.MethodPost, fmt.Sprintf("/task/%s/runs/1/artifacts/public%%2Fx", taskID), h.s3Body("text/plain", time.Hour))
+		h.requireAPIError(r, http.StatusBadRequest, api.CodeInputError, "Run not found")
+		// Beyond the schemas' runId range, the URL itself is refused.
+		r = h.do(http.MethodPost, fmt.Sprintf("/task/%s/runs/99999999999999999999999/artifacts/public%%2Fx", taskID), h.s3Body("text/plain", time.Hour))
+		h.requireAPIError(r, http.StatusBadRequest, api.CodeInvalidRequestArguments, "Invalid URL patterns:\nURL parameter 'runId' given as '99999999999999999999999' must be an integer from 0 to 1000")
 	})
 
 	t.Run("completed run is frozen", func(t *testing.T) {

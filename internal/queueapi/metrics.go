@@ -23,8 +23,14 @@ type Metrics struct {
 type MetricsStore interface {
 	ListTaskQueues(ctx context.Context, now time.Time, filter store.TaskQueueFilter, page store.Page) ([]store.TaskQueue, string, error)
 	TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (pending, claimed int, err error)
+	CountWorkersSeen(ctx context.Context, since time.Time) (map[string]int, error)
 	store.FlowStore
 }
+
+// WorkerAskingWindow is how long after its last claimWork a worker counts
+// as asking for work: a worker's polls are recorded at most once per
+// touchInterval, and an idle one polls at least every long-poll.
+const WorkerAskingWindow = touchInterval + DefaultLongPoll + 10*time.Second
 
 // NewMetrics registers the metrics. The queue gauges (pending and running
 // per task queue) are read from the store at scrape time, so every replica
@@ -71,6 +77,8 @@ func NewMetrics(st MetricsStore, clock queue.Clock) *Metrics {
 		&queueCollector{store: st, clock: clock,
 			pending: prometheus.NewDesc("hopper_pending_tasks", "Pending runs per task queue.", []string{"task_queue_id"}, nil),
 			running: prometheus.NewDesc("hopper_claimed_tasks", "Claimed (running) runs per task queue.", []string{"task_queue_id"}, nil),
+			asking: prometheus.NewDesc("hopper_workers_asking", "Workers per task queue that asked for work (claimWork) within the last 90 s; "+
+				"workers whose slots are all busy do not ask, their runs are in hopper_claimed_tasks.", []string{"task_queue_id"}, nil),
 		})
 	return m
 }
@@ -101,11 +109,13 @@ type queueCollector struct {
 	store            MetricsStore
 	clock            queue.Clock
 	pending, running *prometheus.Desc
+	asking           *prometheus.Desc
 }
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- q.pending
 	ch <- q.running
+	ch <- q.asking
 }
 
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
@@ -116,7 +126,12 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return
 	}
+	asking, err := q.store.CountWorkersSeen(ctx, now.Add(-WorkerAskingWindow))
+	if err != nil {
+		return
+	}
 	for _, tq := range queues {
+		ch <- prometheus.MustNewConstMetric(q.asking, prometheus.GaugeValue, float64(asking[tq.TaskQueueID]), tq.TaskQueueID)
 		pending, claimed, err := q.store.TaskQueueCounts(ctx, tq.TaskQueueID, now)
 		if err != nil {
 			return

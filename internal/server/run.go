@@ -78,6 +78,9 @@ type Config struct {
 	Pprof string
 	// Ready, if set, receives the server's root URL once it is listening.
 	Ready func(rootURL string)
+	// Routes, if set, receives the API routes served before Ready is
+	// called (tests walk them all).
+	Routes func([]api.Route)
 	// Notify configures the Notify service's channels; when nil, they are
 	// read from NotifyConfigFile (if set) and the environment's
 	// HOPPER_NOTIFY_* secrets. Without any, task notifications are still
@@ -233,6 +236,9 @@ func serve(ctx context.Context, cfg Config, ln net.Listener, srv *api.Server, se
 	errc := make(chan error, 1)
 	go func() { errc <- serving.Serve(srv.Listener(ln)) }()
 	log.Info("hopper queue serving", "rootUrl", cfg.RootURL, "listen", ln.Addr().String(), "db", storeKind(cfg.DB))
+	if cfg.Routes != nil {
+		cfg.Routes(srv.Routes())
+	}
 	if cfg.Ready != nil {
 		cfg.Ready(cfg.RootURL)
 	}

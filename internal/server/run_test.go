@@ -36,7 +36,9 @@ func start(t *testing.T, cfg server.Config) *running {
 	}
 	cfg.Listen = "127.0.0.1:0"
 	cfg.RootAccessToken = testRootToken
-	cfg.Logger = slog.New(slog.DiscardHandler)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	ready := make(chan string, 1)
 	cfg.Ready = func(rootURL string) { ready <- rootURL }
 	ctx, cancel := context.WithCancel(context.Background())

@@ -468,7 +468,7 @@ func (db *DB) DeleteDenylistAddress(ctx context.Context, typ, address string) er
 
 // ListDenylist implements NotifyStore.
 func (db *DB) ListDenylist(ctx context.Context, page Page) ([]DenylistAddress, string, error) {
-	out, next, err := listPage(ctx, db, page,
+	out, next, err := listPageFields(ctx, db, page, 2,
 		func(cursor string) (string, []any, error) {
 			typ, addr, _ := strings.Cut(cursor, "\x00")
 			return `SELECT notification_type, notification_address FROM notify_denylist

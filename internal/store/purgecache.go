@@ -48,7 +48,7 @@ func (db *DB) PutPurgeRequest(ctx context.Context, r PurgeRequest) error {
 // ListPurgeRequests implements PurgeCacheStore. The continuation token is
 // the last (worker pool, cache) pair of the page.
 func (db *DB) ListPurgeRequests(ctx context.Context, workerPoolID string, page Page) ([]PurgeRequest, string, error) {
-	out, next, err := listPage(ctx, db, page, func(after string) (string, []any, error) {
+	out, next, err := listPageFields(ctx, db, page, 2, func(after string) (string, []any, error) {
 		afterPool, afterCache := splitPurgeCursor(after)
 		query := `SELECT worker_pool_id, cache_name, purge_before, expires FROM purge_cache_requests
 		WHERE (worker_pool_id > ? OR (worker_pool_id = ? AND cache_name > ?))`

@@ -239,7 +239,7 @@ func (db *DB) GetWorker(ctx context.Context, key WorkerKey, now time.Time) (*Wor
 
 // ListWorkers implements Store.
 func (db *DB) ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page Page) ([]Worker, string, error) {
-	out, next, err := listPage(ctx, db, page, func(cursor string) (string, []any, error) {
+	out, next, err := listPageFields(ctx, db, page, 2, func(cursor string) (string, []any, error) {
 		afterGroup, afterID, _ := strings.Cut(cursor, "\x00")
 		query := "SELECT " + workerColumns + ` FROM workers WHERE task_queue_id = ? AND (expires > ? OR quarantine_until > ?)
 		AND (worker_group > ? OR (worker_group = ? AND worker_id > ?))`

@@ -312,7 +312,7 @@ func (db *DB) UpdatePoolWorker(ctx context.Context, key workermanager.Key, fn fu
 
 // ListPoolWorkers implements WorkerManagerStore.
 func (db *DB) ListPoolWorkers(ctx context.Context, f PoolWorkerFilter, page Page) ([]workermanager.Worker, string, error) {
-	out, next, err := listPage(ctx, db, page,
+	out, next, err := listPageFields(ctx, db, page, 3,
 		func(cursor string) (string, []any, error) {
 			var where []string
 			var args []any

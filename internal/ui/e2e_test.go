@@ -164,6 +164,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	fx.LogTask = tcclient.NewTaskID()
 	logDef := newTaskDef("ui-test/worker", fx.Group, "build linux (real worker)")
 	logDef.Payload = json.RawMessage(`{"command":[["sh","-c","echo compiling; sleep 1; echo linking; echo done"]],"maxRunTime":60}`)
+	// Its notifications: a webhook this server has no configuration for
+	// (failed, with the reason) and a malformed address (refused).
+	logDef.Routes = []string{"notify.webhook.console.on-completed", "notify.email.not-an-address.on-completed"}
 	_, err := root.CreateTask(ctx, fx.LogTask, logDef)
 	require.NoError(t, err)
 	fx.GroupSize++
@@ -422,6 +425,14 @@ func serviceFixtures(ctx context.Context, t *testing.T, c *tcclient.Client, task
 			"metadata": map[string]any{"name": "made by the nightly hook", "description": "hook", "owner": "ui@example.com", "source": "https://example.com/ui"},
 		},
 		"triggerSchema": map[string]any{"type": "object"},
+	})
+	// A static pool with one machine, for the pools page.
+	callService(ctx, t, c, http.MethodPut, "/api/worker-manager/v1/worker-pool/ui-test%2Fpool", map[string]any{
+		"providerId": "static", "description": "browser test pool", "owner": "ui@example.com", "emailOnError": false,
+		"config": map[string]any{"workerConfig": map[string]any{}},
+	})
+	callService(ctx, t, c, http.MethodPut, "/api/worker-manager/v1/workers/ui-test%2Fpool/rack/m1", map[string]any{
+		"expires": expires, "providerInfo": map[string]any{"staticSecret": strings.Repeat("s", 44)},
 	})
 }
 

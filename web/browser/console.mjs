@@ -169,6 +169,11 @@ try {
     await go(`#/task/${fx.logTask}`);
     await waitText('pre.log', 'linking');
     await waitText('a.artifact', 'public/logs/live_backing.log');
+    // The notifications its routes produced, and what became of them.
+    await waitText('table.notifications', 'is not configured on this hopper');
+    const notes = await page.$eval('table.notifications', (e) => e.textContent);
+    expect(notes.includes('webhook') && notes.includes('failed') && notes.includes('refused') && notes.includes('not a plain email address'),
+      `expected the webhook failed and the address refused, got: ${notes}`);
     await screenshot('ui-task.png');
   });
 
@@ -233,6 +238,25 @@ try {
     const out = await act('quarantine');
     expect(out.includes('Quarantined until'), out);
     await waitText('dd', 'until ');
+    // Its recent tasks have their names, states and durations.
+    await waitText('table.recent-tasks td', 'run by the worker to quarantine');
+    await waitText('table.recent-tasks td', 'completed');
+    await waitText('dt', 'Asking for work');
+    await waitText('dt', 'Running now');
+    // Without a sign-in, the quarantine form is a sign-in form.
+    const tab = await browser.newPage();
+    tab.on('pageerror', (e) => pageErrors.push(e.message));
+    await tab.goto(`${ui}#/worker/${prov}/${wt}/${wg}/${wid}`);
+    await tab.waitForSelector('form[aria-label="Sign in to quarantine"]', { timeout: T });
+    expect(await tab.$('[data-action="quarantine"]') === null, 'an anonymous viewer sees no quarantine button');
+    await tab.close();
+  });
+
+  await check('a resolved task offers no Cancel', async () => {
+    await go(`#/task/${fx.failedTask}`);
+    await waitText('h1', 'fails on purpose');
+    await page.waitForSelector('[data-action="rerun"]', { timeout: T });
+    expect(await page.$('[data-action="cancel"]') === null, 'Cancel shown on a failed task');
   });
 
   await check('a superseded task links to its successor', async () => {
@@ -306,6 +330,32 @@ try {
     await waitText('.card h2', 'nightly build');
     const out = await act('trigger-hook');
     expect(out.includes('Created task'), out);
+  });
+
+  await check('pools: capacity, a worker removed, a pool created from YAML', async () => {
+    await go('#/pools');
+    await waitText('table.pools a', 'ui-test/pool');
+    await go('#/pools/ui-test%2Fpool');
+    await waitText('.capacity', 'running 1');
+    await waitText('table.pool-workers', 'rack/m1');
+    await waitText('.worker-state', 'running');
+    // The row's Remove button goes once the worker is stopped: its state
+    // is the outcome.
+    const sel = '[data-action="remove-rack-m1"]';
+    await page.click(`${sel} button`);
+    await page.waitForSelector(`${sel} .confirm-text`, { timeout: T });
+    await page.click(`${sel} button`);
+    await waitText('.worker-state', 'stopped');
+    await waitText('.capacity', 'running 0');
+    await go('#/pools');
+    await page.waitForSelector('textarea.pool-yaml');
+    await page.$eval('textarea.pool-yaml', (el) => {
+      el.value = 'workerPoolId: ui-test/made-here\nproviderId: static\ndescription: made in the console\nowner: ui@example.com\nemailOnError: false\nconfig: {}\n';
+      el.dispatchEvent(new Event('input', { bubbles: true }));
+    });
+    const made = await act('create-pool');
+    expect(made.includes('created'), made);
+    await waitText('table.pools a', 'ui-test/made-here');
   });
 
   await check('live: the task page and (in an anonymous tab) its group update when the task resolves elsewhere', async () => {

@@ -21,7 +21,7 @@ export class ApiError extends Error {
   }
 }
 
-export type Service = 'queue' | 'auth' | 'index' | 'secrets' | 'hooks' | 'flow' | 'notify' | 'github' | 'hopper';
+export type Service = 'queue' | 'auth' | 'index' | 'secrets' | 'hooks' | 'flow' | 'notify' | 'github' | 'hopper' | 'worker-manager';
 
 /** base is the origin the UI talks to (its own). */
 export function base(): string {

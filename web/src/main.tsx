@@ -13,6 +13,7 @@ import { CreatePage } from './pages/create';
 import { IndexPage, SecretsPage, HooksPage } from './pages/services';
 import { CliSignInPage } from './pages/clisignin';
 import { GithubPage } from './pages/github';
+import { PoolsPage } from './pages/pools';
 
 const SLUGID = /^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$/;
 const TASK_QUEUE_ID = /^[a-zA-Z0-9_-]{1,38}\/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$/;
@@ -61,6 +62,8 @@ function Page({ hash }: { hash: string }) {
       return <SecretsPage />;
     case 'hooks':
       return <HooksPage hookGroupId={rest[0]} hookId={rest[1]} />;
+    case 'pools':
+      return <PoolsPage key={hash} workerPoolId={rest.length ? rest.join('/') : undefined} />;
     case 'github':
       return <GithubPage key={hash} org={rest[0]} repo={rest[1]} />;
     case 'auth':
@@ -89,7 +92,7 @@ function Search() {
 }
 
 const NAV: [string, string][] = [
-  ['', 'Task queues'], ['tasks', 'Tasks'], ['workers', 'Workers'], ['create', 'Create task'],
+  ['', 'Task queues'], ['tasks', 'Tasks'], ['workers', 'Workers'], ['pools', 'Pools'], ['create', 'Create task'],
   ['index', 'Index'], ['secrets', 'Secrets'], ['hooks', 'Hooks'], ['github', 'Builds'],
 ];
 

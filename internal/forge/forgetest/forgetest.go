@@ -148,6 +148,8 @@ type GitHub struct {
 	AppID int64
 	Key   *rsa.PrivateKey
 	PEM   []byte
+	// Now, if set, is this GitHub's clock (tokens' expiry, JWTs' times).
+	Now func() time.Time
 
 	mu            sync.Mutex
 	tokens        map[string]int64 // token → installation
@@ -398,7 +400,7 @@ func (g *GitHub) app(w http.ResponseWriter, r *http.Request, template string) {
 		token := "ghs_" + base64.RawURLEncoding.EncodeToString(tok)
 		g.tokens[token] = id
 		g.TokensIssued++
-		g.reply(w, http.StatusCreated, map[string]any{"token": token, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+		g.reply(w, http.StatusCreated, map[string]any{"token": token, "expires_at": g.now().Add(time.Hour).UTC().Format(time.RFC3339)})
 	default:
 		id, ok := g.installations[parts[1]+"/"+parts[2]]
 		if !ok {
@@ -437,7 +439,7 @@ func (g *GitHub) checkJWT(token string) error {
 	if err := json.Unmarshal(cb, &claims); err != nil {
 		return err
 	}
-	now := time.Now().Unix()
+	now := g.now().Unix()
 	if claims.Iss != strconv.FormatInt(g.AppID, 10) || claims.Exp < now || claims.Iat > now+60 || claims.Exp-claims.Iat > 600 {
 		return fmt.Errorf("claims %+v are not valid now", claims)
 	}
@@ -454,4 +456,11 @@ func (g *GitHub) IssueToken(installation int64) string {
 	token := "gta_" + base64.RawURLEncoding.EncodeToString(tok)
 	g.tokens[token] = installation
 	return token
+}
+
+func (g *GitHub) now() time.Time {
+	if g.Now != nil {
+		return g.Now()
+	}
+	return time.Now()
 }

@@ -24,6 +24,7 @@ export function TaskPage({ taskId }: { taskId: string }) {
     return { task, status: st.status };
   }, [taskId]);
   const [live, setLive] = useState(false);
+  const [cancelled, setCancelled] = useState(false);
   useEffect(() => subscribe({ taskId }, (e) => {
     if (e.payload?.status && data.data) data.set({ ...data.data, status: e.payload.status });
     else void data.reload();
@@ -44,11 +45,18 @@ export function TaskPage({ taskId }: { taskId: string }) {
       {latest?.reasonResolved === 'superseded' && <Superseded taskId={taskId} runId={latest.runId} />}
       <Card title="Actions">
         <div class="actions">
-          <Action label="Cancel" id="cancel" confirm="Cancel this task?" danger run={async () => {
-            const r = await call<{ status: TaskStatus }>('queue', 'POST', `/task/${enc(taskId)}/cancel`);
-            data.set({ task, status: r.status });
-            return `Cancelled: the task is ${r.status.state}.`;
-          }} />
+          {/* A resolved task cannot be cancelled (the queue would answer with
+              its status unchanged); a cancel made here stays to show its outcome. */}
+          {(!['completed', 'failed', 'exception'].includes(status.state) || cancelled) && (
+            <Action label="Cancel" id="cancel" confirm="Cancel this task?" danger run={async () => {
+              // Set first: the live stream may report the task resolved
+              // before this call returns.
+              setCancelled(true);
+              const r = await call<{ status: TaskStatus }>('queue', 'POST', `/task/${enc(taskId)}/cancel`);
+              data.set({ task, status: r.status });
+              return `Cancelled: the task is ${r.status.state}.`;
+            }} />
+          )}
           <Action label="Rerun" id="rerun" run={async () => {
             const r = await call<{ status: TaskStatus }>('queue', 'POST', `/task/${enc(taskId)}/rerun`);
             data.set({ task, status: r.status });

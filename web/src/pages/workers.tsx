@@ -3,8 +3,10 @@
 import { useState } from 'preact/hooks';
 import { call, enc, get, listAll } from '../api';
 import { Action, Card, ErrorBox, Kv, Loading, QueueLink, TaskLink, useAsync } from '../components';
-import { fmtTime, since } from '../format';
-import type { Worker, WorkerSummary } from '../types';
+import { fmtDuration, fmtTime, since } from '../format';
+import { asking, holds, runDuration } from '../liveness';
+import { SignInForm, useSession } from '../signin';
+import type { TaskDefinition, TaskStatus, Worker, WorkerSummary } from '../types';
 
 const crumbs = (p?: string, wt?: string) => (
   <p class="crumbs">
@@ -61,11 +63,12 @@ function WorkerList({ provisionerId, workerType }: { provisionerId: string; work
       {list.data && (list.data.length === 0 ? <p class="empty">No workers.</p> : (
         <div class="table-wrap">
           <table>
-            <thead><tr><th>worker</th><th>latest task</th><th>first claim</th><th>last active</th><th>quarantine</th></tr></thead>
+            <thead><tr><th>worker</th><th>asking for work</th><th>latest task</th><th>first claim</th><th>last active</th><th>quarantine</th></tr></thead>
             <tbody>
               {list.data.map((w) => (
                 <tr key={`${w.workerGroup}/${w.workerId}`}>
                   <td><a class="mono" href={`#/worker/${enc(provisionerId)}/${enc(workerType)}/${enc(w.workerGroup)}/${enc(w.workerId)}`}>{w.workerGroup}/{w.workerId}</a></td>
+                  <td>{asking(w.lastDateActive, Date.now()) ? <span class="state state-running">yes</span> : <span class="muted">no</span>}</td>
                   <td>{w.latestTask ? <TaskLink id={w.latestTask.taskId} /> : ''}</td>
                   <td>{fmtTime(w.firstClaim)}</td>
                   <td>{since(w.lastDateActive)}</td>
@@ -83,6 +86,16 @@ function WorkerList({ provisionerId, workerType }: { provisionerId: string; work
 export function WorkerPage({ provisionerId, workerType, workerGroup, workerId }: { provisionerId: string; workerType: string; workerGroup: string; workerId: string }) {
   const path = `/provisioners/${enc(provisionerId)}/worker-types/${enc(workerType)}/workers/${enc(workerGroup)}/${enc(workerId)}`;
   const w = useAsync(() => get<Worker>('queue', path), [path]);
+  const creds = useSession();
+  // The recent tasks with their names and states, newest first (the
+  // worker record keeps only taskId and runId).
+  const recent = useAsync(async () => {
+    const list = [...(w.data?.recentTasks ?? [])].reverse().slice(0, 20);
+    return Promise.all(list.map(async (t) => {
+      const [st, def] = await Promise.all([get<{ status: TaskStatus }>('queue', `/task/${enc(t.taskId)}/status`), get<TaskDefinition>('queue', `/task/${enc(t.taskId)}`)]);
+      return { ...t, name: def.metadata?.name ?? t.taskId, run: st.status.runs[t.runId] };
+    }).map((p) => p.catch(() => null)));
+  }, [w.data]);
   const [hours, setHours] = useState('24');
   const [reason, setReason] = useState('');
   const quarantined = w.data?.quarantineUntil && Date.parse(w.data.quarantineUntil) > Date.now();
@@ -99,13 +112,15 @@ export function WorkerPage({ provisionerId, workerType, workerGroup, workerId }:
               <Kv pairs={[
                 ['Task queue', <QueueLink id={`${provisionerId}/${workerType}`} />],
                 ['First claim', fmtTime(w.data.firstClaim)],
-                ['Last active', since(w.data.lastDateActive)],
+                ['Asking for work', asking(w.data.lastDateActive, Date.now()) ? `yes (last ${since(w.data.lastDateActive)})` : `no: last asked ${since(w.data.lastDateActive) || 'never'}`],
+                ['Running now', recent.data ? String(recent.data.filter((t) => t && holds(t.run, workerGroup, workerId, Date.now())).length) : '…'],
                 ['Expires', fmtTime(w.data.expires)],
                 ['Quarantined', quarantined ? `until ${fmtTime(w.data.quarantineUntil)}` : 'no'],
               ]} />
             </Card>
             <Card title="Quarantine">
               <p class="small muted">A quarantined worker gets no new tasks until the date passes; its running tasks go on.</p>
+              {!creds ? <SignInForm label="Sign in to quarantine" /> : <>
               <div class="filters">
                 <label>for <input class="filter narrow" name="hours" value={hours} onInput={(e) => setHours((e.target as HTMLInputElement).value)} /> hours</label>
                 <input class="filter" name="reason" placeholder="why (shown to other operators)" value={reason} onInput={(e) => setReason((e.target as HTMLInputElement).value)} />
@@ -122,15 +137,27 @@ export function WorkerPage({ provisionerId, workerType, workerGroup, workerId }:
                   w.set(r);
                   return 'Quarantine lifted.';
                 }} />}
-              </div>
+              </div></>}
               {(w.data.quarantineDetails ?? []).length > 0 && (
                 <ul class="plain small">{w.data.quarantineDetails!.map((d, i) => <li key={i}>{fmtTime(d.updatedAt)} {d.clientId}: until {fmtTime(d.quarantineUntil)} {d.quarantineInfo}</li>)}</ul>
               )}
             </Card>
           </div>
           <Card title={`Recent tasks (${w.data.recentTasks.length})`}>
-            {w.data.recentTasks.length === 0 ? <p class="empty">None.</p> : (
-              <ul class="plain">{[...w.data.recentTasks].reverse().map((t) => <li key={`${t.taskId}/${t.runId}`}><TaskLink id={t.taskId} /> run {t.runId}</li>)}</ul>
+            <p class="small muted">Newest first. A run is running on this worker while its claim lasts; a worker that stopped without resolving its runs leaves claims that run out, and the queue then retries them.</p>
+            {w.data.recentTasks.length === 0 ? <p class="empty">None.</p> : !recent.data ? <Loading what="recent tasks" /> : (
+              <table class="recent-tasks">
+                <thead><tr><th>task</th><th>run</th><th>state</th><th>started</th><th>duration</th></tr></thead>
+                <tbody>{recent.data.map((t, i) => t && (
+                  <tr key={`${t.taskId}/${t.runId}/${i}`}>
+                    <td><TaskLink id={t.taskId} label={t.name} /></td>
+                    <td>{t.runId}</td>
+                    <td>{t.run ? (t.run.state === 'running' && !holds(t.run, workerGroup, workerId, Date.now()) ? 'claim ran out' : t.run.state) : '?'}{t.run?.reasonResolved ? ` (${t.run.reasonResolved})` : ''}</td>
+                    <td class="small">{fmtTime(t.run?.started)}</td>
+                    <td>{fmtDuration(runDuration(t.run, Date.now()))}{t.run?.state === 'running' ? ' so far' : ''}</td>
+                  </tr>
+                ))}</tbody>
+              </table>
             )}
           </Card>
         </>
