@@ -87,12 +87,18 @@ type ServerOptions struct {
 	Env []string
 	// DataDir reuses a directory (a second replica, a restart).
 	DataDir string
+	// Binary runs another hopper binary (an earlier release) instead of
+	// this tree's.
+	Binary string
 }
 
 // StartServer runs `hopper serve` and waits until it answers ping.
 func StartServer(t testing.TB, opts ServerOptions) *Server {
 	t.Helper()
-	bin := Binary(t)
+	bin := opts.Binary
+	if bin == "" {
+		bin = Binary(t)
+	}
 	dataDir := opts.DataDir
 	if dataDir == "" {
 		dataDir = t.TempDir()

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/hopper-ci/hopper/internal/store"
 )
 
 // BenchmarkWebhookToTasks measures a push from the webhook's POST to its
@@ -48,4 +50,73 @@ func BenchmarkWebhookToTasks(b *testing.B) {
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(len(took))/elapsed.Seconds(), "deliveries/s")
+}
+
+// BenchmarkSustainedDeliveries posts deliveries from several clients at
+// once while two processors (replicas) drain the store, and checks at the
+// end that every delivery made its build: deliveries per second with no
+// loss.
+func BenchmarkSustainedDeliveries(b *testing.B) {
+	bd := setup(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	push := example(b, "push", 4)
+	sha := push["after"].(string)
+	bd.gh.Install("Codertocat", "Hello-World", 1)
+	bd.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", decisionTask)
+	bd.role(b, "repo:github.com/Codertocat/Hello-World:branch:master")
+	body, err := json.Marshal(push)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	for range 2 {
+		replica := *bd.svc
+		go func() {
+			for ctx.Err() == nil {
+				if _, err := replica.ProcessDue(ctx); err != nil && ctx.Err() == nil {
+					b.Error(err)
+				}
+				select {
+				case <-done:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if status, text := bd.deliver(b, "push", uuid.NewString(), body, webhookSecret); status != http.StatusNoContent {
+				b.Errorf("%d %s", status, text)
+			}
+		}
+	})
+	// Wait for the processors to drain what was accepted.
+	want := b.N
+	for {
+		builds, _, err := bd.store.ListGithubBuilds(ctx, store.GithubBuildFilter{}, store.Page{Limit: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		if len(builds) > 0 {
+			all, _, _ := bd.store.ListGithubBuilds(ctx, store.GithubBuildFilter{}, store.Page{Limit: want + 1})
+			n = len(all)
+		}
+		if n >= want {
+			break
+		}
+		if time.Since(start) > 5*time.Minute {
+			b.Fatalf("%d of %d deliveries made a build", n, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	close(done)
+	b.ReportMetric(float64(want)/elapsed.Seconds(), "deliveries/s")
 }

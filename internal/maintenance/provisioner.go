@@ -36,7 +36,7 @@ const (
 type PoolStore interface {
 	store.WorkerManagerStore
 	TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (pending, claimed int, err error)
-	GetWorker(ctx context.Context, key store.WorkerKey, now time.Time) (*store.Worker, error)
+	ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page store.Page) ([]store.Worker, string, error)
 	GetTask(ctx context.Context, taskID string) (*queue.TaskState, error)
 }
 

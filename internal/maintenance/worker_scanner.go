@@ -97,6 +97,10 @@ func (s *WorkerScanner) scanPool(ctx context.Context, pool *workermanager.Pool) 
 		}
 		page.ContinuationToken = next
 	}
+	seen, err := s.queueWorkers(ctx, pool.WorkerPoolID)
+	if err != nil {
+		return 0, err
+	}
 	running := 0
 	for _, w := range workers {
 		if w.State == workermanager.StateRunning && w.ProviderID == pool.ProviderID {
@@ -153,7 +157,7 @@ func (s *WorkerScanner) scanPool(ctx context.Context, pool *workermanager.Pool) 
 				continue
 			}
 		}
-		act, err := s.activity(ctx, w)
+		act, err := s.activity(ctx, w, seen)
 		if err != nil {
 			return stopped, err
 		}
@@ -182,18 +186,35 @@ func (s *WorkerScanner) scanPool(ctx context.Context, pool *workermanager.Pool) 
 	return stopped, nil
 }
 
+// queueWorkers reads the queue's records of a pool's workers, one
+// listing for the whole pool, by worker.
+func (s *WorkerScanner) queueWorkers(ctx context.Context, poolID string) (map[string]*store.Worker, error) {
+	out := map[string]*store.Worker{}
+	page := store.Page{}
+	for {
+		ws, next, err := s.Store.ListWorkers(ctx, poolID, s.Clock.Now(), nil, page)
+		if err != nil {
+			return nil, fmt.Errorf("listing the queue's workers of %s: %w", poolID, err)
+		}
+		for i := range ws {
+			out[ws[i].WorkerGroup+"/"+ws[i].WorkerID] = &ws[i]
+		}
+		if next == "" {
+			return out, nil
+		}
+		page.ContinuationToken = next
+	}
+}
+
 // activity is what the worker last did: when it last held a claimed run
 // (a run it holds now counts as now). The queue's lastDateActive moves
 // with every claimWork poll, so an idle worker is told by its work, not
 // its polls.
-func (s *WorkerScanner) activity(ctx context.Context, w *workermanager.Worker) (workermanager.Activity, error) {
+func (s *WorkerScanner) activity(ctx context.Context, w *workermanager.Worker, seen map[string]*store.Worker) (workermanager.Activity, error) {
 	now := s.Clock.Now()
-	qw, err := s.Store.GetWorker(ctx, store.WorkerKey{TaskQueueID: w.WorkerPoolID, WorkerGroup: w.WorkerGroup, WorkerID: w.WorkerID}, now)
-	if errors.Is(err, store.ErrNotFound) {
+	qw, ok := seen[w.WorkerGroup+"/"+w.WorkerID]
+	if !ok {
 		return workermanager.Activity{}, nil
-	}
-	if err != nil {
-		return workermanager.Activity{}, err
 	}
 	act := workermanager.Activity{FirstClaim: qw.FirstClaim}
 	if len(qw.RecentTasks) == 0 {
