@@ -252,6 +252,22 @@ try {
     await tab.close();
   });
 
+  await check('a task blocked by a failed dependency says so', async () => {
+    await go(`#/task/${fx.blockedTask}`);
+    await waitText('h1', 'needs the failed one');
+    await waitText('.notice.blocked', 'fails on purpose failed');
+    await waitText('.notice.blocked', 'will not run');
+  });
+
+  await check('the timeline axis ticks at round steps', async () => {
+    await go(`#/group/${fx.group}/timeline`);
+    await page.waitForSelector('.timeline .axis .tick', { timeout: T });
+    const labels = await page.$$eval('.timeline .axis .tick', (t) => t.map((e) => e.textContent));
+    expect(labels.length >= 2 && / [A-Z]+[+-]?\d*$/.test(labels[0]), `first tick names the start with its zone: ${labels}`);
+    const steps = labels.slice(1).map((l) => l.replace(/^\+/, ''));
+    expect(steps.every((l) => /^(\d+ ms|\d+ s|\d+ min( \d+ s)?|\d+ h( \d+ min)?)$/.test(l)), `round labels: ${labels}`);
+  });
+
   await check('a resolved task offers no Cancel', async () => {
     await go(`#/task/${fx.failedTask}`);
     await waitText('h1', 'fails on purpose');

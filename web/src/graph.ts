@@ -150,3 +150,19 @@ export function criticalPath(members: GroupMember[], now: number): string[] {
   }
   return path.reverse();
 }
+
+/** The steps an axis may take, in ms: round numbers of ms, seconds, minutes, hours and days. */
+const STEPS = [100, 200, 500, 1e3, 2e3, 5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3, 1800e3,
+  3600e3, 7200e3, 10800e3, 21600e3, 43200e3, 86400e3, 172800e3, 604800e3];
+
+/**
+ * axisTicks returns the offsets (ms from the start) of an axis over span:
+ * multiples of the smallest round step that gives at most max ticks, so
+ * each tick's label ("+2 min") is exactly where the tick is.
+ */
+export function axisTicks(span: number, max = 6): number[] {
+  const step = STEPS.find((s) => Math.floor(span / s) + 1 <= max) ?? Math.ceil(span / (max - 1) / 86400e3) * 86400e3;
+  const out: number[] = [];
+  for (let t = 0; t <= span; t += step) out.push(t);
+  return out;
+}

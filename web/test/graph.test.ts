@@ -48,3 +48,16 @@ test('bars are runs, earliest first, open runs end now', () => {
   assert.deepEqual(b.map((r) => [r.taskId, r.open]), [['y', false], ['x', true]]);
   assert.equal(b[1].end, now);
 });
+
+test('the timeline axis ticks at round steps, each label where its tick is', async () => {
+  const { axisTicks } = await import('../src/graph');
+  assert.deepEqual(axisTicks(2300), [0, 500, 1000, 1500, 2000]);
+  assert.deepEqual(axisTicks(7 * 60e3 + 5e3), [0, 120e3, 240e3, 360e3]);
+  assert.deepEqual(axisTicks(50 * 60e3), [0, 600e3, 1200e3, 1800e3, 2400e3, 3000e3]);
+  assert.deepEqual(axisTicks(1000), [0, 200, 400, 600, 800, 1000]);
+  for (const span of [1, 999, 61e3, 3.7 * 3600e3, 9 * 86400e3, 40 * 86400e3]) {
+    const ticks = axisTicks(span);
+    assert.ok(ticks.length >= 1 && ticks.length <= 6, `${span}: ${ticks}`);
+    assert.ok(ticks[ticks.length - 1] <= span);
+  }
+});
