@@ -166,3 +166,35 @@ export function axisTicks(span: number, max = 6): number[] {
   for (let t = 0; t <= span; t += step) out.push(t);
   return out;
 }
+
+/** The orders a group's task list can take. */
+export type MemberOrder = 'pipeline' | 'state' | 'duration';
+
+const STATE_ORDER = ['failed', 'exception', 'running', 'pending', 'unscheduled', 'completed'];
+
+/**
+ * sortMembers orders a group's tasks: by pipeline order (the column of the
+ * dependency graph, then name), by state (failures first, then what is
+ * running, waiting, and done), or by the duration of each task's last run
+ * (longest first; tasks that never ran last).
+ */
+export function sortMembers(members: GroupMember[], by: MemberOrder, now: number): GroupMember[] {
+  const name = (m: GroupMember) => m.task.metadata?.name ?? '';
+  const out = [...members];
+  if (by === 'pipeline') {
+    const { byId } = layout(members);
+    const layer = (m: GroupMember) => byId.get(m.status.taskId)?.layer ?? 0;
+    out.sort((a, b) => layer(a) - layer(b) || name(a).localeCompare(name(b)));
+  } else if (by === 'state') {
+    const rank = (m: GroupMember) => STATE_ORDER.indexOf(m.status.state);
+    out.sort((a, b) => rank(a) - rank(b) || name(a).localeCompare(name(b)));
+  } else {
+    const took = (m: GroupMember) => {
+      const r = m.status.runs[m.status.runs.length - 1];
+      if (!r?.started) return -1;
+      return (r.resolved ? Date.parse(r.resolved) : now) - Date.parse(r.started);
+    };
+    out.sort((a, b) => took(b) - took(a) || name(a).localeCompare(name(b)));
+  }
+  return out;
+}

@@ -61,3 +61,22 @@ test('the timeline axis ticks at round steps, each label where its tick is', asy
     assert.ok(ticks[ticks.length - 1] <= span);
   }
 });
+
+test('the list of a group sorts by pipeline order, state and duration', async () => {
+  const { sortMembers } = await import('../src/graph');
+  const run = (state: string, started?: string, resolved?: string) => ({ runId: 0, state, reasonCreated: 'scheduled', scheduled: '2030-01-01T00:00:00.000Z', started, resolved });
+  const m = (id: string, name: string, state: string, deps: string[], r?: ReturnType<typeof run>) => ({
+    status: { taskId: id, state, runs: r ? [r] : [] }, task: { metadata: { name }, dependencies: deps },
+  }) as unknown as GroupMember;
+  const members = [
+    m('d', 'publish', 'unscheduled', ['c']),
+    m('c', 'test', 'failed', ['a'], run('failed', '2030-01-01T00:00:10.000Z', '2030-01-01T00:00:40.000Z')),
+    m('b', 'lint', 'completed', ['a'], run('completed', '2030-01-01T00:00:10.000Z', '2030-01-01T00:00:15.000Z')),
+    m('a', 'build', 'running', [], run('running', '2030-01-01T00:00:00.000Z')),
+  ];
+  const now = Date.parse('2030-01-01T00:01:00.000Z');
+  const names = (by: 'pipeline' | 'state' | 'duration') => sortMembers(members, by, now).map((x) => x.task.metadata.name);
+  assert.deepEqual(names('pipeline'), ['build', 'lint', 'test', 'publish']);
+  assert.deepEqual(names('state'), ['test', 'build', 'publish', 'lint']);
+  assert.deepEqual(names('duration'), ['build', 'test', 'lint', 'publish']);
+});
