@@ -80,3 +80,26 @@ test('the list of a group sorts by pipeline order, state and duration', async ()
   assert.deepEqual(names('state'), ['test', 'build', 'publish', 'lint']);
   assert.deepEqual(names('duration'), ['build', 'test', 'lint', 'publish']);
 });
+
+test('an edge that skips columns runs between rows, never behind a node', async () => {
+  const { edgePath, GEOMETRY: g, nodeBox } = await import('../src/graph');
+  const node = (layer: number, row: number) => ({ taskId: `${layer}/${row}`, name: '', state: 'completed', layer, row, deps: [] });
+  // Neighbouring columns: one curve in the gap between them.
+  assert.match(edgePath(node(0, 0), node(1, 2)), /^M202,25 C232,25 232,93 262,93$/);
+  for (const [a, b] of [[node(0, 0), node(3, 0)], [node(0, 2), node(4, 5)], [node(1, 4), node(3, 1)]]) {
+    const d = edgePath(a, b);
+    const lane = Number(/ L[\d.]+,([\d.]+)/.exec(d)![1]);
+    // The lane is in a gap between rows: inside no node's height.
+    for (let row = 0; row < 10; row++) {
+      const top = nodeBox(node(0, row)).y;
+      assert.ok(lane <= top || lane >= top + g.nodeH, `${d}: lane ${lane} crosses row ${row}`);
+    }
+    // It turns only in the gaps between columns.
+    const xs = [...d.matchAll(/(-?[\d.]+),(-?[\d.]+)/g)].map((m) => Number(m[1]));
+    for (const x of xs) {
+      const col = Math.floor((x - g.pad) / g.colW);
+      const inNode = x > g.pad + col * g.colW && x < g.pad + col * g.colW + g.nodeW;
+      assert.ok(!inNode || col === a.layer || col === b.layer, `${d}: x ${x} inside column ${col}`);
+    }
+  }
+});
