@@ -55,6 +55,10 @@ var codeStatus = map[string]int{
 	CodeNoMatchingMethod:        http.StatusNotAcceptable,
 }
 
+// unavailableRetryAfter is the Retry-After, in seconds, of a call that
+// failed because the database could not be reached.
+const unavailableRetryAfter = 5
+
 // Error is an API error answered in Taskcluster's error format.
 type Error struct {
 	Code    string
@@ -111,6 +115,11 @@ func AsError(err error) *Error {
 			msg += "\n\n" + tc
 		}
 		return &Error{Code: CodeInputValidationError, Message: msg}
+	}
+	if database, ok := store.Unavailable(err); ok {
+		return &Error{Code: CodeServiceUnavailable, RetryAfter: unavailableRetryAfter, Message: fmt.Sprintf(
+			"hopper cannot reach its database (%s) and did not carry out the request, or cannot tell whether it did; retry in a few seconds",
+			database)}
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return NotFoundf("Resource not found")

@@ -519,6 +519,9 @@ func (s *Server) fail(c *Call, err error) int {
 	if apiErr.RetryAfter > 0 {
 		c.W.Header().Set("Retry-After", strconv.Itoa(apiErr.RetryAfter))
 	}
+	if apiErr.Code == CodeServiceUnavailable && !errors.Is(err, apiErr) {
+		s.log.Warn("database unreachable", "method", c.Route.Name, "error", err)
+	}
 	payload := json.RawMessage(validUTF8(c.Body))
 	if c.Input != nil {
 		payload = c.Input

@@ -148,7 +148,7 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 		res.Task = state
 		// The new task's change comes first (Result.Changes), before those
 		// of tasks it cancelled.
-		res.Changes = append([]Change{tx.change(state, tr.Events)}, res.Changes...)
+		res.Changes = append([]Change{tx.change(state, tr.Events, p.Now)}, res.Changes...)
 		return nil
 	})
 	if err != nil {

@@ -116,6 +116,8 @@ type fixture struct {
 	// ui-test/unpolled, which no worker ever asked for work.
 	FailedTask   string `json:"failedTask"`
 	UnpolledTask string `json:"unpolledTask"`
+	// BlockedTask depends on FailedTask.
+	BlockedTask string `json:"blockedTask"`
 	// CLISignin is the page `taskcluster signin` opens, its callback a
 	// local server of the test; CLISigninRefused names a callback that is
 	// not on this machine.
@@ -352,6 +354,8 @@ func buildFixture(ctx context.Context, t *testing.T, c *tcclient.Client) fixture
 	require.Len(t, failing.Tasks, 1)
 	_, err = c.ReportFailed(ctx, fx.FailedTask, 0)
 	require.NoError(t, err)
+	fx.BlockedTask = tcclient.NewTaskID()
+	create(fx.BlockedTask, newTaskDef("ui-test/failing", "", "needs the failed one", fx.FailedTask))
 	fx.UnpolledTask = tcclient.NewTaskID()
 	create(fx.UnpolledTask, newTaskDef("ui-test/unpolled", "", "cancelled before any worker came"))
 	_, err = c.CancelTask(ctx, fx.UnpolledTask)

@@ -252,6 +252,35 @@ try {
     await tab.close();
   });
 
+  await check('the group list sorts by pipeline order and by state', async () => {
+    await go(`#/group/${fx.group}/list`);
+    await page.waitForSelector('.members .member', { timeout: T });
+    const names = () => page.$$eval('.members .vrow', (rows) => rows.sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top))
+      .map((r) => r.querySelector('a').textContent));
+    const pipeline = await names();
+    const at = (n) => pipeline.indexOf(n);
+    expect(at('decision') < at('build linux') && at('build linux') < at('test linux 1/2') && at('test mac') < at('package') &&
+      pipeline[pipeline.length - 1] === 'publish', `pipeline order: ${pipeline}`);
+    await page.select('select[name=order]', 'state');
+    await page.waitForFunction(() => document.querySelector('.members .vrow a')?.textContent === 'sign', { timeout: T });
+  });
+
+  await check('a task blocked by a failed dependency says so', async () => {
+    await go(`#/task/${fx.blockedTask}`);
+    await waitText('h1', 'needs the failed one');
+    await waitText('.notice.blocked', 'fails on purpose failed');
+    await waitText('.notice.blocked', 'will not run');
+  });
+
+  await check('the timeline axis ticks at round steps', async () => {
+    await go(`#/group/${fx.group}/timeline`);
+    await page.waitForSelector('.timeline .axis .tick', { timeout: T });
+    const labels = await page.$$eval('.timeline .axis .tick', (t) => t.map((e) => e.textContent));
+    expect(labels.length >= 2 && / [A-Z]+[+-]?\d*$/.test(labels[0]), `first tick names the start with its zone: ${labels}`);
+    const steps = labels.slice(1).map((l) => l.replace(/^\+/, ''));
+    expect(steps.every((l) => /^(\d+ ms|\d+ s|\d+ min( \d+ s)?|\d+ h( \d+ min)?)$/.test(l)), `round labels: ${labels}`);
+  });
+
   await check('a resolved task offers no Cancel', async () => {
     await go(`#/task/${fx.failedTask}`);
     await waitText('h1', 'fails on purpose');

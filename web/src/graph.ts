@@ -150,3 +150,81 @@ export function criticalPath(members: GroupMember[], now: number): string[] {
   }
   return path.reverse();
 }
+
+/** The steps an axis may take, in ms: round numbers of ms, seconds, minutes, hours and days. */
+const STEPS = [100, 200, 500, 1e3, 2e3, 5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3, 1800e3,
+  3600e3, 7200e3, 10800e3, 21600e3, 43200e3, 86400e3, 172800e3, 604800e3];
+
+/**
+ * axisTicks returns the offsets (ms from the start) of an axis over span:
+ * multiples of the smallest round step that gives at most max ticks, so
+ * each tick's label ("+2 min") is exactly where the tick is.
+ */
+export function axisTicks(span: number, max = 6): number[] {
+  const step = STEPS.find((s) => Math.floor(span / s) + 1 <= max) ?? Math.ceil(span / (max - 1) / 86400e3) * 86400e3;
+  const out: number[] = [];
+  for (let t = 0; t <= span; t += step) out.push(t);
+  return out;
+}
+
+/** The orders a group's task list can take. */
+export type MemberOrder = 'pipeline' | 'state' | 'duration';
+
+const STATE_ORDER = ['failed', 'exception', 'running', 'pending', 'unscheduled', 'completed'];
+
+/**
+ * sortMembers orders a group's tasks: by pipeline order (the column of the
+ * dependency graph, then name), by state (failures first, then what is
+ * running, waiting, and done), or by the duration of each task's last run
+ * (longest first; tasks that never ran last).
+ */
+export function sortMembers(members: GroupMember[], by: MemberOrder, now: number): GroupMember[] {
+  const name = (m: GroupMember) => m.task.metadata?.name ?? '';
+  const out = [...members];
+  if (by === 'pipeline') {
+    const { byId } = layout(members);
+    const layer = (m: GroupMember) => byId.get(m.status.taskId)?.layer ?? 0;
+    out.sort((a, b) => layer(a) - layer(b) || name(a).localeCompare(name(b)));
+  } else if (by === 'state') {
+    const rank = (m: GroupMember) => STATE_ORDER.indexOf(m.status.state);
+    out.sort((a, b) => rank(a) - rank(b) || name(a).localeCompare(name(b)));
+  } else {
+    const took = (m: GroupMember) => {
+      const r = m.status.runs[m.status.runs.length - 1];
+      if (!r?.started) return -1;
+      return (r.resolved ? Date.parse(r.resolved) : now) - Date.parse(r.started);
+    };
+    out.sort((a, b) => took(b) - took(a) || name(a).localeCompare(name(b)));
+  }
+  return out;
+}
+
+/** The graph's geometry in px: node size, column and row pitch, padding. */
+export const GEOMETRY = { nodeW: 190, nodeH: 26, colW: 250, rowH: 34, pad: 12 };
+
+/** nodeBox is where a node is drawn. */
+export function nodeBox(n: Node, g = GEOMETRY): { x: number; y: number } {
+  return { x: g.pad + n.layer * g.colW, y: g.pad + n.row * g.rowH };
+}
+
+/**
+ * edgePath draws the edge from a dependency to its dependent. Between
+ * neighbouring columns it is one curve in the gap between them. An edge
+ * that skips columns leaves its source, runs along the gap between two
+ * rows through the columns it skips, and turns into its target in the gap
+ * before it, so it never passes behind a node it does not connect (a line
+ * behind a node read as a chain through that node).
+ */
+export function edgePath(a: Node, b: Node, g = GEOMETRY): string {
+  const pa = nodeBox(a, g), pb = nodeBox(b, g);
+  const x1 = pa.x + g.nodeW, y1 = pa.y + g.nodeH / 2, x2 = pb.x, y2 = pb.y + g.nodeH / 2;
+  if (b.layer - a.layer <= 1) {
+    const mid = (x1 + x2) / 2;
+    return `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`;
+  }
+  const half = (g.rowH - g.nodeH) / 2;
+  // The gap below the source's row when the target is lower, else above it.
+  const lane = b.row >= a.row ? pa.y + g.nodeH + half : pa.y - half;
+  const turn = (g.colW - g.nodeW) / 2;
+  return `M${x1},${y1} C${x1 + turn},${y1} ${x1},${lane} ${x1 + turn},${lane} L${x2 - turn},${lane} C${x2},${lane} ${x2 - turn},${y2} ${x2},${y2}`;
+}

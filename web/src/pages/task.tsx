@@ -43,6 +43,9 @@ export function TaskPage({ taskId }: { taskId: string }) {
       </div>
       <p class="subtitle mono">{taskId}</p>
       {latest?.reasonResolved === 'superseded' && <Superseded taskId={taskId} runId={latest.runId} />}
+      {status.state === 'unscheduled' && (task.dependencies ?? []).some((d) => d !== taskId) && (
+        <Blocked deps={(task.dependencies ?? []).filter((d) => d !== taskId)} requires={task.requires ?? 'all-completed'} deadline={status.deadline} />
+      )}
       <Card title="Actions">
         <div class="actions">
           {/* A resolved task cannot be cancelled (the queue would answer with
@@ -121,6 +124,34 @@ export function TaskPage({ taskId }: { taskId: string }) {
 }
 
 /** Superseded links a superseded task to the task that ran in its place. */
+/**
+ * Blocked says why an unscheduled task waits: with requires all-completed,
+ * a dependency that failed or ended in exception means it will never run
+ * (unless that task is rerun and completes) and resolves at its deadline.
+ */
+function Blocked({ deps, requires, deadline }: { deps: string[]; requires: string; deadline: string }) {
+  const states = useAsync(async () => Promise.all(deps.slice(0, 100).map(async (id) => {
+    const [st, def] = await Promise.all([get<{ status: TaskStatus }>('queue', `/task/${enc(id)}/status`), get<TaskDefinition>('queue', `/task/${enc(id)}`)]);
+    return { id, state: st.status.state, name: def.metadata?.name ?? id };
+  })), [deps.join(',')]);
+  if (!states.data) return null;
+  const failed = requires === 'all-completed' ? states.data.filter((d) => d.state === 'failed' || d.state === 'exception') : [];
+  const waiting = states.data.filter((d) => !['completed', 'failed', 'exception'].includes(d.state));
+  if (failed.length) {
+    return (
+      <div class="notice blocked" role="status">
+        Blocked: {failed.map((d, i) => <span key={d.id}>{i ? ', ' : ''}<TaskLink id={d.id} label={d.name} /> {d.state}</span>)}
+        {' '}— this task needs all its dependencies completed, so it will not run unless {failed.length > 1 ? 'they are' : 'that task is'} rerun
+        and complete{failed.length > 1 ? '' : 's'}; otherwise it resolves exception at its deadline ({fmtTime(deadline)}).
+      </div>
+    );
+  }
+  if (waiting.length) {
+    return <div class="notice waiting" role="status">Waiting for {waiting.length} of {deps.length} dependencies: {waiting.slice(0, 5).map((d, i) => <span key={d.id}>{i ? ', ' : ''}<TaskLink id={d.id} label={d.name} /> {d.state}</span>)}{waiting.length > 5 ? ', …' : ''}.</div>;
+  }
+  return null;
+}
+
 function Superseded({ taskId, runId }: { taskId: string; runId: number }) {
   const by = useAsync(async () => {
     const content = await get<{ url?: string }>('queue', `/task/${enc(taskId)}/runs/${runId}/artifact-content/public/superseded-by.json`);

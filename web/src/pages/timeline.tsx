@@ -4,7 +4,7 @@
 import { useMemo } from 'preact/hooks';
 import { Card, VirtualList } from '../components';
 import { fmtDuration, fmtTime } from '../format';
-import { bars, criticalPath } from '../graph';
+import { axisTicks, bars, criticalPath } from '../graph';
 import type { GroupMember } from '../types';
 
 const LABEL_W = 220;
@@ -25,13 +25,14 @@ export function Timeline({ members }: { members: GroupMember[] }) {
   const wid = (a: number, b: number) => `${Math.max(0.15, ((b - a) / span) * 100)}%`;
   const critRows = rows.filter((r) => critical.has(r.taskId));
   const critEnd = critRows.reduce((m, r) => Math.max(m, r.end), -Infinity);
-  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => t0 + f * span);
+  // Round steps from the first run's scheduling, each label where its tick is.
+  const ticks = axisTicks(span);
   return (
     <Card title={`Timeline: ${rows.length} runs over ${fmtDuration(span)}`}>
       <p class="small muted">Critical path: {critical.size} tasks, ending {critEnd > -Infinity ? fmtTime(new Date(critEnd).toISOString()) : 'not yet'}. Pale: waiting for a worker; solid: running.</p>
       <div class="timeline" data-rows={rows.length} data-critical={critical.size}>
         <div class="axis" style={{ marginLeft: `${LABEL_W}px` }}>
-          {ticks.map((t, i) => <span key={i} style={{ left: `${i * 25}%` }}>{i === 0 ? fmtTime(new Date(t).toISOString()) : `+${fmtDuration(t - t0)}`}</span>)}
+          {ticks.map((t, i) => <span key={i} class="tick" style={{ left: `${(t / span) * 100}%` }}>{i === 0 ? fmtTime(new Date(t0).toISOString()) : `+${fmtDuration(t)}`}</span>)}
         </div>
         <VirtualList items={rows} rowHeight={22} height={560} row={(r) => (
           <div class={`trow${critical.has(r.taskId) ? ' critical' : ''}`}>
