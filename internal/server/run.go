@@ -76,6 +76,9 @@ type Config struct {
 	// Pprof, if set, is the address of an extra listener serving Go's
 	// profiling endpoints (pprof.go).
 	Pprof string
+	// TLSCert and TLSKey, if set, are PEM files: the server then serves
+	// HTTPS itself (tls.go) instead of plain HTTP.
+	TLSCert, TLSKey string
 	// Ready, if set, receives the server's root URL once it is listening.
 	Ready func(rootURL string)
 	// Routes, if set, receives the API routes served before Ready is
@@ -113,8 +116,15 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
 	defer ln.Close()
+	scheme := "http://"
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		if ln, err = tlsListener(ln, cfg.TLSCert, cfg.TLSKey); err != nil {
+			return err
+		}
+		scheme = "https://"
+	}
 	if cfg.RootURL == "" {
-		cfg.RootURL = "http://" + ln.Addr().String()
+		cfg.RootURL = scheme + ln.Addr().String()
 	}
 	st, err := OpenStore(ctx, cfg.DB, cfg.DataDir, log, cfg.Store)
 	if err != nil {
