@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/forge"
 	"github.com/hopper-ci/hopper/internal/github"
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -387,4 +388,47 @@ func (s *Service) sendCheckRun(ctx context.Context, f *forge.Forge, e *store.Git
 		return err
 	}
 	return f.UpdateCheckRun(ctx, e.InstallationID, e.Owner, e.Repo, c.CheckRunID, update)
+}
+
+// rerun reruns the task of a check run a user asked to run again
+// (check_run rerequested; the webhook already left out bots), with only
+// the repository's :rerun role, and puts its build back to pending so the
+// reporter follows the new run (whose check run is a new one). A refusal
+// becomes a comment, as in Taskcluster.
+func (j *job) rerun(ctx context.Context) error {
+	e := j.e
+	if j.s.Reruns == nil {
+		j.out.summary = "this hopper does not rerun tasks for check runs"
+		return nil
+	}
+	c, err := j.s.Store.FindGithubCheck(ctx, e.Host, e.CheckRunID)
+	if errors.Is(err, store.ErrNotFound) {
+		j.out.summary = fmt.Sprintf("check run %d is not one of hopper's: nothing to rerun", e.CheckRunID)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	expander, err := j.s.Roles.Expander(ctx)
+	if err != nil {
+		return err
+	}
+	scopes := expander.Expand([]string{"assume:repo:" + e.Host + "/" + e.Organization + "/" + e.Repository + ":rerun"})
+	if _, err := j.s.Reruns.RerunTaskAs(ctx, c.TaskID, ClientID, scopes); err != nil {
+		apiErr := api.AsError(err)
+		if apiErr == nil {
+			return err
+		}
+		j.comment(fmt.Sprintf("Taskcluster could not rerun task %s", c.TaskID), apiErr.Message)
+		j.out.summary = "rerun refused: " + apiErr.Message
+		return nil
+	}
+	moved, err := j.s.Store.AdvanceGithubBuild(ctx, c.TaskGroupID,
+		[]string{github.StateSuccess, github.StateFailure, github.StateError}, github.StatePending, j.s.Clock.Now(), nil)
+	if err != nil {
+		return err
+	}
+	j.out.summary = fmt.Sprintf("reran task %s (check run %d); build back to pending: %v", c.TaskID, e.CheckRunID, moved)
+	j.s.kick()
+	return nil
 }

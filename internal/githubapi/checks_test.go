@@ -193,4 +193,46 @@ func TestChecksV1(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, github.StateFailure, got.State)
 	require.Empty(t, b.gh.Calls("/statuses/"))
+
+	// A user asks GitHub to run build's check again: without the
+	// repository's :rerun role the refusal is a comment; with it the task
+	// gets a new run (and a new check run) and the build is pending again.
+	rerequest := func() {
+		t.Helper()
+		ev := example(t, "check_run", 7)
+		require.Equal(t, "rerequested", ev["action"])
+		ev["check_run"].(map[string]any)["id"] = json.Number(checkIDs["build"])
+		ev["check_run"].(map[string]any)["head_sha"] = sha
+		repo := ev["repository"].(map[string]any)
+		repo["name"], repo["full_name"] = "Hello-World", "Codertocat/Hello-World"
+		repo["owner"].(map[string]any)["login"] = "Codertocat"
+		body, err := json.Marshal(ev)
+		require.NoError(t, err)
+		id := uuid.NewString()
+		status, _ := b.deliver(t, "check_run", id, body, webhookSecret)
+		require.Equal(t, 204, status)
+		b.process(t)
+		d, err := b.store.GetGithubDelivery(ctx, "github.com", id)
+		require.NoError(t, err)
+		require.Equal(t, store.DeliveryDone, d.State, d.Error)
+	}
+	rerequest()
+	comments := b.gh.Calls("/commits/" + sha + "/comments")
+	require.Len(t, comments, 1)
+	require.Contains(t, comments[0].Body["body"], "could not rerun task "+ids["build"])
+	_, err = b.root.CreateRole(ctx, "repo:github.com/Codertocat/Hello-World:rerun", &tcclient.RoleRequest{Description: "reruns",
+		Scopes: []string{"queue:rerun-task:taskcluster-github/*"}})
+	require.NoError(t, err)
+	rerequest()
+	got, err = b.store.GetGithubBuild(ctx, build.TaskGroupID)
+	require.NoError(t, err)
+	require.Equal(t, github.StatePending, got.State)
+	calls = b.gh.Calls("/check-runs")
+	require.Len(t, calls, 9)
+	require.Equal(t, "POST", calls[8].Method, "a new check run for the new run")
+	require.Equal(t, ids["build"], calls[8].Body["external_id"])
+	require.Equal(t, "queued", calls[8].Body["status"])
+	check, err := b.store.GetGithubCheck(ctx, "github.com", ids["build"], 1)
+	require.NoError(t, err)
+	require.NotZero(t, check.CheckRunID)
 }

@@ -135,8 +135,7 @@ func (j *job) run(ctx context.Context) error {
 	e, f := j.e, j.f
 	switch {
 	case e.Kind == github.KindRerun:
-		j.out.summary = "hopper reports with commit statuses, not check runs: a check run's rerun has nothing to rerun"
-		return nil
+		return j.rerun(ctx)
 	case e.Kind == github.KindRelease:
 		sha, err := f.CommitSHA(ctx, j.installation, e.Organization, e.Repository, e.ReleaseTarget)
 		if err != nil {

@@ -21,6 +21,8 @@ type GithubCheckStore interface {
 	ListGithubChecks(ctx context.Context, taskGroupID string) ([]GithubCheck, error)
 	// GetGithubCheck loads the check of a task's run.
 	GetGithubCheck(ctx context.Context, host, taskID string, runID int) (*GithubCheck, error)
+	// FindGithubCheck finds the check of a forge's check run id.
+	FindGithubCheck(ctx context.Context, host string, checkRunID int64) (*GithubCheck, error)
 	// SetGithubCheckRunID records the forge's id of a created check run.
 	SetGithubCheckRunID(ctx context.Context, host, taskID string, runID int, checkRunID int64) error
 }
@@ -131,4 +133,19 @@ func (db *DB) SetGithubCheckRunID(ctx context.Context, host, taskID string, runI
 		}
 		return nil
 	})
+}
+
+// FindGithubCheck implements GithubCheckStore.
+func (db *DB) FindGithubCheck(ctx context.Context, host string, checkRunID int64) (*GithubCheck, error) {
+	if checkRunID == 0 {
+		return nil, ErrNotFound
+	}
+	c, err := scanGithubCheck(db.queryRow(ctx, "SELECT "+githubCheckColumns+" FROM github_checks WHERE host = ? AND check_run_id = ?", host, checkRunID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("finding check run %d: %w", checkRunID, err)
+	}
+	return &c, nil
 }

@@ -54,6 +54,15 @@ func testGithubChecks(t *testing.T, open Opener) {
 	require.Equal(t, store.GithubCheck{Host: "github.com", TaskID: "t1", RunID: 1, TaskGroupID: "g1", State: "in_progress", CheckRunID: 42}, *got)
 	_, err = e.s.GetGithubCheck(e.ctx, "gitea.example.com", "t1", 1)
 	require.ErrorIs(t, err, store.ErrNotFound)
+	found, err := e.s.FindGithubCheck(e.ctx, "github.com", 42)
+	require.NoError(t, err)
+	require.Equal(t, got, found)
+	for _, id := range []int64{0, 41} {
+		_, err = e.s.FindGithubCheck(e.ctx, "github.com", id)
+		require.ErrorIs(t, err, store.ErrNotFound, "check run %d", id)
+	}
+	_, err = e.s.FindGithubCheck(e.ctx, "gitea.example.com", 42)
+	require.ErrorIs(t, err, store.ErrNotFound)
 
 	list, err := e.s.ListGithubChecks(e.ctx, "g1")
 	require.NoError(t, err)
