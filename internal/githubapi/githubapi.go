@@ -87,6 +87,9 @@ type Service struct {
 	Changes ChangePublisher
 	// Hooks, if set, triggers the hooks `.taskcluster.yml` names.
 	Hooks HookTrigger
+	// Artifacts, if set, reads the artifacts a resolved run's check run
+	// shows (its log excerpt, custom text and annotations).
+	Artifacts ArtifactReader
 	// Kick, if set, is called when a delivery was stored or an outbox
 	// entry queued, so the duties look at once.
 	Kick func()
