@@ -169,24 +169,9 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}()
-	routes := api.RootHealthRoutes(cfg.Version)
-	var (
-		duties     []maintenance.Service
-		collectors []prometheus.Collector
-	)
-	for _, svc := range services {
-		routes = append(routes, svc.routes...)
-		duties = append(duties, svc.duties...)
-		collectors = append(collectors, svc.collectors...)
-	}
-	handlers := map[string]http.Handler{ui.Prefix: ui.Handler(), ui.CLISigninPath: ui.CLISignin()}
-	if m, ok := blobs.(artifacts.Mountable); ok {
-		handlers[m.MountPath()] = m
-	}
-	srv, err := api.New(api.Options{Clock: cfg.Clock, Authorizer: sec.Authorizer, Logger: log,
-		Metrics: api.NewMetrics(collectors...), Schemas: schemas, Routes: routes, Handlers: handlers})
+	srv, duties, err := w.apiServer(services)
 	if err != nil {
-		return fmt.Errorf("building API: %w", err)
+		return err
 	}
 	maintainer := maintenance.NewMaintainer(duties...)
 	maintainer.Start(ctx)
@@ -200,6 +185,32 @@ func Run(ctx context.Context, cfg Config) error {
 		defer stop()
 	}
 	return serve(ctx, cfg, ln, srv, services)
+}
+
+// apiServer serves the services' routes, the root heartbeats, the web
+// console and the blob store's signed URLs through one api.Server, with
+// the services' metrics; it also returns their duties.
+func (w *wiring) apiServer(services []service) (*api.Server, []maintenance.Service, error) {
+	routes := api.RootHealthRoutes(w.cfg.Version)
+	var (
+		duties     []maintenance.Service
+		collectors []prometheus.Collector
+	)
+	for _, svc := range services {
+		routes = append(routes, svc.routes...)
+		duties = append(duties, svc.duties...)
+		collectors = append(collectors, svc.collectors...)
+	}
+	handlers := map[string]http.Handler{ui.Prefix: ui.Handler(), ui.CLISigninPath: ui.CLISignin()}
+	if m, ok := w.blobs.(artifacts.Mountable); ok {
+		handlers[m.MountPath()] = m
+	}
+	srv, err := api.New(api.Options{Clock: w.cfg.Clock, Authorizer: w.sec.Authorizer, Logger: w.log,
+		Metrics: api.NewMetrics(collectors...), Schemas: w.schemas, Routes: routes, Handlers: handlers})
+	if err != nil {
+		return nil, nil, fmt.Errorf("building API: %w", err)
+	}
+	return srv, duties, nil
 }
 
 // startEvents starts the task events' way out. They feed the web UI's
