@@ -35,6 +35,8 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	// Only tests need a different cadence; keep it out of --help.
 	_ = f.MarkHidden("expire-interval")
 	f.StringVar(logLevel, "log-level", env("HOPPER_LOG_LEVEL", defaultLogLevel), "debug, info, warn or error; debug adds one line per API request (HOPPER_LOG_LEVEL)")
+	f.StringVar(&cfg.TLSCert, "tls-cert", env("HOPPER_TLS_CERT", ""), "serve HTTPS with this PEM certificate chain (with --tls-key; default: plain HTTP, for a TLS proxy in front) (HOPPER_TLS_CERT)")
+	f.StringVar(&cfg.TLSKey, "tls-key", env("HOPPER_TLS_KEY", ""), "the PEM private key of --tls-cert (HOPPER_TLS_KEY)")
 	f.StringVar(&cfg.Pprof, "pprof", env("HOPPER_PPROF", ""), "serve Go's profiling endpoints (/debug/pprof/) on this extra address, e.g. 127.0.0.1:6060; off by default (HOPPER_PPROF)")
 }
 

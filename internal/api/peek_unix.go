@@ -12,6 +12,11 @@ import (
 // client closed its end of the connection. known is false when the
 // connection cannot be looked at this way.
 func peerGone(c net.Conn) (gone, known bool) {
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		// A TLS connection: look at the TCP connection under it (a
+		// client's close_notify reads as data, its FIN as the end).
+		c = tc.NetConn()
+	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return false, false

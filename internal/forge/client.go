@@ -325,6 +325,26 @@ func (f *Forge) CreateStatus(ctx context.Context, installation int64, owner, rep
 	return err
 }
 
+// CreateCheckRun creates a check run (GitHub only) and returns its id;
+// body is GitHub's create-check-run body.
+func (f *Forge) CreateCheckRun(ctx context.Context, installation int64, owner, repo string, body json.RawMessage) (int64, error) {
+	var out struct {
+		ID int64 `json:"id"`
+	}
+	_, err := f.call(ctx, installation, http.MethodPost, repoPath(owner, repo)+"/check-runs", body, &out)
+	if err == nil && out.ID == 0 {
+		err = fmt.Errorf("creating a check run on %s/%s: the answer has no id", owner, repo)
+	}
+	return out.ID, err
+}
+
+// UpdateCheckRun updates a check run; body is GitHub's update-check-run
+// body.
+func (f *Forge) UpdateCheckRun(ctx context.Context, installation int64, owner, repo string, id int64, body json.RawMessage) error {
+	_, err := f.call(ctx, installation, http.MethodPatch, repoPath(owner, repo)+"/check-runs/"+strconv.FormatInt(id, 10), body, nil)
+	return err
+}
+
 // CreateComment comments on an issue or pull request.
 func (f *Forge) CreateComment(ctx context.Context, installation int64, owner, repo string, number int, body json.RawMessage) error {
 	_, err := f.call(ctx, installation, http.MethodPost, repoPath(owner, repo)+"/issues/"+strconv.Itoa(number)+"/comments", body, nil)

@@ -51,6 +51,13 @@ func (f TaskCreatorFunc) CreateTaskAs(ctx context.Context, taskID string, body [
 	return f(ctx, taskID, body, clientID, scopes)
 }
 
+// TaskRerunner reruns a task for the service the way a rerunTask call
+// made with scopes would (queueapi.Server.RerunTaskAs). A refusal is an
+// *api.Error.
+type TaskRerunner interface {
+	RerunTaskAs(ctx context.Context, taskID, clientID string, scopes []string) (*queue.TaskState, error)
+}
+
 // HookTrigger triggers a hook for the service (hooksapi.Firer.Trigger
 // behind an adapter): refused is the refusal a repository's users are
 // shown (no such hook, a payload or template the hook refuses, a task
@@ -87,6 +94,12 @@ type Service struct {
 	Changes ChangePublisher
 	// Hooks, if set, triggers the hooks `.taskcluster.yml` names.
 	Hooks HookTrigger
+	// Reruns, if set, reruns the task of a check run a user asked to run
+	// again.
+	Reruns TaskRerunner
+	// Artifacts, if set, reads the artifacts a resolved run's check run
+	// shows (its log excerpt, custom text and annotations).
+	Artifacts ArtifactReader
 	// Kick, if set, is called when a delivery was stored or an outbox
 	// entry queued, so the duties look at once.
 	Kick func()

@@ -135,8 +135,7 @@ func (j *job) run(ctx context.Context) error {
 	e, f := j.e, j.f
 	switch {
 	case e.Kind == github.KindRerun:
-		j.out.summary = "hopper reports with commit statuses, not check runs: a check run's rerun has nothing to rerun"
-		return nil
+		return j.rerun(ctx)
 	case e.Kind == github.KindRelease:
 		sha, err := f.CommitSHA(ctx, j.installation, e.Organization, e.Repository, e.ReleaseTarget)
 		if err != nil {
@@ -244,7 +243,11 @@ func (j *job) createTasks(ctx context.Context, r *github.Rendered, tasksFor stri
 		j.out.builds = append(j.out.builds, store.GithubBuild{TaskGroupID: g, Host: e.Host, Organization: e.Organization,
 			Repository: e.Repository, SHA: e.SHA, State: github.StatePending, EventType: e.Type, EventID: e.DeliveryID,
 			InstallationID: j.installation, PullRequestNumber: e.PullNumber, Reporting: r.Reporting, Created: now, Updated: now})
-		j.out.outbox = append(j.out.outbox, j.s.statusEntry(j.f, e.Organization, e.Repository, e.SHA, g, e.Type, github.StatePending, j.installation))
+		if !j.s.usesChecks(&j.out.builds[len(j.out.builds)-1]) {
+			// A build reporting with check runs gets them from the
+			// reporter, one per task, and no status (as in Taskcluster).
+			j.out.outbox = append(j.out.outbox, j.s.statusEntry(j.f, e.Organization, e.Repository, e.SHA, g, e.Type, github.StatePending, j.installation))
+		}
 	}
 	j.out.summary = fmt.Sprintf("created %d of %d tasks in task groups %v", created, len(r.Tasks), groups)
 	if refused == nil && hookErr == nil && r.AutoCancel && e.Kind == github.KindPullRequest && e.TasksFor == github.TasksForPullRequest && e.PullNumber != 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,26 +55,30 @@ func (s *Service) UpdateBuilds(ctx context.Context) error {
 }
 
 func (s *Service) updateBuild(ctx context.Context, b *store.GithubBuild) error {
-	var tasks []*queue.TaskState
-	page := store.Page{Limit: 1000}
-	for {
-		ts, next, err := s.Store.ListTaskGroup(ctx, b.TaskGroupID, page)
-		if err != nil {
-			return fmt.Errorf("listing task group %s: %w", b.TaskGroupID, err)
+	tasks, err := s.listGroup(ctx, b.TaskGroupID)
+	if err != nil {
+		return err
+	}
+	checks := s.usesChecks(b)
+	if checks {
+		if err := s.updateChecks(ctx, b, tasks); err != nil {
+			return err
 		}
-		tasks = append(tasks, ts...)
-		if next == "" {
-			break
-		}
-		page.ContinuationToken = next
 	}
 	state := github.GroupState(tasks)
 	if !github.Advances(b.State, state) {
 		return nil
 	}
+	if checks && slices.ContainsFunc(tasks, func(t *queue.TaskState) bool { return len(t.Runs) == 0 || !t.Runs[len(t.Runs)-1].IsResolved() }) {
+		// A checks build stays pending until its group resolves (the
+		// reporter looks only at pending builds): a failed task's check
+		// run says so at once, and the others' runs (retries included)
+		// still get theirs.
+		return nil
+	}
 	f := s.Forges[b.Host]
 	var status *store.GithubOutboxEntry
-	if f != nil {
+	if f != nil && !checks {
 		e := s.statusEntry(f, b.Organization, b.Repository, b.SHA, b.TaskGroupID, b.EventType, state, b.InstallationID)
 		status = &e
 	}
@@ -146,6 +151,8 @@ func (s *Service) send(ctx context.Context, e *store.GithubOutboxEntry) error {
 			return fmt.Errorf("comment target %q: %w", e.Target, err)
 		}
 		return f.CreateComment(ctx, e.InstallationID, e.Owner, e.Repo, n, json.RawMessage(e.Body))
+	case "check_run":
+		return s.sendCheckRun(ctx, f, e)
 	case "reaction":
 		id, err := strconv.ParseInt(e.Target, 10, 64)
 		if err != nil {

@@ -193,6 +193,18 @@ func (s *Service) cancelGroup(ctx context.Context, b *store.GithubBuild, now tim
 		if s.Changes != nil {
 			s.Changes.Publish(ctx, res.Changes)
 		}
+		if s.usesChecks(b) {
+			// A cancelled build is no longer looked at by the reporter:
+			// its check runs are completed (cancelled) now.
+			tasks, err := s.listGroup(ctx, b.TaskGroupID)
+			if err != nil {
+				return err
+			}
+			if err := s.updateChecks(ctx, b, tasks); err != nil {
+				return err
+			}
+			s.kick()
+		}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}

@@ -98,6 +98,7 @@ func setup(t testing.TB) *bundle {
 	require.NoError(t, err)
 	firer := &hooksapi.Firer{Store: db, Roles: sec.Roles, Clock: clock, Log: log, Tasks: srv}
 	svc.Hooks = hookTrigger{firer}
+	svc.Reruns = srv
 	httpSrv, err := api.New(api.Options{Clock: clock, Authorizer: sec.Authorizer, Logger: log,
 		Routes: slices.Concat(srv.Routes(), Routes(svc, "test", clock.Now()),
 			hooksapi.Routes(hooksapi.Deps{Store: db, Sealer: sec.Sealer, Firer: firer, Caller: sec.Authorizer.Caller, Logger: log}),

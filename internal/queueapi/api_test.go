@@ -416,9 +416,9 @@ func TestClaimWorkWakesOnCreate(t *testing.T) {
 		tq := "prov-wake/wt-" + string(rune('a'+i))
 		res := h.claimInBackground(tq, "w1")
 		h.awaitSubscribed(t, tq)
-		// Let the first (empty) claim attempt finish so the call is truly
-		// waiting when the task arrives.
-		time.Sleep(50 * time.Millisecond)
+		// The first (empty) claim attempt has finished once the call is
+		// parked: it is truly waiting when the task arrives.
+		waitParked(t, h, 1)
 		taskID := newTaskID()
 		h.createTask(t, taskID, h.taskDef(tq, nil))
 		created := time.Now()

@@ -8,6 +8,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/slugid"
+	"github.com/hopper-ci/hopper/internal/store"
 )
 
 // CreateTaskAs creates a task for another hopper service the way that
@@ -54,4 +55,48 @@ func (s *Server) CreateTaskAs(ctx context.Context, taskID string, body []byte, c
 		return nil, refuse(err)
 	}
 	return t, nil
+}
+
+// transitionScopes is the scope expression of a task transition a
+// scheduler may make (scheduleTask, rerunTask, cancelTask).
+func transitionScopes(verb string) string {
+	return api.AnyOf(
+		api.Scope("queue:"+verb+":<schedulerId>/<taskGroupId>/<taskId>"),
+		api.Scope("queue:"+verb+"-in-project:<projectId>"),
+		api.AllOf(api.Scope("queue:"+verb), api.Scope("assume:scheduler-id:<schedulerId>/<taskGroupId>")),
+	)
+}
+
+// RerunTaskAs reruns a task for another hopper service the way that
+// service's own rerunTask call would: the rerunTask scope expression must
+// be satisfied by scopes (already expanded); clientID names the caller in
+// InsufficientScopes messages. The queue's rules apply unchanged and the
+// task's events are published. A refusal is an *api.Error.
+func (s *Server) RerunTaskAs(ctx context.Context, taskID, clientID string, scopes []string) (*queue.TaskState, error) {
+	t, err := s.loadTask(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := auth.ParseTemplate([]byte(transitionScopes("rerun-task")))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the rerunTask scope template: %w", err)
+	}
+	required, ok, err := tmpl.Render(schedulerParams(t))
+	if err != nil {
+		return nil, fmt.Errorf("rendering the rerunTask scope expression: %w", err)
+	}
+	if ok {
+		caller := &auth.Result{ClientID: clientID, Scopes: auth.Normalize(scopes), HasCredentials: true, Scheme: auth.SchemeHawk}
+		if err := api.AuthError(caller.Authorize(required)); err != nil {
+			return nil, err
+		}
+	}
+	now := s.clock.Now()
+	res, err := s.store.UpdateTask(ctx, store.UpdateTaskParams{TaskID: taskID, Now: now,
+		Apply: func(t *queue.TaskState, tr *queue.Transition) error { return t.Rerun(now, tr) }})
+	if err != nil {
+		return nil, err
+	}
+	s.publish(ctx, res.Changes)
+	return res.Task, nil
 }

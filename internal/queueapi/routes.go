@@ -32,13 +32,7 @@ func (s *Server) queueRoutes() []api.Route {
 		return out
 	}
 	paged := []string{"continuationToken", "limit"}
-	schedulerScopes := func(verb string) string {
-		return api.AnyOf(
-			api.Scope("queue:"+verb+":<schedulerId>/<taskGroupId>/<taskId>"),
-			api.Scope("queue:"+verb+"-in-project:<projectId>"),
-			api.AllOf(api.Scope("queue:"+verb), api.Scope("assume:scheduler-id:<schedulerId>/<taskGroupId>")),
-		)
-	}
+	schedulerScopes := transitionScopes
 	routes := append(api.ServiceHealthRoutes(queueBase, s.started, s.cfg.Version), []api.Route{
 		{Name: "task", Method: http.MethodGet, Paths: q("/task/{taskId}"), Scopes: api.Scope("queue:get-task:<taskId>"), EarlyScopes: true, Handle: s.getTask},
 		{Name: "status", Method: http.MethodGet, Paths: q("/task/{taskId}/status"), Scopes: api.Scope("queue:status:<taskId>"), EarlyScopes: true, Handle: s.getStatus},

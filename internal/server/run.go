@@ -76,6 +76,9 @@ type Config struct {
 	// Pprof, if set, is the address of an extra listener serving Go's
 	// profiling endpoints (pprof.go).
 	Pprof string
+	// TLSCert and TLSKey, if set, are PEM files: the server then serves
+	// HTTPS itself (tls.go) instead of plain HTTP.
+	TLSCert, TLSKey string
 	// Ready, if set, receives the server's root URL once it is listening.
 	Ready func(rootURL string)
 	// Routes, if set, receives the API routes served before Ready is
@@ -113,8 +116,15 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
 	defer ln.Close()
+	scheme := "http://"
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		if ln, err = tlsListener(ln, cfg.TLSCert, cfg.TLSKey); err != nil {
+			return err
+		}
+		scheme = "https://"
+	}
 	if cfg.RootURL == "" {
-		cfg.RootURL = "http://" + ln.Addr().String()
+		cfg.RootURL = scheme + ln.Addr().String()
 	}
 	st, err := OpenStore(ctx, cfg.DB, cfg.DataDir, log, cfg.Store)
 	if err != nil {
@@ -133,28 +143,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("opening blob storage: %w", err)
 	}
 
-	// Task events feed the web UI's live stream and, when a broker is
-	// configured, AMQP. Without a broker, messages are built only while a
-	// stream (here or, through the relay, on another replica) is open.
-	hub := live.NewHub()
-	var out events.Publisher = hub
-	if cfg.AMQP != "" {
-		amqp, err := events.NewAMQP(events.AMQPOptions{URL: cfg.AMQP, Logger: log})
-		if err != nil {
-			return fmt.Errorf("starting AMQP publisher: %w", err)
-		}
-		defer amqp.Close()
-		out = events.Multi{amqp, hub}
+	hub, ep, stopEvents, err := startEvents(cfg, log)
+	if err != nil {
+		return err
 	}
-	if storeKind(cfg.DB) == "postgres" {
-		relay, err := live.StartRelay(hub, live.RelayOptions{URL: cfg.DB, Logger: log})
-		if err != nil {
-			return err
-		}
-		defer relay.Close()
-	}
-	ep := queueapi.NewEventPublisher(out, log)
-	defer ep.Close()
+	defer stopEvents()
 
 	sec, err := NewSecurity(ctx, st, cfg.RootAccessToken, key, cfg.Clock, log)
 	if err != nil {
@@ -176,24 +169,9 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}()
-	routes := api.RootHealthRoutes(cfg.Version)
-	var (
-		duties     []maintenance.Service
-		collectors []prometheus.Collector
-	)
-	for _, svc := range services {
-		routes = append(routes, svc.routes...)
-		duties = append(duties, svc.duties...)
-		collectors = append(collectors, svc.collectors...)
-	}
-	handlers := map[string]http.Handler{ui.Prefix: ui.Handler(), ui.CLISigninPath: ui.CLISignin()}
-	if m, ok := blobs.(artifacts.Mountable); ok {
-		handlers[m.MountPath()] = m
-	}
-	srv, err := api.New(api.Options{Clock: cfg.Clock, Authorizer: sec.Authorizer, Logger: log,
-		Metrics: api.NewMetrics(collectors...), Schemas: schemas, Routes: routes, Handlers: handlers})
+	srv, duties, err := w.apiServer(services)
 	if err != nil {
-		return fmt.Errorf("building API: %w", err)
+		return err
 	}
 	maintainer := maintenance.NewMaintainer(duties...)
 	maintainer.Start(ctx)
@@ -206,6 +184,74 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer stop()
 	}
+	return serve(ctx, cfg, ln, srv, services)
+}
+
+// apiServer serves the services' routes, the root heartbeats, the web
+// console and the blob store's signed URLs through one api.Server, with
+// the services' metrics; it also returns their duties.
+func (w *wiring) apiServer(services []service) (*api.Server, []maintenance.Service, error) {
+	routes := api.RootHealthRoutes(w.cfg.Version)
+	var (
+		duties     []maintenance.Service
+		collectors []prometheus.Collector
+	)
+	for _, svc := range services {
+		routes = append(routes, svc.routes...)
+		duties = append(duties, svc.duties...)
+		collectors = append(collectors, svc.collectors...)
+	}
+	handlers := map[string]http.Handler{ui.Prefix: ui.Handler(), ui.CLISigninPath: ui.CLISignin()}
+	if m, ok := w.blobs.(artifacts.Mountable); ok {
+		handlers[m.MountPath()] = m
+	}
+	srv, err := api.New(api.Options{Clock: w.cfg.Clock, Authorizer: w.sec.Authorizer, Logger: w.log,
+		Metrics: api.NewMetrics(collectors...), Schemas: w.schemas, Routes: routes, Handlers: handlers})
+	if err != nil {
+		return nil, nil, fmt.Errorf("building API: %w", err)
+	}
+	return srv, duties, nil
+}
+
+// startEvents starts the task events' way out. They feed the web UI's
+// live stream (hub) and, when a broker is configured, AMQP. Without a
+// broker, messages are built only while a stream (here or, through the
+// relay, on another replica) is open. stop closes what it started.
+func startEvents(cfg Config, log *slog.Logger) (hub *live.Hub, ep *queueapi.EventPublisher, stop func(), err error) {
+	var closers []func() // in the order they are to run
+	stop = func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	hub = live.NewHub()
+	var out events.Publisher = hub
+	if cfg.AMQP != "" {
+		amqp, err := events.NewAMQP(events.AMQPOptions{URL: cfg.AMQP, Logger: log})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("starting AMQP publisher: %w", err)
+		}
+		closers = append([]func(){func() { _ = amqp.Close() }}, closers...)
+		out = events.Multi{amqp, hub}
+	}
+	if storeKind(cfg.DB) == "postgres" {
+		relay, err := live.StartRelay(hub, live.RelayOptions{URL: cfg.DB, Logger: log})
+		if err != nil {
+			stop()
+			return nil, nil, nil, err
+		}
+		closers = append([]func(){func() { _ = relay.Close() }}, closers...)
+	}
+	ep = queueapi.NewEventPublisher(out, log)
+	closers = append([]func(){ep.Close}, closers...)
+	return hub, ep, stop, nil
+}
+
+// serve answers on ln until ctx is cancelled, then drains: the services
+// end their long-polls and streams, in-flight requests finish, and the
+// services write what they queued while the store is still open.
+func serve(ctx context.Context, cfg Config, ln net.Listener, srv *api.Server, services []service) error {
+	log := cfg.Logger
 	serving := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleConnTimeout,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)

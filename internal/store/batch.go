@@ -158,7 +158,7 @@ func (t *txn) updateBatch(ctx context.Context, calls []*updateCall) (finish func
 		if len(tr.Events) == 0 && runsEqual(before.Runs, task.Runs) && before.RetriesLeft == task.RetriesLeft {
 			continue
 		}
-		c.res.Changes = append(c.res.Changes, t.change(task, tr.Events))
+		c.res.Changes = append(c.res.Changes, t.change(task, tr.Events, c.p.Now))
 		changed = append(changed, saved{call: c, before: before, after: task})
 	}
 	var bulk []*queue.TaskState

@@ -92,7 +92,7 @@ func (db *DB) claimWork(ctx context.Context, p ClaimWorkParams, generation uint6
 				continue // lost a race or past deadline: skip silently
 			}
 			res.Claims = append(res.Claims, Claimed{Task: task, RunID: last.RunID})
-			res.Changes = append(res.Changes, tx.change(task, tr.Events))
+			res.Changes = append(res.Changes, tx.change(task, tr.Events, p.Now))
 			if i := slices.IndexFunc(keyed, func(c flowCandidate) bool { return c.task == task }); i >= 0 {
 				keyedClaims = append(keyedClaims, keyed[i])
 			}

@@ -57,22 +57,9 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 		// The common case, a new task, is tried first; an identical repeat
 		// then shows up as a taskId taken (or as a group or dependency
 		// refusal, when the group was sealed or a dependency expired since)
-		// and succeeds with the current status; a different definition
-		// conflicts. This saves a look-up on every create.
-		repeat := func(cause error) error {
-			existing, err := tx.lockTask(ctx, p.TaskID)
-			if errors.Is(err, ErrNotFound) {
-				return cause
-			}
-			if err != nil {
-				return err
-			}
-			if !queue.SameDefinition(&existing.Task, p.Task) {
-				return queue.Conflictf("taskId %s already used by another task", p.TaskID)
-			}
-			res.Task = existing
-			return nil
-		}
+		// and succeeds with the current status (repeatedCreate). This
+		// saves a look-up on every create.
+		repeat := func(cause error) error { return tx.repeatedCreate(ctx, p, cause, res) }
 		state := queue.NewTaskState(p.TaskID, *p.Task)
 		var tr queue.Transition
 		defined := state.Status()
@@ -117,16 +104,8 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 			if depRefusal != nil {
 				return repeat(depRefusal)
 			}
-			unsatisfied := 0
-			satisfied = make([]bool, len(p.Task.Dependencies))
-			for i, dep := range p.Task.Dependencies {
-				state, known := depStates[dep]
-				satisfied[i] = known && queue.DependencySatisfied(p.Task.Requires, state)
-				if !satisfied[i] {
-					unsatisfied++
-				}
-			}
-			if unsatisfied == 0 {
+			var all bool
+			if satisfied, all = dependenciesSatisfied(p.Task, depStates); all {
 				state.DependenciesSatisfied(p.Now, &tr)
 			}
 			if err := tx.sendInsertTask(state, p.Task.Flow, &inserted); err != nil {
@@ -148,13 +127,46 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 		res.Task = state
 		// The new task's change comes first (Result.Changes), before those
 		// of tasks it cancelled.
-		res.Changes = append([]Change{tx.change(state, tr.Events)}, res.Changes...)
+		res.Changes = append([]Change{tx.change(state, tr.Events, p.Now)}, res.Changes...)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// repeatedCreate answers a create whose taskId was taken, or refused for
+// its group or dependencies: an identical repeat succeeds with the task as
+// it is now (res.Task), a different definition conflicts, and a taskId
+// not taken leaves the refusal (cause) standing.
+func (tx *txn) repeatedCreate(ctx context.Context, p CreateTaskParams, cause error, res *Result) error {
+	existing, err := tx.lockTask(ctx, p.TaskID)
+	if errors.Is(err, ErrNotFound) {
+		return cause
+	}
+	if err != nil {
+		return err
+	}
+	if !queue.SameDefinition(&existing.Task, p.Task) {
+		return queue.Conflictf("taskId %s already used by another task", p.TaskID)
+	}
+	res.Task = existing
+	return nil
+}
+
+// dependenciesSatisfied says, for each of a task's dependencies, whether
+// its state (states, by taskId; absent: unknown) satisfies the task's
+// requires, and whether all do.
+func dependenciesSatisfied(t *queue.Task, states map[string]string) (satisfied []bool, all bool) {
+	all = true
+	satisfied = make([]bool, len(t.Dependencies))
+	for i, dep := range t.Dependencies {
+		state, known := states[dep]
+		satisfied[i] = known && queue.DependencySatisfied(t.Requires, state)
+		all = all && satisfied[i]
+	}
+	return satisfied, all
 }
 
 // sendInsertTask queues the insert of a new task with its first state

@@ -122,27 +122,27 @@ func scanNotification(row rowScanner) (Notification, error) {
 	return n, nil
 }
 
-// change builds the Change of a task's transition and queues the
+// change builds the Change of a task's transition at now and queues the
 // notifications its events produce (the task's notify.* routes), in this
 // transaction. A task without such a route costs a scan of its routes.
-func (t *txn) change(task *queue.TaskState, events []queue.Event) Change {
+func (t *txn) change(task *queue.TaskState, events []queue.Event, now time.Time) Change {
 	events = withStatus(events, task)
 	if notify.HasRoutes(&task.Task) {
-		t.queueNotifications(task, events)
+		t.queueNotifications(task, events, now)
 	}
 	return Change{Task: task, Events: events}
 }
 
 // queueNotifications queues the insert of the notifications of a task's
 // events: one row per event and route that fires, in one statement.
-func (t *txn) queueNotifications(task *queue.TaskState, events []queue.Event) {
+func (t *txn) queueNotifications(task *queue.TaskState, events []queue.Event, at time.Time) {
 	planned := notify.ForEvents(&task.Task, events)
 	if len(planned) == 0 {
 		return
 	}
-	// Due at once, whatever the senders' clocks say; created and updated
-	// are the wall clock's, for people reading the record.
-	now := ms(time.Now())
+	// Recorded at the transition's time, and due at once (next_attempt 0),
+	// whatever the senders' clocks say.
+	now := ms(at)
 	statuses := map[int]string{} // event index → status JSON
 	rows := make([]string, 0, len(planned))
 	args := make([]any, 0, 13*len(planned))

@@ -92,8 +92,9 @@ type Store interface {
 	// Finding tasks without their taskId (history.go).
 	HistoryStore
 
-	// The forge integration (github.go).
+	// The forge integration (github.go, githubchecks.go).
 	GithubStore
+	GithubCheckStore
 
 	// The Worker Manager service (workermanager.go).
 	WorkerManagerStore

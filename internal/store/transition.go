@@ -194,7 +194,7 @@ func (t *txn) transition(ctx context.Context, taskID string, now time.Time,
 	if err := t.saveTask(before, task); err != nil {
 		return nil, err
 	}
-	change := t.change(task, tr.Events)
+	change := t.change(task, tr.Events, now)
 	idx := len(res.Changes)
 	res.Changes = append(res.Changes, change)
 	if queue.BecameResolved(before, task) {

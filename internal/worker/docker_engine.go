@@ -230,16 +230,7 @@ func (t *dockerTask) check() []string {
 		}
 	}
 	for _, name := range sortedKeys(pl.Artifacts) {
-		a := pl.Artifacts[name]
-		if a.Expires.IsZero() {
-			continue
-		}
-		if a.Expires.Before(task.Deadline.Add(-time.Second)) {
-			bad = append(bad, fmt.Sprintf("payload.artifacts[%q].expires (%s) is before the task deadline (%s)", name, a.Expires, task.Deadline))
-		}
-		if a.Expires.After(task.Expires.Add(time.Second)) {
-			bad = append(bad, fmt.Sprintf("payload.artifacts[%q].expires (%s) is after the task expiry (%s)", name, a.Expires, task.Expires))
-		}
+		bad = append(bad, artifactExpiryProblems(fmt.Sprintf("payload.artifacts[%q]", name), pl.Artifacts[name].Expires, task)...)
 	}
 	if img := pl.Image; (img.Type == payload.ImageRegistry || img.Type == payload.ImageNamed) && !imageRefRE.MatchString(img.Name) {
 		bad = append(bad, fmt.Sprintf("payload.image: %q is not an image reference (name[:tag][@digest])", img.Name))

@@ -64,11 +64,9 @@ func (t *dockerTask) ensureRegistryImage(name string) *runErr {
 	delay := 500 * time.Millisecond
 	for attempt := 0; attempt < 3; attempt++ {
 		if attempt > 0 {
-			select {
-			case <-ctx.Done():
+			if tcclient.SleepContext(ctx, delay) != nil {
 				e := runErr{reason: tcclient.ReasonWorkerShutdown, aborted: true, msg: "Image pull interrupted."}
 				return &e
-			case <-time.After(delay):
 			}
 			delay *= 2
 		}
@@ -124,11 +122,9 @@ func (t *dockerTask) findIndexedTask(namespace string) (string, *runErr) {
 	var lastErr error
 	for attempt := 0; attempt < 4; attempt++ {
 		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				e := runErr{reason: tcclient.ReasonResourceUnavailable, msg: fmt.Sprintf("payload.image: looking up namespace %s: %v", namespace, ctx.Err())}
+			if err := tcclient.SleepContext(ctx, time.Duration(attempt)*300*time.Millisecond); err != nil {
+				e := runErr{reason: tcclient.ReasonResourceUnavailable, msg: fmt.Sprintf("payload.image: looking up namespace %s: %v", namespace, err)}
 				return "", &e
-			case <-time.After(time.Duration(attempt) * 300 * time.Millisecond):
 			}
 		}
 		taskID, status, err := t.getIndexedTask(ctx, url)

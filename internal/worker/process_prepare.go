@@ -7,7 +7,6 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
@@ -68,15 +67,7 @@ func (r *taskRun) prepare() {
 		bad = append(bad, fmt.Sprintf("payload.maxRunTime %d exceeds this worker pool's maximum of %d seconds", pl.MaxRunTime, cfg.MaxTaskRunTime))
 	}
 	for i, a := range pl.Artifacts {
-		if a.Expires.IsZero() {
-			continue
-		}
-		if a.Expires.Before(task.Deadline.Add(-time.Second)) {
-			bad = append(bad, fmt.Sprintf("payload.artifacts[%d].expires (%s) is before the task deadline (%s)", i, a.Expires, task.Deadline))
-		}
-		if a.Expires.After(task.Expires.Add(time.Second)) {
-			bad = append(bad, fmt.Sprintf("payload.artifacts[%d].expires (%s) is after the task expiry (%s)", i, a.Expires, task.Expires))
-		}
+		bad = append(bad, artifactExpiryProblems(fmt.Sprintf("payload.artifacts[%d]", i), a.Expires, task)...)
 	}
 	bad = append(bad, checkOSGroups(pl.OSGroups)...)
 	bad = append(bad, r.checkMounts()...)

@@ -99,3 +99,21 @@ func (r *taskRun) startProxy(opts tcproxy.Options) error {
 	r.log.Infof("Taskcluster proxy listening at %s", p.URL())
 	return nil
 }
+
+// artifactExpiryProblems checks an artifact's expires, when set, against
+// the task's deadline and expiry, a second of slack each way; where names
+// the artifact as the engine's payload does (payload.artifacts[0],
+// payload.artifacts["name"]).
+func artifactExpiryProblems(where string, expires tcclient.Time, task *tcclient.TaskDefinition) []string {
+	if expires.IsZero() {
+		return nil
+	}
+	var bad []string
+	if expires.Before(task.Deadline.Add(-time.Second)) {
+		bad = append(bad, fmt.Sprintf("%s.expires (%s) is before the task deadline (%s)", where, expires, task.Deadline))
+	}
+	if expires.After(task.Expires.Add(time.Second)) {
+		bad = append(bad, fmt.Sprintf("%s.expires (%s) is after the task expiry (%s)", where, expires, task.Expires))
+	}
+	return bad
+}

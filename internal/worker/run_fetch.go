@@ -77,10 +77,8 @@ func (r *taskRun) download(key, wantSHA string, locate func(context.Context) (st
 	delay := 200 * time.Millisecond
 	for attempt := 0; attempt < 5; attempt++ {
 		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return "", fmt.Errorf("downloading %s: %w", key, ctx.Err())
-			case <-time.After(delay):
+			if err := tcclient.SleepContext(ctx, delay); err != nil {
+				return "", fmt.Errorf("downloading %s: %w", key, err)
 			}
 			delay *= 2
 		}

@@ -252,6 +252,19 @@ try {
     await tab.close();
   });
 
+  await check('the group list sorts by pipeline order and by state', async () => {
+    await go(`#/group/${fx.group}/list`);
+    await page.waitForSelector('.members .member', { timeout: T });
+    const names = () => page.$$eval('.members .vrow', (rows) => rows.sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top))
+      .map((r) => r.querySelector('a').textContent));
+    const pipeline = await names();
+    const at = (n) => pipeline.indexOf(n);
+    expect(at('decision') < at('build linux') && at('build linux') < at('test linux 1/2') && at('test mac') < at('package') &&
+      pipeline[pipeline.length - 1] === 'publish', `pipeline order: ${pipeline}`);
+    await page.select('select[name=order]', 'state');
+    await page.waitForFunction(() => document.querySelector('.members .vrow a')?.textContent === 'sign', { timeout: T });
+  });
+
   await check('a task blocked by a failed dependency says so', async () => {
     await go(`#/task/${fx.blockedTask}`);
     await waitText('h1', 'needs the failed one');

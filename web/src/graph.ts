@@ -166,3 +166,65 @@ export function axisTicks(span: number, max = 6): number[] {
   for (let t = 0; t <= span; t += step) out.push(t);
   return out;
 }
+
+/** The orders a group's task list can take. */
+export type MemberOrder = 'pipeline' | 'state' | 'duration';
+
+const STATE_ORDER = ['failed', 'exception', 'running', 'pending', 'unscheduled', 'completed'];
+
+/**
+ * sortMembers orders a group's tasks: by pipeline order (the column of the
+ * dependency graph, then name), by state (failures first, then what is
+ * running, waiting, and done), or by the duration of each task's last run
+ * (longest first; tasks that never ran last).
+ */
+export function sortMembers(members: GroupMember[], by: MemberOrder, now: number): GroupMember[] {
+  const name = (m: GroupMember) => m.task.metadata?.name ?? '';
+  const out = [...members];
+  if (by === 'pipeline') {
+    const { byId } = layout(members);
+    const layer = (m: GroupMember) => byId.get(m.status.taskId)?.layer ?? 0;
+    out.sort((a, b) => layer(a) - layer(b) || name(a).localeCompare(name(b)));
+  } else if (by === 'state') {
+    const rank = (m: GroupMember) => STATE_ORDER.indexOf(m.status.state);
+    out.sort((a, b) => rank(a) - rank(b) || name(a).localeCompare(name(b)));
+  } else {
+    const took = (m: GroupMember) => {
+      const r = m.status.runs[m.status.runs.length - 1];
+      if (!r?.started) return -1;
+      return (r.resolved ? Date.parse(r.resolved) : now) - Date.parse(r.started);
+    };
+    out.sort((a, b) => took(b) - took(a) || name(a).localeCompare(name(b)));
+  }
+  return out;
+}
+
+/** The graph's geometry in px: node size, column and row pitch, padding. */
+export const GEOMETRY = { nodeW: 190, nodeH: 26, colW: 250, rowH: 34, pad: 12 };
+
+/** nodeBox is where a node is drawn. */
+export function nodeBox(n: Node, g = GEOMETRY): { x: number; y: number } {
+  return { x: g.pad + n.layer * g.colW, y: g.pad + n.row * g.rowH };
+}
+
+/**
+ * edgePath draws the edge from a dependency to its dependent. Between
+ * neighbouring columns it is one curve in the gap between them. An edge
+ * that skips columns leaves its source, runs along the gap between two
+ * rows through the columns it skips, and turns into its target in the gap
+ * before it, so it never passes behind a node it does not connect (a line
+ * behind a node read as a chain through that node).
+ */
+export function edgePath(a: Node, b: Node, g = GEOMETRY): string {
+  const pa = nodeBox(a, g), pb = nodeBox(b, g);
+  const x1 = pa.x + g.nodeW, y1 = pa.y + g.nodeH / 2, x2 = pb.x, y2 = pb.y + g.nodeH / 2;
+  if (b.layer - a.layer <= 1) {
+    const mid = (x1 + x2) / 2;
+    return `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`;
+  }
+  const half = (g.rowH - g.nodeH) / 2;
+  // The gap below the source's row when the target is lower, else above it.
+  const lane = b.row >= a.row ? pa.y + g.nodeH + half : pa.y - half;
+  const turn = (g.colW - g.nodeW) / 2;
+  return `M${x1},${y1} C${x1 + turn},${y1} ${x1},${lane} ${x1 + turn},${lane} L${x2 - turn},${lane} C${x2},${lane} ${x2 - turn},${y2} ${x2},${y2}`;
+}

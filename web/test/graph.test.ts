@@ -61,3 +61,45 @@ test('the timeline axis ticks at round steps, each label where its tick is', asy
     assert.ok(ticks[ticks.length - 1] <= span);
   }
 });
+
+test('the list of a group sorts by pipeline order, state and duration', async () => {
+  const { sortMembers } = await import('../src/graph');
+  const run = (state: string, started?: string, resolved?: string) => ({ runId: 0, state, reasonCreated: 'scheduled', scheduled: '2030-01-01T00:00:00.000Z', started, resolved });
+  const m = (id: string, name: string, state: string, deps: string[], r?: ReturnType<typeof run>) => ({
+    status: { taskId: id, state, runs: r ? [r] : [] }, task: { metadata: { name }, dependencies: deps },
+  }) as unknown as GroupMember;
+  const members = [
+    m('d', 'publish', 'unscheduled', ['c']),
+    m('c', 'test', 'failed', ['a'], run('failed', '2030-01-01T00:00:10.000Z', '2030-01-01T00:00:40.000Z')),
+    m('b', 'lint', 'completed', ['a'], run('completed', '2030-01-01T00:00:10.000Z', '2030-01-01T00:00:15.000Z')),
+    m('a', 'build', 'running', [], run('running', '2030-01-01T00:00:00.000Z')),
+  ];
+  const now = Date.parse('2030-01-01T00:01:00.000Z');
+  const names = (by: 'pipeline' | 'state' | 'duration') => sortMembers(members, by, now).map((x) => x.task.metadata.name);
+  assert.deepEqual(names('pipeline'), ['build', 'lint', 'test', 'publish']);
+  assert.deepEqual(names('state'), ['test', 'build', 'publish', 'lint']);
+  assert.deepEqual(names('duration'), ['build', 'test', 'lint', 'publish']);
+});
+
+test('an edge that skips columns runs between rows, never behind a node', async () => {
+  const { edgePath, GEOMETRY: g, nodeBox } = await import('../src/graph');
+  const node = (layer: number, row: number) => ({ taskId: `${layer}/${row}`, name: '', state: 'completed', layer, row, deps: [] });
+  // Neighbouring columns: one curve in the gap between them.
+  assert.match(edgePath(node(0, 0), node(1, 2)), /^M202,25 C232,25 232,93 262,93$/);
+  for (const [a, b] of [[node(0, 0), node(3, 0)], [node(0, 2), node(4, 5)], [node(1, 4), node(3, 1)]]) {
+    const d = edgePath(a, b);
+    const lane = Number(/ L[\d.]+,([\d.]+)/.exec(d)![1]);
+    // The lane is in a gap between rows: inside no node's height.
+    for (let row = 0; row < 10; row++) {
+      const top = nodeBox(node(0, row)).y;
+      assert.ok(lane <= top || lane >= top + g.nodeH, `${d}: lane ${lane} crosses row ${row}`);
+    }
+    // It turns only in the gaps between columns.
+    const xs = [...d.matchAll(/(-?[\d.]+),(-?[\d.]+)/g)].map((m) => Number(m[1]));
+    for (const x of xs) {
+      const col = Math.floor((x - g.pad) / g.colW);
+      const inNode = x > g.pad + col * g.colW && x < g.pad + col * g.colW + g.nodeW;
+      assert.ok(!inNode || col === a.layer || col === b.layer, `${d}: x ${x} inside column ${col}`);
+    }
+  }
+});

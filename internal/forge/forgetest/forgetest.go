@@ -163,6 +163,9 @@ type GitHub struct {
 	calls         []Call
 	failWrites    int
 	nextID        int
+	// checkRuns are the ids of the check runs created, per repository:
+	// an update of any other is refused, as GitHub answers 404.
+	checkRuns map[string]bool
 }
 
 // Start starts a local GitHub; the test skips when @octokit/openapi is
@@ -320,8 +323,18 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 			g.reply(w, http.StatusBadGateway, map[string]string{"message": "Server Error"})
 			return
 		}
+		if template == "/repos/{owner}/{repo}/check-runs/{check_run_id}" && !g.checkRuns[owner+"/"+repo+"/"+parts[4]] {
+			g.refuse(w, r, "no check run %s was created on %s/%s", parts[4], owner, repo)
+			return
+		}
 		g.calls = append(g.calls, Call{Method: r.Method, Path: path, Body: body})
 		g.nextID++
+		if template == "/repos/{owner}/{repo}/check-runs" {
+			if g.checkRuns == nil {
+				g.checkRuns = map[string]bool{}
+			}
+			g.checkRuns[fmt.Sprintf("%s/%s/%d", owner, repo, g.nextID)] = true
+		}
 		g.reply(w, http.StatusCreated, map[string]any{"id": g.nextID})
 		return
 	}

@@ -68,6 +68,8 @@ func testNotifyOutbox(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	refused := list[len(list)-1]
 	require.Contains(t, refused.Error, "not a plain email address")
+	require.Equal(t, Epoch.Add(time.Second), refused.Created, "recorded at the transition's time")
+	require.Equal(t, Epoch, list[0].Created)
 	var st queue.Status
 	require.NoError(t, json.Unmarshal(list[len(list)-2].Status, &st), "the status the event announced is kept")
 	require.Equal(t, queue.StateFailed, st.State)

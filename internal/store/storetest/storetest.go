@@ -163,6 +163,8 @@ func Run(t *testing.T, open Opener) {
 		{"GithubBuilds", testGithubBuilds},
 		{"GithubOutbox", testGithubOutbox},
 		{"GithubExpiry", testGithubExpiry},
+		{"GithubChecks", testGithubChecks},
+		{"GithubCheckRace", testGithubCheckRace},
 		{"FlowLimit", testFlowLimit},
 		{"FlowSupersede", testFlowSupersede},
 		{"FlowCancelInProgress", testFlowCancelInProgress},

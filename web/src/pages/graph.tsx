@@ -3,21 +3,19 @@
 // Nodes link to their tasks; the critical path is drawn bold.
 import { useMemo, useState } from 'preact/hooks';
 import { Card } from '../components';
-import { criticalPath, layout, type Node } from '../graph';
+import { GEOMETRY, criticalPath, edgePath, layout, type Node } from '../graph';
 import type { GroupMember } from '../types';
 
-const NODE_W = 190;
-const NODE_H = 26;
-const COL_W = 250;
-const ROW_H = 34;
-const PAD = 12;
+const { nodeW: NODE_W, nodeH: NODE_H, colW: COL_W, rowH: ROW_H, pad: PAD } = GEOMETRY;
 const VIEW_H = 600;
 
 export function Graph({ members }: { members: GroupMember[] }) {
   const g = useMemo(() => layout(members), [members]);
   const critical = useMemo(() => new Set(criticalPath(members, Date.now())), [members]);
   const [view, setView] = useState({ left: 0, top: 0, width: 1200 });
-  const width = g.layers * COL_W + PAD * 2;
+  // The last column ends at its nodes' right edge (plus padding), not at a
+  // full column pitch.
+  const width = Math.max(0, g.layers - 1) * COL_W + NODE_W + PAD * 2;
   const height = g.height * ROW_H + PAD * 2;
   const x = (n: Node) => PAD + n.layer * COL_W;
   const y = (n: Node) => PAD + n.row * ROW_H;
@@ -35,10 +33,8 @@ export function Graph({ members }: { members: GroupMember[] }) {
         <svg width={width} height={height} role="img" aria-label="dependency graph">
           <g class="edges">
             {edges.map(([a, b]) => {
-              const x1 = x(a) + NODE_W, y1 = y(a) + NODE_H / 2, x2 = x(b), y2 = y(b) + NODE_H / 2;
-              const mid = (x1 + x2) / 2;
               const crit = critical.has(a.taskId) && critical.has(b.taskId);
-              return <path key={`${a.taskId}>${b.taskId}`} class={crit ? 'edge critical' : 'edge'} d={`M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`} />;
+              return <path key={`${a.taskId}>${b.taskId}`} class={crit ? 'edge critical' : 'edge'} d={edgePath(a, b)} />;
             })}
           </g>
           {nodes.map((n) => (

@@ -8,6 +8,9 @@ import { fmtTime } from '../format';
 import { subscribe, taskIdOf } from '../live';
 import { RESOLVED, STATES, type GroupMember, type State, type TaskDefinition } from '../types';
 import { Graph } from './graph';
+import { sortMembers, type MemberOrder } from '../graph';
+import { fmtDuration } from '../format';
+import { runDuration } from '../liveness';
 import { Timeline } from './timeline';
 
 interface GroupInfo {
@@ -114,8 +117,9 @@ export function GroupPage({ taskGroupId, view }: { taskGroupId: string; view: st
 function MemberList({ members }: { members: GroupMember[] }) {
   const [state, setState] = useState<string>('');
   const [text, setText] = useState('');
-  const shown = useMemo(() => members.filter((m) => (!state || m.status.state === state) &&
-    (!text || m.task.metadata.name.toLowerCase().includes(text.toLowerCase()) || m.status.taskId.includes(text))), [members, state, text]);
+  const [order, setOrder] = useState<MemberOrder>('pipeline');
+  const shown = useMemo(() => sortMembers(members.filter((m) => (!state || m.status.state === state) &&
+    (!text || m.task.metadata.name.toLowerCase().includes(text.toLowerCase()) || m.status.taskId.includes(text))), order, Date.now()), [members, state, text, order]);
   return (
     <Card title={`Tasks (${shown.length}${shown.length !== members.length ? ` of ${members.length}` : ''})`}>
       <div class="filters">
@@ -124,6 +128,11 @@ function MemberList({ members }: { members: GroupMember[] }) {
           {STATES.map((s) => <option key={s} value={s}>{s}</option>)}
         </select>
         <input class="filter" placeholder="name or taskId" value={text} onInput={(e) => setText((e.target as HTMLInputElement).value)} />
+        <select value={order} onChange={(e) => setOrder((e.target as HTMLSelectElement).value as MemberOrder)} aria-label="order" name="order">
+          <option value="pipeline">pipeline order</option>
+          <option value="state">by state (failures first)</option>
+          <option value="duration">by duration (longest first)</option>
+        </select>
       </div>
       <VirtualList items={shown} rowHeight={30} height={600} class="members" row={(m) => (
         <div class="member">
@@ -131,8 +140,16 @@ function MemberList({ members }: { members: GroupMember[] }) {
           <TaskLink id={m.status.taskId} label={m.task.metadata.name || m.status.taskId} />
           <span class="mono muted small">{m.status.taskId}</span>
           <span class="muted small">{m.status.taskQueueId}</span>
+          <span class="muted small">{took(m)}</span>
         </div>
       )} />
     </Card>
   );
+}
+
+/** took is how long a task's last run took (or has run so far). */
+function took(m: GroupMember): string {
+  const r = m.status.runs[m.status.runs.length - 1];
+  const d = runDuration(r, Date.now());
+  return Number.isNaN(d) ? '' : fmtDuration(d) + (r?.state === 'running' ? ' so far' : '');
 }

@@ -1,0 +1,107 @@
+package server
+
+import (
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/hopper-ci/hopper/internal/artifacts"
+	"github.com/hopper-ci/hopper/internal/store"
+)
+
+// maxArtifactRead bounds how much of an artifact a service reads to
+// quote from it (a check run's log excerpt takes its first and last
+// bytes): what lies beyond is not read.
+const maxArtifactRead = 256 << 20
+
+// artifactReader reads the content of artifacts stored in hopper's blob
+// storage (storage type s3) for the services that quote them.
+type artifactReader struct {
+	store  store.Store
+	blobs  artifacts.Backend
+	client *http.Client
+}
+
+func newArtifactReader(st store.Store, blobs artifacts.Backend) *artifactReader {
+	return &artifactReader{store: st, blobs: blobs, client: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// ReadArtifact implements githubapi.ArtifactReader: the whole artifact in
+// head when it holds at most 2*keep bytes, else its first keep bytes in
+// head and its last keep in tail. An artifact without stored content (a
+// reference, an error, one not uploaded yet) is store.ErrNotFound.
+func (a *artifactReader) ReadArtifact(ctx context.Context, taskID string, runID int, name string, keep int) ([]byte, []byte, error) {
+	art, err := a.store.GetArtifact(ctx, taskID, runID, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if art.StorageType != "s3" || !art.Present {
+		return nil, nil, fmt.Errorf("%s of %s run %d has no content stored here: %w", name, taskID, runID, store.ErrNotFound)
+	}
+	u, err := a.blobs.GetURL(ctx, artifacts.BlobKey(taskID, runID, name), time.Now().Add(time.Minute))
+	if err != nil {
+		return nil, nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s of %s run %d: %w", name, taskID, runID, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, fmt.Errorf("reading %s of %s run %d: %s", name, taskID, runID, resp.Status)
+	}
+	var r io.Reader = resp.Body
+	if resp.Header.Get("Content-Encoding") == "gzip" {
+		gz, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading %s of %s run %d: %w", name, taskID, runID, err)
+		}
+		r = gz
+	}
+	return headAndTail(io.LimitReader(r, maxArtifactRead), keep)
+}
+
+// headAndTail reads r keeping its first keep bytes and a window of its
+// last keep (all of it in head when it holds at most 2*keep).
+func headAndTail(r io.Reader, keep int) ([]byte, []byte, error) {
+	head := make([]byte, 0, keep)
+	var tail []byte
+	chunk := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(chunk)
+		data := chunk[:n]
+		if room := 2*keep - len(head); room > 0 && tail == nil {
+			take := min(room, len(data))
+			head, data = append(head, data[:take]...), data[take:]
+		}
+		if len(data) > 0 {
+			if tail == nil {
+				// Past 2*keep: head keeps its first half, tail the rest.
+				tail = append([]byte(nil), head[keep:]...)
+				head = head[:keep]
+			}
+			tail = append(tail, data...)
+			if len(tail) > 2*keep {
+				tail = append(tail[:0], tail[len(tail)-keep:]...)
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(tail) > keep {
+		tail = tail[len(tail)-keep:]
+	}
+	return head, tail, nil
+}
