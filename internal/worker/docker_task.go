@@ -196,11 +196,38 @@ func (t *dockerTask) run() {
 		r.record(internalError("Waiting for the container: %v", waitErr))
 		return
 	}
-	if st, err := t.e.client.InspectContainer(ctx, id); err == nil && st.OOMKilled {
+	if !res.aborted && t.oomKilled(ctx, id, res.exitCode) {
 		r.log.Errorf("The container ran out of memory (this worker pool allows %d MiB) and was killed by the kernel", t.e.cfg.Docker.MemoryMiB)
 	}
 	r.log.Infof("%s", containerSummary(res))
 	t.conclude(res)
+}
+
+// oomKilled says whether the kernel killed the container for memory. The
+// daemon learns of an OOM kill from an event that may come a moment after
+// the container's exit: a container killed by SIGKILL (exit code 137) that
+// the worker did not kill is looked at again for up to two seconds before
+// the log calls it anything else.
+func (t *dockerTask) oomKilled(ctx context.Context, id string, exitCode int) bool {
+	wait := time.Duration(0)
+	if exitCode == 128+9 {
+		wait = 2 * time.Second
+	}
+	give := time.Now().Add(wait)
+	for {
+		st, err := t.e.client.InspectContainer(ctx, id)
+		if err != nil {
+			return false
+		}
+		if st.OOMKilled || !time.Now().Before(give) {
+			return st.OOMKilled
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // containerSummary is the process engine's result block without the CPU
