@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/e2e"
@@ -155,9 +156,14 @@ func TestDockerPoolScales(t *testing.T) {
 		n, err := dc.CountLabelled(ctx, "hopper.worker-pool", pool)
 		return err == nil && n == 0
 	}, 2*time.Minute, 500*time.Millisecond, "the idle pool shrinks to its minimum")
-	p, err := root.GetWorkerPool(ctx, pool)
-	require.NoError(t, err)
-	require.Equal(t, 0, p.RunningCount+p.RequestedCount)
+	// The scanner records a stopped container's worker as stopped on its
+	// next pass, a moment after the container is gone.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		p, err := root.GetWorkerPool(ctx, pool)
+		if assert.NoError(c, err) {
+			assert.Equal(c, 0, p.RunningCount+p.RequestedCount, "no worker left in the pool's accounting")
+		}
+	}, time.Minute, 500*time.Millisecond)
 	require.LessOrEqual(t, most.Load(), int32(2))
 }
 

@@ -32,6 +32,29 @@ type Daemon struct {
 	dir    string
 	cmd    *exec.Cmd
 	exited chan struct{}
+	// turn holds the machine-wide lock while the daemon runs (see Start).
+	turn *os.File
+}
+
+// lockPath is the lock every test daemon on the machine holds while it
+// runs.
+const lockPath = "/tmp/hopper-dockertest.lock"
+
+// takeTurn waits until no other test daemon runs on this machine. Test
+// packages run side by side (go test -p), and with two private daemons at
+// once, containers have now and then started on a root file system that
+// was not theirs to see ("exec: sh: executable file not found", "stat
+// /hopper: permission denied"); one daemon at a time has not shown it.
+func takeTurn() (*os.File, error) {
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the test daemons' lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("waiting for the test daemons' lock: %w", err)
+	}
+	return f, nil
 }
 
 // Missing says what is missing to run a daemon here ("" when nothing is):
@@ -56,6 +79,19 @@ func Start() (*Daemon, error) {
 	if m := Missing(); m != "" {
 		return nil, errors.New(m)
 	}
+	turn, err := takeTurn()
+	if err != nil {
+		return nil, err
+	}
+	d, err := start(turn)
+	if err != nil {
+		turn.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func start(turn *os.File) (*Daemon, error) {
 	// Short path: unix socket paths are limited to 108 bytes.
 	dir, err := os.MkdirTemp("", "hd-")
 	if err != nil {
@@ -77,7 +113,7 @@ func Start() (*Daemon, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting dockerd: %w", err)
 	}
-	d := &Daemon{Host: "unix://" + sock, dir: dir, cmd: cmd, exited: make(chan struct{})}
+	d := &Daemon{Host: "unix://" + sock, dir: dir, cmd: cmd, exited: make(chan struct{}), turn: turn}
 	go func() { _ = cmd.Wait(); close(d.exited) }()
 	d.Client, err = dockerapi.New(d.Host)
 	if err != nil {
@@ -130,6 +166,11 @@ func (d *Daemon) Stop() {
 	// it cannot be removed.
 	unmountBelow(d.dir)
 	_ = os.RemoveAll(d.dir)
+	if d.turn != nil {
+		// Closing the file releases the lock for the next daemon.
+		_ = d.turn.Close()
+		d.turn = nil
+	}
 }
 
 // unmountBelow detaches every mount point under dir, deepest first.
