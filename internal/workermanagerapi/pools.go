@@ -222,19 +222,29 @@ func (h *handlers) workerPool(c *api.Call) (any, error) {
 	return h.poolWithCounts(c, p)
 }
 
+// poolsPage reads one page of pools with their ids and their workers'
+// counts, for the two listings of pools.
+func (h *handlers) poolsPage(c *api.Call) (pools []workermanager.Pool, ids []string, counts map[string]workermanager.Counts, next string, err error) {
+	pools, next, err = h.Store.ListWorkerPools(c.Context(), c.Page())
+	if err != nil {
+		return nil, nil, nil, "", err
+	}
+	ids = make([]string, len(pools))
+	for i := range pools {
+		ids[i] = pools[i].WorkerPoolID
+	}
+	counts, err = h.counts(c, ids...)
+	if err != nil {
+		return nil, nil, nil, "", err
+	}
+	return pools, ids, counts, next, nil
+}
+
 func (h *handlers) listWorkerPools(c *api.Call) (any, error) {
 	if err := authorize(c, nil); err != nil {
 		return nil, err
 	}
-	pools, next, err := h.Store.ListWorkerPools(c.Context(), c.Page())
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(pools))
-	for i := range pools {
-		ids[i] = pools[i].WorkerPoolID
-	}
-	counts, err := h.counts(c, ids...)
+	pools, _, counts, next, err := h.poolsPage(c)
 	if err != nil {
 		return nil, err
 	}
@@ -252,19 +262,11 @@ func (h *handlers) listWorkerPoolsStats(c *api.Call) (any, error) {
 	if err := authorize(c, nil); err != nil {
 		return nil, err
 	}
-	pools, next, err := h.Store.ListWorkerPools(c.Context(), c.Page())
+	_, ids, counts, next, err := h.poolsPage(c)
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]string, len(pools))
-	for i := range pools {
-		ids[i] = pools[i].WorkerPoolID
-	}
-	counts, err := h.counts(c, ids...)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]statsJSON, len(pools))
+	out := make([]statsJSON, len(ids))
 	for i, id := range ids {
 		out[i] = statsOut(id, counts[id])
 	}
