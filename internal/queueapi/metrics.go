@@ -70,16 +70,16 @@ func NewMetrics(st MetricsStore, clock queue.Clock) *Metrics {
 	}
 	m.register(m.claims, m.resolutions, newFlowCollector(st))
 	m.queues = &queueCollector{store: st, clock: clock,
-			pending: prometheus.NewDesc("hopper_pending_tasks", "Pending runs per task queue.", []string{"task_queue_id"}, nil),
-			running: prometheus.NewDesc("hopper_claimed_tasks", "Claimed (running) runs per task queue.", []string{"task_queue_id"}, nil),
-			online: prometheus.NewDesc("hopper_workers_online", "Workers online per task queue: seen (claimWork, reclaimTask) within "+
-				"the last long-poll and a minute, or holding a run whose claim lasts.", []string{"task_queue_id"}, nil),
-			capacity: prometheus.NewDesc("hopper_workers_capacity", "Tasks the online workers of a task queue run at once "+
-				"(each the most it asked for in one claimWork).", []string{"task_queue_id"}, nil),
-			busy: prometheus.NewDesc("hopper_workers_busy", "Busy slots per task queue: runs its workers hold (running, claims lasting).",
-				[]string{"task_queue_id"}, nil),
-			liveness: defaultLiveness(),
-		}
+		pending: prometheus.NewDesc("hopper_pending_tasks", "Pending runs per task queue.", []string{"task_queue_id"}, nil),
+		running: prometheus.NewDesc("hopper_claimed_tasks", "Claimed (running) runs per task queue.", []string{"task_queue_id"}, nil),
+		online: prometheus.NewDesc("hopper_workers_online", "Workers online per task queue: seen (claimWork, reclaimTask) within "+
+			"the last long-poll and a minute, or holding a run whose claim lasts.", []string{"task_queue_id"}, nil),
+		capacity: prometheus.NewDesc("hopper_workers_capacity", "Tasks the online workers of a task queue run at once "+
+			"(each the most it asked for in one claimWork).", []string{"task_queue_id"}, nil),
+		busy: prometheus.NewDesc("hopper_workers_busy", "Busy slots per task queue: runs its workers hold (running, claims lasting).",
+			[]string{"task_queue_id"}, nil),
+		liveness: defaultLiveness(),
+	}
 	m.register(m.queues)
 	return m
 }
