@@ -11,8 +11,8 @@ import (
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/hooks"
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -150,7 +150,7 @@ func (f *Firer) fireScheduled(ctx context.Context, h *store.Hook) error {
 		return nil
 	}
 	next, _ := sched.NextAfterFire(f.Clock.Now())
-	nextID := slugid.New()
+	nextID := ident.NewSlugID()
 	applied, err := f.Store.FinishScheduledFire(ctx, store.FinishFireParams{HookGroupID: h.HookGroupID, HookID: h.HookID,
 		FiredTaskID: h.NextTaskID, NextTaskID: nextID, NextScheduled: next, Fire: out.record})
 	if err != nil {
@@ -188,7 +188,7 @@ func (f *Firer) FireMessage(ctx context.Context, hookGroupID, hookID string, bod
 	if err := json.Unmarshal(body, &payload); err != nil {
 		return nil
 	}
-	taskID := slugid.New()
+	taskID := ident.NewSlugID()
 	out, err := f.fire(ctx, def, hooks.Fire{FiredBy: hooks.FiredByPulse, TaskID: taskID, Payload: payload, Now: f.Clock.Now()})
 	if err != nil {
 		return err
