@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-ci/hopper/internal/github"
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/schema"
-	"github.com/hopper-ci/hopper/internal/slugid"
 )
 
 // NewGithubCommand is `hopper github`: the forge integration's
@@ -150,7 +150,7 @@ func renderGithub(out io.Writer, text []byte, e *github.Event, tasksFor string, 
 	r, err := cfg.Render(github.RenderParams{Event: e, TasksFor: tasksFor, RootURL: os.Getenv("TASKCLUSTER_ROOT_URL"), Now: at,
 		ID: func(label string) string {
 			if _, ok := ids[label]; !ok {
-				ids[label] = slugid.New()
+				ids[label] = ident.NewSlugID()
 			}
 			return ids[label]
 		}})

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"sort"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/hooks"
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // hookLease is how long a replica holds a due hook while firing it (the
@@ -47,7 +49,8 @@ func TestHookDueTimesSurviveKilledFiringReplicas(t *testing.T) {
 	}
 	replicas := map[string]*e2e.Server{"hopper-a": start("hopper-a", ""), "hopper-b": start("hopper-b", "")}
 	client := rootClient(replicas["hopper-b"])
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	const patience = 2 * time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, db)
 	require.NoError(t, err)
@@ -90,7 +93,7 @@ func TestHookDueTimesSurviveKilledFiringReplicas(t *testing.T) {
 			return true
 		}
 	}
-	require.Eventually(t, firedSince(time.Time{}), time.Minute, 200*time.Millisecond, "both hooks fire")
+	testclock.WaitFor(t, patience, "both hooks to fire", firedSince(time.Time{}))
 
 	const kills = 3
 	var lastKill time.Time
@@ -100,13 +103,13 @@ func TestHookDueTimesSurviveKilledFiringReplicas(t *testing.T) {
 		_, err = lock.Exec(ctx, "LOCK TABLE hook_last_fires IN SHARE ROW EXCLUSIVE MODE")
 		require.NoError(t, err)
 		var victim string
-		require.Eventually(t, func() bool {
+		testclock.WaitFor(t, patience, "a replica's scheduled fire to wait to be recorded", func() bool {
 			// The lock is held in this test's connection, so a separate
 			// one asks who waits on it.
 			err := conn.QueryRow(ctx, `SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 				WHERE NOT l.granted AND l.relation = 'hook_last_fires'::regclass ORDER BY a.query_start LIMIT 1`).Scan(&victim)
 			return err == nil
-		}, 30*time.Second, 50*time.Millisecond, "a replica's scheduled fire waits to be recorded")
+		})
 		srv := replicas[victim]
 		require.NotNil(t, srv, "waiting connection of %q", victim)
 		require.NoError(t, srv.Signal(syscall.SIGKILL))
@@ -120,8 +123,7 @@ func TestHookDueTimesSurviveKilledFiringReplicas(t *testing.T) {
 		}
 		// Both hooks fire again for due times after the dead replica's
 		// lease: the takeover is over.
-		require.Eventually(t, firedSince(lastKill.Add(hookLease+time.Second)), time.Minute, 200*time.Millisecond,
-			"the hooks fire again after kill %d", k+1)
+		testclock.WaitFor(t, patience, fmt.Sprintf("the hooks to fire again after kill %d", k+1), firedSince(lastKill.Add(hookLease+time.Second)))
 	}
 
 	// Stop the schedules and let fires in flight end (every task created
@@ -134,7 +136,7 @@ func TestHookDueTimesSurviveKilledFiringReplicas(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var fires map[string][]tcclient.HookFire
-	require.Eventually(t, func() bool {
+	testclock.WaitFor(t, patience, "every task to have its fire record and no more", func() bool {
 		fires = map[string][]tcclient.HookFire{}
 		total := 0
 		for id := range schedules {
@@ -145,7 +147,7 @@ func TestHookDueTimesSurviveKilledFiringReplicas(t *testing.T) {
 		counts, err := client.TaskQueueCounts(ctx, tq)
 		require.NoError(t, err)
 		return counts.PendingTasks == total
-	}, 30*time.Second, 200*time.Millisecond, "every task has its fire record and no more")
+	})
 
 	var expected, fired, duplicated, lost int
 	for id, pattern := range schedules {

@@ -11,8 +11,8 @@ import (
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/hooks"
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -154,7 +154,7 @@ func (f *Firer) fireScheduled(ctx context.Context, h *store.Hook, claim hooks.Cl
 		return nil
 	}
 	next, _ := sched.NextDue(claim, lease)
-	nextID := slugid.New()
+	nextID := ident.NewSlugID()
 	applied, err := f.Store.FinishScheduledFire(ctx, store.FinishFireParams{HookGroupID: h.HookGroupID, HookID: h.HookID,
 		FiredTaskID: h.NextTaskID, NextTaskID: nextID, NextScheduled: next, Finished: f.Clock.Now(), Fire: out.record})
 	if err != nil {
@@ -196,7 +196,7 @@ func (f *Firer) FireMessage(ctx context.Context, hookGroupID, hookID string, bod
 	if err := json.Unmarshal(body, &payload); err != nil {
 		return nil
 	}
-	taskID := slugid.New()
+	taskID := ident.NewSlugID()
 	out, err := f.fire(ctx, def, hooks.Fire{FiredBy: hooks.FiredByPulse, TaskID: taskID, Payload: payload, Now: f.Clock.Now()})
 	if err != nil {
 		return err

@@ -8,9 +8,9 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/events"
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queueapi"
-	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/workermanager"
 	"github.com/hopper-ci/hopper/internal/workermanagerapi"
@@ -35,7 +35,7 @@ func dynamicProviders() map[string]maintenance.PoolProvider {
 // leaseHolder names this process in the worker-pool duties' leases.
 func leaseHolder() string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), slugid.New())
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), ident.NewSlugID())
 }
 
 // workerManagerService is the Worker Manager: it reads the queue's worker

@@ -5,8 +5,8 @@ import (
 	"errors"
 
 	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/workermanager"
 )
@@ -372,7 +372,7 @@ func (h *handlers) reportWorkerError(c *api.Call) (any, error) {
 		in.Extra = map[string]any{}
 	}
 	in.Extra["workerGroup"], in.Extra["workerId"] = in.WorkerGroup, in.WorkerID
-	e := &workermanager.PoolError{WorkerPoolID: id, ErrorID: slugid.New(), Reported: c.Now, Kind: in.Kind, Title: in.Title,
+	e := &workermanager.PoolError{WorkerPoolID: id, ErrorID: ident.NewSlugID(), Reported: c.Now, Kind: in.Kind, Title: in.Title,
 		Description: in.Description, Extra: in.Extra}
 	if w, err := h.Store.GetPoolWorker(c.Context(), workermanager.Key{WorkerPoolID: id, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}); err == nil {
 		e.LaunchConfigID = w.LaunchConfigID
