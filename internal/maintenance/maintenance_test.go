@@ -179,7 +179,7 @@ func TestServicesRunInTheBackground(t *testing.T) {
 		&maintenance.ClaimExpirer{Store: b.store, Publisher: b.pub, Clock: b.clock, Interval: 10 * time.Millisecond},
 		&maintenance.DeadlineResolver{Store: b.store, Publisher: b.pub, Clock: b.clock, Interval: 10 * time.Millisecond},
 		// Its interval is never reached: the pass at Start does the work.
-		&maintenance.DataExpirer{Store: b.store, Clock: b.clock, Interval: time.Hour},
+		&maintenance.DataExpirer{Expiries: []maintenance.Expiry{maintenance.QueueExpiry(b.store, nil, nil)}, Clock: b.clock, Interval: time.Hour},
 	)
 	m.Start(ctx)
 	t.Cleanup(m.Stop)
@@ -191,7 +191,8 @@ func TestServicesRunInTheBackground(t *testing.T) {
 	require.Eventually(t, func() bool { return slices.Equal(want, b.pub.events(claimed)) }, 10*time.Second, 5*time.Millisecond)
 
 	b.clock.Advance(time.Hour) // past the second task's expiry
-	n := maintenance.NewMaintainer(&maintenance.DataExpirer{Store: b.store, Clock: b.clock, Interval: time.Hour})
+	n := maintenance.NewMaintainer(&maintenance.DataExpirer{Expiries: []maintenance.Expiry{maintenance.QueueExpiry(b.store, nil, nil)},
+		Clock: b.clock, Interval: time.Hour})
 	n.Start(ctx)
 	t.Cleanup(n.Stop)
 	require.Eventually(t, func() bool {
@@ -212,10 +213,14 @@ func TestStopIsSafe(t *testing.T) {
 	services := map[string]func() maintenance.Service{
 		"claim expirer":     func() maintenance.Service { return &maintenance.ClaimExpirer{Store: b.store, Clock: b.clock} },
 		"deadline resolver": func() maintenance.Service { return &maintenance.DeadlineResolver{Store: b.store, Clock: b.clock} },
-		"data expirer":      func() maintenance.Service { return &maintenance.DataExpirer{Store: b.store, Clock: b.clock} },
-		"object expirer":    func() maintenance.Service { return &maintenance.ObjectExpirer{Objects: &sweeper{}} },
-		"purge requests":    func() maintenance.Service { return &maintenance.PurgeRequestExpirer{Store: b.store, Clock: b.clock} },
-		"hook scheduler":    func() maintenance.Service { return &maintenance.HookScheduler{Firer: &countingFirer{}} },
+		"data expirer": func() maintenance.Service {
+			return &maintenance.DataExpirer{Expiries: []maintenance.Expiry{maintenance.QueueExpiry(b.store, nil, nil)}, Clock: b.clock}
+		},
+		"object expirer": func() maintenance.Service { return &maintenance.ObjectExpirer{Objects: &sweeper{}} },
+		"purge requests": func() maintenance.Service {
+			return &maintenance.DataExpirer{Expiries: []maintenance.Expiry{{Service: "purge-cache", Run: b.store.ExpirePurgeRequests}}, Clock: b.clock}
+		},
+		"hook scheduler": func() maintenance.Service { return &maintenance.HookScheduler{Firer: &countingFirer{}} },
 	}
 	for name, build := range services {
 		t.Run(name, func(t *testing.T) {
@@ -308,7 +313,8 @@ func TestSideExpirersSweepAtStart(t *testing.T) {
 	purges := &purgeSpy{PurgeCacheStore: b.store, at: make(chan time.Time, 8)}
 	m := maintenance.NewMaintainer(
 		&maintenance.ObjectExpirer{Objects: objects, Interval: 10 * time.Millisecond},
-		&maintenance.PurgeRequestExpirer{Store: purges, Clock: b.clock, Interval: 10 * time.Millisecond},
+		&maintenance.DataExpirer{Expiries: []maintenance.Expiry{{Service: "purge-cache", Run: purges.ExpirePurgeRequests}},
+			Clock: b.clock, Interval: 10 * time.Millisecond},
 	)
 	m.Start(context.Background())
 	defer m.Stop()
@@ -342,11 +348,33 @@ func TestDataExpirerAuditRetention(t *testing.T) {
 		require.NoError(t, err)
 		return len(got)
 	}
-	d := &maintenance.DataExpirer{Store: b.store, Clock: b.clock}
+	d := &maintenance.DataExpirer{Expiries: []maintenance.Expiry{maintenance.AuditExpiry(b.store, 0)}, Clock: b.clock}
 	b.clock.Advance(maintenance.DefaultAuditRetention - time.Minute)
 	require.NoError(t, d.RunOnce(ctx))
 	require.Equal(t, 1, entries(), "kept within the retention")
 	b.clock.Advance(2 * time.Minute)
 	require.NoError(t, d.RunOnce(ctx))
 	require.Equal(t, 0, entries(), "deleted after it")
+}
+
+// TestDataExpirerRunsEveryExpiry: each service's expiry runs at the
+// clock's time, and one that fails keeps neither the others from running
+// nor its error from being reported.
+func TestDataExpirerRunsEveryExpiry(t *testing.T) {
+	t.Parallel()
+	clock := testclock.New(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	var ran []string
+	expiry := func(name string, err error) maintenance.Expiry {
+		return maintenance.Expiry{Service: name, Run: func(_ context.Context, now time.Time) (int, error) {
+			require.Equal(t, clock.Now(), now)
+			ran = append(ran, name)
+			return 1, err
+		}}
+	}
+	boom := errors.New("boom")
+	d := &maintenance.DataExpirer{Clock: clock, Expiries: []maintenance.Expiry{expiry("a", nil), expiry("b", boom), expiry("c", nil)}}
+	err := d.RunOnce(context.Background())
+	require.ErrorIs(t, err, boom)
+	require.ErrorContains(t, err, "the b service's data")
+	require.Equal(t, []string{"a", "b", "c"}, ran)
 }
