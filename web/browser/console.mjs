@@ -241,8 +241,13 @@ try {
     // Its recent tasks have their names, states and durations.
     await waitText('table.recent-tasks td', 'run by the worker to quarantine');
     await waitText('table.recent-tasks td', 'completed');
-    await waitText('dt', 'Asking for work');
-    await waitText('dt', 'Running now');
+    await waitText('dt', 'State');
+    await waitText('dt', 'Slots');
+    await waitText('.card h2', 'Running now');
+    // The real worker polls its queue: online, its capacity known.
+    await go('#/workers/ui-test/worker');
+    await waitText('table.workers td .liveness', 'online');
+    await waitText('table.workers td.slots', 'of 1 busy');
     // Without a sign-in, the quarantine form is a sign-in form.
     const tab = await browser.newPage();
     tab.on('pageerror', (e) => pageErrors.push(e.message));
