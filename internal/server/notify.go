@@ -54,6 +54,7 @@ func (w *wiring) notifyService() (service, error) {
 	metrics := maintenance.NewNotifyMetrics(w.store)
 	svc.routes = notifyapi.Routes(notifyapi.Deps{Store: w.store, Version: w.cfg.Version})
 	svc.collectors = metrics.Collectors()
+	svc.expiries = []maintenance.Expiry{{Service: "notify", Run: w.store.ExpireNotifications}}
 	svc.duties = []maintenance.Service{&maintenance.NotifySender{Store: w.store, Deliver: d, RootURL: w.cfg.RootURL,
 		Clock: w.cfg.Clock, Logger: w.log, Metrics: metrics, LogTail: logTailer(w.store, w.blobs)}}
 	return svc, nil

@@ -59,6 +59,11 @@ type GithubStore interface {
 	FinishGithubOutbox(ctx context.Context, id, seq int64, sent bool, next time.Time, errText string) error
 	// GetGithubOutbox loads an entry by key.
 	GetGithubOutbox(ctx context.Context, host, key string) (*GithubOutboxEntry, error)
+
+	// ExpireGithubRecords deletes the deliveries processed and the
+	// outbox entries sent more than GithubRetention before now; it says
+	// how many deliveries.
+	ExpireGithubRecords(ctx context.Context, now time.Time) (int, error)
 }
 
 // ErrLeaseLost is returned when a lease ran out and another caller may
@@ -150,14 +155,17 @@ type GithubOutboxEntry struct {
 // history is wanted, as in Taskcluster.
 const GithubRetention = 30 * 24 * time.Hour
 
-// expireGithubSteps deletes deliveries processed and messages sent more
-// than GithubRetention ago.
-func expireGithubSteps(now time.Time, count *int) []expireStep {
+// ExpireGithubRecords implements GithubStore.
+func (db *DB) ExpireGithubRecords(ctx context.Context, now time.Time) (int, error) {
+	var n int
 	cutoff := ms(now.Add(-GithubRetention))
-	return []expireStep{
-		{count, "DELETE FROM github_deliveries WHERE state <> 'pending' AND received < ?", []any{cutoff}},
-		{nil, "DELETE FROM github_outbox WHERE state <> 'pending' AND created < ?", []any{cutoff}},
-	}
+	err := db.expireRows(ctx, "forge deliveries", func() []expireStep {
+		return []expireStep{
+			{&n, "DELETE FROM github_deliveries WHERE state <> 'pending' AND received < ?", []any{cutoff}},
+			{nil, "DELETE FROM github_outbox WHERE state <> 'pending' AND created < ?", []any{cutoff}},
+		}
+	})
+	return n, err
 }
 
 const githubDeliveryColumns = "host, delivery_id, forge, event, body, received, state, attempts, next_attempt, claimed_until, outcome, error"

@@ -46,6 +46,9 @@ type HookStore interface {
 	AddLastFire(ctx context.Context, f *LastFire) error
 	// ListLastFires lists a hook's fires, newest first.
 	ListLastFires(ctx context.Context, hookGroupID, hookID string, page Page) ([]LastFire, string, error)
+	// ExpireHookFires deletes the fire records older than
+	// LastFireRetention at now; it says how many.
+	ExpireHookFires(ctx context.Context, now time.Time) (int, error)
 }
 
 // Hook is a stored hook.
@@ -93,9 +96,13 @@ type FinishFireParams struct {
 // Taskcluster.
 const LastFireRetention = 365 * 24 * time.Hour
 
-// expireHookFireSteps deletes fire records older than LastFireRetention.
-func expireHookFireSteps(now time.Time, count *int) []expireStep {
-	return []expireStep{{count, "DELETE FROM hook_last_fires WHERE task_create_time < ?", []any{ms(now.Add(-LastFireRetention))}}}
+// ExpireHookFires implements HookStore.
+func (db *DB) ExpireHookFires(ctx context.Context, now time.Time) (int, error) {
+	var n int
+	err := db.expireRows(ctx, "hook fires", func() []expireStep {
+		return []expireStep{{&n, "DELETE FROM hook_last_fires WHERE task_create_time < ?", []any{ms(now.Add(-LastFireRetention))}}}
+	})
+	return n, err
 }
 
 const hookColumns = "hook_group_id, hook_id, metadata, task, bindings, schedule, trigger_schema, trigger_token, next_task_id, next_scheduled, claimed_until, created, last_modified"

@@ -38,7 +38,9 @@ type Store interface {
 	// once: every candidate is re-checked under its row lock.
 	ExpireClaims(ctx context.Context, now time.Time, limit int) (*Result, error)
 	ExpireDeadlines(ctx context.Context, cutoff, now time.Time, limit int) (*Result, error)
-	ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult, error)
+	// ExpireQueueData is the queue's expiry (expire.go); every other
+	// service's is a method of its own interface, beside its rows.
+	ExpireQueueData(ctx context.Context, now time.Time) (*ExpiredQueueData, error)
 
 	// Task groups.
 	GetTaskGroup(ctx context.Context, taskGroupID string) (*TaskGroup, error)
@@ -221,31 +223,6 @@ type ClaimResult struct {
 type Claimed struct {
 	Task  *queue.TaskState
 	RunID int
-}
-
-// ExpireDataResult counts what expiration removed; BlobKeys lists the stored
-// artifact data the caller must delete from blob storage.
-type ExpireDataResult struct {
-	Tasks, TaskGroups, Artifacts, TaskQueues, Workers, Clients int
-	// Index entries and namespaces, and secrets (index.go, secrets.go).
-	IndexedTasks, IndexNamespaces, Secrets int
-	// HookFires counts fire records past LastFireRetention (hooks.go).
-	HookFires int
-	// GithubRecords counts webhook deliveries past GithubRetention
-	// (github.go).
-	GithubRecords int
-	// Notifications counts outbox rows past their task's expiry (notify.go).
-	Notifications int
-	Blobs         []ExpiredArtifact
-}
-
-// ExpiredArtifact names an expired artifact whose data may need deleting.
-type ExpiredArtifact struct {
-	TaskID      string
-	RunID       int
-	Name        string
-	StorageType string
-	Details     []byte
 }
 
 // TaskGroup is a task group record.

@@ -262,12 +262,12 @@ func testGithubExpiry(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.NoError(t, e.s.FinishGithubDelivery(e.ctx, store.FinishGithubDeliveryParams{Host: d.Host, DeliveryID: d.DeliveryID,
 		Lease: Epoch.Add(time.Minute), State: store.DeliveryDone, Now: Epoch}))
-	res, err := e.s.ExpireData(e.ctx, Epoch.Add(store.GithubRetention-time.Hour))
+	n, err := e.s.ExpireGithubRecords(e.ctx, Epoch.Add(store.GithubRetention-time.Hour))
 	require.NoError(t, err)
-	require.Zero(t, res.GithubRecords)
-	res, err = e.s.ExpireData(e.ctx, Epoch.Add(store.GithubRetention+time.Hour))
+	require.Zero(t, n)
+	n, err = e.s.ExpireGithubRecords(e.ctx, Epoch.Add(store.GithubRetention+time.Hour))
 	require.NoError(t, err)
-	require.Equal(t, 1, res.GithubRecords)
+	require.Equal(t, 1, n)
 	_, err = e.s.GetGithubDelivery(e.ctx, "github.com", d.DeliveryID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	other := "pending"

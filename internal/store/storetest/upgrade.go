@@ -102,7 +102,7 @@ func testUpgradeTaskGroupMembers(t *testing.T, before Upgrader) {
 		require.NoError(t, err, "resolving %s", id)
 	}
 
-	expired, err := s.ExpireData(ctx, now.Add(49*time.Hour))
+	expired, err := s.ExpireQueueData(ctx, now.Add(49*time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, 2, expired.Tasks, "tasks written before the upgrade expire")
 	listed, _, err = s.ListTaskGroup(ctx, "groupAAAAAAAAAAAAAAAAA", store.Page{})
