@@ -135,6 +135,8 @@ from the pool (docs/worker-pools.md).`,
 	f.StringVar(&flags.Superseding.Order, "superseding-order", "", "order of a superseder's list: ascending (each task supersedes those before it) or descending (docker-worker's order) (default "+worker.DefaultSupersedingOrder+")")
 	f.StringSliceVar(&flags.Superseding.AllowedURLPrefixes, "superseder-allow", nil, "URL prefix a task's supersederUrl must start with (repeatable; default: any superseder)")
 	f.StringVar(&logLevel, "log-level", env("HOPPER_LOG_LEVEL", defaultLogLevel), "debug, info, warn or error (HOPPER_LOG_LEVEL)")
+	// `hopper worker list` looks at workers rather than being one.
+	cmd.AddCommand(cli.NewWorkerListCommand())
 	return cmd
 }
 
