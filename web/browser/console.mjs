@@ -203,6 +203,26 @@ try {
     await screenshot('ui-group-graph.png');
   });
 
+  await check('a deep graph fits the width, then zooms', async () => {
+    await go(`#/group/${fx.deepGroup}/graph`);
+    await page.waitForSelector(`.graph svg a.node[data-task="${fx.deepLast}"]`, { timeout: T });
+    const fits = () => page.$eval('.graph', (e) => e.scrollWidth <= e.clientWidth);
+    await page.waitForFunction(() => { const e = document.querySelector('.graph'); return e.scrollWidth <= e.clientWidth; }, { timeout: T });
+    const drawn = await page.$$eval('.graph svg a.node', (n) => n.length);
+    expect(drawn === fx.deepSize, `the fitted graph draws ${drawn} of ${fx.deepSize} tasks`);
+    const scale = () => page.$eval('.zoom-level', (e) => parseFloat(e.dataset.scale));
+    const fitted = await scale();
+    expect(fitted < 0.5, `a ${fx.deepSize}-level graph fits at ${fitted}`);
+    await screenshot('ui-deep-graph.png');
+    await page.click('[data-zoom="in"]');
+    await page.click('[data-zoom="in"]');
+    await page.waitForFunction((s) => parseFloat(document.querySelector('.zoom-level').dataset.scale) > s, { timeout: T }, fitted);
+    expect(!(await fits()), 'zoomed in, the graph scrolls');
+    await page.click('[data-zoom="fit"]');
+    await page.waitForFunction((s) => parseFloat(document.querySelector('.zoom-level').dataset.scale) === s, { timeout: T }, fitted);
+    expect(await fits(), 'fitted again');
+  });
+
   await check('group as a timeline with the critical path', async () => {
     await go(`#/group/${fx.group}/timeline`);
     await page.waitForSelector('.timeline .trow', { timeout: T });
