@@ -48,27 +48,20 @@ func openHistory(b *testing.B, history bool) (*store.DB, string, string) {
 	return s, url, schema
 }
 
-// BenchmarkCreateTaskHistory: what finding past tasks costs each
-// createTask (the task_group_members indexes of migration 013), on an
-// empty store and one holding 100,000 tasks.
-func BenchmarkCreateTaskHistory(b *testing.B) {
-	for _, prefill := range []int{0, 100_000} {
-		for _, history := range []bool{true, false} {
-			b.Run(fmt.Sprintf("tasks=%d/history=%t", prefill, history), func(b *testing.B) {
-				s, url, schema := openHistory(b, history)
-				storetest.BenchCreateTask(b, s, prefill, bulkFiller(url, schema))
-			})
-		}
-	}
-}
-
-// BenchmarkCreateClaimCompleteHistory: the same over a task's whole life,
-// whose resolution writes the partial indexes of resolved tasks.
-func BenchmarkCreateClaimCompleteHistory(b *testing.B) {
-	for _, history := range []bool{true, false} {
-		b.Run(fmt.Sprintf("history=%t", history), func(b *testing.B) {
-			s, _, _ := openHistory(b, history)
-			storetest.BenchCreateClaimComplete(b, s)
+// BenchmarkHistoryCost: what finding past tasks costs each task, with
+// migration 013's indexes against without (storetest.BenchHistoryCost):
+// its createTask on an empty store and on one holding 100,000 tasks, and
+// its whole life (createTask, claimWork, reportCompleted).
+func BenchmarkHistoryCost(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		prefill int
+		life    bool
+	}{{"create/tasks=0", 0, false}, {"create/tasks=100000", 100_000, false}, {"life/tasks=0", 0, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			with, url, withSchema := openHistory(b, true)
+			without, _, withoutSchema := openHistory(b, false)
+			storetest.BenchHistoryCost(b, with, without, bulkFiller(url, withSchema), bulkFiller(url, withoutSchema), c.prefill, c.life)
 		})
 	}
 }
