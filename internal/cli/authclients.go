@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -116,39 +115,39 @@ func printReply(cmd *cobra.Command, asJSON bool, v any, text func(io.Writer) err
 // printAuthClient prints a client for humans; a token (only present right
 // after create or reset) is printed with a reminder that it is shown once.
 func printAuthClient(w io.Writer, c *tcclient.AuthClient) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "clientId:\t%s\n", c.ClientID)
+	t := newTable(w)
+	t.row("clientId:", c.ClientID)
 	if c.AccessToken != "" {
-		fmt.Fprintf(tw, "accessToken:\t%s\t(shown only now: store it safely)\n", c.AccessToken)
+		t.row("accessToken:", c.AccessToken, "(shown only now: store it safely)")
 	}
 	state := "enabled"
 	if c.Disabled {
 		state = "disabled"
 	}
-	fmt.Fprintf(tw, "state:\t%s\n", state)
-	fmt.Fprintf(tw, "description:\t%s\n", flattenText(c.Description))
-	fmt.Fprintf(tw, "expires:\t%s\n", c.Expires)
-	fmt.Fprintf(tw, "created:\t%s\n", c.Created)
-	fmt.Fprintf(tw, "lastRotated:\t%s\n", c.LastRotated)
+	t.row("state:", state)
+	t.row("description:", flattenText(c.Description))
+	t.row("expires:", c.Expires)
+	t.row("created:", c.Created)
+	t.row("lastRotated:", c.LastRotated)
 	if c.DeleteOnExpiration {
-		fmt.Fprintf(tw, "deleteOnExpiration:\ttrue\n")
+		t.row("deleteOnExpiration:", "true")
 	}
-	printScopeLines(tw, "scopes", c.Scopes)
-	printScopeLines(tw, "expandedScopes", c.ExpandedScopes)
-	return tw.Flush()
+	scopeRows(t, "scopes", c.Scopes)
+	scopeRows(t, "expandedScopes", c.ExpandedScopes)
+	return t.flush()
 }
 
-// printScopeLines prints one scope per line under a label.
-func printScopeLines(w io.Writer, label string, scopes []string) {
+// scopeRows adds one scope a row under a label.
+func scopeRows(t *table, label string, scopes []string) {
 	if len(scopes) == 0 {
-		fmt.Fprintf(w, "%s:\t(none)\n", label)
+		t.row(label+":", "(none)")
 		return
 	}
 	for i, s := range scopes {
 		if i == 0 {
-			fmt.Fprintf(w, "%s:\t%s\n", label, s)
+			t.row(label+":", s)
 		} else {
-			fmt.Fprintf(w, "\t%s\n", s)
+			t.row("", s)
 		}
 	}
 }
@@ -257,16 +256,15 @@ func clientListCommand(asJSON *bool) *cobra.Command {
 			if *asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), clients)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "CLIENT ID\tSTATE\tEXPIRES\tSCOPES\tDESCRIPTION")
+			t := newTable(cmd.OutOrStdout(), "CLIENT ID", "STATE", "EXPIRES", "SCOPES", "DESCRIPTION")
 			for _, cl := range clients {
 				state := "enabled"
 				if cl.Disabled {
 					state = "disabled"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", cl.ClientID, state, cl.Expires, len(cl.Scopes), truncateCell(flattenText(cl.Description), 60))
+				t.row(cl.ClientID, state, cl.Expires, len(cl.Scopes), truncateCell(flattenText(cl.Description), 60))
 			}
-			return tw.Flush()
+			return t.flush()
 		},
 	}
 	list.Flags().StringVar(&prefix, "prefix", "", "only clients whose id starts with this")

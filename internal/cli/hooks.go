@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -123,12 +122,11 @@ func hookListCommand(asJSON *bool) *cobra.Command {
 				return authCLIError("listing the hooks of "+args[0], err)
 			}
 			return printReply(cmd, *asJSON, map[string]any{"hooks": hooks}, func(w io.Writer) error {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "HOOK ID\tSCHEDULE\tNAME")
+				t := newTable(w, "HOOK ID", "SCHEDULE", "NAME")
 				for _, h := range hooks {
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", h.HookID, scheduleText(h.Schedule), truncateCell(hookName(h.Metadata), 50))
+					t.row(h.HookID, scheduleText(h.Schedule), truncateCell(hookName(h.Metadata), 50))
 				}
-				return tw.Flush()
+				return t.flush()
 			})
 		},
 	}
@@ -197,13 +195,11 @@ func hookFiresCommand(asJSON *bool) *cobra.Command {
 					_, err := fmt.Fprintf(w, "hook %s/%s has not fired yet\n", args[0], args[1])
 					return err
 				}
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "TIME\tFIRED BY\tTASK ID\tRESULT\tTASK STATE\tERROR")
+				t := newTable(w, "TIME", "FIRED BY", "TASK ID", "RESULT", "TASK STATE", "ERROR")
 				for _, f := range list {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", f.TaskCreateTime, f.FiredBy, f.TaskID, f.Result, f.TaskState,
-						truncateCell(flattenText(f.Error), 60))
+					t.row(f.TaskCreateTime, f.FiredBy, f.TaskID, f.Result, f.TaskState, truncateCell(flattenText(f.Error), 60))
 				}
-				return tw.Flush()
+				return t.flush()
 			})
 		},
 	}
@@ -343,20 +339,20 @@ func readHookFile(path string, stdin io.Reader) (*tcclient.Hook, error) {
 
 // printHook prints a hook for humans, with its status when known.
 func printHook(w io.Writer, h *tcclient.Hook, status *tcclient.HookStatus) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "hook:\t%s/%s\n", h.HookGroupID, h.HookID)
-	fmt.Fprintf(tw, "name:\t%s\n", hookName(h.Metadata))
-	fmt.Fprintf(tw, "schedule:\t%s\n", scheduleText(h.Schedule))
+	t := newTable(w)
+	t.row("hook:", h.HookGroupID+"/"+h.HookID)
+	t.row("name:", hookName(h.Metadata))
+	t.row("schedule:", scheduleText(h.Schedule))
 	if len(h.Bindings) > 0 && string(h.Bindings) != "[]" {
-		fmt.Fprintf(tw, "bindings:\t%s\n", h.Bindings)
+		t.row("bindings:", string(h.Bindings))
 	}
 	if status != nil {
 		if status.NextScheduledDate != "" {
-			fmt.Fprintf(tw, "next fire:\t%s\n", status.NextScheduledDate)
+			t.row("next fire:", status.NextScheduledDate)
 		}
-		fmt.Fprintf(tw, "last fire:\t%s\n", lastFireText(status.LastFire))
+		t.row("last fire:", lastFireText(status.LastFire))
 	}
-	if err := tw.Flush(); err != nil {
+	if err := t.flush(); err != nil {
 		return err
 	}
 	var task bytes.Buffer

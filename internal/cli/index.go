@@ -2,10 +2,8 @@ package cli
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,13 +13,13 @@ import (
 
 // printIndexedTask prints an index entry for humans.
 func printIndexedTask(w io.Writer, e *tcclient.IndexedTask) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "namespace:\t%s\n", e.Namespace)
-	fmt.Fprintf(tw, "taskId:\t%s\n", e.TaskID)
-	fmt.Fprintf(tw, "rank:\t%s\n", formatRank(e.Rank))
-	fmt.Fprintf(tw, "expires:\t%s\n", e.Expires)
-	fmt.Fprintf(tw, "data:\t%s\n", e.Data)
-	return tw.Flush()
+	t := newTable(w)
+	t.row("namespace:", e.Namespace)
+	t.row("taskId:", e.TaskID)
+	t.row("rank:", formatRank(e.Rank))
+	t.row("expires:", e.Expires)
+	t.row("data:", string(e.Data))
+	return t.flush()
 }
 
 // NewIndexCommand is `hopper index`: find, browse and insert entries of the
@@ -101,15 +99,14 @@ func indexListCommand(asJSON *bool) *cobra.Command {
 			if *asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), map[string]any{"namespaces": namespaces, "tasks": tasks})
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PATH\tTASK ID\tRANK\tEXPIRES")
+			t := newTable(cmd.OutOrStdout(), "PATH", "TASK ID", "RANK", "EXPIRES")
 			for _, n := range namespaces {
-				fmt.Fprintf(tw, "%s.\t-\t-\t%s\n", n.Namespace, n.Expires)
+				t.row(n.Namespace+".", "-", "-", n.Expires)
 			}
-			for _, t := range tasks {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Namespace, t.TaskID, formatRank(t.Rank), t.Expires)
+			for _, task := range tasks {
+				t.row(task.Namespace, task.TaskID, formatRank(task.Rank), task.Expires)
 			}
-			return tw.Flush()
+			return t.flush()
 		},
 	}
 }

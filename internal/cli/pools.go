@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -91,12 +90,11 @@ func poolListCommand(asJSON *bool) *cobra.Command {
 				pools = []tcclient.WorkerPool{}
 			}
 			return printReply(cmd, *asJSON, map[string]any{"workerPools": pools}, func(w io.Writer) error {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "POOL\tPROVIDER\tREQUESTED\tRUNNING\tSTOPPING\tCAPACITY")
+				t := newTable(w, "POOL", "PROVIDER", "REQUESTED", "RUNNING", "STOPPING", "CAPACITY")
 				for _, p := range pools {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", p.WorkerPoolID, p.ProviderID, p.RequestedCount, p.RunningCount, p.StoppingCount, p.CurrentCapacity)
+					t.row(p.WorkerPoolID, p.ProviderID, p.RequestedCount, p.RunningCount, p.StoppingCount, p.CurrentCapacity)
 				}
-				return tw.Flush()
+				return t.flush()
 			})
 		},
 	}
@@ -268,23 +266,22 @@ func readPoolFile(path string, stdin io.Reader) (*tcclient.WorkerPoolDefinition,
 }
 
 func printPool(w io.Writer, p *tcclient.WorkerPool, workers []tcclient.PoolWorker, errs []tcclient.PoolError) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "pool:\t%s\n", p.WorkerPoolID)
-	fmt.Fprintf(tw, "provider:\t%s\n", p.ProviderID)
-	fmt.Fprintf(tw, "owner:\t%s\n", p.Owner)
-	fmt.Fprintf(tw, "workers:\t%d requested, %d running, %d stopping, %d stopped (capacity %d)\n",
-		p.RequestedCount, p.RunningCount, p.StoppingCount, p.StoppedCount, p.CurrentCapacity)
-	if err := tw.Flush(); err != nil {
+	t := newTable(w)
+	t.row("pool:", p.WorkerPoolID)
+	t.row("provider:", p.ProviderID)
+	t.row("owner:", p.Owner)
+	t.row("workers:", fmt.Sprintf("%d requested, %d running, %d stopping, %d stopped (capacity %d)",
+		p.RequestedCount, p.RunningCount, p.StoppingCount, p.StoppedCount, p.CurrentCapacity))
+	if err := t.flush(); err != nil {
 		return err
 	}
 	if len(workers) > 0 {
 		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "WORKER\tSTATE\tCAPACITY\tEXPIRES")
+		t = newTable(w, "WORKER", "STATE", "CAPACITY", "EXPIRES")
 		for _, wk := range workers {
-			fmt.Fprintf(tw, "%s/%s\t%s\t%d\t%s\n", wk.WorkerGroup, wk.WorkerID, wk.State, wk.Capacity, wk.Expires)
+			t.row(wk.WorkerGroup+"/"+wk.WorkerID, wk.State, wk.Capacity, wk.Expires)
 		}
-		if err := tw.Flush(); err != nil {
+		if err := t.flush(); err != nil {
 			return err
 		}
 	}

@@ -372,7 +372,7 @@ func (w *Worker) runClaim(tc tcclient.TaskClaim, slot int) Outcome {
 		return Outcome{State: tcclient.StateException, Reason: tcclient.ReasonInternalError}
 	}
 	r := &taskRun{w: w, claim: claim, logger: logger, slot: slot}
-	if url := supersederURL(claim.Task.Payload); url != "" && w.SupersedeFunc != nil && w.cfg.SupersedingEnabled() {
+	if url := SupersederURL(claim.Task.Payload); url != "" && w.SupersedeFunc != nil && w.cfg.SupersedingEnabled() {
 		// An immediate shutdown during the superseding step cancels it, so
 		// held claims are released at once (docs/contract/worker.md §6.2 row 14c).
 		superCtx, cancelSuper := context.WithCancel(context.Background())
