@@ -80,7 +80,7 @@ func (w *wiring) workerManagerService() (service, error) {
 
 // queueWorkers reads the queue's worker records for the Worker Manager.
 type queueWorkers struct {
-	store    store.Store
+	store    workermanagerapi.QueueWorkers // the queue's records as stored
 	queue    *queueapi.Server
 	resolver *maintenance.WorkerRunResolver
 }

@@ -12,6 +12,27 @@ import (
 	"github.com/hopper-ci/hopper/internal/queue"
 )
 
+// TaskQueueStore is the queue's task queues, their pending and claimed
+// runs, and the workers that claim from them.
+type TaskQueueStore interface {
+	TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (pending, claimed int, err error)
+	ListPending(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]PendingEntry, string, error)
+	ListClaimed(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]ClaimedEntry, string, error)
+	TouchTaskQueue(ctx context.Context, p TouchTaskQueueParams) (*TaskQueue, error)
+	GetTaskQueue(ctx context.Context, taskQueueID string, now time.Time) (*TaskQueue, error)
+	ListTaskQueues(ctx context.Context, now time.Time, filter TaskQueueFilter, page Page) ([]TaskQueue, string, error)
+	TouchWorker(ctx context.Context, p TouchWorkerParams) (*Worker, error)
+	GetWorker(ctx context.Context, key WorkerKey, now time.Time) (*Worker, error)
+	ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page Page) ([]Worker, string, error)
+	QuarantineWorker(ctx context.Context, p QuarantineWorkerParams) (*Worker, error)
+	AddRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentTask) error
+	// TouchMany records many task queues and workers as seen, then adds
+	// runs to workers' recent tasks as AddRecentTasks would, in one
+	// transaction (touch_batch.go): claimWork's bookkeeping, written in
+	// batches.
+	TouchMany(ctx context.Context, queues []TouchTaskQueueParams, workers []TouchWorkerParams, recent []RecentTasksParams) error
+}
+
 // TaskQueueCounts implements Store: pending runs whose deadline is ahead,
 // and running runs whose claim has not run out.
 func (db *DB) TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (int, int, error) {
