@@ -335,7 +335,7 @@ func (s *Server) listWorkers(c *api.Call) (any, error) {
 		quarantined = &b
 	}
 	s.settleTouches(c.Context())
-	ws, next, err := s.store.ListWorkers(c.Context(), c.Params["provisionerId"]+"/"+c.Params["workerType"], c.Now, quarantined, c.Page())
+	ws, next, err := s.store.ListWorkers(c.Context(), c.Now, store.WorkerFilter{TaskQueueID: c.Params["provisionerId"] + "/" + c.Params["workerType"], Quarantined: quarantined}, c.Page())
 	if err != nil {
 		return nil, err
 	}

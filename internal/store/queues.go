@@ -23,7 +23,7 @@ type TaskQueueStore interface {
 	ListTaskQueues(ctx context.Context, now time.Time, filter TaskQueueFilter, page Page) ([]TaskQueue, string, error)
 	TouchWorker(ctx context.Context, p TouchWorkerParams) (*Worker, error)
 	GetWorker(ctx context.Context, key WorkerKey, now time.Time) (*Worker, error)
-	ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page Page) ([]Worker, string, error)
+	ListWorkers(ctx context.Context, now time.Time, filter WorkerFilter, page Page) ([]Worker, string, error)
 	QuarantineWorker(ctx context.Context, p QuarantineWorkerParams) (*Worker, error)
 	AddRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentTask) error
 	// TouchMany records many task queues and workers as seen, then adds
@@ -259,14 +259,14 @@ func (db *DB) GetWorker(ctx context.Context, key WorkerKey, now time.Time) (*Wor
 }
 
 // ListWorkers implements Store.
-func (db *DB) ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page Page) ([]Worker, string, error) {
+func (db *DB) ListWorkers(ctx context.Context, now time.Time, filter WorkerFilter, page Page) ([]Worker, string, error) {
 	out, next, err := listPageFields(ctx, db, page, 2, func(cursor string) (string, []any, error) {
 		afterGroup, afterID, _ := strings.Cut(cursor, "\x00")
 		query := "SELECT " + workerColumns + ` FROM workers WHERE task_queue_id = ? AND (expires > ? OR quarantine_until > ?)
 		AND (worker_group > ? OR (worker_group = ? AND worker_id > ?))`
-		args := []any{taskQueueID, ms(now), ms(now), afterGroup, afterGroup, afterID}
-		if quarantined != nil {
-			if *quarantined {
+		args := []any{filter.TaskQueueID, ms(now), ms(now), afterGroup, afterGroup, afterID}
+		if filter.Quarantined != nil {
+			if *filter.Quarantined {
 				query += " AND quarantine_until >= ?"
 			} else {
 				query += " AND quarantine_until < ?"
@@ -282,7 +282,7 @@ func (db *DB) ListWorkers(ctx context.Context, taskQueueID string, now time.Time
 		return *w, nil
 	}, func(w Worker) string { return w.WorkerGroup + "\x00" + w.WorkerID })
 	if err != nil {
-		return nil, "", fmt.Errorf("listing workers of %s: %w", taskQueueID, err)
+		return nil, "", fmt.Errorf("listing workers of %s: %w", filter.TaskQueueID, err)
 	}
 	return out, next, nil
 }

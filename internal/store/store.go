@@ -244,6 +244,14 @@ type TouchTaskQueueParams struct {
 	Stability   *string
 }
 
+// WorkerFilter selects the workers ListWorkers lists: those of a task
+// queue, and if Quarantined is set, only those quarantined (or not) at
+// the time asked about.
+type WorkerFilter struct {
+	TaskQueueID string
+	Quarantined *bool
+}
+
 // WorkerKey identifies a worker.
 type WorkerKey struct {
 	TaskQueueID string
