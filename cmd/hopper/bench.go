@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -117,27 +116,36 @@ backlogs are then queued straight through the store.`,
 			return rep.WriteTable(out)
 		},
 	}
-	f := cmd.Flags()
+	f, def := cmd.Flags(), bench.DefaultOptions()
 	f.StringVar(&rootURL, "root-url", env("TASKCLUSTER_ROOT_URL", ""), "deployment to measure (TASKCLUSTER_ROOT_URL)")
 	f.IntVar(&dbBatches, "db-batches", 0, "with --db on PostgreSQL: concurrent combined transactions (0: the default; -1: none)")
 	f.StringVar(&db, "db", "", "run an in-process server on this store instead: sqlite, sqlite:PATH or a postgres:// URL")
 	f.StringVar(&only, "only", "", "comma-separated benchmarks to run: lifecycle, wake, backlog, fleet (default all but fleet)")
-	f.IntVar(&opts.Tasks, "tasks", 2000, "life-cycle: tasks")
-	f.IntVar(&opts.Creators, "creators", 8, "life-cycle: concurrent createTask loops")
-	f.IntVar(&opts.Workers, "workers", 8, "life-cycle and drain: concurrent workers")
-	f.IntVar(&opts.ClaimBatch, "batch", 32, "tasks asked for per claimWork (1-32)")
+	f.IntVar(&opts.Tasks, "tasks", def.Tasks, "life-cycle: tasks")
+	f.IntVar(&opts.Creators, "creators", def.Creators, "life-cycle: concurrent createTask loops")
+	f.IntVar(&opts.Workers, "workers", def.Workers, "life-cycle and drain: concurrent workers")
+	f.IntVar(&opts.ClaimBatch, "batch", def.ClaimBatch, "tasks asked for per claimWork (1-32)")
 	f.IntVar(&opts.Fleet, "fleet", 0, "fleet: idle workers to hold long-polling while the life-cycle runs (alone, it runs only the fleet benchmark)")
-	f.DurationVar(&opts.FleetIdle, "fleet-idle", 5*time.Second, "fleet: how long the fleet only waits before the server's memory is read")
+	f.DurationVar(&opts.FleetIdle, "fleet-idle", def.FleetIdle, "fleet: how long the fleet only waits before the server's memory is read")
 	f.BoolVar(&serverProcess, "server-process", false, "with --db: run the server as a child process, so its CPU time per task and memory are reported apart")
-	f.IntVar(&opts.WakeSamples, "wake-samples", 200, "wake: samples")
-	f.StringVar(&backlogs, "backlogs", "1000,100000", "backlog: comma-separated pending-queue sizes")
-	f.IntVar(&opts.BacklogSamples, "backlog-samples", 200, "backlog: claim+complete cycles timed per size")
-	f.IntVar(&opts.PrefillConcurrency, "prefill-concurrency", 32, "backlog: concurrent createTask calls when queueing over HTTP")
+	f.IntVar(&opts.WakeSamples, "wake-samples", def.WakeSamples, "wake: samples")
+	f.StringVar(&backlogs, "backlogs", formatSizes(def.Backlogs), "backlog: comma-separated pending-queue sizes")
+	f.IntVar(&opts.BacklogSamples, "backlog-samples", def.BacklogSamples, "backlog: claim+complete cycles timed per size")
+	f.IntVar(&opts.PrefillConcurrency, "prefill-concurrency", def.PrefillConcurrency, "backlog: concurrent createTask calls when queueing over HTTP")
 	f.BoolVar(&noDrain, "no-drain", false, "with --root-url: leave the rest of each backlog pending instead of working it off")
-	f.StringVar(&opts.ProvisionerID, "provisioner-id", "hopper-bench", "provisionerId of the benchmark's task queues")
+	f.StringVar(&opts.ProvisionerID, "provisioner-id", def.ProvisionerID, "provisionerId of the benchmark's task queues")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&logLevel, "log-level", defaultLogLevel, "progress logging: debug, info, warn or error")
 	return cmd
+}
+
+// formatSizes is the text of sizes that parseSizes reads.
+func formatSizes(sizes []int) string {
+	parts := make([]string, len(sizes))
+	for i, n := range sizes {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
 }
 
 // parseSizes parses "1000,100000" (underscores allowed: 100_000).

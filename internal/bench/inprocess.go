@@ -18,9 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hopper-ci/hopper/internal/ident"
-	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/tcclient"
@@ -149,7 +147,7 @@ func StartInProcess(ctx context.Context, opts InProcessOptions) (_ *InProcess, e
 			p.done <- server.Run(runCtx, server.Config{
 				Store:  server.StoreOptions{Batches: opts.DBBatches},
 				Listen: "127.0.0.1:0", DB: spec, DataDir: dataDir,
-				ClaimTimeout: queueapi.DefaultClaimTimeout, DeadlineDelay: maintenance.DefaultDeadlineDelay,
+				ClaimTimeout: server.DefaultClaimTimeout, DeadlineDelay: server.DefaultDeadlineDelay,
 				RootAccessToken: token, Logger: opts.Logger, Version: "bench",
 				Ready: func(rootURL string) { ready <- rootURL },
 			})

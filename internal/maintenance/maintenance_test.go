@@ -233,26 +233,50 @@ func TestStopIsSafe(t *testing.T) {
 	}
 }
 
-// countingFirer counts the scheduler's passes.
-type countingFirer struct{ calls atomic.Int64 }
+// countingFirer counts the scheduler's passes, and holds the third until
+// release closes, handing its context to third.
+type countingFirer struct {
+	calls   atomic.Int64
+	third   chan context.Context
+	release chan struct{}
+}
 
-func (f *countingFirer) FireDue(context.Context) (int, error) {
-	f.calls.Add(1)
+func (f *countingFirer) FireDue(ctx context.Context) (int, error) {
+	if f.calls.Add(1) == 3 && f.third != nil {
+		f.third <- ctx
+		<-f.release
+	}
 	return 0, nil
 }
 
 // TestHookSchedulerPolls: the scheduler fires due hooks at Start and then
-// every interval, until Stop.
+// every interval; Stop ends the loop's context and waits for the pass under
+// way, so for the loop itself: none can start once Stop has returned (and
+// TestMain fails the package if a loop outlives the tests).
 func TestHookSchedulerPolls(t *testing.T) {
 	t.Parallel()
-	f := &countingFirer{}
+	f := &countingFirer{third: make(chan context.Context, 1), release: make(chan struct{})}
 	s := &maintenance.HookScheduler{Firer: f, Interval: 5 * time.Millisecond}
 	s.Start(context.Background())
-	require.Eventually(t, func() bool { return f.calls.Load() >= 3 }, 10*time.Second, time.Millisecond)
-	s.Stop()
-	after := f.calls.Load()
-	time.Sleep(20 * time.Millisecond)
-	require.Equal(t, after, f.calls.Load(), "no pass after Stop")
+	var pass context.Context
+	select {
+	case pass = <-f.third:
+	case <-time.After(time.Minute):
+		t.Fatalf("%d passes, not three", f.calls.Load())
+	}
+	stopped := make(chan struct{})
+	go func() {
+		s.Stop()
+		close(stopped)
+	}()
+	<-pass.Done() // Stop has begun: the pass's context ended
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while a pass was under way")
+	default:
+	}
+	close(f.release)
+	<-stopped
 }
 
 // sweeper is an ObjectSweeper that counts its sweeps.

@@ -107,6 +107,7 @@ type Server struct {
 	pub     Publisher
 	log     *slog.Logger
 	metrics *Metrics
+	live    liveness
 	started time.Time
 	blobs   artifacts.Backend
 	objects ObjectService
@@ -171,7 +172,11 @@ func New(opts Options) (*Server, error) {
 		cfg: cfg, store: opts.Store, clock: opts.Clock, schemas: schemas,
 		creds: opts.Issuer, pub: opts.Publisher, log: opts.Logger,
 		metrics: opts.Metrics, draining: make(chan struct{}),
-		blobs: opts.Artifacts, objects: opts.Objects,
+		blobs: opts.Artifacts, objects: opts.Objects, live: newLiveness(cfg),
+	}
+	if s.metrics != nil && s.metrics.queues != nil {
+		// The metrics are built before the queue they describe.
+		s.metrics.queues.liveness = s.live
 	}
 	if s.clock == nil {
 		s.clock = queue.SystemClock{}

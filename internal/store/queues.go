@@ -200,7 +200,7 @@ func scanTaskQueueValue(row rowScanner) (TaskQueue, error) {
 	return *q, nil
 }
 
-const workerColumns = "task_queue_id, worker_group, worker_id, first_claim, last_date_active, expires, quarantine_until, quarantine_details, recent_tasks"
+const workerColumns = "task_queue_id, worker_group, worker_id, first_claim, last_date_active, expires, quarantine_until, quarantine_details, recent_tasks, capacity"
 
 func scanWorker(row rowScanner) (*Worker, error) {
 	var (
@@ -208,7 +208,7 @@ func scanWorker(row rowScanner) (*Worker, error) {
 		first, active, expires, quarantine int64
 		details, recent                    string
 	)
-	if err := row.Scan(&w.TaskQueueID, &w.WorkerGroup, &w.WorkerID, &first, &active, &expires, &quarantine, &details, &recent); err != nil {
+	if err := row.Scan(&w.TaskQueueID, &w.WorkerGroup, &w.WorkerID, &first, &active, &expires, &quarantine, &details, &recent, &w.Capacity); err != nil {
 		return nil, err
 	}
 	w.FirstClaim, w.LastDateActive, w.Expires, w.QuarantineUntil = fromMS(first), fromMS(active), fromMS(expires), fromMS(quarantine)
@@ -221,15 +221,25 @@ func scanWorker(row rowScanner) (*Worker, error) {
 	return &w, nil
 }
 
+// capacityUpdate is the SET clause of a touch's capacity
+// (TouchWorkerParams.Capacity): an ask of 0 keeps it, a larger ask raises
+// it, and a worker unseen for longer than the parameter (in ms) before
+// the touch takes its ask, larger or not (every SET clause reads the row
+// as it was before the touch).
+const capacityUpdate = `capacity = CASE WHEN excluded.capacity = 0 THEN workers.capacity
+	WHEN excluded.capacity > workers.capacity OR workers.last_date_active < excluded.last_date_active - ? THEN excluded.capacity
+	ELSE workers.capacity END`
+
 // TouchWorker implements Store.
 func (db *DB) TouchWorker(ctx context.Context, p TouchWorkerParams) (*Worker, error) {
 	var w *Worker
 	err := db.tx(ctx, func(tx *txn) error {
 		if _, err := tx.exec(ctx, `INSERT INTO workers (`+workerColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, 0, '[]', '[]') ON CONFLICT (task_queue_id, worker_group, worker_id) DO UPDATE SET
+			VALUES (?, ?, ?, ?, ?, ?, 0, '[]', '[]', ?) ON CONFLICT (task_queue_id, worker_group, worker_id) DO UPDATE SET
 			expires = CASE WHEN excluded.expires > workers.expires THEN excluded.expires ELSE workers.expires END,
-			last_date_active = excluded.last_date_active`,
-			p.Key.TaskQueueID, p.Key.WorkerGroup, p.Key.WorkerID, ms(p.Now), ms(p.Now), ms(p.Expires)); err != nil {
+			last_date_active = excluded.last_date_active, `+capacityUpdate,
+			p.Key.TaskQueueID, p.Key.WorkerGroup, p.Key.WorkerID, ms(p.Now), ms(p.Now), ms(p.Expires), max(p.Capacity, 0),
+			WorkerCapacityAbsence.Milliseconds()); err != nil {
 			return fmt.Errorf("recording worker %s/%s: %w", p.Key.WorkerGroup, p.Key.WorkerID, err)
 		}
 		var err error

@@ -58,6 +58,9 @@ type Store interface {
 	// Finding tasks without their taskId (history.go).
 	HistoryStore
 
+	// Workers online and busy (liveness.go).
+	LivenessStore
+
 	// The forge integration (github.go, githubchecks.go).
 	GithubStore
 	GithubCheckStore
@@ -268,6 +271,9 @@ type Worker struct {
 	QuarantineUntil   time.Time
 	QuarantineDetails []QuarantineDetail
 	RecentTasks       []RecentTask
+	// Capacity is the most tasks the worker asked for in one claimWork
+	// since it came online (TouchWorkerParams.Capacity); 0: never asked.
+	Capacity int
 }
 
 // QuarantineDetail is one audit entry of quarantineWorker.
@@ -290,12 +296,26 @@ type RecentTasksParams struct {
 	Tasks []RecentTask
 }
 
-// TouchWorkerParams records a worker as seen (claimWork) or declared.
+// TouchWorkerParams records a worker as seen (claimWork, reclaimTask) or
+// declared.
 type TouchWorkerParams struct {
 	Key     WorkerKey
 	Now     time.Time
 	Expires time.Time // never shortens
+	// Capacity is how many tasks the worker asked for (claimWork's
+	// tasks); 0 says nothing of it (a reclaim, a declaration). The record
+	// keeps the most asked, an idle worker asking for all its slots; a
+	// worker unseen for WorkerCapacityAbsence before Now comes back with
+	// the capacity it asks for then (it may have been restarted with
+	// fewer slots).
+	Capacity int
 }
+
+// WorkerCapacityAbsence is how long a worker is unseen before its
+// recorded capacity starts afresh: longer than a claim lasts by default
+// (20 min), so a worker whose slots were all busy, reclaiming its runs,
+// was seen in it.
+const WorkerCapacityAbsence = time.Hour
 
 // QuarantineWorkerParams describes quarantineWorker.
 type QuarantineWorkerParams struct {

@@ -64,7 +64,7 @@ type CredentialsConfig struct {
 type SupersedingConfig struct {
 	// Enabled turns superseding on (default true).
 	Enabled *bool `yaml:"enabled" json:"enabled,omitempty"`
-	// Order is "ascending" (default) or "descending".
+	// Order is "ascending" (DefaultSupersedingOrder) or "descending".
 	Order string `yaml:"order" json:"order,omitempty"`
 	// Timeout bounds the superseder request (default 5 s).
 	Timeout Duration `yaml:"timeout" json:"timeout,omitzero"`
@@ -93,10 +93,10 @@ type Config struct {
 	// DefaultWorkerGroup and this host's name).
 	WorkerGroup string `yaml:"workerGroup" json:"workerGroup"`
 	WorkerID    string `yaml:"workerId" json:"workerId"`
-	// Capacity is the number of concurrent runs (default 1, max 255).
+	// Capacity is the number of concurrent runs (DefaultCapacity, max 255).
 	Capacity int `yaml:"capacity" json:"capacity,omitempty"`
 	// WorkDir is the base of TasksDir, CachesDir and DownloadsDir (default
-	// "./hopper-worker").
+	// DefaultWorkDir).
 	WorkDir      string `yaml:"workDir" json:"workDir,omitempty"`
 	TasksDir     string `yaml:"tasksDir" json:"tasksDir,omitempty"`
 	CachesDir    string `yaml:"cachesDir" json:"cachesDir,omitempty"`
@@ -181,7 +181,7 @@ type Config struct {
 
 // DockerConfig holds the settings of the docker engine.
 type DockerConfig struct {
-	// Host is the daemon's socket (default unix:///var/run/docker.sock).
+	// Host is the daemon's socket (default dockerapi.DefaultHost).
 	Host string `yaml:"host" json:"host,omitempty"`
 	// Network is the containers' network mode: "bridge" (as
 	// docker-worker), "host" or "none". Empty (the default) means bridge
@@ -271,7 +271,7 @@ func (c Config) Normalize() (Config, error) {
 		problems = append(problems, "credentials.certificate must be JSON text")
 	}
 	if c.Capacity == 0 {
-		c.Capacity = 1
+		c.Capacity = DefaultCapacity
 	}
 	if c.Capacity < 1 || c.Capacity > 255 {
 		problems = append(problems, "capacity must be 1..255")
@@ -283,7 +283,7 @@ func (c Config) Normalize() (Config, error) {
 		problems = append(problems, "maxTaskRunTime must be positive")
 	}
 	if c.WorkDir == "" {
-		c.WorkDir = "hopper-worker"
+		c.WorkDir = DefaultWorkDir
 	}
 	abs, err := filepath.Abs(c.WorkDir)
 	if err != nil {
@@ -320,7 +320,7 @@ func (c Config) Normalize() (Config, error) {
 		c.MaxInternalErrors = 5
 	}
 	if c.Superseding.Order == "" {
-		c.Superseding.Order = "ascending"
+		c.Superseding.Order = DefaultSupersedingOrder
 	}
 	if c.Superseding.Order != "ascending" && c.Superseding.Order != "descending" {
 		problems = append(problems, "superseding.order must be ascending or descending")
@@ -329,7 +329,7 @@ func (c Config) Normalize() (Config, error) {
 		c.Superseding.Timeout.Duration = 5 * time.Second
 	}
 	if c.Engine == "" {
-		c.Engine = EngineProcess
+		c.Engine = DefaultEngine
 	}
 	if c.Engine != EngineProcess && c.Engine != EngineDocker {
 		problems = append(problems, fmt.Sprintf("engine %q must be %s or %s", c.Engine, EngineProcess, EngineDocker))
@@ -384,8 +384,20 @@ func (c *Config) workerCredentials() *tcclient.Credentials {
 	}
 }
 
-// DefaultWorkerGroup is the workerGroup of a worker configured without one.
-const DefaultWorkerGroup = "local"
+// The defaults Normalize fills in (and `hopper worker --help` shows), each
+// written once.
+const (
+	// DefaultWorkerGroup is the workerGroup of a worker configured without one.
+	DefaultWorkerGroup = "local"
+	// DefaultCapacity is the number of concurrent runs.
+	DefaultCapacity = 1
+	// DefaultWorkDir is the work directory, relative to the current one.
+	DefaultWorkDir = "hopper-worker"
+	// DefaultEngine is how tasks run.
+	DefaultEngine = EngineProcess
+	// DefaultSupersedingOrder is the order of a superseder's list.
+	DefaultSupersedingOrder = "ascending"
+)
 
 // HostWorkerID is the workerId a worker configured without one takes:
 // this host's name, reduced to a valid workerId.

@@ -306,6 +306,16 @@ func (h *handlers) poolState(c *api.Call, key store.WorkerKey) (state string, ca
 	return string(w.State), w.Capacity, w.ProviderID, w.LaunchConfigID, nil
 }
 
+// standaloneCapacity is the capacity of a worker no pool knows: the most
+// tasks the queue saw it ask for at once (0 when it never asked), where
+// a pool's worker has the capacity the pool gave it.
+func standaloneCapacity(state string, poolCapacity int, w *store.Worker) int {
+	if state == "standalone" {
+		return w.Capacity
+	}
+	return poolCapacity
+}
+
 // listWorkers lists the queue's workers of a task queue with their pool
 // state, as Taskcluster's worker-manager joins the two.
 func (h *handlers) listWorkers(c *api.Call) (any, error) {
@@ -333,6 +343,7 @@ func (h *handlers) listWorkers(c *api.Call) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		capacity = standaloneCapacity(state, capacity, &w)
 		if stateFilter != "" && state != stateFilter {
 			continue
 		}
@@ -371,6 +382,7 @@ func (h *handlers) getWorker(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	capacity = standaloneCapacity(state, capacity, w)
 	recent := w.RecentTasks
 	if recent == nil {
 		recent = []store.RecentTask{}
