@@ -200,6 +200,20 @@ func poolIDOf(c *api.Call) (string, error) {
 	return id, nil
 }
 
+// authorizedPool reads the workerPoolId parameter and checks the route's
+// scopes for it (with the other parameters given as name, value pairs).
+func authorizedPool(c *api.Call, more ...string) (string, error) {
+	id, err := poolIDOf(c)
+	if err != nil {
+		return "", err
+	}
+	params := map[string]any{"workerPoolId": id}
+	for i := 0; i+1 < len(more); i += 2 {
+		params[more[i]] = more[i+1]
+	}
+	return id, authorize(c, params)
+}
+
 // authorize checks the route's scopes rendered with params.
 func authorize(c *api.Call, params map[string]any) error {
 	return c.Authorize(c.Route.Scopes, params)
