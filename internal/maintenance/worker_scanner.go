@@ -56,7 +56,7 @@ func (s *WorkerScanner) Start(ctx context.Context) {
 // lease) and returns how many workers it stopped.
 func (s *WorkerScanner) RunOnce(ctx context.Context) (int, error) {
 	now := s.Clock.Now()
-	ok, err := s.Store.TakeLease(ctx, ScannerLease, s.Holder, now, now.Add(interval(s.LeaseFor, DefaultLeaseFor)))
+	ok, err := s.Store.TakeLease(ctx, store.TakeLeaseParams{Name: ScannerLease, Holder: s.Holder, Now: now, Until: now.Add(interval(s.LeaseFor, DefaultLeaseFor))})
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -218,7 +218,7 @@ func (s *WorkerScanner) queueWorkers(ctx context.Context, poolID string) (map[st
 	out := map[string]*store.Worker{}
 	page := store.Page{}
 	for {
-		ws, next, err := s.Store.ListWorkers(ctx, poolID, s.Clock.Now(), nil, page)
+		ws, next, err := s.Store.ListWorkers(ctx, s.Clock.Now(), store.WorkerFilter{TaskQueueID: poolID}, page)
 		if err != nil {
 			return nil, fmt.Errorf("listing the queue's workers of %s: %w", poolID, err)
 		}
