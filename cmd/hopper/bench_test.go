@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/bench"
 )
 
 func TestParseSizes(t *testing.T) {
@@ -34,6 +36,17 @@ func TestParseSizes(t *testing.T) {
 			require.Equal(t, c.want, got)
 		})
 	}
+}
+
+// TestBenchBacklogsDefault: the --backlogs flag shows bench's default
+// sizes in the text it parses back.
+func TestBenchBacklogsDefault(t *testing.T) {
+	t.Parallel()
+	def := benchCommand().Flags().Lookup("backlogs").DefValue
+	require.Equal(t, "1000,100000", def)
+	got, err := parseSizes(def)
+	require.NoError(t, err)
+	require.Equal(t, bench.DefaultOptions().Backlogs, got)
 }
 
 // TestBenchCommandInProcess runs `hopper bench --db sqlite` at a tiny size,

@@ -132,8 +132,7 @@ func TestWorkerInterruptStopsPollingAtOnce(t *testing.T) {
 	}
 	srv := e2e.StartServer(t, e2e.ServerOptions{})
 	w := e2e.StartWorker(t, srv, e2e.WorkerOptions{TaskQueueID: "cli-test/idle"})
-	require.Eventually(t, func() bool { return strings.Contains(w.Logs(), "worker starting") }, 30*time.Second, 50*time.Millisecond)
-	time.Sleep(time.Second) // the first claimWork is parked on the empty queue
+	w.WaitPolling(t, &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}})
 	require.NoError(t, w.Signal(os.Interrupt))
 	select {
 	case <-w.Done():

@@ -7,12 +7,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-ci/hopper/internal/cli"
 	"github.com/hopper-ci/hopper/internal/worker"
+	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
 	"github.com/hopper-ci/hopper/internal/worker/poolmember"
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 	"github.com/hopper-ci/hopper/internal/worker/superseding"
@@ -61,48 +61,9 @@ worker-pool:<pool>'s config.hopperWorker), and it stops when it is removed
 from the pool (docs/worker-pools.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := worker.Config{}
-			if configFile != "" {
-				var err error
-				if cfg, err = worker.LoadConfigFile(configFile); err != nil {
-					return &cli.ExitError{Code: cli.ExitUsage, Msg: err.Error(), Err: err}
-				}
-			}
-			var member *poolmember.Member
-			if pool.workerPool != "" {
-				if cfg.RootURL == "" {
-					cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
-				}
-				if cmd.Flags().Changed("root-url") {
-					cfg.RootURL = flags.RootURL
-				}
-				var err error
-				member, cfg, err = joinPool(commandContext(cmd), pool, cfg, configFile != "", flags, cmd, newLogger(logLevel))
-				if err != nil {
-					return err
-				}
-			}
-			overlayWorkerFlags(cmd, &cfg, flags)
-			if member != nil {
-				creds := member.Credentials()
-				cfg.Credentials = worker.CredentialsConfig{ClientID: creds.ClientID, AccessToken: creds.AccessToken, Certificate: creds.Certificate}
-				cfg.TaskQueueID, cfg.ProvisionerID, cfg.WorkerType = pool.workerPool, "", ""
-			}
-			if cfg.RootURL == "" {
-				cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
-			}
-			if cfg.Docker.Host == "" {
-				cfg.Docker.Host = os.Getenv("DOCKER_HOST")
-			}
-			if cfg.Credentials.ClientID == "" {
-				cfg.Credentials.ClientID = os.Getenv("TASKCLUSTER_CLIENT_ID")
-				cfg.Credentials.AccessToken = os.Getenv("TASKCLUSTER_ACCESS_TOKEN")
-				cfg.Credentials.Certificate = os.Getenv("TASKCLUSTER_CERTIFICATE")
-			}
-			// A configuration that cannot work is a usage mistake (exit
-			// 64), told before anything starts.
-			if _, err := cfg.Normalize(); err != nil {
-				return &cli.ExitError{Code: cli.ExitUsage, Msg: err.Error() + " (see hopper worker --help)", Err: err}
+			cfg, member, err := resolveWorkerConfig(cmd, configFile, flags, pool, logLevel)
+			if err != nil {
+				return err
 			}
 			return runWorker(cfg, newLogger(logLevel), member)
 		},
@@ -110,8 +71,8 @@ from the pool (docs/worker-pools.md).`,
 	f := cmd.Flags()
 	f.StringVar(&pool.workerPool, "worker-pool", "", "join this worker pool (<provisionerId>/<workerType>): register with the Worker Manager instead of using client credentials")
 	f.StringVar(&pool.secretFile, "static-secret-file", "", "file holding this machine's static secret (with --worker-pool)")
-	f.StringVar(&pool.providerID, "provider-id", "static", "the pool's provider (with --worker-pool)")
-	f.DurationVar(&pool.checkEvery, "pool-check-interval", 30*time.Second, "how often a pool worker asks whether it was removed (with --worker-pool)")
+	f.StringVar(&pool.providerID, "provider-id", poolmember.DefaultProviderID, "the pool's provider (with --worker-pool)")
+	f.DurationVar(&pool.checkEvery, "pool-check-interval", poolmember.DefaultCheckEvery, "how often a pool worker asks whether it was removed (with --worker-pool)")
 	f.StringVar(&configFile, "config", "", "YAML or JSON worker configuration file (flags override it)")
 	f.StringVar(&flags.RootURL, "root-url", "", "Taskcluster root URL (TASKCLUSTER_ROOT_URL)")
 	f.StringVar(&flags.Credentials.ClientID, "client-id", "", "client id (TASKCLUSTER_CLIENT_ID)")
@@ -120,19 +81,74 @@ from the pool (docs/worker-pools.md).`,
 	f.StringVar(&flags.TaskQueueID, "task-queue-id", "", "task queue to serve, <provisionerId>/<workerType>")
 	f.StringVar(&flags.ProvisionerID, "provisioner-id", "", "provisioner id (with --worker-type, instead of --task-queue-id)")
 	f.StringVar(&flags.WorkerType, "worker-type", "", "worker type (with --provisioner-id)")
-	f.StringVar(&flags.WorkerGroup, "worker-group", "", "worker group (default: local)")
+	f.StringVar(&flags.WorkerGroup, "worker-group", "", "worker group (default: "+worker.DefaultWorkerGroup+")")
 	f.StringVar(&flags.WorkerID, "worker-id", "", "worker id (default: this host's name)")
-	f.IntVar(&flags.Capacity, "capacity", 0, "concurrent task runs (default 1)")
-	f.StringVar(&flags.WorkDir, "work-dir", "", "directory for task dirs, caches and downloads (default ./hopper-worker)")
-	f.StringVar(&flags.Isolation, "isolation", "", "task sandbox: strict (refuse to start without every protection), auto (default: use what the machine offers) or none")
-	f.StringVar(&flags.TaskNetwork, "task-network", "", "what a sandboxed task in its own network namespace reaches: outbound (default: the network through slirp4netns, not the machine's loopback) or none")
-	f.StringVar(&flags.Engine, "engine", "", "how tasks run: process (generic-worker payloads, default) or docker (docker-worker payloads)")
-	f.StringVar(&flags.Docker.Host, "docker-host", "", "Docker daemon socket for --engine docker (DOCKER_HOST; default unix:///var/run/docker.sock)")
+	f.IntVar(&flags.Capacity, "capacity", 0, fmt.Sprintf("concurrent task runs (default %d)", worker.DefaultCapacity))
+	f.StringVar(&flags.WorkDir, "work-dir", "", "directory for task dirs, caches and downloads (default ./"+worker.DefaultWorkDir+")")
+	f.StringVar(&flags.Isolation, "isolation", "", fmt.Sprintf("task sandbox: %s (refuse to start without every protection), %s (use what the machine offers) or %s (default %s)",
+		sandbox.Strict, sandbox.Auto, sandbox.None, sandbox.DefaultIsolation))
+	f.StringVar(&flags.TaskNetwork, "task-network", "", fmt.Sprintf("what a sandboxed task in its own network namespace reaches: %s (the network through slirp4netns, not the machine's loopback) or %s (default %s)",
+		sandbox.NetworkOutbound, sandbox.NetworkNone, sandbox.DefaultNetwork))
+	f.StringVar(&flags.Engine, "engine", "", fmt.Sprintf("how tasks run: %s (generic-worker payloads) or %s (docker-worker payloads) (default %s)",
+		worker.EngineProcess, worker.EngineDocker, worker.DefaultEngine))
+	f.StringVar(&flags.Docker.Host, "docker-host", "", "Docker daemon socket for --engine docker (DOCKER_HOST; default "+dockerapi.DefaultHost+")")
 	f.StringVar(&flags.Docker.Network, "docker-network", "", "network mode of task containers: bridge, host or none (default: bridge if the daemon has one, else none)")
-	f.StringVar(&flags.Superseding.Order, "superseding-order", "", "order of a superseder's list: ascending (each task supersedes those before it; default) or descending (docker-worker's order)")
+	f.StringVar(&flags.Superseding.Order, "superseding-order", "", "order of a superseder's list: ascending (each task supersedes those before it) or descending (docker-worker's order) (default "+worker.DefaultSupersedingOrder+")")
 	f.StringSliceVar(&flags.Superseding.AllowedURLPrefixes, "superseder-allow", nil, "URL prefix a task's supersederUrl must start with (repeatable; default: any superseder)")
 	f.StringVar(&logLevel, "log-level", env("HOPPER_LOG_LEVEL", defaultLogLevel), "debug, info, warn or error (HOPPER_LOG_LEVEL)")
+	// `hopper worker list` looks at workers rather than being one.
+	cmd.AddCommand(cli.NewWorkerListCommand())
 	return cmd
+}
+
+// resolveWorkerConfig is the worker's configuration: the file's, joined
+// to its pool (which hands out credentials and config) with --worker-pool,
+// the flags set over it, the environment filling what is still missing.
+func resolveWorkerConfig(cmd *cobra.Command, configFile string, flags worker.Config, pool poolFlags, logLevel string) (worker.Config, *poolmember.Member, error) {
+	cfg := worker.Config{}
+	if configFile != "" {
+		var err error
+		if cfg, err = worker.LoadConfigFile(configFile); err != nil {
+			return worker.Config{}, nil, &cli.ExitError{Code: cli.ExitUsage, Msg: err.Error(), Err: err}
+		}
+	}
+	var member *poolmember.Member
+	if pool.workerPool != "" {
+		if cfg.RootURL == "" {
+			cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
+		}
+		if cmd.Flags().Changed("root-url") {
+			cfg.RootURL = flags.RootURL
+		}
+		var err error
+		member, cfg, err = joinPool(commandContext(cmd), pool, cfg, configFile != "", flags, cmd, newLogger(logLevel))
+		if err != nil {
+			return worker.Config{}, nil, err
+		}
+	}
+	overlayWorkerFlags(cmd, &cfg, flags)
+	if member != nil {
+		creds := member.Credentials()
+		cfg.Credentials = worker.CredentialsConfig{ClientID: creds.ClientID, AccessToken: creds.AccessToken, Certificate: creds.Certificate}
+		cfg.TaskQueueID, cfg.ProvisionerID, cfg.WorkerType = pool.workerPool, "", ""
+	}
+	if cfg.RootURL == "" {
+		cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
+	}
+	if cfg.Docker.Host == "" {
+		cfg.Docker.Host = os.Getenv("DOCKER_HOST")
+	}
+	if cfg.Credentials.ClientID == "" {
+		cfg.Credentials.ClientID = os.Getenv("TASKCLUSTER_CLIENT_ID")
+		cfg.Credentials.AccessToken = os.Getenv("TASKCLUSTER_ACCESS_TOKEN")
+		cfg.Credentials.Certificate = os.Getenv("TASKCLUSTER_CERTIFICATE")
+	}
+	// A configuration that cannot work is a usage mistake (exit
+	// 64), told before anything starts.
+	if _, err := cfg.Normalize(); err != nil {
+		return worker.Config{}, nil, &cli.ExitError{Code: cli.ExitUsage, Msg: err.Error() + " (see hopper worker --help)", Err: err}
+	}
+	return cfg, member, nil
 }
 
 // overlayWorkerFlags copies the flags the user set over the file's values.

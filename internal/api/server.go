@@ -25,7 +25,6 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/schema"
-	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -180,8 +179,8 @@ type Route struct {
 
 // paramPatterns validate URL parameters (docs/contract/queue.md §1.2).
 var paramPatterns = map[string]*regexp.Regexp{
-	"taskId":        slugid.Regexp(),
-	"taskGroupId":   slugid.Regexp(),
+	"taskId":        ident.SlugID(),
+	"taskGroupId":   ident.SlugID(),
 	"provisionerId": ident.Identifier(),
 	"workerType":    ident.Identifier(),
 	"workerGroup":   ident.Identifier(),

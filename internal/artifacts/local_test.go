@@ -67,7 +67,7 @@ func TestLocalBackend(t *testing.T) {
 		return harness{
 			backend:      b.local,
 			shortExpiry:  func() time.Time { return b.clock.Now().Add(time.Minute) },
-			expire:       func(*testing.T) { b.clock.Advance(time.Minute + time.Second) },
+			expire:       func(*testing.T, string) { b.clock.Advance(time.Minute + time.Second) },
 			headOnGetURL: true,
 			checkRefused: requireStatus,
 		}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // s3TestSpec returns the spec of the S3-compatible server to test against,
@@ -33,9 +35,14 @@ func TestS3Backend(t *testing.T) {
 		return harness{
 			backend: b,
 			// SigV4 validity is counted in whole seconds from a signing
-			// time truncated to the second; real time has to pass.
+			// time truncated to the second, on the server's clock: real
+			// time has to pass, until the server refuses the URL.
 			shortExpiry: func() time.Time { return time.Now().Add(2 * time.Second) },
-			expire:      func(*testing.T) { time.Sleep(3500 * time.Millisecond) },
+			expire: func(t *testing.T, getURL string) {
+				testclock.WaitFor(t, time.Minute, "the server to refuse the expired URL", func() bool {
+					return doGet(t, http.MethodGet, getURL).status == http.StatusForbidden
+				})
+			},
 			// The signature covers the method: a GET URL does not HEAD.
 			headOnGetURL: false,
 			// MinIO picks among 400, 403 and 499 for malformed or

@@ -24,9 +24,10 @@ import (
 type harness struct {
 	backend Backend
 	// shortExpiry returns an expiry for URLs the test will then let lapse
-	// with expire.
+	// with expire, which is handed a GET URL signed with that expiry: a
+	// backend on another clock waits until the URL is refused.
 	shortExpiry func() time.Time
-	expire      func(t *testing.T)
+	expire      func(t *testing.T, getURL string)
 	// headOnGetURL says whether GET URLs also answer HEAD.
 	headOnGetURL bool
 	// checkRefused checks the status of a request the backend must refuse
@@ -201,7 +202,7 @@ func runBackendSuite(t *testing.T, newHarness func(t *testing.T) harness) {
 		getURL, err := h.backend.GetURL(ctx, key, h.shortExpiry())
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, doGet(t, http.MethodGet, getURL).status, "before expiry")
-		h.expire(t)
+		h.expire(t, getURL)
 		require.Equal(t, http.StatusForbidden, doPut(t, putURL, "application/binary", "", []byte("late")).status)
 		require.Equal(t, http.StatusForbidden, doGet(t, http.MethodGet, getURL).status)
 

@@ -123,6 +123,18 @@ type Report struct {
 	Fleet     *FleetResult
 }
 
+// DefaultOptions are the settings Run takes for those left zero (and
+// `hopper bench` shows as its flags' defaults).
+func DefaultOptions() Options {
+	return Options{
+		ProvisionerID: "hopper-bench", WorkerGroup: "bench",
+		Tasks: 2000, Creators: 8, Workers: 8, ClaimBatch: 32,
+		FleetIdle:   5 * time.Second,
+		WakeSamples: 200,
+		Backlogs:    []int{1000, 100000}, BacklogSamples: 200, PrefillConcurrency: 32,
+	}
+}
+
 func (o *Options) defaults() error {
 	if o.RootURL == "" {
 		return errors.New("bench: a root URL is required")
@@ -135,11 +147,12 @@ func (o *Options) defaults() error {
 			IdleConnTimeout:     90 * time.Second,
 		}}
 	}
+	d := DefaultOptions()
 	if o.ProvisionerID == "" {
-		o.ProvisionerID = "hopper-bench"
+		o.ProvisionerID = d.ProvisionerID
 	}
 	if o.WorkerGroup == "" {
-		o.WorkerGroup = "bench"
+		o.WorkerGroup = d.WorkerGroup
 	}
 	if len(o.Benchmarks) == 0 {
 		o.Benchmarks = Standard
@@ -149,10 +162,10 @@ func (o *Options) defaults() error {
 			return fmt.Errorf("bench: unknown benchmark %q (want one of %v)", b, All)
 		}
 	}
-	setDefault(&o.Tasks, 2000)
-	setDefault(&o.Creators, 8)
-	setDefault(&o.Workers, 8)
-	setDefault(&o.ClaimBatch, 32)
+	setDefault(&o.Tasks, d.Tasks)
+	setDefault(&o.Creators, d.Creators)
+	setDefault(&o.Workers, d.Workers)
+	setDefault(&o.ClaimBatch, d.ClaimBatch)
 	if o.ClaimBatch > 32 {
 		return fmt.Errorf("bench: claimWork takes at most 32 tasks a call, not %d", o.ClaimBatch)
 	}
@@ -160,14 +173,14 @@ func (o *Options) defaults() error {
 		return errors.New("bench: the fleet benchmark needs a fleet size")
 	}
 	if o.FleetIdle <= 0 {
-		o.FleetIdle = 5 * time.Second
+		o.FleetIdle = d.FleetIdle
 	}
-	setDefault(&o.WakeSamples, 200)
+	setDefault(&o.WakeSamples, d.WakeSamples)
 	if len(o.Backlogs) == 0 {
-		o.Backlogs = []int{1000, 100000}
+		o.Backlogs = d.Backlogs
 	}
-	setDefault(&o.BacklogSamples, 200)
-	setDefault(&o.PrefillConcurrency, 32)
+	setDefault(&o.BacklogSamples, d.BacklogSamples)
+	setDefault(&o.PrefillConcurrency, d.PrefillConcurrency)
 	for _, n := range o.Backlogs {
 		if n < o.BacklogSamples {
 			return fmt.Errorf("bench: a backlog of %d cannot supply %d samples", n, o.BacklogSamples)

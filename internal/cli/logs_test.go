@@ -14,6 +14,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/tcclient/tcclienttest"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // createTask creates a task on the default queue through the CLI, then
@@ -152,8 +153,12 @@ func TestLogFollow(t *testing.T) {
 	workerErr := make(chan error, 1)
 	go func() {
 		workerErr <- func() error {
-			// Let the CLI see the pending state first.
-			time.Sleep(50 * time.Millisecond)
+			// Claim once the CLI has seen the pending state.
+			if err := testclock.Poll(ctx, time.Minute, func() bool {
+				return strings.Contains(h.stderr.String(), "Waiting for a worker to claim task "+taskA)
+			}); err != nil {
+				return fmt.Errorf("the CLI never said it waits for a worker: %w", err)
+			}
 			claim, c := w.claim(ctx)
 			if claim == nil {
 				return errors.New("nothing claimed")

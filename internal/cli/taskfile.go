@@ -17,14 +17,13 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hopper-ci/hopper/internal/ident"
-	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
 // Identifier patterns of docs/contract/queue.md §1.2 and §2, checked locally so that a
 // typo is a clear usage error instead of a round trip and a 400.
 var (
-	slugIDPattern    = slugid.Regexp()
+	slugIDPattern    = ident.SlugID()
 	taskQueuePattern = ident.TaskQueueID()
 )
 

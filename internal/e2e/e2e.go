@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 var (
@@ -122,24 +124,23 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 			t.Logf("hopper serve logs:\n%s", s.Logs())
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	err := testclock.Poll(context.Background(), 2*time.Minute, func() bool {
 		select {
 		case <-s.done:
 			t.Fatalf("hopper serve exited early:\n%s", s.Logs())
 		default:
 		}
 		resp, err := http.Get(s.RootURL + "/api/queue/v1/ping")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if err != nil {
+		t.Fatalf("hopper serve does not answer: %v\n%s", err, s.Logs())
 	}
-	t.Fatalf("hopper serve did not answer within 30s:\n%s", s.Logs())
-	return nil
+	return s
 }
 
 // Logs returns what the server wrote so far.

@@ -16,6 +16,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/flowapi"
 	"github.com/hopper-ci/hopper/internal/hawk"
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // TestFlowOfficialClient drives flow control with the npm
@@ -52,18 +53,17 @@ func (e *supEnv) createFlowTask(flow, command string, routes ...string) string {
 // waitState polls until the task's last run is in state.
 func (e *supEnv) waitState(taskID, state string, timeout time.Duration) *tcclient.TaskStatus {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		st, err := e.q.Status(context.Background(), taskID)
+	var st *tcclient.TaskStatus
+	err := testclock.Poll(context.Background(), timeout, func() bool {
+		var err error
+		st, err = e.q.Status(context.Background(), taskID)
 		require.NoError(e.t, err)
-		if st.State == state {
-			return st
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("task %s is %s after %s, want %s", taskID, st.State, timeout, state)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return st.State == state
+	})
+	if err != nil {
+		e.t.Fatalf("task %s is %s, want %s: %v", taskID, st.State, state, err)
 	}
+	return st
 }
 
 // flowKeys reads the flow keys endpoint with the root credentials.

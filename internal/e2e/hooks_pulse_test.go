@@ -14,6 +14,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // TestHookPulseBindings: with a broker, a hook bound to the queue's own
@@ -55,21 +56,31 @@ func TestHookPulseBindings(t *testing.T) {
 	// one fires the hook.
 	var fired tcclient.HookFire
 	var sourceIDs []string
-	require.Eventually(t, func() bool {
+	createSource := func() string {
 		sourceID := tcclient.NewTaskID()
-		if _, err := c.CreateTask(ctx, sourceID, newTask(source)); err != nil {
-			return false
-		}
+		_, err := c.CreateTask(ctx, sourceID, newTask(source))
+		require.NoError(t, err)
 		sourceIDs = append(sourceIDs, sourceID)
-		_, _ = c.CreateTask(ctx, tcclient.NewTaskID(), newTask(other)) // not selected
-		time.Sleep(500 * time.Millisecond)
+		_, err = c.CreateTask(ctx, tcclient.NewTaskID(), newTask(other)) // not selected
+		require.NoError(t, err)
+		return sourceID
+	}
+	lastCreated := time.Time{}
+	testclock.WaitFor(t, time.Minute, "a source task to fire the hook", func() bool {
 		fires, err := c.AllLastFires(ctx, group, id)
-		if err != nil || len(fires) == 0 {
-			return false
+		require.NoError(t, err)
+		if len(fires) > 0 {
+			fired = fires[len(fires)-1]
+			return true
 		}
-		fired = fires[len(fires)-1]
-		return true
-	}, time.Minute, 100*time.Millisecond)
+		// One more source task per quarter second while the binding is
+		// not there (its messages are lost).
+		if time.Since(lastCreated) >= 250*time.Millisecond {
+			createSource()
+			lastCreated = time.Now()
+		}
+		return false
+	})
 	require.Equal(t, "pulseMessage", fired.FiredBy)
 	require.Equal(t, "success", fired.Result, fired.Error)
 	task, err := c.Task(ctx, fired.TaskID)
@@ -81,10 +92,24 @@ func TestHookPulseBindings(t *testing.T) {
 	require.NoError(t, json.Unmarshal(task.Extra, &extra))
 	require.Contains(t, sourceIDs, extra.Source, "the payload is the message about a source task")
 
-	// Every selected message fires once; others never do.
-	time.Sleep(2 * time.Second)
-	fires, err := c.AllLastFires(ctx, group, id)
-	require.NoError(t, err)
+	// Every selected message fires once; others never do. A last source
+	// task, made with the binding in place, fires after the messages
+	// published before it were handled.
+	last := createSource()
+	var fires []tcclient.HookFire
+	testclock.WaitFor(t, time.Minute, "the last source task to fire the hook", func() bool {
+		fires, err = c.AllLastFires(ctx, group, id)
+		require.NoError(t, err)
+		for _, f := range fires {
+			tk, err := c.Task(ctx, f.TaskID)
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(tk.Extra, &extra))
+			if extra.Source == last {
+				return true
+			}
+		}
+		return false
+	})
 	seen := map[string]bool{}
 	for _, f := range fires {
 		tk, err := c.Task(ctx, f.TaskID)

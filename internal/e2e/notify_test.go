@@ -22,6 +22,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/notifysend/chattest"
 	"github.com/hopper-ci/hopper/internal/notifysend/mailpittest"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // webhookReceiver is an endpoint that verifies each delivery's signature
@@ -136,17 +137,13 @@ webhooks:
 
 	// Email: each message once; the denied address got nothing while denied.
 	var subjects []string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testclock.WaitFor(t, 2*time.Minute, "ten emails", func() bool {
 		subjects = subjects[:0]
 		for _, m := range mp.Messages(t) {
 			subjects = append(subjects, m.Subject)
 		}
-		if len(subjects) >= 10 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(subjects) >= 10
+	})
 	eventsSubject := "[hopper] events " + run + ": "
 	require.ElementsMatch(t, []string{"API mail " + run, "scoped " + run, "undenied " + run, "Nightly nightly " + run + " is failed",
 		eventsSubject + "defined (" + eventsTask + ")", eventsSubject + "pending (" + eventsTask + ")",

@@ -56,7 +56,7 @@ func TestReplicasShareOnePostgres(t *testing.T) {
 			}
 			close(got)
 		}()
-		time.Sleep(500 * time.Millisecond) // let the long-poll start waiting
+		e2e.WaitPolling(t, cb, q, "g", "waiter") // the long-poll waits on B
 		_, err := ca.CreateTask(ctx, tcclient.NewTaskID(), newTask(q))
 		require.NoError(t, err)
 		created := time.Now()

@@ -28,7 +28,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 		res, err := c.ClaimWork(context.Background(), "drain/test", &tcclient.ClaimWorkRequest{WorkerGroup: "g", WorkerID: "w", Tasks: 1})
 		done <- result{res, err, time.Now()}
 	}()
-	time.Sleep(500 * time.Millisecond)
+	e2e.WaitPolling(t, c, "drain/test", "g", "w")
 	sent := time.Now()
 	require.NoError(t, srv.Signal(syscall.SIGTERM))
 	select {

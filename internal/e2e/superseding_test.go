@@ -18,6 +18,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/superseder"
 	"github.com/hopper-ci/hopper/internal/supersederapi"
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
 	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
 
@@ -105,28 +106,8 @@ func (e *supEnv) openGate(gate string) {
 // each is inside a long-poll or about to start the next one.
 func (e *supEnv) waitPolling(workerIDs ...string) {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var out struct {
-			Workers []struct {
-				WorkerID string `json:"workerId"`
-			} `json:"workers"`
-		}
-		err := e.q.Do(context.Background(), http.MethodGet, "/provisioners/e2e/worker-types/worker/workers", nil, nil, &out)
-		require.NoError(e.t, err)
-		seen := 0
-		for _, w := range out.Workers {
-			if slices.Contains(workerIDs, w.WorkerID) {
-				seen++
-			}
-		}
-		if seen == len(workerIDs) {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("workers %v did not all poll within 30s (seen %d)", workerIDs, seen)
-		}
-		time.Sleep(100 * time.Millisecond)
+	for _, id := range workerIDs {
+		e2e.WaitPolling(e.t, e.q, supQueue, "e2e", id)
 	}
 }
 
@@ -134,10 +115,12 @@ func (e *supEnv) waitPolling(workerIDs ...string) {
 // statuses.
 func (e *supEnv) waitResolved(ids []string, timeout time.Duration) map[string]*tcclient.TaskStatus {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		out := map[string]*tcclient.TaskStatus{}
+	out := map[string]*tcclient.TaskStatus{}
+	err := testclock.Poll(context.Background(), timeout, func() bool {
 		for _, id := range ids {
+			if out[id] != nil {
+				continue
+			}
 			st, err := e.q.Status(context.Background(), id)
 			require.NoError(e.t, err)
 			switch st.State {
@@ -145,20 +128,18 @@ func (e *supEnv) waitResolved(ids []string, timeout time.Duration) map[string]*t
 				out[id] = st
 			}
 		}
-		if len(out) == len(ids) {
-			return out
-		}
-		if time.Now().After(deadline) {
-			for _, id := range ids {
-				if out[id] == nil {
-					st, _ := e.q.Status(context.Background(), id)
-					e.t.Logf("unresolved %s: %+v", id, st)
-				}
+		return len(out) == len(ids)
+	})
+	if err != nil {
+		for _, id := range ids {
+			if out[id] == nil {
+				st, _ := e.q.Status(context.Background(), id)
+				e.t.Logf("unresolved %s: %+v", id, st)
 			}
-			e.t.Fatalf("%d of %d tasks resolved within %s", len(out), len(ids), timeout)
 		}
-		time.Sleep(250 * time.Millisecond)
+		e.t.Fatalf("%d of %d tasks resolved: %v", len(out), len(ids), err)
 	}
+	return out
 }
 
 // artifact returns an artifact's bytes.

@@ -87,10 +87,10 @@ func TestServeTLS(t *testing.T) {
 	}
 
 	srv := &e2e.Server{RootURL: rootURL, ClientID: "static/taskcluster/root", Token: e2e.RootAccessToken}
-	e2e.StartWorker(t, srv, e2e.WorkerOptions{TaskQueueID: "tls/test", Env: []string{"SSL_CERT_FILE=" + certFile}})
+	w := e2e.StartWorker(t, srv, e2e.WorkerOptions{TaskQueueID: "tls/test", Env: []string{"SSL_CERT_FILE=" + certFile}})
 	q := &tcclient.Client{RootURL: rootURL, HTTPClient: httpClient, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
 	ctx := context.Background()
-	time.Sleep(time.Second) // the worker's claimWork is parked
+	w.WaitPolling(t, q) // the task is created while the worker's claimWork waits
 	taskID := tcclient.NewTaskID()
 	def := backupTaskDef("tls/test")
 	def.Payload = json.RawMessage(`{"command": [["sh", "-c", "echo over tls"]], "maxRunTime": 60}`)

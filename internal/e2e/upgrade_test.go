@@ -1,7 +1,9 @@
 package e2e_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,6 +74,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 
 	upgraded := e2e.StartServer(t, e2e.ServerOptions{DataDir: data})
 	verifyRestored(t, upgraded, want)
+	anonymousFindsTasks(t, upgraded, want)
 	more := populate(t, upgraded, 5)
 	verifyRestored(t, upgraded, more)
 	upgraded.Stop()
@@ -98,5 +101,33 @@ func TestUpgradeFromPreviousReleasePostgres(t *testing.T) {
 	before.Stop()
 	upgraded := e2e.StartServer(t, e2e.ServerOptions{DataDir: data, Args: []string{"--db", db}})
 	verifyRestored(t, upgraded, want)
+	anonymousFindsTasks(t, upgraded, want)
 	verifyRestored(t, upgraded, populate(t, upgraded, 5))
+}
+
+// anonymousFindsTasks checks that the task history is open to anonymous
+// callers after the upgrade, as on a new deployment: the previous release
+// created the anonymous role without hopper:list-tasks, and migration 019
+// gives it to a role still as that release created it.
+func anonymousFindsTasks(t *testing.T, srv *e2e.Server, want map[string]string) {
+	t.Helper()
+	resp, err := http.Get(srv.RootURL + "/api/hopper/v1/tasks?taskQueueId=backup/test&limit=1000")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "an anonymous listing of past tasks")
+	var page struct {
+		Tasks []struct {
+			Status struct {
+				TaskID string `json:"taskId"`
+			} `json:"status"`
+		} `json:"tasks"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&page))
+	found := map[string]bool{}
+	for _, task := range page.Tasks {
+		found[task.Status.TaskID] = true
+	}
+	for id := range want {
+		require.True(t, found[id], "task %s written by the previous release is listed", id)
+	}
 }

@@ -8,15 +8,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
 // Worker is a running `hopper worker`.
 type Worker struct {
 	// WorkDir holds the worker's task directories and caches.
 	WorkDir string
-	cmd     *exec.Cmd
-	logs    *syncBuffer
-	done    chan struct{}
+	// taskQueueID, workerGroup and workerID are what the worker serves
+	// and is called (WaitPolling).
+	taskQueueID, workerGroup, workerID string
+	cmd                                *exec.Cmd
+	logs                               *syncBuffer
+	done                               chan struct{}
 }
 
 // WorkerOptions tune StartWorker.
@@ -92,7 +97,8 @@ func StartWorker(t testing.TB, srv *Server, opts WorkerOptions) *Worker {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting hopper worker: %v", err)
 	}
-	w := &Worker{WorkDir: filepath.Join(dir, "work"), cmd: cmd, logs: logs, done: make(chan struct{})}
+	w := &Worker{WorkDir: filepath.Join(dir, "work"), taskQueueID: opts.TaskQueueID, workerGroup: opts.WorkerGroup, workerID: opts.WorkerID,
+		cmd: cmd, logs: logs, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(w.done) }()
 	t.Cleanup(func() {
 		w.Stop()
@@ -101,6 +107,13 @@ func StartWorker(t testing.TB, srv *Server, opts WorkerOptions) *Worker {
 		}
 	})
 	return w
+}
+
+// WaitPolling waits until the queue behind q knows the worker, so its
+// first claimWork is under way (the package's WaitPolling).
+func (w *Worker) WaitPolling(t testing.TB, q *tcclient.Client) {
+	t.Helper()
+	WaitPolling(t, q, w.taskQueueID, w.workerGroup, w.workerID)
 }
 
 // Logs returns what the worker wrote so far.
@@ -179,7 +192,8 @@ func StartPoolWorker(t testing.TB, srv *Server, opts PoolWorkerOptions) *Worker 
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting hopper worker: %v", err)
 	}
-	w := &Worker{WorkDir: filepath.Join(dir, "work"), cmd: cmd, logs: logs, done: make(chan struct{})}
+	w := &Worker{WorkDir: filepath.Join(dir, "work"), taskQueueID: opts.WorkerPoolID, workerGroup: opts.WorkerGroup, workerID: opts.WorkerID,
+		cmd: cmd, logs: logs, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(w.done) }()
 	t.Cleanup(func() {
 		w.Stop()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
 	"github.com/hopper-ci/hopper/internal/worker/dockerapi/dockertest"
 	"github.com/hopper-ci/hopper/internal/workerprovider"
 )
@@ -99,11 +100,17 @@ func TestDockerPoolScales(t *testing.T) {
 	watch, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go func() {
-		for watch.Err() == nil {
+		sample := time.NewTicker(50 * time.Millisecond)
+		defer sample.Stop()
+		for {
 			if n, err := dc.CountLabelled(watch, "hopper.worker-pool", pool); err == nil && int32(n) > most.Load() {
 				most.Store(int32(n))
 			}
-			time.Sleep(50 * time.Millisecond)
+			select {
+			case <-watch.Done():
+				return
+			case <-sample.C:
+			}
 		}
 	}()
 
@@ -185,19 +192,18 @@ func createShellTask(t *testing.T, ctx context.Context, c *tcclient.Client, task
 // started (or now, for a run not started).
 func waitForRun(t *testing.T, ctx context.Context, c *tcclient.Client, taskID string, runID int, state string, timeout time.Duration) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		st, err := c.Status(ctx, taskID)
+	var st *tcclient.TaskStatus
+	err := testclock.Poll(ctx, timeout, func() bool {
+		var err error
+		st, err = c.Status(ctx, taskID)
 		require.NoError(t, err)
-		if len(st.Runs) > runID && st.Runs[runID].State == state {
-			if s := st.Runs[runID].Started; !s.IsZero() {
-				return s.Time
-			}
-			return time.Now()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s run %d is not %s after %s: %+v", taskID, runID, state, timeout, st.Runs)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return len(st.Runs) > runID && st.Runs[runID].State == state
+	})
+	if err != nil {
+		t.Fatalf("task %s run %d is not %s: %v; runs: %+v", taskID, runID, state, err, st.Runs)
 	}
+	if s := st.Runs[runID].Started; !s.IsZero() {
+		return s.Time
+	}
+	return time.Now()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // TestPoolWorkerJoinsAndLeaves is the worked example of
@@ -88,10 +90,15 @@ config:
 	st := waitRun(first, 0, "completed")
 	require.Equal(t, "build-2", st.Runs[0].WorkerID)
 
-	// The credentials last 6 s: after 10 s the worker has reregistered
-	// and still works.
-	time.Sleep(10 * time.Second)
-	require.Contains(t, w.Logs(), "reregistered with the worker manager")
+	// The credentials last 6 s: once the first ones have expired the
+	// worker, reregistered, still works.
+	m := regexp.MustCompile(`msg="registered with the worker manager".* credentialsExpire=(\S+)`).FindStringSubmatch(w.Logs())
+	require.NotNil(t, m, "no registration in the worker's log:\n%s", w.Logs())
+	firstExpire, err := time.Parse(time.RFC3339, m[1])
+	require.NoError(t, err)
+	testclock.WaitFor(t, time.Minute, "the first credentials to expire and the worker to reregister", func() bool {
+		return time.Now().After(firstExpire) && strings.Contains(w.Logs(), "reregistered with the worker manager")
+	})
 	second := run("true")
 	waitRun(second, 0, "completed")
 

@@ -70,13 +70,21 @@ func TestConsumerFollowsItsBindings(t *testing.T) {
 
 	// Without the drop.# binding (on either consumer: bindings are the
 	// queue's), drop messages no longer arrive.
+	// Published as mandatory, a message no queue takes comes back to the
+	// publisher: proof that it will never be delivered.
 	want[queue] = want[queue][:1]
 	require.NoError(t, a.Sync(ctx, want))
-	publish("drop.x", "d2")
+	returned := ch.NotifyReturn(make(chan amqp.Return, 1))
+	require.NoError(t, ch.PublishWithContext(ctx, exchange, "drop.x", true, false, amqp.Publishing{Body: []byte("d2")}))
+	select {
+	case r := <-returned:
+		require.Equal(t, "d2", string(r.Body))
+		require.Equal(t, "NO_ROUTE", r.ReplyText)
+	case <-time.After(time.Minute):
+		t.Fatal("a message with no binding left was routed")
+	}
 	publish("keep.x", "k-last")
 	require.Eventually(t, func() bool { return total() == 22 }, 10*time.Second, 10*time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
-	require.Equal(t, 22, total())
 
 	// A queue no longer wanted is deleted.
 	require.NoError(t, a.Sync(ctx, map[string][]QueueBinding{}))

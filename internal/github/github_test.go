@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/schema"
-	"github.com/hopper-ci/hopper/internal/slugid"
 )
 
 // examples are the payloads of npm @octokit/webhooks-examples, by event.
@@ -223,7 +223,7 @@ func idSource() func(string) string {
 	ids := map[string]string{}
 	return func(label string) string {
 		if _, ok := ids[label]; !ok {
-			ids[label] = slugid.New()
+			ids[label] = ident.NewSlugID()
 		}
 		return ids[label]
 	}
@@ -393,7 +393,7 @@ func TestIDsAreStableAndValid(t *testing.T) {
 	require.NotEqual(t, a("x"), a("y"))
 	require.NotEqual(t, a("x"), b("x"))
 	for _, l := range []string{"", "x", "task:0", "constructor"} {
-		require.True(t, slugid.Valid(a(l)), a(l))
+		require.True(t, ident.ValidSlugID(a(l)), a(l))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hopper-ci/hopper/internal/store"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // BenchmarkWebhookToTasks measures a push from the webhook's POST to its
@@ -97,23 +98,20 @@ func BenchmarkSustainedDeliveries(b *testing.B) {
 	})
 	// Wait for the processors to drain what was accepted.
 	want := b.N
-	for {
+	n := 0
+	err = testclock.Poll(ctx, 5*time.Minute, func() bool {
 		builds, _, err := bd.store.ListGithubBuilds(ctx, store.GithubBuildFilter{}, store.Page{Limit: 1})
 		if err != nil {
 			b.Fatal(err)
 		}
-		n := 0
 		if len(builds) > 0 {
 			all, _, _ := bd.store.ListGithubBuilds(ctx, store.GithubBuildFilter{}, store.Page{Limit: want + 1})
 			n = len(all)
 		}
-		if n >= want {
-			break
-		}
-		if time.Since(start) > 5*time.Minute {
-			b.Fatalf("%d of %d deliveries made a build", n, want)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return n >= want
+	})
+	if err != nil {
+		b.Fatalf("%d of %d deliveries made a build: %v", n, want, err)
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()

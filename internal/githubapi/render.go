@@ -3,7 +3,7 @@ package githubapi
 import (
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/github"
-	"github.com/hopper-ci/hopper/internal/slugid"
+	"github.com/hopper-ci/hopper/internal/ident"
 )
 
 // renderTaskclusterYml renders a `.taskcluster.yml` against a mocked
@@ -43,7 +43,7 @@ func (s *Service) renderTaskclusterYml(c *api.Call) (any, error) {
 			if id, ok := ids[label]; ok {
 				return id
 			}
-			ids[label] = slugid.New()
+			ids[label] = ident.NewSlugID()
 			return ids[label]
 		}})
 	if err != nil {

@@ -210,12 +210,3 @@ func (s *Schedule) Next(after time.Time) (time.Time, bool) {
 	}
 	return best, found
 }
-
-// NextAfterFire is the due time a hook waits for after firing for a due
-// time (or finding it overdue) at now. As in Taskcluster, due times that
-// passed while nobody could fire them are not made up: a hook that was due
-// several times while every replica was down fires once, for the earliest
-// of them, and then waits for the first due time after now.
-func (s *Schedule) NextAfterFire(now time.Time) (time.Time, bool) {
-	return s.Next(now)
-}

@@ -109,22 +109,6 @@ func TestScheduleOverlapsCountOnce(t *testing.T) {
 	require.False(t, ok)
 }
 
-func TestMissedDueTimesCollapse(t *testing.T) {
-	t.Parallel()
-	// Due every minute; every replica was down from 10:00:30 to 10:05:10.
-	// The hook fires once for 10:01 and next waits for 10:06.
-	s, err := ParseSchedule([]string{"0 * * * * *"})
-	require.NoError(t, err)
-	now := time.Date(2030, 1, 1, 10, 5, 10, 0, time.UTC)
-	next, ok := s.NextAfterFire(now)
-	require.True(t, ok)
-	require.Equal(t, time.Date(2030, 1, 1, 10, 6, 0, 0, time.UTC), next)
-	// Firing right on time moves to the following due time, not the same.
-	onTime := time.Date(2030, 1, 1, 10, 6, 0, 300e6, time.UTC)
-	next, _ = s.NextAfterFire(onTime)
-	require.Equal(t, time.Date(2030, 1, 1, 10, 7, 0, 0, time.UTC), next)
-}
-
 func TestCheckTriggerPayload(t *testing.T) {
 	t.Parallel()
 	def := &Definition{HookGroupID: "g", HookID: "h",

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/schema"
-	"github.com/hopper-ci/hopper/internal/slugid"
 )
 
 // What fired a hook: the JSON-e context's firedBy and the last fire's.
@@ -50,7 +50,7 @@ func CheckTriggerPayload(def *Definition, payload []byte) (string, error) {
 		return "", nil
 	}
 	id, ok := in.TaskID.(string)
-	if !ok || !slugid.Valid(id) {
+	if !ok || !ident.ValidSlugID(id) {
 		return "", inputError("Invalid taskId format: %v", in.TaskID)
 	}
 	return id, nil

@@ -9,7 +9,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/hooks"
-	"github.com/hopper-ci/hopper/internal/slugid"
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -63,12 +63,12 @@ func (h *handlers) createHook(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, apiError(err)
 	}
-	token := slugid.New()
+	token := ident.NewSlugID()
 	sealed, err := h.Sealer.Seal(token, tokenAssociatedAD+def.HookGroupID+"/"+def.HookID)
 	if err != nil {
 		return nil, fmt.Errorf("sealing the trigger token: %w", err)
 	}
-	nextTaskID := slugid.New()
+	nextTaskID := ident.NewSlugID()
 	hk := &store.Hook{HookGroupID: def.HookGroupID, HookID: def.HookID, TriggerToken: sealed, NextTaskID: nextTaskID,
 		NextScheduled: nextDue(sched, c.Now), Created: c.Now, LastModified: c.Now}
 	if err := storedParts(def, hk); err != nil {
@@ -107,7 +107,7 @@ func (h *handlers) updateHook(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, apiError(err)
 	}
-	nextTaskID := slugid.New()
+	nextTaskID := ident.NewSlugID()
 	_, err = h.Store.UpdateHook(c.Context(), group, id, func(hk *store.Hook) error {
 		if err := storedParts(def, hk); err != nil {
 			return err

@@ -11,8 +11,8 @@ import (
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/hooks"
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -46,9 +46,12 @@ type Firer struct {
 	Log   *slog.Logger
 	// Lease is how long a replica holds a due hook while firing it
 	// (default 10 s); if it dies meanwhile another replica fires the same
-	// due time again after the lease, with the same taskId. A fire that
-	// outlasts its lease is merely repeated: the queue takes the same
-	// createTask as the same task, and the fire is recorded once.
+	// due time again after the lease, with the same taskId, and then the
+	// due times that passed meanwhile (hooks.Claim). A fire that outlasts
+	// its lease is merely repeated: the queue takes the same createTask as
+	// the same task, and the fire is recorded once. A hook unclaimed for
+	// longer than a lease after it was due was missed by every replica:
+	// the due times of that outage are not made up.
 	Lease time.Duration
 }
 
@@ -99,8 +102,8 @@ func (f *Firer) fire(ctx context.Context, def *hooks.Definition, fire hooks.Fire
 	return &outcome{taskID: fire.TaskID, record: record}, nil
 }
 
-// FireDue fires every hook whose due time has come, one claimed hook at
-// a time, and returns how many it fired. Several replicas may run it at
+// FireDue fires every hook whose due time has come, one claimed hook and
+// due time at a time, and returns how many due times it fired. Several replicas may run it at
 // once: each due time is claimed by one, and the fire record and the move
 // to the next due time are written in one transaction that applies only
 // while the hook still waits for the fire's taskId, so a due time fires
@@ -120,7 +123,7 @@ func (f *Firer) FireDue(ctx context.Context) (int, error) {
 		if h == nil {
 			return fired, nil
 		}
-		if err := f.fireScheduled(ctx, h); err != nil {
+		if err := f.fireScheduled(ctx, h, hooks.Claim{Due: h.NextScheduled, LastClaimEnd: h.LastClaimEnd, At: now}, lease); err != nil {
 			return fired, err
 		}
 		fired++
@@ -131,8 +134,9 @@ func (f *Firer) FireDue(ctx context.Context) (int, error) {
 // fireScheduled fires one claimed hook for its due time. The task is
 // created at the due time (task.created and JSON-e's now) with the
 // hook's stored next taskId, so repeating the fire repeats the same
-// createTask, which the queue accepts as the same task.
-func (f *Firer) fireScheduled(ctx context.Context, h *store.Hook) error {
+// createTask, which the queue accepts as the same task. The hook then
+// waits for the due time the schedule's rule gives for the claim.
+func (f *Firer) fireScheduled(ctx context.Context, h *store.Hook, claim hooks.Claim, lease time.Duration) error {
 	def, err := definitionOf(h)
 	if err != nil {
 		return err
@@ -144,15 +148,15 @@ func (f *Firer) fireScheduled(ctx context.Context, h *store.Hook) error {
 	out, err := f.fire(ctx, def, hooks.Fire{FiredBy: hooks.FiredBySchedule, TaskID: h.NextTaskID, Now: h.NextScheduled})
 	if err != nil {
 		f.Log.Warn("scheduled fire failed; retrying at the next poll", "hookGroupId", h.HookGroupID, "hookId", h.HookID, "error", err)
-		if rerr := f.Store.ReleaseHookClaim(ctx, h.HookGroupID, h.HookID, h.NextTaskID); rerr != nil {
+		if rerr := f.Store.ReleaseHookClaim(ctx, h.HookGroupID, h.HookID, h.NextTaskID, h.LastClaimEnd); rerr != nil {
 			return errors.Join(err, rerr)
 		}
 		return nil
 	}
-	next, _ := sched.NextAfterFire(f.Clock.Now())
-	nextID := slugid.New()
+	next, _ := sched.NextDue(claim, lease)
+	nextID := ident.NewSlugID()
 	applied, err := f.Store.FinishScheduledFire(ctx, store.FinishFireParams{HookGroupID: h.HookGroupID, HookID: h.HookID,
-		FiredTaskID: h.NextTaskID, NextTaskID: nextID, NextScheduled: next, Fire: out.record})
+		FiredTaskID: h.NextTaskID, NextTaskID: nextID, NextScheduled: next, Finished: f.Clock.Now(), Fire: out.record})
 	if err != nil {
 		return fmt.Errorf("recording the scheduled fire of hook %s/%s: %w", h.HookGroupID, h.HookID, err)
 	}
@@ -161,7 +165,11 @@ func (f *Firer) fireScheduled(ctx context.Context, h *store.Hook) error {
 		result = out.record.Result
 	}
 	f.Log.Info("hook fired", "hookGroupId", h.HookGroupID, "hookId", h.HookID, "firedBy", hooks.FiredBySchedule,
-		"taskId", h.NextTaskID, "dueTime", h.NextScheduled, "result", result, "recorded", applied)
+		"taskId", h.NextTaskID, "dueTime", h.NextScheduled, "nextDueTime", next, "result", result, "recorded", applied)
+	if skipped, ok := sched.Next(claim.Due); ok && applied && skipped.Before(next) {
+		f.Log.Warn("hook due times missed: no replica claimed the hook for longer than a lease", "hookGroupId", h.HookGroupID,
+			"hookId", h.HookID, "firstMissed", skipped, "nextDueTime", next, "claimedAt", claim.At)
+	}
 	return nil
 }
 
@@ -188,7 +196,7 @@ func (f *Firer) FireMessage(ctx context.Context, hookGroupID, hookID string, bod
 	if err := json.Unmarshal(body, &payload); err != nil {
 		return nil
 	}
-	taskID := slugid.New()
+	taskID := ident.NewSlugID()
 	out, err := f.fire(ctx, def, hooks.Fire{FiredBy: hooks.FiredByPulse, TaskID: taskID, Payload: payload, Now: f.Clock.Now()})
 	if err != nil {
 		return err

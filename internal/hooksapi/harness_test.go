@@ -4,14 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/api"
@@ -21,6 +25,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
+	"github.com/hopper-ci/hopper/internal/store/postgres"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/testclock"
@@ -29,7 +34,7 @@ import (
 const rootToken = "hooksapi-test-root-token-0123456789abcdef"
 
 // bundle is one API server with the queue, auth and hooks routes over a
-// fresh SQLite store, and the firer its scheduler would use.
+// fresh store, and the firer its scheduler would use.
 type bundle struct {
 	// clock is the server's fake clock; it starts at the wall time, so
 	// requests tcclient signs stay within Hawk's 15-minute skew.
@@ -40,16 +45,65 @@ type bundle struct {
 	// newFirer returns another firer on the same store, as another
 	// replica would have.
 	newFirer func() *hooksapi.Firer
+	// newReplica returns a firer as another replica would have: on
+	// PostgreSQL with a connection pool and a queue of its own.
+	newReplica func() *hooksapi.Firer
 }
 
-func setup(t testing.TB) *bundle {
+// setup is a bundle over SQLite.
+func setup(t testing.TB) *bundle { return setupOn(t, "sqlite") }
+
+// drivers are the stores a test runs on: SQLite, and PostgreSQL when
+// HOPPER_TEST_POSTGRES is set.
+func drivers() []string {
+	if os.Getenv("HOPPER_TEST_POSTGRES") == "" {
+		return []string{"sqlite"}
+	}
+	return []string{"sqlite", "postgres"}
+}
+
+var schemaSeq atomic.Int64
+
+// openStore opens a fresh store of the driver; open opens the same store
+// again (on SQLite, the same handle).
+func openStore(t testing.TB, driver string) (db store.Store, open func() store.Store) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, t.TempDir()+"/hopper.db")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
+	switch driver {
+	case "sqlite":
+		db, err := sqlite.Open(ctx, t.TempDir()+"/hopper.db")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = db.Close() })
+		return db, func() store.Store { return db }
+	case "postgres":
+		url := os.Getenv("HOPPER_TEST_POSTGRES")
+		schema := fmt.Sprintf("hopper_hooksapi_%d_%d", time.Now().UnixNano()%1e9, schemaSeq.Add(1))
+		t.Cleanup(func() {
+			conn, err := pgx.Connect(context.Background(), url)
+			if err == nil {
+				_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+				_ = conn.Close(context.Background())
+			}
+		})
+		open := func() store.Store {
+			db, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 4,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = db.Close() })
+			return db
+		}
+		return open(), open
+	}
+	t.Fatalf("unknown driver %q", driver)
+	return nil, nil
+}
+
+func setupOn(t testing.TB, driver string) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	db, openAgain := openStore(t, driver)
 	var key [32]byte
-	_, err = rand.Read(key[:])
+	_, err := rand.Read(key[:])
 	require.NoError(t, err)
 	clock := testclock.New(time.Now().UTC())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -64,9 +118,18 @@ func setup(t testing.TB) *bundle {
 		return &hooksapi.Firer{Store: db, Tasks: tasks, Roles: sec.Roles, Clock: clock, Log: log}
 	}
 	firer := newFirer()
+	var rootURL string
+	newReplica := func() *hooksapi.Firer {
+		db := openAgain()
+		srv, err := queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: rootURL, Version: "test"}, Store: db, Clock: clock,
+			Issuer: sec.Issuer, Logger: log})
+		require.NoError(t, err)
+		return &hooksapi.Firer{Store: db, Tasks: srv, Roles: sec.Roles, Clock: clock, Log: log}
+	}
 	var handler http.Handler
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(hs.Close)
+	rootURL = hs.URL
 	srv, err = queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: hs.URL, Version: "test"}, Store: db, Clock: clock,
 		Issuer: sec.Issuer, Logger: log})
 	require.NoError(t, err)
@@ -78,7 +141,7 @@ func setup(t testing.TB) *bundle {
 	require.NoError(t, err)
 	handler = httpSrv.Handler()
 	root := &tcclient.Client{RootURL: hs.URL, MaxRetries: -1, Credentials: &tcclient.Credentials{ClientID: server.RootClientID, AccessToken: rootToken}}
-	return &bundle{clock: clock, store: db, root: root, firer: firer, newFirer: newFirer}
+	return &bundle{clock: clock, store: db, root: root, firer: firer, newFirer: newFirer, newReplica: newReplica}
 }
 
 // hookRole lets the hooks of group create tasks on testQueue.

@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/hooks"
+	"github.com/hopper-ci/hopper/internal/hooksapi"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -195,4 +198,109 @@ func TestFireRepeatedAfterACrashCreatesOneTask(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, counts.PendingTasks, "the repeat is the same task")
 	require.Equal(t, due.Add(time.Minute), b.nextDue(t, "g", "h"))
+}
+
+// TestTakeoverFiresEveryDueTimeOnce: replicas die firing two hooks (each
+// creates its due time's task and dies before recording it), leaving the
+// hooks leased. When the leases run out, four replicas fire due hooks at
+// once: the due times the dead leases covered all fire, each as one task
+// with one record, and the hooks then wait for their next due times on the
+// schedule. If instead no replica took the hooks over for minutes (an
+// outage), each fires once, for the due time it was claimed for, and waits
+// for the first due time after the takeover.
+func TestTakeoverFiresEveryDueTimeOnce(t *testing.T) {
+	t.Parallel()
+	for _, driver := range drivers() {
+		for _, tc := range []struct {
+			name     string
+			takeover time.Duration // after the dead replicas' claims
+			outage   bool
+		}{
+			{name: "takeover", takeover: 10*time.Second + 500*time.Millisecond},
+			{name: "outage", takeover: 5 * time.Minute, outage: true},
+		} {
+			t.Run(driver+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				testTakeover(t, setupOn(t, driver), tc.takeover, tc.outage)
+			})
+		}
+	}
+}
+
+func testTakeover(t *testing.T, b *bundle, takeover time.Duration, outage bool) {
+	ctx := context.Background()
+	b.hookRole(t, "g")
+	schedules := map[string]string{"every-2s": "*/2 * * * * *", "every-3s": "*/3 * * * * *"}
+	var claimedAt time.Time
+	firstDue := map[string]time.Time{}
+	for id, pattern := range schedules {
+		b.createHook(t, "g", id, []string{pattern}, taskTemplate(`,"created":{"$fromNow":"0 seconds"}`))
+		firstDue[id] = b.nextDue(t, "g", id)
+		if at := firstDue[id].Add(200 * time.Millisecond); at.After(claimedAt) {
+			claimedAt = at
+		}
+	}
+	b.clock.Set(claimedAt)
+	for range schedules {
+		dying := b.newFirer()
+		dying.Store = crashAfterCreate{b.store}
+		_, err := dying.FireDue(ctx)
+		require.ErrorContains(t, err, "replica killed")
+	}
+	require.Zero(t, b.fireDue(t, b.firer), "the dead replicas' leases hold")
+
+	now := b.clock.Advance(takeover)
+	firers := []*hooksapi.Firer{b.firer, b.newFirer(), b.newReplica(), b.newReplica()}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		fired int
+	)
+	for _, f := range firers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n, err := f.FireDue(ctx)
+				if !assert.NoError(t, err) || n == 0 {
+					return
+				}
+				mu.Lock()
+				fired += n
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+
+	records := 0
+	for id, pattern := range schedules {
+		sched, err := hooks.ParseSchedule([]string{pattern})
+		require.NoError(t, err)
+		// The due times to fire: every one from the first until the
+		// takeover, or after an outage only the first.
+		var want []time.Time
+		for due := firstDue[id]; !due.After(now); due, _ = sched.Next(due) {
+			want = append(want, due)
+			if outage {
+				break
+			}
+		}
+		fires := b.fires(t, "g", id)
+		var got []time.Time
+		for i := len(fires) - 1; i >= 0; i-- {
+			require.Equal(t, "success", fires[i].Result, fires[i].Error)
+			task, err := b.root.Task(ctx, fires[i].TaskID)
+			require.NoError(t, err)
+			got = append(got, task.Created.Time.UTC())
+		}
+		require.Equal(t, want, got, "%s: the due times fired, in order, each once", id)
+		records += len(fires)
+		next, _ := sched.Next(now)
+		require.Equal(t, next, b.nextDue(t, "g", id), "%s waits for the next due time", id)
+	}
+	require.Equal(t, records, fired, "each due time fired once")
+	counts, err := b.root.TaskQueueCounts(ctx, testQueue)
+	require.NoError(t, err)
+	require.Equal(t, records, counts.PendingTasks, "one task per due time (the dead replicas' tasks among them)")
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/hooks"
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -59,14 +59,14 @@ func (h *handlers) trigger(c *api.Call, def *hooks.Definition, firedBy, clientID
 		// that fails to render, so the hook's owner sees in its fires
 		// what its callers sent wrong (Taskcluster records nothing).
 		refused := &store.LastFire{HookGroupID: def.HookGroupID, HookID: def.HookID, FiredBy: firedBy,
-			TaskID: slugid.New(), TaskCreateTime: c.Now.UTC(), Result: hooks.ResultError, Error: err.Error()}
+			TaskID: ident.NewSlugID(), TaskCreateTime: c.Now.UTC(), Result: hooks.ResultError, Error: err.Error()}
 		if err := h.Store.AddLastFire(c.Context(), refused); err != nil {
 			return nil, err
 		}
 		return nil, apiError(err)
 	}
 	if taskID == "" {
-		taskID = slugid.New()
+		taskID = ident.NewSlugID()
 	}
 	var payload any
 	if err := json.Unmarshal(c.Input, &payload); err != nil {
@@ -119,7 +119,7 @@ func (h *handlers) resetTriggerToken(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	token := slugid.New()
+	token := ident.NewSlugID()
 	sealed, err := h.Sealer.Seal(token, tokenAssociatedAD+group+"/"+id)
 	if err != nil {
 		return nil, fmt.Errorf("sealing the trigger token: %w", err)

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -51,10 +51,9 @@ type handlers struct {
 
 // Query-string patterns of listTasks.
 var (
-	statePattern       = regexp.MustCompile(`^(unscheduled|pending|running|completed|failed|exception)$`)
-	taskQueueIDPattern = regexp.MustCompile(`^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$`)
-	namePattern        = regexp.MustCompile(`^[^\x00-\x1f]{1,200}$`)
-	timePattern        = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$`)
+	statePattern = regexp.MustCompile(`^(unscheduled|pending|running|completed|failed|exception)$`)
+	namePattern  = regexp.MustCompile(`^[^\x00-\x1f]{1,200}$`)
+	timePattern  = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$`)
 )
 
 // maxLimit bounds a page; defaultLimit is a page when limit is not given.
@@ -85,8 +84,8 @@ func (h *handlers) listTasks(c *api.Call) (any, error) {
 		into    *string
 	}{
 		{"state", statePattern, &f.State},
-		{"taskQueueId", taskQueueIDPattern, &f.TaskQueueID},
-		{"taskGroupId", slugid.Regexp(), &f.TaskGroupID},
+		{"taskQueueId", ident.TaskQueueID(), &f.TaskQueueID},
+		{"taskGroupId", ident.SlugID(), &f.TaskGroupID},
 		{"name", namePattern, &f.Name},
 	} {
 		if !q.Has(p.name) {

@@ -1,8 +1,9 @@
-// Package ident holds the patterns of Taskcluster's names other than
-// slugids (which are package slugid): provisioner ids, worker groups and
-// ids (identifiers), worker types, and task queue ids
-// (docs/contract/queue.md §1.2). It is a leaf, so each pattern is written
-// once; its text is part of error messages callers match on.
+// Package ident holds the patterns of Taskcluster's names: task and
+// task-group ids (v4 slugids, slugid.go), provisioner ids, worker groups
+// and ids (identifiers), worker types, and task queue ids
+// (docs/contract/queue.md §1.2). It is a leaf shared by both sides of the
+// HTTP line, so each pattern is written once; its text is part of error
+// messages callers match on.
 package ident
 
 import (

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hopper-ci/hopper/internal/events"
+	"github.com/hopper-ci/hopper/internal/retry"
 )
 
 const (
@@ -131,20 +132,15 @@ func (r *Relay) announceInterest() {
 
 // retry runs f until ctx ends, backing off after failures.
 func (r *Relay) retry(ctx context.Context, what string, f func(context.Context) error) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
+	backoff := retry.Doubling(100*time.Millisecond, 5*time.Second)
+	_ = retry.Do(ctx, retry.Policy{Delay: backoff}, func(n int) error {
 		err := f(ctx)
 		if ctx.Err() != nil {
-			return
+			return retry.Stop(ctx.Err())
 		}
-		r.log.Warn("live relay: PostgreSQL connection lost; reconnecting", "doing", what, "error", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
+		r.log.Warn("live relay: PostgreSQL connection lost; reconnecting", "doing", what, "error", err, "backoff", backoff(n))
+		return fmt.Errorf("%s: %w", what, err) // never nil: f ended, so it is run again
+	})
 }
 
 func (r *Relay) listenLoop(ctx context.Context) {

@@ -10,7 +10,6 @@ import (
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/ident"
-	"github.com/hopper-ci/hopper/internal/slugid"
 )
 
 // BasePath is where the live feed's API lives below the root URL.
@@ -39,7 +38,7 @@ type StreamEvent struct {
 }
 
 var (
-	slugPattern      = slugid.Regexp()
+	slugPattern      = ident.SlugID()
 	taskQueuePattern = ident.TaskQueueID()
 )
 

@@ -2,6 +2,8 @@ package maintenance
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -14,29 +16,28 @@ import (
 // Taskcluster (its auth service's default).
 const DefaultAuditRetention = 30 * 24 * time.Hour
 
-// DataStore is the store as DataExpirer uses it.
-type DataStore interface {
-	ExpireData(ctx context.Context, now time.Time) (*store.ExpireDataResult, error)
-	ExpireAuditHistory(ctx context.Context, cutoff time.Time) (int, error)
+// Expiry is one service's deletion of its expired rows. Each service's
+// store interface has a method for it beside its rows (the queue's
+// ExpireQueueData, store.SecretStore's ExpireSecrets, …), and the
+// service's constructor in internal/server lists its Expiry; DataExpirer
+// runs them all.
+type Expiry struct {
+	// Service names the service, for the log.
+	Service string
+	// Run deletes what has expired at now and says how many rows it
+	// deleted.
+	Run func(ctx context.Context, now time.Time) (int, error)
 }
 
-// DataExpirer deletes what has expired: tasks with their dependency edges
-// and artifacts (and the artifacts' stored data), task groups, task queues,
-// workers (kept while quarantined), clients marked deleteOnExpiration,
-// hook fire records older than a year, and audit entries older than
-// AuditRetention.
-// It runs once at Start, then every Interval.
+// DataExpirer runs every service's Expiry once at Start, then every
+// Interval. Each runs in a transaction of its own, so one that fails does
+// not keep the others from deleting.
 type DataExpirer struct {
-	Store DataStore
-	// Blobs holds the data of s3 artifacts (nil: nothing to delete there).
-	Blobs  artifacts.Backend
-	Clock  queue.Clock
-	Logger *slog.Logger
+	Expiries []Expiry
+	Clock    queue.Clock
+	Logger   *slog.Logger
 	// Interval is the cadence (default DefaultExpireEvery).
 	Interval time.Duration
-	// AuditRetention is how long the audit log of client and role changes
-	// is kept (default DefaultAuditRetention).
-	AuditRetention time.Duration
 
 	loop // its Stop is the duty's
 }
@@ -48,37 +49,64 @@ func (e *DataExpirer) Start(ctx context.Context) {
 	e.loop.start(ctx, e.Logger, "expiring data", interval(e.Interval, DefaultExpireEvery), true, e.RunOnce)
 }
 
-// RunOnce deletes what has expired now. A blob that cannot be deleted is
-// logged and left (its row is gone, so nothing serves it any more).
+// RunOnce runs every expiry at the clock's time.
 func (e *DataExpirer) RunOnce(ctx context.Context) error {
 	log := logger(e.Logger)
-	res, err := e.Store.ExpireData(ctx, e.Clock.Now())
-	if err != nil {
-		return err
-	}
-	for _, b := range res.Blobs {
-		if b.StorageType != "s3" || e.Blobs == nil {
+	now := e.Clock.Now()
+	var errs []error
+	for _, x := range e.Expiries {
+		n, err := x.Run(ctx, now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("expiring the %s service's data: %w", x.Service, err))
 			continue
 		}
-		if err := e.Blobs.Delete(ctx, artifacts.BlobKey(b.TaskID, b.RunID, b.Name)); err != nil {
-			log.Warn("deleting expired artifact data", "taskId", b.TaskID, "runId", b.RunID, "name", b.Name, "error", err)
+		if n > 0 {
+			log.Info("expired data", "service", x.Service, "rows", n)
 		}
 	}
-	retention := e.AuditRetention
+	return errors.Join(errs...)
+}
+
+// QueueDataStore is the store as the queue's expiry uses it.
+type QueueDataStore interface {
+	ExpireQueueData(ctx context.Context, now time.Time) (*store.ExpiredQueueData, error)
+}
+
+// QueueExpiry is the queue's Expiry: tasks with their dependency edges and
+// artifacts, task groups, task queues and workers (kept while
+// quarantined), and the stored data of the expired artifacts in blobs
+// (nil: nothing to delete there). A blob that cannot be deleted is logged
+// and left (its row is gone, so nothing serves it any more).
+func QueueExpiry(st QueueDataStore, blobs artifacts.Backend, log *slog.Logger) Expiry {
+	return Expiry{Service: "queue", Run: func(ctx context.Context, now time.Time) (int, error) {
+		res, err := st.ExpireQueueData(ctx, now)
+		if err != nil {
+			return 0, err
+		}
+		for _, b := range res.Blobs {
+			if b.StorageType != "s3" || blobs == nil {
+				continue
+			}
+			if err := blobs.Delete(ctx, artifacts.BlobKey(b.TaskID, b.RunID, b.Name)); err != nil {
+				logger(log).Warn("deleting expired artifact data", "taskId", b.TaskID, "runId", b.RunID, "name", b.Name, "error", err)
+			}
+		}
+		return res.Tasks + res.Artifacts + res.TaskGroups + res.TaskQueues + res.Workers, nil
+	}}
+}
+
+// AuditHistoryStore is the store as the audit log's expiry uses it.
+type AuditHistoryStore interface {
+	ExpireAuditHistory(ctx context.Context, cutoff time.Time) (int, error)
+}
+
+// AuditExpiry is the Auth service's audit log's Expiry: entries older
+// than retention (0: DefaultAuditRetention) go.
+func AuditExpiry(st AuditHistoryStore, retention time.Duration) Expiry {
 	if retention <= 0 {
 		retention = DefaultAuditRetention
 	}
-	audits, err := e.Store.ExpireAuditHistory(ctx, e.Clock.Now().Add(-retention))
-	if err != nil {
-		return err
-	}
-	if audits > 0 {
-		log.Info("expired audit history", "entries", audits)
-	}
-	if res.Tasks+res.Artifacts+res.TaskGroups+res.TaskQueues+res.Workers+res.Clients+res.IndexedTasks+res.IndexNamespaces+res.Secrets+res.HookFires > 0 {
-		log.Info("expired data", "tasks", res.Tasks, "artifacts", res.Artifacts, "taskGroups", res.TaskGroups,
-			"taskQueues", res.TaskQueues, "workers", res.Workers, "clients", res.Clients,
-			"indexedTasks", res.IndexedTasks, "indexNamespaces", res.IndexNamespaces, "secrets", res.Secrets, "hookFires", res.HookFires)
-	}
-	return nil
+	return Expiry{Service: "auth audit", Run: func(ctx context.Context, now time.Time) (int, error) {
+		return st.ExpireAuditHistory(ctx, now.Add(-retention))
+	}}
 }

@@ -1,12 +1,15 @@
 package maintenance_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // TestMain fails the package when a duty's goroutine outlives the tests:
@@ -25,19 +28,17 @@ func TestMain(m *testing.M) {
 // dutyGoroutines waits up to patience for the duties' loops to end and
 // returns the stacks of those still running.
 func dutyGoroutines(patience time.Duration) string {
-	deadline := time.Now().Add(patience)
-	for {
+	var leaked []string
+	_ = testclock.Poll(context.Background(), patience, func() bool {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
+		leaked = leaked[:0]
 		for _, g := range strings.Split(string(buf), "\n\n") {
 			if strings.Contains(g, "internal/maintenance.(*loop).start") {
 				leaked = append(leaked, g)
 			}
 		}
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(leaked) == 0
+	})
+	return strings.Join(leaked, "\n\n")
 }

@@ -179,7 +179,7 @@ func TestServicesRunInTheBackground(t *testing.T) {
 		&maintenance.ClaimExpirer{Store: b.store, Publisher: b.pub, Clock: b.clock, Interval: 10 * time.Millisecond},
 		&maintenance.DeadlineResolver{Store: b.store, Publisher: b.pub, Clock: b.clock, Interval: 10 * time.Millisecond},
 		// Its interval is never reached: the pass at Start does the work.
-		&maintenance.DataExpirer{Store: b.store, Clock: b.clock, Interval: time.Hour},
+		&maintenance.DataExpirer{Expiries: []maintenance.Expiry{maintenance.QueueExpiry(b.store, nil, nil)}, Clock: b.clock, Interval: time.Hour},
 	)
 	m.Start(ctx)
 	t.Cleanup(m.Stop)
@@ -191,7 +191,8 @@ func TestServicesRunInTheBackground(t *testing.T) {
 	require.Eventually(t, func() bool { return slices.Equal(want, b.pub.events(claimed)) }, 10*time.Second, 5*time.Millisecond)
 
 	b.clock.Advance(time.Hour) // past the second task's expiry
-	n := maintenance.NewMaintainer(&maintenance.DataExpirer{Store: b.store, Clock: b.clock, Interval: time.Hour})
+	n := maintenance.NewMaintainer(&maintenance.DataExpirer{Expiries: []maintenance.Expiry{maintenance.QueueExpiry(b.store, nil, nil)},
+		Clock: b.clock, Interval: time.Hour})
 	n.Start(ctx)
 	t.Cleanup(n.Stop)
 	require.Eventually(t, func() bool {
@@ -212,10 +213,14 @@ func TestStopIsSafe(t *testing.T) {
 	services := map[string]func() maintenance.Service{
 		"claim expirer":     func() maintenance.Service { return &maintenance.ClaimExpirer{Store: b.store, Clock: b.clock} },
 		"deadline resolver": func() maintenance.Service { return &maintenance.DeadlineResolver{Store: b.store, Clock: b.clock} },
-		"data expirer":      func() maintenance.Service { return &maintenance.DataExpirer{Store: b.store, Clock: b.clock} },
-		"object expirer":    func() maintenance.Service { return &maintenance.ObjectExpirer{Objects: &sweeper{}} },
-		"purge requests":    func() maintenance.Service { return &maintenance.PurgeRequestExpirer{Store: b.store, Clock: b.clock} },
-		"hook scheduler":    func() maintenance.Service { return &maintenance.HookScheduler{Firer: &countingFirer{}} },
+		"data expirer": func() maintenance.Service {
+			return &maintenance.DataExpirer{Expiries: []maintenance.Expiry{maintenance.QueueExpiry(b.store, nil, nil)}, Clock: b.clock}
+		},
+		"object expirer": func() maintenance.Service { return &maintenance.ObjectExpirer{Objects: &sweeper{}} },
+		"purge requests": func() maintenance.Service {
+			return &maintenance.DataExpirer{Expiries: []maintenance.Expiry{{Service: "purge-cache", Run: b.store.ExpirePurgeRequests}}, Clock: b.clock}
+		},
+		"hook scheduler": func() maintenance.Service { return &maintenance.HookScheduler{Firer: &countingFirer{}} },
 	}
 	for name, build := range services {
 		t.Run(name, func(t *testing.T) {
@@ -228,26 +233,50 @@ func TestStopIsSafe(t *testing.T) {
 	}
 }
 
-// countingFirer counts the scheduler's passes.
-type countingFirer struct{ calls atomic.Int64 }
+// countingFirer counts the scheduler's passes, and holds the third until
+// release closes, handing its context to third.
+type countingFirer struct {
+	calls   atomic.Int64
+	third   chan context.Context
+	release chan struct{}
+}
 
-func (f *countingFirer) FireDue(context.Context) (int, error) {
-	f.calls.Add(1)
+func (f *countingFirer) FireDue(ctx context.Context) (int, error) {
+	if f.calls.Add(1) == 3 && f.third != nil {
+		f.third <- ctx
+		<-f.release
+	}
 	return 0, nil
 }
 
 // TestHookSchedulerPolls: the scheduler fires due hooks at Start and then
-// every interval, until Stop.
+// every interval; Stop ends the loop's context and waits for the pass under
+// way, so for the loop itself: none can start once Stop has returned (and
+// TestMain fails the package if a loop outlives the tests).
 func TestHookSchedulerPolls(t *testing.T) {
 	t.Parallel()
-	f := &countingFirer{}
+	f := &countingFirer{third: make(chan context.Context, 1), release: make(chan struct{})}
 	s := &maintenance.HookScheduler{Firer: f, Interval: 5 * time.Millisecond}
 	s.Start(context.Background())
-	require.Eventually(t, func() bool { return f.calls.Load() >= 3 }, 10*time.Second, time.Millisecond)
-	s.Stop()
-	after := f.calls.Load()
-	time.Sleep(20 * time.Millisecond)
-	require.Equal(t, after, f.calls.Load(), "no pass after Stop")
+	var pass context.Context
+	select {
+	case pass = <-f.third:
+	case <-time.After(time.Minute):
+		t.Fatalf("%d passes, not three", f.calls.Load())
+	}
+	stopped := make(chan struct{})
+	go func() {
+		s.Stop()
+		close(stopped)
+	}()
+	<-pass.Done() // Stop has begun: the pass's context ended
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while a pass was under way")
+	default:
+	}
+	close(f.release)
+	<-stopped
 }
 
 // sweeper is an ObjectSweeper that counts its sweeps.
@@ -284,7 +313,8 @@ func TestSideExpirersSweepAtStart(t *testing.T) {
 	purges := &purgeSpy{PurgeCacheStore: b.store, at: make(chan time.Time, 8)}
 	m := maintenance.NewMaintainer(
 		&maintenance.ObjectExpirer{Objects: objects, Interval: 10 * time.Millisecond},
-		&maintenance.PurgeRequestExpirer{Store: purges, Clock: b.clock, Interval: 10 * time.Millisecond},
+		&maintenance.DataExpirer{Expiries: []maintenance.Expiry{{Service: "purge-cache", Run: purges.ExpirePurgeRequests}},
+			Clock: b.clock, Interval: 10 * time.Millisecond},
 	)
 	m.Start(context.Background())
 	defer m.Stop()
@@ -318,11 +348,33 @@ func TestDataExpirerAuditRetention(t *testing.T) {
 		require.NoError(t, err)
 		return len(got)
 	}
-	d := &maintenance.DataExpirer{Store: b.store, Clock: b.clock}
+	d := &maintenance.DataExpirer{Expiries: []maintenance.Expiry{maintenance.AuditExpiry(b.store, 0)}, Clock: b.clock}
 	b.clock.Advance(maintenance.DefaultAuditRetention - time.Minute)
 	require.NoError(t, d.RunOnce(ctx))
 	require.Equal(t, 1, entries(), "kept within the retention")
 	b.clock.Advance(2 * time.Minute)
 	require.NoError(t, d.RunOnce(ctx))
 	require.Equal(t, 0, entries(), "deleted after it")
+}
+
+// TestDataExpirerRunsEveryExpiry: each service's expiry runs at the
+// clock's time, and one that fails keeps neither the others from running
+// nor its error from being reported.
+func TestDataExpirerRunsEveryExpiry(t *testing.T) {
+	t.Parallel()
+	clock := testclock.New(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	var ran []string
+	expiry := func(name string, err error) maintenance.Expiry {
+		return maintenance.Expiry{Service: name, Run: func(_ context.Context, now time.Time) (int, error) {
+			require.Equal(t, clock.Now(), now)
+			ran = append(ran, name)
+			return 1, err
+		}}
+	}
+	boom := errors.New("boom")
+	d := &maintenance.DataExpirer{Clock: clock, Expiries: []maintenance.Expiry{expiry("a", nil), expiry("b", boom), expiry("c", nil)}}
+	err := d.RunOnce(context.Background())
+	require.ErrorIs(t, err, boom)
+	require.ErrorContains(t, err, "the b service's data")
+	require.Equal(t, []string{"a", "b", "c"}, ran)
 }

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/events"
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/workermanager"
 	"github.com/hopper-ci/hopper/internal/workerprovider"
@@ -36,7 +36,7 @@ const (
 type PoolStore interface {
 	store.WorkerManagerStore
 	TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (pending, claimed int, err error)
-	ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page store.Page) ([]store.Worker, string, error)
+	ListWorkers(ctx context.Context, now time.Time, filter store.WorkerFilter, page store.Page) ([]store.Worker, string, error)
 	GetTask(ctx context.Context, taskID string) (*queue.TaskState, error)
 }
 
@@ -104,7 +104,7 @@ func allPools(ctx context.Context, st store.WorkerManagerStore) ([]workermanager
 // takes) the lease, and returns how many workers it started.
 func (p *Provisioner) RunOnce(ctx context.Context) (int, error) {
 	now := p.Clock.Now()
-	ok, err := p.Store.TakeLease(ctx, ProvisionerLease, p.Holder, now, now.Add(interval(p.LeaseFor, DefaultLeaseFor)))
+	ok, err := p.Store.TakeLease(ctx, store.TakeLeaseParams{Name: ProvisionerLease, Holder: p.Holder, Now: now, Until: now.Add(interval(p.LeaseFor, DefaultLeaseFor))})
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -163,10 +163,10 @@ func (p *Provisioner) provision(ctx context.Context, pool *workermanager.Pool, p
 	n := Decide(pool, c, pending, claimed)
 	log := logger(p.Logger)
 	for i := range n {
-		secret := slugid.New() + slugid.New()
-		w := workermanager.NewRequestedWorker(pool, pool.ProviderID, "w"+slugid.New()[:21], pool.Capacity().PerWorker, p.Clock.Now())
+		secret := ident.NewSlugID() + ident.NewSlugID()
+		w := workermanager.NewRequestedWorker(pool, pool.ProviderID, "w"+ident.NewSlugID()[:21], pool.Capacity().PerWorker, p.Clock.Now())
 		w.StaticSecretHash = workermanager.HashSecret(secret)
-		if err := p.Store.RequestPoolWorker(ctx, w, ProvisionerLease, p.Holder, p.Clock.Now()); err != nil {
+		if err := p.Store.RequestPoolWorker(ctx, store.RequestPoolWorkerParams{Worker: w, Lease: ProvisionerLease, Holder: p.Holder, Now: p.Clock.Now()}); err != nil {
 			return i, err
 		}
 		data, err := prov.Provider.Start(ctx, pool, w, workerprovider.Registration{RootURL: p.RootURL, StaticSecret: secret})
@@ -201,7 +201,7 @@ func (p *Provisioner) provision(ctx context.Context, pool *workermanager.Pool, p
 // reportPoolError records an error about a pool (a worker that could not
 // start, died or never registered); a failure to record it is logged.
 func reportPoolError(ctx context.Context, st store.WorkerManagerStore, log *slog.Logger, now time.Time, pool *workermanager.Pool, kind, title, description string, w *workermanager.Worker) {
-	e := &workermanager.PoolError{WorkerPoolID: pool.WorkerPoolID, ErrorID: slugid.New(), Reported: now,
+	e := &workermanager.PoolError{WorkerPoolID: pool.WorkerPoolID, ErrorID: ident.NewSlugID(), Reported: now,
 		Kind: kind, Title: title, Description: description, Extra: map[string]any{}}
 	if w != nil {
 		e.Extra["workerGroup"], e.Extra["workerId"] = w.WorkerGroup, w.WorkerID

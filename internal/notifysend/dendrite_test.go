@@ -22,6 +22,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/notifysend"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // dendriteVersion is the Matrix homeserver (written in Go) the test runs.
@@ -88,23 +89,19 @@ func startDendrite(t *testing.T) (base, token string) {
 			<-done
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(base + "/_matrix/client/versions")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
+	testclock.WaitFor(t, 2*time.Minute, "dendrite to answer", func() bool {
 		select {
 		case <-done:
 			t.Fatalf("dendrite exited: %s", logs.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dendrite did not start: %s", logs.String())
+		resp, err := http.Get(base + "/_matrix/client/versions")
+		if err != nil {
+			return false
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return true
+	})
 	out := run("create-account", "--config", "dendrite.yaml", "-username", "hopper", "-password", "hopper-notify-test", "-url", base)
 	m := regexp.MustCompile(`AccessToken: ([A-Za-z0-9_\-.]+)`).FindStringSubmatch(out)
 	require.NotNil(t, m, "no access token in %q", out)
@@ -160,8 +157,7 @@ func TestMatrixDendrite(t *testing.T) {
 	// Dendrite's room history catches up with accepted events a moment
 	// later: read it until the last message sent is in it.
 	var bodies []string
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testclock.WaitFor(t, 2*time.Minute, "the last message in the room's history", func() bool {
 		var msgs struct {
 			Chunk []struct {
 				Type    string         `json:"type"`
@@ -180,11 +176,8 @@ func TestMatrixDendrite(t *testing.T) {
 				}
 			}
 		}
-		if slices.Contains(bodies, "second") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return slices.Contains(bodies, "second")
+	})
 	require.ElementsMatch(t, []string{m.Matrix.Body, "second"}, bodies, "each notification once")
 
 	err = d.Send(ctx, "01900000-0000-7000-8000-000000000003", "", &notify.Message{Matrix: &notify.Matrix{RoomID: "!nowhere:localhost", Body: "x"}})

@@ -25,11 +25,11 @@ const RequestLifetime = 24 * time.Hour
 // defines it (either half up to 38 characters, upper case allowed).
 var workerPoolIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,38}/[A-Za-z0-9_-]{1,38}$`)
 
-// ValidWorkerPoolID reports whether id is a well-formed workerPoolId.
 // WorkerPoolIDPattern is the pattern ValidWorkerPoolID checks (error messages
 // quote it).
 func WorkerPoolIDPattern() *regexp.Regexp { return workerPoolIDPattern }
 
+// ValidWorkerPoolID reports whether id is a well-formed workerPoolId.
 func ValidWorkerPoolID(id string) bool { return workerPoolIDPattern.MatchString(id) }
 
 // NewRequest is the record a purgeCache call leaves: caches of that name

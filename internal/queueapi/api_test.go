@@ -712,8 +712,11 @@ func TestMetrics(t *testing.T) {
 		`hopper_api_request_duration_seconds_count{method="createTask"} 2`,
 		`hopper_pending_tasks{task_queue_id="prov-m/wt-m"} 1`,
 		`hopper_claimed_tasks{task_queue_id="prov-m/wt-m"} 0`,
-		// The worker that claimed asked for work a moment ago.
-		`hopper_workers_asking{task_queue_id="prov-m/wt-m"} 1`,
+		// The worker that claimed asked for one task a moment ago and
+		// holds none now.
+		`hopper_workers_online{task_queue_id="prov-m/wt-m"} 1`,
+		`hopper_workers_capacity{task_queue_id="prov-m/wt-m"} 1`,
+		`hopper_workers_busy{task_queue_id="prov-m/wt-m"} 0`,
 		`hopper_claims_total{task_queue_id="prov-m/wt-m"} 1`,
 		`hopper_resolutions_total{reason="completed",state="completed"} 1`,
 		// One call at a time: each ran in a transaction of its own.

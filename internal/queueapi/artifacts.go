@@ -12,8 +12,8 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -178,7 +178,7 @@ func (in *createArtifactInput) newArtifact(taskID string, runID int, name string
 	case storageError:
 		d.Reason, d.Message = in.Reason, in.Message
 	case storageObject:
-		d.UploadID = slugid.New()
+		d.UploadID = ident.NewSlugID()
 		d.ContentLength = in.ContentLength
 	default:
 		return nil, fmt.Errorf("building artifact %s: unexpected storage type %q", name, in.StorageType)

@@ -6,8 +6,8 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -29,8 +29,8 @@ func (s *Server) CreateTaskAs(ctx context.Context, taskID string, body []byte, c
 		}
 		return api.NewRefusal(apiErr, "createTask", map[string]string{"taskId": taskID}, body, now)
 	}
-	if !slugid.Valid(taskID) {
-		return nil, refuse(api.InvalidParam("taskId", taskID, slugid.Regexp()))
+	if !ident.ValidSlugID(taskID) {
+		return nil, refuse(api.InvalidParam("taskId", taskID, ident.SlugID()))
 	}
 	input, err := s.schemas.Validate("create-task-request", body)
 	if err != nil {

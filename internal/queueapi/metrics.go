@@ -16,6 +16,7 @@ type Metrics struct {
 	collectors  []prometheus.Collector
 	claims      *prometheus.CounterVec
 	resolutions *prometheus.CounterVec
+	queues      *queueCollector
 }
 
 // MetricsStore is what the queue's metrics read at scrape time: the task
@@ -23,14 +24,9 @@ type Metrics struct {
 type MetricsStore interface {
 	ListTaskQueues(ctx context.Context, now time.Time, filter store.TaskQueueFilter, page store.Page) ([]store.TaskQueue, string, error)
 	TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (pending, claimed int, err error)
-	CountWorkersSeen(ctx context.Context, since time.Time) (map[string]int, error)
+	store.LivenessStore
 	store.FlowStore
 }
-
-// WorkerAskingWindow is how long after its last claimWork a worker counts
-// as asking for work: a worker's polls are recorded at most once per
-// touchInterval, and an idle one polls at least every long-poll.
-const WorkerAskingWindow = touchInterval + DefaultLongPoll + 10*time.Second
 
 // NewMetrics registers the metrics. The queue gauges (pending and running
 // per task queue) are read from the store at scrape time, so every replica
@@ -72,14 +68,19 @@ func NewMetrics(st MetricsStore, clock queue.Clock) *Metrics {
 				Help: "Runs claimed for waiting claimWork calls by the creates that made them, in the same transaction.",
 			}, func() float64 { return float64(c.CombinedStats().ClaimedAtCreate) }))
 	}
-	m.register(m.claims, m.resolutions,
-		newFlowCollector(st),
-		&queueCollector{store: st, clock: clock,
-			pending: prometheus.NewDesc("hopper_pending_tasks", "Pending runs per task queue.", []string{"task_queue_id"}, nil),
-			running: prometheus.NewDesc("hopper_claimed_tasks", "Claimed (running) runs per task queue.", []string{"task_queue_id"}, nil),
-			asking: prometheus.NewDesc("hopper_workers_asking", "Workers per task queue that asked for work (claimWork) within the last 90 s; "+
-				"workers whose slots are all busy do not ask, their runs are in hopper_claimed_tasks.", []string{"task_queue_id"}, nil),
-		})
+	m.register(m.claims, m.resolutions, newFlowCollector(st))
+	m.queues = &queueCollector{store: st, clock: clock,
+		pending: prometheus.NewDesc("hopper_pending_tasks", "Pending runs per task queue.", []string{"task_queue_id"}, nil),
+		running: prometheus.NewDesc("hopper_claimed_tasks", "Claimed (running) runs per task queue.", []string{"task_queue_id"}, nil),
+		online: prometheus.NewDesc("hopper_workers_online", "Workers online per task queue: seen (claimWork, reclaimTask) within "+
+			"the last long-poll and a minute, or holding a run whose claim lasts.", []string{"task_queue_id"}, nil),
+		capacity: prometheus.NewDesc("hopper_workers_capacity", "Tasks the online workers of a task queue run at once "+
+			"(each the most it asked for in one claimWork).", []string{"task_queue_id"}, nil),
+		busy: prometheus.NewDesc("hopper_workers_busy", "Busy slots per task queue: runs its workers hold (running, claims lasting).",
+			[]string{"task_queue_id"}, nil),
+		liveness: defaultLiveness(),
+	}
+	m.register(m.queues)
 	return m
 }
 
@@ -106,16 +107,17 @@ func (m *Metrics) ObserveChanges(changes []store.Change) {
 }
 
 type queueCollector struct {
-	store            MetricsStore
-	clock            queue.Clock
-	pending, running *prometheus.Desc
-	asking           *prometheus.Desc
+	store                  MetricsStore
+	clock                  queue.Clock
+	pending, running       *prometheus.Desc
+	online, capacity, busy *prometheus.Desc
+	liveness               liveness // set by New from the queue's settings
 }
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- q.pending
-	ch <- q.running
-	ch <- q.asking
+	for _, d := range []*prometheus.Desc{q.pending, q.running, q.online, q.capacity, q.busy} {
+		ch <- d
+	}
 }
 
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
@@ -126,17 +128,23 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return
 	}
-	asking, err := q.store.CountWorkersSeen(ctx, now.Add(-WorkerAskingWindow))
+	loads, err := q.liveness.queueLoads(ctx, q.store, now)
 	if err != nil {
 		return
 	}
+	gauge := func(d *prometheus.Desc, v int, id string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), id)
+	}
 	for _, tq := range queues {
-		ch <- prometheus.MustNewConstMetric(q.asking, prometheus.GaugeValue, float64(asking[tq.TaskQueueID]), tq.TaskQueueID)
+		l := loads[tq.TaskQueueID]
+		gauge(q.online, l.online, tq.TaskQueueID)
+		gauge(q.capacity, l.capacity, tq.TaskQueueID)
+		gauge(q.busy, l.busy, tq.TaskQueueID)
 		pending, claimed, err := q.store.TaskQueueCounts(ctx, tq.TaskQueueID, now)
 		if err != nil {
 			return
 		}
-		ch <- prometheus.MustNewConstMetric(q.pending, prometheus.GaugeValue, float64(pending), tq.TaskQueueID)
-		ch <- prometheus.MustNewConstMetric(q.running, prometheus.GaugeValue, float64(claimed), tq.TaskQueueID)
+		gauge(q.pending, pending, tq.TaskQueueID)
+		gauge(q.running, claimed, tq.TaskQueueID)
 	}
 }

@@ -85,10 +85,21 @@ type Publisher interface {
 	PublishChanges(ctx context.Context, changes []store.Change)
 }
 
+// Store is the store as the Queue service uses it: the queue's own rows,
+// its flow keys (the flow policies' counts and fail-fast groups) and the
+// workers' liveness its metrics report.
+type Store interface {
+	store.TaskStore
+	store.TaskGroupStore
+	store.TaskQueueStore
+	store.ArtifactStore
+	MetricsStore
+}
+
 // Server is the Queue service: its handlers and what they share.
 type Server struct {
 	cfg     Config
-	store   store.Store
+	store   Store
 	hub     store.WorkHub
 	clock   queue.Clock
 	schemas *schema.Registry
@@ -96,6 +107,7 @@ type Server struct {
 	pub     Publisher
 	log     *slog.Logger
 	metrics *Metrics
+	live    liveness
 	started time.Time
 	blobs   artifacts.Backend
 	objects ObjectService
@@ -114,7 +126,7 @@ type Server struct {
 // Options wires a Server.
 type Options struct {
 	Config Config
-	Store  store.Store
+	Store  Store
 	// Hub wakes waiting claimWork calls (default: Store's, when it has
 	// one, as *store.DB does).
 	Hub       store.WorkHub
@@ -160,7 +172,11 @@ func New(opts Options) (*Server, error) {
 		cfg: cfg, store: opts.Store, clock: opts.Clock, schemas: schemas,
 		creds: opts.Issuer, pub: opts.Publisher, log: opts.Logger,
 		metrics: opts.Metrics, draining: make(chan struct{}),
-		blobs: opts.Artifacts, objects: opts.Objects,
+		blobs: opts.Artifacts, objects: opts.Objects, live: newLiveness(cfg),
+	}
+	if s.metrics != nil && s.metrics.queues != nil {
+		// The metrics are built before the queue they describe.
+		s.metrics.queues.liveness = s.live
 	}
 	if s.clock == nil {
 		s.clock = queue.SystemClock{}

@@ -21,21 +21,32 @@ const touchFlushDelay = time.Second
 type touches struct {
 	flushing sync.Mutex // one flush at a time; later ones take what is left
 	mu       sync.Mutex
-	pending  map[store.WorkerKey]time.Time
+	pending  map[store.WorkerKey]touch
 	recent   map[store.WorkerKey][]store.RecentTask
 	timer    *time.Timer
 }
 
-// touchWorker records the worker and its task queue as seen, at most once
-// per touchInterval per process, in the next batch (touchFlushDelay): an
-// idle poll waits for no write. (Each claim reads the worker's quarantine
-// afresh, so one set through another replica applies at once.)
-func (s *Server) touchWorker(key store.WorkerKey, now time.Time) {
-	if last, seen := s.touched.Load(key); seen && now.Sub(last.(time.Time)) < touchInterval {
-		return
+// touch is a worker seen at a time, asking for a number of tasks (0: a
+// reclaim, which asks for none).
+type touch struct {
+	at    time.Time
+	asked int
+}
+
+// touchWorker records the worker and its task queue as seen, asking for
+// asked tasks, at most once per touchInterval per process unless it asks
+// for more than when last recorded (a worker's capacity is the most it
+// asked for), in the next batch (touchFlushDelay): an idle poll waits for
+// no write. (Each claim reads the worker's quarantine afresh, so one set
+// through another replica applies at once.)
+func (s *Server) touchWorker(key store.WorkerKey, now time.Time, asked int) {
+	if v, seen := s.touched.Load(key); seen {
+		if last := v.(touch); now.Sub(last.at) < touchInterval && asked <= last.asked {
+			return
+		}
 	}
-	s.touched.Store(key, now)
-	s.touches.add(key, now, s.flushTouchesLater)
+	s.touched.Store(key, touch{at: now, asked: asked})
+	s.touches.add(key, touch{at: now, asked: asked}, s.flushTouchesLater)
 }
 
 // recordRecentTasks queues a claim's runs for the worker's recent tasks,
@@ -61,14 +72,24 @@ func (s *Server) flushTouchesLater() {
 }
 
 // add queues a touch; the first queued arms a flush after touchFlushDelay.
-func (t *touches) add(key store.WorkerKey, now time.Time, flush func()) {
+// Of two touches of a worker queued, the later time and the larger ask
+// are kept.
+func (t *touches) add(key store.WorkerKey, seen touch, flush func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.pending == nil {
-		t.pending = map[store.WorkerKey]time.Time{}
+		t.pending = map[store.WorkerKey]touch{}
 	}
-	t.pending[key] = now
+	t.pending[key] = mergeTouches(t.pending[key], seen)
 	t.armLocked(flush)
+}
+
+func mergeTouches(a, b touch) touch {
+	if b.at.After(a.at) {
+		a.at = b.at
+	}
+	a.asked = max(a.asked, b.asked)
+	return a
 }
 
 // addRecent queues runs for a worker's recent tasks.
@@ -89,7 +110,7 @@ func (t *touches) armLocked(flush func()) {
 }
 
 // take empties the queue.
-func (t *touches) take() (map[store.WorkerKey]time.Time, map[store.WorkerKey][]store.RecentTask) {
+func (t *touches) take() (map[store.WorkerKey]touch, map[store.WorkerKey][]store.RecentTask) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p, r := t.pending, t.recent
@@ -114,8 +135,9 @@ func (s *Server) flushTouches(ctx context.Context) error {
 	workers := make([]store.TouchWorkerParams, 0, len(pending))
 	queues := make([]store.TouchTaskQueueParams, 0, 1)
 	seenQueue := map[string]bool{}
-	for key, at := range pending {
-		workers = append(workers, store.TouchWorkerParams{Key: key, Now: at, Expires: at.Add(workerRecordLifetime)})
+	for key, seen := range pending {
+		at := seen.at
+		workers = append(workers, store.TouchWorkerParams{Key: key, Now: at, Expires: at.Add(workerRecordLifetime), Capacity: seen.asked})
 		if !seenQueue[key.TaskQueueID] {
 			seenQueue[key.TaskQueueID] = true
 			queues = append(queues, store.TouchTaskQueueParams{TaskQueueID: key.TaskQueueID, Now: at, Expires: at.Add(taskQueueRecordLifetime)})
@@ -126,16 +148,14 @@ func (s *Server) flushTouches(ctx context.Context) error {
 		runs = append(runs, store.RecentTasksParams{Key: key, Tasks: tasks})
 	}
 	if err := s.store.TouchMany(ctx, queues, workers, runs); err != nil {
-		// Put them back for the next flush: touches unless newer ones
-		// came, runs before those claimed since.
+		// Put them back for the next flush: touches merged with newer
+		// ones, runs before those claimed since.
 		s.touches.mu.Lock()
-		for key, at := range pending {
-			if _, ok := s.touches.pending[key]; !ok {
-				if s.touches.pending == nil {
-					s.touches.pending = map[store.WorkerKey]time.Time{}
-				}
-				s.touches.pending[key] = at
+		for key, seen := range pending {
+			if s.touches.pending == nil {
+				s.touches.pending = map[store.WorkerKey]touch{}
 			}
+			s.touches.pending[key] = mergeTouches(s.touches.pending[key], seen)
 		}
 		for key, tasks := range recent {
 			if s.touches.recent == nil {

@@ -82,7 +82,7 @@ func (s *Server) claimWork(c *api.Call) (any, error) {
 	}
 	ctx := c.Context()
 	key := store.WorkerKey{TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
-	s.touchWorker(key, c.Now)
+	s.touchWorker(key, c.Now, in.Tasks)
 	started := time.Now()
 	wait := s.longPollFor()
 	deadline := started.Add(wait)
@@ -292,7 +292,13 @@ func (s *Server) reclaimTask(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.claimFor(res.Task, c.IntParam("runId"), c.Now, false)
+	// A reclaim is the heartbeat of a worker whose slots are all busy: it
+	// asks for no work, so without this its record would say it was last
+	// seen when it last asked.
+	runID := c.IntParam("runId")
+	r := res.Task.Runs[runID]
+	s.touchWorker(store.WorkerKey{TaskQueueID: res.Task.Task.TaskQueueID, WorkerGroup: r.WorkerGroup, WorkerID: r.WorkerID}, c.Now, 0)
+	return s.claimFor(res.Task, runID, c.Now, false)
 }
 
 func (s *Server) reportCompleted(c *api.Call) (any, error) {

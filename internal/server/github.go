@@ -59,6 +59,7 @@ func (w *wiring) githubService() (service, error) {
 	deliveries.Processor, reports.Reporter = s, s
 	svc.routes = githubapi.Routes(s, w.cfg.Version, time.Now())
 	svc.duties = []maintenance.Service{deliveries, reports}
+	svc.expiries = []maintenance.Expiry{{Service: "github", Run: w.store.ExpireGithubRecords}}
 	return svc, nil
 }
 

@@ -17,7 +17,8 @@ func (w *wiring) hooksService() (service, error) {
 	log := w.log
 	firer := &hooksapi.Firer{Store: w.store, Roles: w.sec.Roles, Clock: w.cfg.Clock, Log: log, Tasks: w.queue}
 	w.hooks = firer
-	svc := service{duties: []maintenance.Service{&maintenance.HookScheduler{Firer: firer, Logger: log}}}
+	svc := service{duties: []maintenance.Service{&maintenance.HookScheduler{Firer: firer, Logger: log}},
+		expiries: []maintenance.Expiry{{Service: "hooks", Run: w.store.ExpireHookFires}}}
 	var (
 		changed   func()
 		publisher events.Publisher

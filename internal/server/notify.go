@@ -15,7 +15,6 @@ import (
 	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/notifyapi"
 	"github.com/hopper-ci/hopper/internal/notifysend"
-	"github.com/hopper-ci/hopper/internal/store"
 )
 
 // notifyService is the Notify service: its routes, the sender duty and
@@ -54,13 +53,14 @@ func (w *wiring) notifyService() (service, error) {
 	metrics := maintenance.NewNotifyMetrics(w.store)
 	svc.routes = notifyapi.Routes(notifyapi.Deps{Store: w.store, Version: w.cfg.Version})
 	svc.collectors = metrics.Collectors()
+	svc.expiries = []maintenance.Expiry{{Service: "notify", Run: w.store.ExpireNotifications}}
 	svc.duties = []maintenance.Service{&maintenance.NotifySender{Store: w.store, Deliver: d, RootURL: w.cfg.RootURL,
 		Clock: w.cfg.Clock, Logger: w.log, Metrics: metrics, LogTail: logTailer(w.store, w.blobs)}}
 	return svc, nil
 }
 
 // logTailer reads the last lines of a run's backing log from blob storage.
-func logTailer(st store.Store, blobs artifacts.Backend) func(ctx context.Context, taskID string, runID int) (string, error) {
+func logTailer(st artifactRecords, blobs artifacts.Backend) func(ctx context.Context, taskID string, runID int) (string, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	return func(ctx context.Context, taskID string, runID int) (string, error) {
 		const name = "public/logs/live_backing.log"

@@ -194,13 +194,17 @@ func (w *wiring) apiServer(services []service) (*api.Server, []maintenance.Servi
 	routes := api.RootHealthRoutes(w.cfg.Version)
 	var (
 		duties     []maintenance.Service
+		expiries   []maintenance.Expiry
 		collectors []prometheus.Collector
 	)
 	for _, svc := range services {
 		routes = append(routes, svc.routes...)
 		duties = append(duties, svc.duties...)
+		expiries = append(expiries, svc.expiries...)
 		collectors = append(collectors, svc.collectors...)
 	}
+	// One duty deletes every service's expired rows.
+	duties = append(duties, &maintenance.DataExpirer{Expiries: expiries, Clock: w.cfg.Clock, Logger: w.log, Interval: w.cfg.ExpireEvery})
 	handlers := map[string]http.Handler{ui.Prefix: ui.Handler(), ui.CLISigninPath: ui.CLISignin()}
 	if m, ok := w.blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m

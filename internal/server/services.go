@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,10 +29,12 @@ import (
 // service is one of hopper's services as the composition root runs it:
 // its route table (which starts with its health and version routes,
 // api.ServiceHealthRoutes), its background duties (internal/maintenance),
-// the metrics it adds, and what it does when the server stops.
+// the deletion of its expired rows (run by the one DataExpirer), the
+// metrics it adds, and what it does when the server stops.
 type service struct {
 	routes     []api.Route
 	duties     []maintenance.Service
+	expiries   []maintenance.Expiry
 	collectors []prometheus.Collector
 	// drain runs before the HTTP server shuts down (ending long-polls and
 	// streams), flush after it (no request is served any more), close
@@ -142,9 +145,9 @@ func (w *wiring) queueService() (service, error) {
 		duties: []maintenance.Service{
 			&maintenance.ClaimExpirer{Store: w.store, Publisher: q, Clock: c.Clock, Logger: w.log},
 			&maintenance.DeadlineResolver{Store: w.store, Publisher: q, Clock: c.Clock, Logger: w.log, Delay: c.DeadlineDelay},
-			&maintenance.DataExpirer{Store: w.store, Blobs: w.blobs, Clock: c.Clock, Logger: w.log, Interval: c.ExpireEvery},
 		},
-		drain: q.Drain,
+		expiries: []maintenance.Expiry{maintenance.QueueExpiry(w.store, w.blobs, w.log)},
+		drain:    q.Drain,
 		// What the last claims queued for the workers' records is written
 		// before the store closes.
 		flush: q.Flush,
@@ -156,22 +159,30 @@ func (w *wiring) authService() (service, error) {
 	return service{routes: authapi.Routes(authapi.Deps{
 		Store: w.store, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
 		Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: w.log, Version: w.cfg.Version,
-	})}, nil
+	}), expiries: []maintenance.Expiry{
+		{Service: "auth", Run: w.store.ExpireClients},
+		maintenance.AuditExpiry(w.store, 0),
+	}}, nil
 }
 
 func (w *wiring) indexService() (service, error) {
-	return service{routes: indexapi.Routes(indexapi.Deps{Store: w.store, Artifacts: w.queue, Version: w.cfg.Version})}, nil
+	return service{routes: indexapi.Routes(indexapi.Deps{Store: w.store, Artifacts: w.queue, Version: w.cfg.Version}),
+		expiries: []maintenance.Expiry{{Service: "index", Run: func(ctx context.Context, now time.Time) (int, error) {
+			entries, namespaces, err := w.store.ExpireIndex(ctx, now)
+			return entries + namespaces, err
+		}}}}, nil
 }
 
 func (w *wiring) secretsService() (service, error) {
 	return service{routes: secretsapi.Routes(secretsapi.Deps{Store: w.store, Sealer: w.sec.Sealer, Caller: w.sec.Authorizer.Caller,
-		Logger: w.log, Version: w.cfg.Version})}, nil
+		Logger: w.log, Version: w.cfg.Version}),
+		expiries: []maintenance.Expiry{{Service: "secrets", Run: w.store.ExpireSecrets}}}, nil
 }
 
 func (w *wiring) purgeCacheService() (service, error) {
 	return service{
-		routes: purgecacheapi.Routes(purgecacheapi.Deps{Store: w.store, Clock: w.cfg.Clock, Version: w.cfg.Version}),
-		duties: []maintenance.Service{&maintenance.PurgeRequestExpirer{Store: w.store, Clock: w.cfg.Clock, Interval: w.cfg.ExpireEvery, Logger: w.log}},
+		routes:   purgecacheapi.Routes(purgecacheapi.Deps{Store: w.store, Clock: w.cfg.Clock, Version: w.cfg.Version}),
+		expiries: []maintenance.Expiry{{Service: "purge-cache", Run: w.store.ExpirePurgeRequests}},
 	}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // AuthStore keeps the Auth service's clients and roles.
@@ -21,6 +22,9 @@ type AuthStore interface {
 	ListRoles(ctx context.Context) ([]Role, error)
 	DeleteRole(ctx context.Context, roleID string, audit *Audit) error
 	AuditStore
+	// ExpireClients deletes the clients marked deleteOnExpiration whose
+	// expiry passed before now; it says how many.
+	ExpireClients(ctx context.Context, now time.Time) (int, error)
 	// RolesVersion changes whenever roles change, so callers can cache
 	// expanded role sets cheaply.
 	RolesVersion(ctx context.Context) (int64, error)
@@ -296,4 +300,13 @@ func (db *DB) RolesVersion(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("reading roles version: %w", err)
 	}
 	return v, nil
+}
+
+// ExpireClients implements AuthStore.
+func (db *DB) ExpireClients(ctx context.Context, now time.Time) (int, error) {
+	var n int
+	err := db.expireRows(ctx, "clients", func() []expireStep {
+		return []expireStep{{&n, "DELETE FROM clients WHERE delete_on_expiration = 1 AND expires < ?", []any{ms(now)}}}
+	})
+	return n, err
 }

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // TestCombinerBatchesWhileBusy: calls arriving while every slot is busy
@@ -26,12 +28,12 @@ func TestCombinerBatchesWhileBusy(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); c.do(0) }()
-	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.running == 1 })
+	testclock.WaitFor(t, time.Minute, "one batch running", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.running == 1 })
 	for i := 1; i <= 5; i++ {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.do(i) }()
 	}
-	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.waiting) == 5 })
+	testclock.WaitFor(t, time.Minute, "five calls waiting", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.waiting) == 5 })
 	close(release)
 	wg.Wait()
 	if len(batches) != 2 || len(batches[0]) != 1 || len(batches[1]) != 5 {
@@ -81,16 +83,5 @@ func TestCombinerRunsEveryCallOnce(t *testing.T) {
 	}
 	if p := peak.Load(); p > limit {
 		t.Fatalf("%d batches ran at once, limit %d", p, limit)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 5s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

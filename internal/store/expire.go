@@ -87,25 +87,65 @@ func (db *DB) ExpireDeadlines(ctx context.Context, cutoff, now time.Time, limit 
 	return total, nil
 }
 
-// expireStep is one deletion of ExpireData, counted into count if set.
+// expireStep is one deletion of a service's expiry, counted into count if
+// set.
 type expireStep struct {
 	count *int
 	query string
 	args  []any
 }
 
-// ExpireData implements Store: deletes tasks, their dependency edges and
-// artifacts, task groups, task queues, workers (kept while quarantined) and
-// clients marked deleteOnExpiration whose expiry has passed, and expired
-// index entries, index namespaces, secrets and old hook fire records.
-func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult, error) {
-	var out *ExpireDataResult
+// expireRows runs one service's deletions (what names them) in one
+// transaction: each service's expiry method (ExpireSecrets, ExpireIndex,
+// …) lists its steps in its own store file, beside its rows.
+func (db *DB) expireRows(ctx context.Context, what string, steps func() []expireStep) error {
+	// The steps (and their counts) are made afresh on every attempt.
+	return db.tx(ctx, func(tx *txn) error { return tx.expire(ctx, what, steps()) })
+}
+
+// expire runs deletions in the transaction.
+func (t *txn) expire(ctx context.Context, what string, steps []expireStep) error {
+	for _, s := range steps {
+		res, err := t.exec(ctx, s.query, s.args...)
+		if err != nil {
+			return fmt.Errorf("expiring %s (%s): %w", what, s.query, err)
+		}
+		if s.count != nil {
+			n, _ := res.RowsAffected()
+			*s.count = int(n)
+		}
+	}
+	return nil
+}
+
+// ExpiredQueueData counts what the queue's expiry removed; Blobs lists the
+// stored artifact data the caller must delete from blob storage.
+type ExpiredQueueData struct {
+	Tasks, TaskGroups, Artifacts, TaskQueues, Workers int
+	Blobs                                             []ExpiredArtifact
+}
+
+// ExpiredArtifact names an expired artifact whose data may need deleting.
+type ExpiredArtifact struct {
+	TaskID      string
+	RunID       int
+	Name        string
+	StorageType string
+	Details     []byte
+}
+
+// ExpireQueueData implements Store: it deletes, in one transaction, the
+// tasks whose expiry has passed with their dependency edges and artifacts,
+// their task groups, and the task queues and workers (kept while
+// quarantined) whose expiry has passed.
+func (db *DB) ExpireQueueData(ctx context.Context, now time.Time) (*ExpiredQueueData, error) {
+	var out *ExpiredQueueData
 	cutoff := ms(now)
 	// An artifact goes when it expires or when its task does; either way
 	// its stored data must be reported for deletion.
 	const expiredArtifacts = "expires < ? OR task_id IN (SELECT task_id FROM task_group_members WHERE expires < ?)"
 	err := db.tx(ctx, func(tx *txn) error {
-		out = &ExpireDataResult{} // afresh on every attempt
+		out = &ExpiredQueueData{} // afresh on every attempt
 		err := tx.queryEach(ctx, "SELECT task_id, run_id, name, storage_type, details FROM artifacts WHERE "+expiredArtifacts, []any{cutoff, cutoff}, func(rows Rows) error {
 			for rows.Next() {
 				var a ExpiredArtifact
@@ -131,24 +171,8 @@ func (db *DB) ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult,
 			{&out.TaskGroups, "DELETE FROM task_groups WHERE expires < ?", []any{cutoff}},
 			{&out.TaskQueues, "DELETE FROM task_queues WHERE expires < ?", []any{cutoff}},
 			{&out.Workers, "DELETE FROM workers WHERE expires < ? AND quarantine_until < ?", []any{cutoff, cutoff}},
-			{&out.Clients, "DELETE FROM clients WHERE delete_on_expiration = 1 AND expires < ?", []any{cutoff}},
 		}
-		steps = append(steps, expireIndexSteps(cutoff, &out.IndexedTasks, &out.IndexNamespaces)...)
-		steps = append(steps, expireSecretSteps(cutoff, &out.Secrets)...)
-		steps = append(steps, expireHookFireSteps(now, &out.HookFires)...)
-		steps = append(steps, expireGithubSteps(now, &out.GithubRecords)...)
-		steps = append(steps, expireNotifySteps(cutoff, &out.Notifications)...)
-		for _, s := range steps {
-			res, err := tx.exec(ctx, s.query, s.args...)
-			if err != nil {
-				return fmt.Errorf("expiring (%s): %w", s.query, err)
-			}
-			if s.count != nil {
-				n, _ := res.RowsAffected()
-				*s.count = int(n)
-			}
-		}
-		return nil
+		return tx.expire(ctx, "tasks", steps)
 	})
 	if err != nil {
 		return nil, err

@@ -17,9 +17,6 @@ import (
 // sorted, from the partial indexes that keep them.
 type HistoryStore interface {
 	ListTasks(ctx context.Context, f TaskFilter, page Page) ([]HistoryTask, string, error)
-	// CountWorkersSeen counts, per task queue, the workers that asked for
-	// work at or after since (liveness.go).
-	CountWorkersSeen(ctx context.Context, since time.Time) (map[string]int, error)
 }
 
 // TaskFilter narrows ListTasks; every field is optional.

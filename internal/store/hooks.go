@@ -29,23 +29,29 @@ type HookStore interface {
 	// ClaimDueHook takes a lease until leaseUntil on one hook due at now
 	// (next scheduled time reached, no live lease), the longest-due first;
 	// nil when none is due. Several replicas may call it at once: each
-	// due hook goes to one of them.
+	// due hook goes to one of them. The hook comes back with its new
+	// lease, and in LastClaimEnd the end of the claim before it.
 	ClaimDueHook(ctx context.Context, now, leaseUntil time.Time) (*Hook, error)
 	// FinishScheduledFire ends a claimed scheduled fire in one
 	// transaction: the hook moves on to its next due time and next taskId
 	// if it still waits for the fire's taskId (it reports whether it
-	// did), and the fire is recorded unless its taskId already is, so a
-	// due time is recorded once even if two replicas raced for it.
+	// did), its claim ending at p.Finished, and the fire is recorded
+	// unless its taskId already is, so a due time is recorded once even if
+	// two replicas raced for it.
 	FinishScheduledFire(ctx context.Context, p FinishFireParams) (bool, error)
 	// ReleaseHookClaim drops a lease without firing, so the due time is
-	// retried at the next poll.
-	ReleaseHookClaim(ctx context.Context, hookGroupID, hookID, taskID string) error
+	// retried at the next poll: the hook's claim ends where the one before
+	// it did (lastClaimEnd, as ClaimDueHook returned it).
+	ReleaseHookClaim(ctx context.Context, hookGroupID, hookID, taskID string, lastClaimEnd time.Time) error
 
 	// AddLastFire records a fire that no schedule state depends on
 	// (triggers and Pulse messages).
 	AddLastFire(ctx context.Context, f *LastFire) error
 	// ListLastFires lists a hook's fires, newest first.
 	ListLastFires(ctx context.Context, hookGroupID, hookID string, page Page) ([]LastFire, string, error)
+	// ExpireHookFires deletes the fire records older than
+	// LastFireRetention at now; it says how many.
+	ExpireHookFires(ctx context.Context, now time.Time) (int, error)
 }
 
 // Hook is a stored hook.
@@ -61,8 +67,15 @@ type Hook struct {
 	NextTaskID string
 	// NextScheduled is the next due time (zero: no schedule).
 	NextScheduled time.Time
-	// ClaimedUntil is the lease of the replica firing the hook.
+	// ClaimedUntil is when the hook's last claim ends or ended: the end
+	// of the lease of the replica firing it, or, once it no longer holds,
+	// when the last scheduled fire was recorded or when the lease of a
+	// replica that died firing ran out (zero: never claimed since its
+	// schedule was set). The schedule rule (hooks.Claim) reads it.
 	ClaimedUntil time.Time
+	// LastClaimEnd is set by ClaimDueHook only: ClaimedUntil as it was
+	// before the claim.
+	LastClaimEnd time.Time
 	Created      time.Time
 	LastModified time.Time
 }
@@ -86,16 +99,22 @@ type FinishFireParams struct {
 	FiredTaskID   string
 	NextTaskID    string
 	NextScheduled time.Time
-	Fire          *LastFire
+	// Finished is when the fire ended: the hook's claim ends then.
+	Finished time.Time
+	Fire     *LastFire
 }
 
 // LastFireRetention is how long a hook's fire records are kept, as in
 // Taskcluster.
 const LastFireRetention = 365 * 24 * time.Hour
 
-// expireHookFireSteps deletes fire records older than LastFireRetention.
-func expireHookFireSteps(now time.Time, count *int) []expireStep {
-	return []expireStep{{count, "DELETE FROM hook_last_fires WHERE task_create_time < ?", []any{ms(now.Add(-LastFireRetention))}}}
+// ExpireHookFires implements HookStore.
+func (db *DB) ExpireHookFires(ctx context.Context, now time.Time) (int, error) {
+	var n int
+	err := db.expireRows(ctx, "hook fires", func() []expireStep {
+		return []expireStep{{&n, "DELETE FROM hook_last_fires WHERE task_create_time < ?", []any{ms(now.Add(-LastFireRetention))}}}
+	})
+	return n, err
 }
 
 const hookColumns = "hook_group_id, hook_id, metadata, task, bindings, schedule, trigger_schema, trigger_token, next_task_id, next_scheduled, claimed_until, created, last_modified"
@@ -279,7 +298,7 @@ func (db *DB) ClaimDueHook(ctx context.Context, now, leaseUntil time.Time) (*Hoo
 		if err != nil {
 			return fmt.Errorf("finding a due hook: %w", err)
 		}
-		h.ClaimedUntil = leaseUntil
+		h.LastClaimEnd, h.ClaimedUntil = h.ClaimedUntil, leaseUntil
 		_, err = tx.exec(ctx, "UPDATE hooks SET claimed_until = ? WHERE hook_group_id = ? AND hook_id = ?", ms(leaseUntil), h.HookGroupID, h.HookID)
 		if err != nil {
 			return fmt.Errorf("claiming hook %s/%s: %w", h.HookGroupID, h.HookID, err)
@@ -310,8 +329,8 @@ func (db *DB) FinishScheduledFire(ctx context.Context, p FinishFireParams) (bool
 		}
 		if current == p.FiredTaskID {
 			applied = true
-			tx.send(Statement{Query: `UPDATE hooks SET next_task_id = ?, next_scheduled = ?, claimed_until = 0
-				WHERE hook_group_id = ? AND hook_id = ?`, Args: []any{p.NextTaskID, optMS(p.NextScheduled), p.HookGroupID, p.HookID},
+			tx.send(Statement{Query: `UPDATE hooks SET next_task_id = ?, next_scheduled = ?, claimed_until = ?
+				WHERE hook_group_id = ? AND hook_id = ?`, Args: []any{p.NextTaskID, optMS(p.NextScheduled), optMS(p.Finished), p.HookGroupID, p.HookID},
 				What: "moving hook " + p.HookGroupID + "/" + p.HookID + " to its next due time"})
 		}
 		if p.Fire == nil {
@@ -331,9 +350,10 @@ func (db *DB) FinishScheduledFire(ctx context.Context, p FinishFireParams) (bool
 }
 
 // ReleaseHookClaim implements HookStore.
-func (db *DB) ReleaseHookClaim(ctx context.Context, hookGroupID, hookID, taskID string) error {
+func (db *DB) ReleaseHookClaim(ctx context.Context, hookGroupID, hookID, taskID string, lastClaimEnd time.Time) error {
 	return db.tx(ctx, func(tx *txn) error {
-		_, err := tx.exec(ctx, "UPDATE hooks SET claimed_until = 0 WHERE hook_group_id = ? AND hook_id = ? AND next_task_id = ?", hookGroupID, hookID, taskID)
+		_, err := tx.exec(ctx, "UPDATE hooks SET claimed_until = ? WHERE hook_group_id = ? AND hook_id = ? AND next_task_id = ?",
+			optMS(lastClaimEnd), hookGroupID, hookID, taskID)
 		if err != nil {
 			return fmt.Errorf("releasing hook %s/%s: %w", hookGroupID, hookID, err)
 		}

@@ -38,6 +38,9 @@ type IndexStore interface {
 	// DeleteIndexedTask removes the entry at namespace.name (if any); its
 	// namespaces stay until they expire.
 	DeleteIndexedTask(ctx context.Context, namespace, name string) error
+	// ExpireIndex deletes the entries and the namespaces whose expiry
+	// passed before now; it says how many of each.
+	ExpireIndex(ctx context.Context, now time.Time) (entries, namespaces int, err error)
 	// IndexedTaskPaths returns the unexpired entries holding taskID, by
 	// path (at most 1000): where a task can be found now.
 	IndexedTaskPaths(ctx context.Context, taskID string, now time.Time) ([]index.Entry, error)
@@ -282,10 +285,13 @@ func (db *DB) DeleteIndexedTask(ctx context.Context, namespace, name string) err
 	})
 }
 
-// expireIndexSteps are the data-expiry deletions of the index.
-func expireIndexSteps(cutoff int64, entries, namespaces *int) []expireStep {
-	return []expireStep{
-		{entries, "DELETE FROM index_tasks WHERE expires < ?", []any{cutoff}},
-		{namespaces, "DELETE FROM index_namespaces WHERE expires < ?", []any{cutoff}},
-	}
+// ExpireIndex implements IndexStore.
+func (db *DB) ExpireIndex(ctx context.Context, now time.Time) (entries, namespaces int, err error) {
+	err = db.expireRows(ctx, "the index", func() []expireStep {
+		return []expireStep{
+			{&entries, "DELETE FROM index_tasks WHERE expires < ?", []any{ms(now)}},
+			{&namespaces, "DELETE FROM index_namespaces WHERE expires < ?", []any{ms(now)}},
+		}
+	})
+	return entries, namespaces, err
 }

@@ -50,6 +50,10 @@ type NotifyStore interface {
 	DeleteDenylistAddress(ctx context.Context, notificationType, address string) error
 	ListDenylist(ctx context.Context, page Page) ([]DenylistAddress, string, error)
 	IsDenylisted(ctx context.Context, notificationType, address string) (bool, error)
+
+	// ExpireNotifications deletes the outbox rows whose expiry passed
+	// before now, whatever their state; it says how many.
+	ExpireNotifications(ctx context.Context, now time.Time) (int, error)
 }
 
 // Notification is one row of the outbox.
@@ -497,8 +501,13 @@ func (db *DB) IsDenylisted(ctx context.Context, typ, address string) (bool, erro
 	return n > 0, nil
 }
 
-// expireNotifySteps are the data-expiry deletions of the outbox: rows whose
-// task (or, from the API, whose week) has expired, whatever their state.
-func expireNotifySteps(cutoff int64, count *int) []expireStep {
-	return []expireStep{{count, "DELETE FROM notify_outbox WHERE expires < ?", []any{cutoff}}}
+// ExpireNotifications implements NotifyStore: it deletes the outbox rows
+// whose task (or, from the API, whose week) has expired, whatever their
+// state.
+func (db *DB) ExpireNotifications(ctx context.Context, now time.Time) (int, error) {
+	var n int
+	err := db.expireRows(ctx, "notifications", func() []expireStep {
+		return []expireStep{{&n, "DELETE FROM notify_outbox WHERE expires < ?", []any{ms(now)}}}
+	})
+	return n, err
 }

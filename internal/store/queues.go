@@ -12,6 +12,27 @@ import (
 	"github.com/hopper-ci/hopper/internal/queue"
 )
 
+// TaskQueueStore is the queue's task queues, their pending and claimed
+// runs, and the workers that claim from them.
+type TaskQueueStore interface {
+	TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (pending, claimed int, err error)
+	ListPending(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]PendingEntry, string, error)
+	ListClaimed(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]ClaimedEntry, string, error)
+	TouchTaskQueue(ctx context.Context, p TouchTaskQueueParams) (*TaskQueue, error)
+	GetTaskQueue(ctx context.Context, taskQueueID string, now time.Time) (*TaskQueue, error)
+	ListTaskQueues(ctx context.Context, now time.Time, filter TaskQueueFilter, page Page) ([]TaskQueue, string, error)
+	TouchWorker(ctx context.Context, p TouchWorkerParams) (*Worker, error)
+	GetWorker(ctx context.Context, key WorkerKey, now time.Time) (*Worker, error)
+	ListWorkers(ctx context.Context, now time.Time, filter WorkerFilter, page Page) ([]Worker, string, error)
+	QuarantineWorker(ctx context.Context, p QuarantineWorkerParams) (*Worker, error)
+	AddRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentTask) error
+	// TouchMany records many task queues and workers as seen, then adds
+	// runs to workers' recent tasks as AddRecentTasks would, in one
+	// transaction (touch_batch.go): claimWork's bookkeeping, written in
+	// batches.
+	TouchMany(ctx context.Context, queues []TouchTaskQueueParams, workers []TouchWorkerParams, recent []RecentTasksParams) error
+}
+
 // TaskQueueCounts implements Store: pending runs whose deadline is ahead,
 // and running runs whose claim has not run out.
 func (db *DB) TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (int, int, error) {
@@ -179,7 +200,7 @@ func scanTaskQueueValue(row rowScanner) (TaskQueue, error) {
 	return *q, nil
 }
 
-const workerColumns = "task_queue_id, worker_group, worker_id, first_claim, last_date_active, expires, quarantine_until, quarantine_details, recent_tasks"
+const workerColumns = "task_queue_id, worker_group, worker_id, first_claim, last_date_active, expires, quarantine_until, quarantine_details, recent_tasks, capacity"
 
 func scanWorker(row rowScanner) (*Worker, error) {
 	var (
@@ -187,7 +208,7 @@ func scanWorker(row rowScanner) (*Worker, error) {
 		first, active, expires, quarantine int64
 		details, recent                    string
 	)
-	if err := row.Scan(&w.TaskQueueID, &w.WorkerGroup, &w.WorkerID, &first, &active, &expires, &quarantine, &details, &recent); err != nil {
+	if err := row.Scan(&w.TaskQueueID, &w.WorkerGroup, &w.WorkerID, &first, &active, &expires, &quarantine, &details, &recent, &w.Capacity); err != nil {
 		return nil, err
 	}
 	w.FirstClaim, w.LastDateActive, w.Expires, w.QuarantineUntil = fromMS(first), fromMS(active), fromMS(expires), fromMS(quarantine)
@@ -200,15 +221,25 @@ func scanWorker(row rowScanner) (*Worker, error) {
 	return &w, nil
 }
 
+// capacityUpdate is the SET clause of a touch's capacity
+// (TouchWorkerParams.Capacity): an ask of 0 keeps it, a larger ask raises
+// it, and a worker unseen for longer than the parameter (in ms) before
+// the touch takes its ask, larger or not (every SET clause reads the row
+// as it was before the touch).
+const capacityUpdate = `capacity = CASE WHEN excluded.capacity = 0 THEN workers.capacity
+	WHEN excluded.capacity > workers.capacity OR workers.last_date_active < excluded.last_date_active - ? THEN excluded.capacity
+	ELSE workers.capacity END`
+
 // TouchWorker implements Store.
 func (db *DB) TouchWorker(ctx context.Context, p TouchWorkerParams) (*Worker, error) {
 	var w *Worker
 	err := db.tx(ctx, func(tx *txn) error {
 		if _, err := tx.exec(ctx, `INSERT INTO workers (`+workerColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, 0, '[]', '[]') ON CONFLICT (task_queue_id, worker_group, worker_id) DO UPDATE SET
+			VALUES (?, ?, ?, ?, ?, ?, 0, '[]', '[]', ?) ON CONFLICT (task_queue_id, worker_group, worker_id) DO UPDATE SET
 			expires = CASE WHEN excluded.expires > workers.expires THEN excluded.expires ELSE workers.expires END,
-			last_date_active = excluded.last_date_active`,
-			p.Key.TaskQueueID, p.Key.WorkerGroup, p.Key.WorkerID, ms(p.Now), ms(p.Now), ms(p.Expires)); err != nil {
+			last_date_active = excluded.last_date_active, `+capacityUpdate,
+			p.Key.TaskQueueID, p.Key.WorkerGroup, p.Key.WorkerID, ms(p.Now), ms(p.Now), ms(p.Expires), max(p.Capacity, 0),
+			WorkerCapacityAbsence.Milliseconds()); err != nil {
 			return fmt.Errorf("recording worker %s/%s: %w", p.Key.WorkerGroup, p.Key.WorkerID, err)
 		}
 		var err error
@@ -238,14 +269,14 @@ func (db *DB) GetWorker(ctx context.Context, key WorkerKey, now time.Time) (*Wor
 }
 
 // ListWorkers implements Store.
-func (db *DB) ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page Page) ([]Worker, string, error) {
+func (db *DB) ListWorkers(ctx context.Context, now time.Time, filter WorkerFilter, page Page) ([]Worker, string, error) {
 	out, next, err := listPageFields(ctx, db, page, 2, func(cursor string) (string, []any, error) {
 		afterGroup, afterID, _ := strings.Cut(cursor, "\x00")
 		query := "SELECT " + workerColumns + ` FROM workers WHERE task_queue_id = ? AND (expires > ? OR quarantine_until > ?)
 		AND (worker_group > ? OR (worker_group = ? AND worker_id > ?))`
-		args := []any{taskQueueID, ms(now), ms(now), afterGroup, afterGroup, afterID}
-		if quarantined != nil {
-			if *quarantined {
+		args := []any{filter.TaskQueueID, ms(now), ms(now), afterGroup, afterGroup, afterID}
+		if filter.Quarantined != nil {
+			if *filter.Quarantined {
 				query += " AND quarantine_until >= ?"
 			} else {
 				query += " AND quarantine_until < ?"
@@ -261,7 +292,7 @@ func (db *DB) ListWorkers(ctx context.Context, taskQueueID string, now time.Time
 		return *w, nil
 	}, func(w Worker) string { return w.WorkerGroup + "\x00" + w.WorkerID })
 	if err != nil {
-		return nil, "", fmt.Errorf("listing workers of %s: %w", taskQueueID, err)
+		return nil, "", fmt.Errorf("listing workers of %s: %w", filter.TaskQueueID, err)
 	}
 	return out, next, nil
 }

@@ -21,6 +21,9 @@ type SecretStore interface {
 	ListSecrets(ctx context.Context, now time.Time, page Page) ([]string, string, error)
 	// DeleteSecret removes a secret; removing a missing one is no error.
 	DeleteSecret(ctx context.Context, name string) error
+	// ExpireSecrets deletes the secrets whose expiry passed before now; it
+	// says how many.
+	ExpireSecrets(ctx context.Context, now time.Time) (int, error)
 }
 
 // PutSecret implements SecretStore.
@@ -85,7 +88,11 @@ func (db *DB) DeleteSecret(ctx context.Context, name string) error {
 	})
 }
 
-// expireSecretSteps are the data-expiry deletions of secrets.
-func expireSecretSteps(cutoff int64, count *int) []expireStep {
-	return []expireStep{{count, "DELETE FROM secrets WHERE expires < ?", []any{cutoff}}}
+// ExpireSecrets implements SecretStore.
+func (db *DB) ExpireSecrets(ctx context.Context, now time.Time) (int, error) {
+	var n int
+	err := db.expireRows(ctx, "secrets", func() []expireStep {
+		return []expireStep{{&n, "DELETE FROM secrets WHERE expires < ?", []any{ms(now)}}}
+	})
+	return n, err
 }

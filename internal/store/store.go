@@ -13,7 +13,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -23,53 +22,20 @@ import (
 // ErrNotFound is returned when the requested entity does not exist.
 var ErrNotFound = errors.New("not found")
 
-// Store is hopper's persistence. The in-process wake-up hub that waiting
-// claimWork calls use is not part of it: see WorkHub (*DB is both).
+// Store is hopper's persistence: one small interface per service, each in
+// the file of its rows. The in-process wake-up hub that waiting claimWork
+// calls use is not part of it: see WorkHub (*DB is both).
 type Store interface {
-	// Tasks.
-	CreateTask(ctx context.Context, p CreateTaskParams) (*Result, error)
-	GetTask(ctx context.Context, taskID string) (*queue.TaskState, error)
-	GetTasks(ctx context.Context, taskIDs []string) ([]*queue.TaskState, error)
-	UpdateTask(ctx context.Context, p UpdateTaskParams) (*Result, error)
-	ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, error)
-	ListDependents(ctx context.Context, taskID string, page Page) ([]*queue.TaskState, string, error)
+	// The queue's own rows: tasks (tasks.go, with create.go, claim.go,
+	// transition.go and expire.go), task groups (groups.go), task queues
+	// and workers (queues.go) and artifacts (artifacts.go).
+	TaskStore
+	TaskGroupStore
+	TaskQueueStore
+	ArtifactStore
 
-	// Background resolution. Each is safe to run from several processes at
-	// once: every candidate is re-checked under its row lock.
-	ExpireClaims(ctx context.Context, now time.Time, limit int) (*Result, error)
-	ExpireDeadlines(ctx context.Context, cutoff, now time.Time, limit int) (*Result, error)
-	ExpireData(ctx context.Context, now time.Time) (*ExpireDataResult, error)
-
-	// Task groups.
-	GetTaskGroup(ctx context.Context, taskGroupID string) (*TaskGroup, error)
-	ListTaskGroup(ctx context.Context, taskGroupID string, page Page) ([]*queue.TaskState, string, error)
-	SealTaskGroup(ctx context.Context, taskGroupID string, now time.Time) (*TaskGroup, error)
-	CancelTaskGroup(ctx context.Context, taskGroupID string, now time.Time) (*CancelGroupResult, error)
-
-	// Task queues, pending lists and workers.
-	TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (pending, claimed int, err error)
-	ListPending(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]PendingEntry, string, error)
-	ListClaimed(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]ClaimedEntry, string, error)
-	PendingWithRoute(ctx context.Context, taskQueueID, route string, now time.Time, limit int) ([]PendingEntry, error) // superseder.go
-	TouchTaskQueue(ctx context.Context, p TouchTaskQueueParams) (*TaskQueue, error)
-	GetTaskQueue(ctx context.Context, taskQueueID string, now time.Time) (*TaskQueue, error)
-	ListTaskQueues(ctx context.Context, now time.Time, filter TaskQueueFilter, page Page) ([]TaskQueue, string, error)
-	TouchWorker(ctx context.Context, p TouchWorkerParams) (*Worker, error)
-	GetWorker(ctx context.Context, key WorkerKey, now time.Time) (*Worker, error)
-	ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page Page) ([]Worker, string, error)
-	QuarantineWorker(ctx context.Context, p QuarantineWorkerParams) (*Worker, error)
-	AddRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentTask) error
-	// TouchMany records many task queues and workers as seen, then adds
-	// runs to workers' recent tasks as AddRecentTasks would, in one
-	// transaction (touch_batch.go): claimWork's bookkeeping, written in
-	// batches.
-	TouchMany(ctx context.Context, queues []TouchTaskQueueParams, workers []TouchWorkerParams, recent []RecentTasksParams) error
-
-	// Artifacts.
-	CreateArtifact(ctx context.Context, p CreateArtifactParams) (*Artifact, error)
-	GetArtifact(ctx context.Context, taskID string, runID int, name string) (*Artifact, error)
-	ListArtifacts(ctx context.Context, taskID string, runID int, page Page) ([]Artifact, string, error)
-	MarkArtifactPresent(ctx context.Context, taskID string, runID int, name string) error
+	// What the built-in superseder reads (superseder.go).
+	SupersederStore
 
 	// The Auth service's clients and roles (clients.go).
 	AuthStore
@@ -91,6 +57,9 @@ type Store interface {
 
 	// Finding tasks without their taskId (history.go).
 	HistoryStore
+
+	// Workers online and busy (liveness.go).
+	LivenessStore
 
 	// The forge integration (github.go, githubchecks.go).
 	GithubStore
@@ -223,31 +192,6 @@ type Claimed struct {
 	RunID int
 }
 
-// ExpireDataResult counts what expiration removed; BlobKeys lists the stored
-// artifact data the caller must delete from blob storage.
-type ExpireDataResult struct {
-	Tasks, TaskGroups, Artifacts, TaskQueues, Workers, Clients int
-	// Index entries and namespaces, and secrets (index.go, secrets.go).
-	IndexedTasks, IndexNamespaces, Secrets int
-	// HookFires counts fire records past LastFireRetention (hooks.go).
-	HookFires int
-	// GithubRecords counts webhook deliveries past GithubRetention
-	// (github.go).
-	GithubRecords int
-	// Notifications counts outbox rows past their task's expiry (notify.go).
-	Notifications int
-	Blobs         []ExpiredArtifact
-}
-
-// ExpiredArtifact names an expired artifact whose data may need deleting.
-type ExpiredArtifact struct {
-	TaskID      string
-	RunID       int
-	Name        string
-	StorageType string
-	Details     []byte
-}
-
 // TaskGroup is a task group record.
 type TaskGroup struct {
 	TaskGroupID string
@@ -303,6 +247,14 @@ type TouchTaskQueueParams struct {
 	Stability   *string
 }
 
+// WorkerFilter selects the workers ListWorkers lists: those of a task
+// queue, and if Quarantined is set, only those quarantined (or not) at
+// the time asked about.
+type WorkerFilter struct {
+	TaskQueueID string
+	Quarantined *bool
+}
+
 // WorkerKey identifies a worker.
 type WorkerKey struct {
 	TaskQueueID string
@@ -319,6 +271,9 @@ type Worker struct {
 	QuarantineUntil   time.Time
 	QuarantineDetails []QuarantineDetail
 	RecentTasks       []RecentTask
+	// Capacity is the most tasks the worker asked for in one claimWork
+	// since it came online (TouchWorkerParams.Capacity); 0: never asked.
+	Capacity int
 }
 
 // QuarantineDetail is one audit entry of quarantineWorker.
@@ -341,12 +296,26 @@ type RecentTasksParams struct {
 	Tasks []RecentTask
 }
 
-// TouchWorkerParams records a worker as seen (claimWork) or declared.
+// TouchWorkerParams records a worker as seen (claimWork, reclaimTask) or
+// declared.
 type TouchWorkerParams struct {
 	Key     WorkerKey
 	Now     time.Time
 	Expires time.Time // never shortens
+	// Capacity is how many tasks the worker asked for (claimWork's
+	// tasks); 0 says nothing of it (a reclaim, a declaration). The record
+	// keeps the most asked, an idle worker asking for all its slots; a
+	// worker unseen for WorkerCapacityAbsence before Now comes back with
+	// the capacity it asks for then (it may have been restarted with
+	// fewer slots).
+	Capacity int
 }
+
+// WorkerCapacityAbsence is how long a worker is unseen before its
+// recorded capacity starts afresh: longer than a claim lasts by default
+// (20 min), so a worker whose slots were all busy, reclaiming its runs,
+// was seen in it.
+const WorkerCapacityAbsence = time.Hour
 
 // QuarantineWorkerParams describes quarantineWorker.
 type QuarantineWorkerParams struct {

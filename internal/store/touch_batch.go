@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// touchBatchRows bounds the rows of one INSERT (6 parameters a worker row;
+// touchBatchRows bounds the rows of one INSERT (7 parameters a worker row;
 // SQLite allows 32766 parameters a statement).
 const touchBatchRows = 500
 
@@ -38,16 +38,18 @@ func (db *DB) TouchMany(ctx context.Context, queues []TouchTaskQueueParams, work
 				Args: args, What: fmt.Sprintf("recording %d task queues", len(chunk))})
 		}
 		for chunk := range slices.Chunk(workers, touchBatchRows) {
-			args := make([]any, 0, 6*len(chunk))
+			args := make([]any, 0, 7*len(chunk)+1)
 			rows := make([]string, len(chunk))
 			for i, w := range chunk {
-				rows[i] = "(?, ?, ?, ?, ?, ?, 0, '[]', '[]')"
-				args = append(args, w.Key.TaskQueueID, w.Key.WorkerGroup, w.Key.WorkerID, ms(w.Now), ms(w.Now), ms(w.Expires))
+				rows[i] = "(?, ?, ?, ?, ?, ?, 0, '[]', '[]', ?)"
+				args = append(args, w.Key.TaskQueueID, w.Key.WorkerGroup, w.Key.WorkerID, ms(w.Now), ms(w.Now), ms(w.Expires), max(w.Capacity, 0))
 			}
+			args = append(args, WorkerCapacityAbsence.Milliseconds())
 			tx.send(Statement{Query: db.q(`INSERT INTO workers (` + workerColumns + `)
 				VALUES ` + strings.Join(rows, ", ") + ` ON CONFLICT (task_queue_id, worker_group, worker_id) DO UPDATE SET
 				expires = CASE WHEN excluded.expires > workers.expires THEN excluded.expires ELSE workers.expires END,
-				last_date_active = CASE WHEN excluded.last_date_active > workers.last_date_active THEN excluded.last_date_active ELSE workers.last_date_active END`),
+				last_date_active = CASE WHEN excluded.last_date_active > workers.last_date_active THEN excluded.last_date_active ELSE workers.last_date_active END,
+				` + capacityUpdate),
 				Args: args, What: fmt.Sprintf("recording %d workers", len(chunk))})
 		}
 		if err := tx.flush(ctx); err != nil {
@@ -91,10 +93,19 @@ func latestQueues(in []TouchTaskQueueParams) []TouchTaskQueueParams {
 		func(a, b TouchTaskQueueParams) bool { return b.Now.After(a.Now) || b.Expires.After(a.Expires) })
 }
 
-// latestWorkers keeps one entry per worker, the latest, in key order.
+// latestWorkers keeps one entry per worker, the latest, in key order,
+// with the largest capacity asked among its entries.
 func latestWorkers(in []TouchWorkerParams) []TouchWorkerParams {
-	return latest(in, func(p TouchWorkerParams) string { return workerSortKey(p.Key) },
+	asked := map[WorkerKey]int{}
+	for _, p := range in {
+		asked[p.Key] = max(asked[p.Key], p.Capacity)
+	}
+	out := latest(in, func(p TouchWorkerParams) string { return workerSortKey(p.Key) },
 		func(a, b TouchWorkerParams) bool { return b.Now.After(a.Now) || b.Expires.After(a.Expires) })
+	for i := range out {
+		out[i].Capacity = asked[out[i].Key]
+	}
+	return out
 }
 
 // workerSortKey orders workers' records as every batch writes them.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
-	"github.com/hopper-ci/hopper/internal/slugid"
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/superseder"
 )
@@ -106,7 +106,7 @@ func list(c *api.Call, opts ServerOptions, age time.Duration, size int) (any, er
 	if taskID == "" {
 		return nil, &api.Error{Code: api.CodeInvalidRequestArguments, Message: "query-string parameter taskId (the requesting task) is required"}
 	}
-	if !slugid.Valid(taskID) {
+	if !ident.ValidSlugID(taskID) {
 		return nil, &api.Error{Code: api.CodeInvalidRequestArguments, Message: "query-string parameter taskId is not a taskId"}
 	}
 	ctx := c.Context()
@@ -123,7 +123,7 @@ func list(c *api.Call, opts ServerOptions, age time.Duration, size int) (any, er
 		// The requester did not opt in under this key.
 		return empty, nil
 	}
-	pending, err := opts.Store.PendingWithRoute(ctx, requester.Task.TaskQueueID, route, c.Now, backlogScan)
+	pending, err := opts.Store.PendingWithRoute(ctx, store.PendingWithRouteParams{TaskQueueID: requester.Task.TaskQueueID, Route: route, Now: c.Now, Limit: backlogScan})
 	if err != nil {
 		return nil, err
 	}

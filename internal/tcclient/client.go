@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/hawk"
+	"github.com/hopper-ci/hopper/internal/retry"
 )
 
 // DefaultMaxRetries is how often a request is retried after a network error
@@ -239,32 +240,37 @@ func (c *Client) doAt(ctx context.Context, base, method, path string, query url.
 			return nil, fmt.Errorf("encoding request for %s %s: %w", method, path, err)
 		}
 	}
-	retries := c.MaxRetries
+	var rep *reply
+	err := retry.Do(ctx, retryPolicy(c.MaxRetries, c.RetryDelay), func(int) error {
+		var err error
+		rep, err = c.attempt(ctx, method, rawURL, body)
+		if err != nil && (!IsTransient(err) || StatusCode(err) == http.StatusTooManyRequests) {
+			return retry.Stop(err)
+		}
+		return err
+	})
+	if err != nil {
+		return rep, err
+	}
+	if out != nil && len(bytes.TrimSpace(rep.body)) > 0 {
+		if err := json.Unmarshal(rep.body, out); err != nil {
+			return rep, fmt.Errorf("decoding reply of %s %s: %w", method, path, err)
+		}
+	}
+	return rep, nil
+}
+
+// retryPolicy is how a call or upload is retried: MaxRetries more
+// attempts (DefaultMaxRetries when zero, none when negative) with
+// jittered exponential back-off from delay.
+func retryPolicy(maxRetries int, delay time.Duration) retry.Policy {
 	switch {
-	case retries == 0:
-		retries = DefaultMaxRetries
-	case retries < 0:
-		retries = 0
+	case maxRetries == 0:
+		maxRetries = DefaultMaxRetries
+	case maxRetries < 0:
+		maxRetries = 0
 	}
-	var lastErr error
-	for attempt := 0; ; attempt++ {
-		rep, err := c.attempt(ctx, method, rawURL, body)
-		if err == nil {
-			if out != nil && len(bytes.TrimSpace(rep.body)) > 0 {
-				if err := json.Unmarshal(rep.body, out); err != nil {
-					return rep, fmt.Errorf("decoding reply of %s %s: %w", method, path, err)
-				}
-			}
-			return rep, nil
-		}
-		lastErr = err
-		if !IsTransient(err) || StatusCode(err) == http.StatusTooManyRequests || attempt >= retries {
-			return rep, lastErr
-		}
-		if err := SleepContext(ctx, backoff(c.RetryDelay, attempt)); err != nil {
-			return rep, fmt.Errorf("%w (while retrying after: %v)", err, lastErr)
-		}
-	}
+	return retry.Policy{Attempts: maxRetries + 1, Delay: func(n int) time.Duration { return backoff(delay, n) }}
 }
 
 func (c *Client) attempt(ctx context.Context, method, rawURL string, body []byte) (*reply, error) {
@@ -351,15 +357,5 @@ func backoff(base time.Duration, attempt int) time.Duration {
 }
 
 // SleepContext waits d, or until ctx ends (then it returns ctx's error):
-// the client's wait between retries, and the one pollers built on the
-// client use.
-func SleepContext(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// the wait pollers built on the client use.
+func SleepContext(ctx context.Context, d time.Duration) error { return retry.Sleep(ctx, d) }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 func taskPath(taskID string) string { return "/task/" + EscapePathParam(taskID) }
@@ -198,6 +199,44 @@ func (c *Client) TaskQueueCounts(ctx context.Context, taskQueueID string) (*Task
 	path := "/task-queues/" + EscapePathParam(taskQueueID) + "/counts"
 	if err := c.Do(ctx, http.MethodGet, path, nil, nil, &out); err != nil {
 		return nil, fmt.Errorf("counting tasks of %s: %w", taskQueueID, err)
+	}
+	return &out, nil
+}
+
+// QueueWorker is one worker of the Queue's listWorkers: Taskcluster's
+// fields and hopper's online, capacity and busy (docs/history.md).
+type QueueWorker struct {
+	WorkerGroup     string `json:"workerGroup"`
+	WorkerID        string `json:"workerId"`
+	FirstClaim      Time   `json:"firstClaim"`
+	LastDateActive  Time   `json:"lastDateActive"`
+	QuarantineUntil Time   `json:"quarantineUntil"`
+	LatestTask      *struct {
+		TaskID string `json:"taskId"`
+		RunID  int    `json:"runId"`
+	} `json:"latestTask,omitempty"`
+	Online   bool `json:"online"`
+	Capacity int  `json:"capacity"`
+	Busy     int  `json:"busy"`
+}
+
+// ListWorkersResponse is one page of ListWorkers.
+type ListWorkersResponse struct {
+	Workers           []QueueWorker `json:"workers"`
+	ContinuationToken string        `json:"continuationToken,omitempty"`
+}
+
+// ListWorkers returns one page of the workers of a task queue
+// (<provisionerId>/<workerType>) that the queue has seen.
+func (c *Client) ListWorkers(ctx context.Context, taskQueueID string, opts ListOptions) (*ListWorkersResponse, error) {
+	provisioner, workerType, ok := strings.Cut(taskQueueID, "/")
+	if !ok {
+		return nil, fmt.Errorf("task queue id %q is not <provisionerId>/<workerType>", taskQueueID)
+	}
+	var out ListWorkersResponse
+	path := "/provisioners/" + EscapePathParam(provisioner) + "/worker-types/" + EscapePathParam(workerType) + "/workers"
+	if err := c.Do(ctx, http.MethodGet, path, listQuery(opts), nil, &out); err != nil {
+		return nil, fmt.Errorf("listing the workers of %s: %w", taskQueueID, err)
 	}
 	return &out, nil
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/retry"
 )
 
 // Upload describes a PUT of artifact bytes to an s3 putUrl.
@@ -60,25 +62,13 @@ func FileUpload(putURL, contentType, contentEncoding, path string) (*Upload, err
 // Do performs the upload, retrying network errors and 5xx replies with
 // exponential back-off.
 func (u *Upload) Do(ctx context.Context) error {
-	retries := u.MaxRetries
-	switch {
-	case retries == 0:
-		retries = DefaultMaxRetries
-	case retries < 0:
-		retries = 0
-	}
-	for attempt := 0; ; attempt++ {
+	return retry.Do(ctx, retryPolicy(u.MaxRetries, u.RetryDelay), func(int) error {
 		err := u.attempt(ctx)
-		if err == nil {
-			return nil
+		if err != nil && !IsTransient(err) {
+			return retry.Stop(err)
 		}
-		if !IsTransient(err) || attempt >= retries {
-			return err
-		}
-		if serr := SleepContext(ctx, backoff(u.RetryDelay, attempt)); serr != nil {
-			return fmt.Errorf("%w (while retrying after: %v)", serr, err)
-		}
-	}
+		return err
+	})
 }
 
 func (u *Upload) attempt(ctx context.Context) error {

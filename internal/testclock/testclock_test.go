@@ -1,6 +1,7 @@
 package testclock_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -55,4 +56,61 @@ func TestClockConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, time.Unix(0, 0).Add(800*time.Millisecond), c.Now())
+}
+
+func TestPoll(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		holdsAt int // the look at which cond first holds; 0: never
+		wantErr bool
+	}{
+		{"at once", 1, false},
+		{"after a few looks", 5, false},
+		{"never", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			looks := 0
+			err := testclock.Poll(context.Background(), 200*time.Millisecond, func() bool {
+				looks++
+				return tt.holdsAt > 0 && looks >= tt.holdsAt
+			})
+			if tt.wantErr {
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				require.Greater(t, looks, 1, "looked more than once before giving up")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.holdsAt, looks, "stops looking once the condition holds")
+		})
+	}
+}
+
+func TestPollEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := testclock.Poll(ctx, time.Hour, func() bool { return false })
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// TestWaitFor: a condition that comes true from another goroutine ends
+// the wait; cond runs in the test's goroutine, so it may use require.
+func TestWaitFor(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	ready := false
+	go func() {
+		mu.Lock()
+		defer mu.Unlock()
+		ready = true
+	}()
+	testclock.WaitFor(t, time.Minute, "the flag", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotNil(t, &ready)
+		return ready
+	})
 }

@@ -103,6 +103,11 @@ type fixture struct {
 	Group      string            `json:"group"`
 	GroupSize  int               `json:"groupSize"`
 	GroupToEnd string            `json:"groupToEnd"`
+	// DeepGroup is a chain of DeepSize tasks, each waiting for the one
+	// before: a graph far wider than the window.
+	DeepGroup string `json:"deepGroup"`
+	DeepLast  string `json:"deepLast"`
+	DeepSize  int    `json:"deepSize"`
 	LiveTask   string            `json:"liveTask"`
 	LogTask    string            `json:"logTask"`
 	// StreamTask runs on the real worker, printing, until the console
@@ -343,6 +348,16 @@ func buildFixture(ctx context.Context, t *testing.T, c *tcclient.Client) fixture
 	fx.GroupToEnd = tcclient.NewTaskID()
 	create(fx.GroupToEnd, newTaskDef("ui-test/group-end", fx.GroupToEnd, "group to cancel and seal"))
 	create(tcclient.NewTaskID(), newTaskDef("ui-test/group-end", fx.GroupToEnd, "second task of the group"))
+
+	fx.DeepGroup, fx.DeepSize = tcclient.NewTaskID(), 30
+	prev := fx.DeepGroup
+	create(prev, newTaskDef("ui-test/deep", fx.DeepGroup, "step 1"))
+	for i := 2; i <= fx.DeepSize; i++ {
+		id := tcclient.NewTaskID()
+		create(id, newTaskDef("ui-test/deep", fx.DeepGroup, fmt.Sprintf("step %d", i), prev))
+		prev = id
+	}
+	fx.DeepLast = prev
 
 	fx.LiveTask = tcclient.NewTaskID()
 	create(fx.LiveTask, newTaskDef("ui-test/live", "", "resolves while watched"))

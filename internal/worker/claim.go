@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/retry"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
@@ -195,41 +196,42 @@ func (c *Claim) reclaimLoop() {
 // reclaimOnce reclaims, retrying transient failures with short back-off
 // until takenUntil has passed. It reports whether the claim is still held.
 func (c *Claim) reclaimOnce(ctx context.Context) bool {
-	delay := c.w.reclaimRetryDelay
-	for {
+	backoff := retry.Doubling(c.w.reclaimRetryDelay, 10*time.Second)
+	policy := retry.Policy{Delay: func(n int) time.Duration {
+		return min(backoff(n), time.Until(c.TakenUntil())+time.Millisecond)
+	}}
+	var rec *tcclient.TaskReclaim
+	err := retry.Do(ctx, policy, func(int) error {
 		q := c.Queue()
-		q.MaxRetries = -1 // this loop does its own retrying, bounded by takenUntil
-		rec, err := q.ReclaimTask(ctx, c.TaskID, c.RunID)
-		if err == nil {
-			c.mu.Lock()
-			c.creds = rec.Credentials
-			c.takenUntil = rec.TakenUntil.Time
-			listeners := append([]func(tcclient.Credentials){}, c.listeners...)
-			c.mu.Unlock()
-			c.logger.Debug("reclaimed", "takenUntil", rec.TakenUntil.String())
-			for _, f := range listeners {
-				f(rec.Credentials)
-			}
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		if !tcclient.IsTransient(err) {
+		q.MaxRetries = -1 // retry.Do does the retrying here, bounded by takenUntil
+		var err error
+		rec, err = q.ReclaimTask(ctx, c.TaskID, c.RunID)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return retry.Stop(err)
+		case !tcclient.IsTransient(err):
 			c.markLost(err)
-			return false
-		}
-		if time.Now().After(c.TakenUntil()) {
+			return retry.Stop(err)
+		case time.Now().After(c.TakenUntil()):
 			c.markLost(fmt.Errorf("reclaim kept failing until the claim expired: %w", err))
-			return false
+			return retry.Stop(err)
 		}
 		c.logger.Warn("reclaim failed, retrying", "error", err)
-		wait := min(delay, time.Until(c.TakenUntil())+time.Millisecond)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(wait):
-		}
-		delay = min(delay*2, 10*time.Second)
+		return err
+	})
+	if err != nil {
+		return false
 	}
+	c.mu.Lock()
+	c.creds = rec.Credentials
+	c.takenUntil = rec.TakenUntil.Time
+	listeners := append([]func(tcclient.Credentials){}, c.listeners...)
+	c.mu.Unlock()
+	c.logger.Debug("reclaimed", "takenUntil", rec.TakenUntil.String())
+	for _, f := range listeners {
+		f(rec.Credentials)
+	}
+	return true
 }

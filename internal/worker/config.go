@@ -64,7 +64,7 @@ type CredentialsConfig struct {
 type SupersedingConfig struct {
 	// Enabled turns superseding on (default true).
 	Enabled *bool `yaml:"enabled" json:"enabled,omitempty"`
-	// Order is "ascending" (default) or "descending".
+	// Order is "ascending" (DefaultSupersedingOrder) or "descending".
 	Order string `yaml:"order" json:"order,omitempty"`
 	// Timeout bounds the superseder request (default 5 s).
 	Timeout Duration `yaml:"timeout" json:"timeout,omitzero"`
@@ -93,10 +93,10 @@ type Config struct {
 	// DefaultWorkerGroup and this host's name).
 	WorkerGroup string `yaml:"workerGroup" json:"workerGroup"`
 	WorkerID    string `yaml:"workerId" json:"workerId"`
-	// Capacity is the number of concurrent runs (default 1, max 255).
+	// Capacity is the number of concurrent runs (DefaultCapacity, max 255).
 	Capacity int `yaml:"capacity" json:"capacity,omitempty"`
 	// WorkDir is the base of TasksDir, CachesDir and DownloadsDir (default
-	// "./hopper-worker").
+	// DefaultWorkDir).
 	WorkDir      string `yaml:"workDir" json:"workDir,omitempty"`
 	TasksDir     string `yaml:"tasksDir" json:"tasksDir,omitempty"`
 	CachesDir    string `yaml:"cachesDir" json:"cachesDir,omitempty"`
@@ -181,7 +181,7 @@ type Config struct {
 
 // DockerConfig holds the settings of the docker engine.
 type DockerConfig struct {
-	// Host is the daemon's socket (default unix:///var/run/docker.sock).
+	// Host is the daemon's socket (default dockerapi.DefaultHost).
 	Host string `yaml:"host" json:"host,omitempty"`
 	// Network is the containers' network mode: "bridge" (as
 	// docker-worker), "host" or "none". Empty (the default) means bridge
@@ -232,8 +232,21 @@ func boolOr(p *bool, d bool) bool {
 }
 
 // Normalize fills defaults and checks the configuration, returning a copy.
+// Every problem found is named in the error, not only the first.
 func (c Config) Normalize() (Config, error) {
 	var problems []string
+	for _, step := range []func() []string{c.normalizeIdentity, c.normalizeResources, c.normalizeLoop, c.normalizeEngine} {
+		problems = append(problems, step()...)
+	}
+	if len(problems) > 0 {
+		return c, fmt.Errorf("invalid worker config: %s", strings.Join(problems, "; "))
+	}
+	return c, nil
+}
+
+// normalizeIdentity checks where the worker connects, what it serves and
+// who it is: root URL, task queue, worker group and id, credentials.
+func (c *Config) normalizeIdentity() (problems []string) {
 	if c.RootURL == "" {
 		problems = append(problems, "rootUrl is required (--root-url or TASKCLUSTER_ROOT_URL)")
 	}
@@ -270,8 +283,14 @@ func (c Config) Normalize() (Config, error) {
 	if c.Credentials.Certificate != "" && !json.Valid([]byte(c.Credentials.Certificate)) {
 		problems = append(problems, "credentials.certificate must be JSON text")
 	}
+	return problems
+}
+
+// normalizeResources checks what the worker takes on: its capacity, the
+// longest run it allows, and its directories (made absolute).
+func (c *Config) normalizeResources() (problems []string) {
 	if c.Capacity == 0 {
-		c.Capacity = 1
+		c.Capacity = DefaultCapacity
 	}
 	if c.Capacity < 1 || c.Capacity > 255 {
 		problems = append(problems, "capacity must be 1..255")
@@ -283,7 +302,7 @@ func (c Config) Normalize() (Config, error) {
 		problems = append(problems, "maxTaskRunTime must be positive")
 	}
 	if c.WorkDir == "" {
-		c.WorkDir = "hopper-worker"
+		c.WorkDir = DefaultWorkDir
 	}
 	abs, err := filepath.Abs(c.WorkDir)
 	if err != nil {
@@ -301,6 +320,13 @@ func (c Config) Normalize() (Config, error) {
 			*d.dst = p
 		}
 	}
+	return problems
+}
+
+// normalizeLoop fills the settings of the claim loop and of the runs
+// beside it: live log addresses, polling intervals, error limits,
+// superseding.
+func (c *Config) normalizeLoop() (problems []string) {
 	if c.LiveLogBindAddress == "" {
 		c.LiveLogBindAddress = "127.0.0.1"
 	}
@@ -316,11 +342,14 @@ func (c Config) Normalize() (Config, error) {
 	if c.ShutdownUploadTimeout.Duration <= 0 {
 		c.ShutdownUploadTimeout.Duration = 60 * time.Second
 	}
+	if c.CancelPollInterval.Duration <= 0 {
+		c.CancelPollInterval.Duration = 500 * time.Millisecond
+	}
 	if c.MaxInternalErrors == 0 {
 		c.MaxInternalErrors = 5
 	}
 	if c.Superseding.Order == "" {
-		c.Superseding.Order = "ascending"
+		c.Superseding.Order = DefaultSupersedingOrder
 	}
 	if c.Superseding.Order != "ascending" && c.Superseding.Order != "descending" {
 		problems = append(problems, "superseding.order must be ascending or descending")
@@ -328,8 +357,17 @@ func (c Config) Normalize() (Config, error) {
 	if c.Superseding.Timeout.Duration <= 0 {
 		c.Superseding.Timeout.Duration = 5 * time.Second
 	}
+	if c.Superseding.MaxTasks == 0 {
+		c.Superseding.MaxTasks = 32
+	}
+	return problems
+}
+
+// normalizeEngine checks how tasks run: the engine, Docker's settings, the
+// sandbox's isolation and network, and the limits of a task's processes.
+func (c *Config) normalizeEngine() (problems []string) {
 	if c.Engine == "" {
-		c.Engine = EngineProcess
+		c.Engine = DefaultEngine
 	}
 	if c.Engine != EngineProcess && c.Engine != EngineDocker {
 		problems = append(problems, fmt.Sprintf("engine %q must be %s or %s", c.Engine, EngineProcess, EngineDocker))
@@ -344,9 +382,6 @@ func (c Config) Normalize() (Config, error) {
 	}
 	if c.Docker.MemoryMiB < 0 || c.Docker.CPUs < 0 {
 		problems = append(problems, "docker.memoryMiB and docker.cpus must not be negative")
-	}
-	if c.Superseding.MaxTasks == 0 {
-		c.Superseding.MaxTasks = 32
 	}
 	if iso, err := sandbox.ParseIsolation(c.Isolation); err != nil {
 		problems = append(problems, err.Error())
@@ -366,13 +401,7 @@ func (c Config) Normalize() (Config, error) {
 		// limit with its threads.
 		problems = append(problems, "maxTaskMemoryMB must not be negative, maxTaskProcesses must be at least 16 (or -1: no limit)")
 	}
-	if c.CancelPollInterval.Duration <= 0 {
-		c.CancelPollInterval.Duration = 500 * time.Millisecond
-	}
-	if len(problems) > 0 {
-		return c, fmt.Errorf("invalid worker config: %s", strings.Join(problems, "; "))
-	}
-	return c, nil
+	return problems
 }
 
 // SupersedingEnabled reports whether superseding is on.
@@ -384,8 +413,20 @@ func (c *Config) workerCredentials() *tcclient.Credentials {
 	}
 }
 
-// DefaultWorkerGroup is the workerGroup of a worker configured without one.
-const DefaultWorkerGroup = "local"
+// The defaults Normalize fills in (and `hopper worker --help` shows), each
+// written once.
+const (
+	// DefaultWorkerGroup is the workerGroup of a worker configured without one.
+	DefaultWorkerGroup = "local"
+	// DefaultCapacity is the number of concurrent runs.
+	DefaultCapacity = 1
+	// DefaultWorkDir is the work directory, relative to the current one.
+	DefaultWorkDir = "hopper-worker"
+	// DefaultEngine is how tasks run.
+	DefaultEngine = EngineProcess
+	// DefaultSupersedingOrder is the order of a superseder's list.
+	DefaultSupersedingOrder = "ascending"
+)
 
 // HostWorkerID is the workerId a worker configured without one takes:
 // this host's name, reduced to a valid workerId.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/retry"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
@@ -60,31 +61,28 @@ func (t *dockerTask) ensureRegistryImage(name string) *runErr {
 		return &e
 	}
 	t.r.log.Infof("Pulling image %s", name)
-	var err error
-	delay := 500 * time.Millisecond
-	for attempt := 0; attempt < 3; attempt++ {
-		if attempt > 0 {
-			if tcclient.SleepContext(ctx, delay) != nil {
-				e := runErr{reason: tcclient.ReasonWorkerShutdown, aborted: true, msg: "Image pull interrupted."}
-				return &e
-			}
-			delay *= 2
-		}
-		if err = t.e.client.PullImage(ctx, name); err == nil {
-			found, ierr := t.e.client.InspectImage(ctx, name)
-			if ierr != nil {
-				e := internalError("Inspecting image %s after pulling it: %v", name, ierr)
-				return &e
-			}
-			t.image = found.ID
-			t.r.log.Infof("Pulled image %s (%s)", name, found.ID)
-			return nil
-		}
+	err := retry.Do(ctx, retry.Policy{Attempts: 3, Delay: retry.Doubling(500*time.Millisecond, 0)}, func(int) error {
+		err := t.e.client.PullImage(ctx, name)
 		if pullIsPermanent(err) {
-			break
+			return retry.Stop(err)
 		}
-	}
-	if pullIsPermanent(err) {
+		return err
+	})
+	var interrupted *retry.InterruptedError
+	switch {
+	case err == nil:
+		found, ierr := t.e.client.InspectImage(ctx, name)
+		if ierr != nil {
+			e := internalError("Inspecting image %s after pulling it: %v", name, ierr)
+			return &e
+		}
+		t.image = found.ID
+		t.r.log.Infof("Pulled image %s (%s)", name, found.ID)
+		return nil
+	case errors.As(err, &interrupted):
+		e := runErr{reason: tcclient.ReasonWorkerShutdown, aborted: true, msg: "Image pull interrupted."}
+		return &e
+	case pullIsPermanent(err):
 		e := malformed("payload.image: image %s cannot be pulled: %v", name, err)
 		return &e
 	}
@@ -119,28 +117,37 @@ func (t *dockerTask) findIndexedTask(namespace string) (string, *runErr) {
 	ctx, cancel := context.WithTimeout(t.r.workCtx, time.Minute)
 	defer cancel()
 	url := strings.TrimRight(t.e.cfg.RootURL, "/") + "/api/index/v1/task/" + tcclient.EscapePathParam(namespace)
-	var lastErr error
-	for attempt := 0; attempt < 4; attempt++ {
-		if attempt > 0 {
-			if err := tcclient.SleepContext(ctx, time.Duration(attempt)*300*time.Millisecond); err != nil {
-				e := runErr{reason: tcclient.ReasonResourceUnavailable, msg: fmt.Sprintf("payload.image: looking up namespace %s: %v", namespace, err)}
-				return "", &e
-			}
-		}
-		taskID, status, err := t.getIndexedTask(ctx, url)
+	var (
+		taskID string
+		status int
+	)
+	policy := retry.Policy{Attempts: 4, Delay: func(n int) time.Duration { return time.Duration(n+1) * 300 * time.Millisecond }}
+	err := retry.Do(ctx, policy, func(int) error {
+		var err error
+		taskID, status, err = t.getIndexedTask(ctx, url)
 		switch {
-		case err == nil && taskID != "":
-			return taskID, nil
-		case status == http.StatusNotFound:
-			e := malformed("payload.image: no task is indexed at namespace %s (the Index service at %s/api/index/v1 answered 404)", namespace, t.e.cfg.RootURL)
-			return "", &e
+		case err == nil && taskID == "":
+			return errors.New("the index answered without a taskId")
 		case status >= 400 && status < 500:
-			e := malformed("payload.image: the Index service refused the lookup of namespace %s (HTTP %d)", namespace, status)
-			return "", &e
+			return retry.Stop(err)
 		}
-		lastErr = err
+		return err
+	})
+	var interrupted *retry.InterruptedError
+	switch {
+	case err == nil:
+		return taskID, nil
+	case errors.As(err, &interrupted):
+		e := runErr{reason: tcclient.ReasonResourceUnavailable, msg: fmt.Sprintf("payload.image: looking up namespace %s: %v", namespace, interrupted.Err)}
+		return "", &e
+	case status == http.StatusNotFound:
+		e := malformed("payload.image: no task is indexed at namespace %s (the Index service at %s/api/index/v1 answered 404)", namespace, t.e.cfg.RootURL)
+		return "", &e
+	case status >= 400 && status < 500:
+		e := malformed("payload.image: the Index service refused the lookup of namespace %s (HTTP %d)", namespace, status)
+		return "", &e
 	}
-	e := runErr{reason: tcclient.ReasonResourceUnavailable, msg: fmt.Sprintf("payload.image: the Index service did not answer for namespace %s: %v", namespace, lastErr)}
+	e := runErr{reason: tcclient.ReasonResourceUnavailable, msg: fmt.Sprintf("payload.image: the Index service did not answer for namespace %s: %v", namespace, err)}
 	return "", &e
 }
 

@@ -16,9 +16,10 @@ import (
 	"github.com/hopper-ci/hopper/internal/worker/tcproxy"
 )
 
-// supersederURL reads payload.supersederUrl leniently from the raw payload
-// (before validation, docs/contract/worker.md §5.2).
-func supersederURL(raw json.RawMessage) string {
+// SupersederURL reads payload.supersederUrl leniently from the raw payload
+// (before validation, docs/contract/worker.md §5.2): the worker to decide
+// whether to supersede, the superseding flow to check a listed task.
+func SupersederURL(raw json.RawMessage) string {
 	var loose struct {
 		URL any `json:"supersederUrl"`
 	}

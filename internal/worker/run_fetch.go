@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/retry"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
 )
@@ -73,57 +74,51 @@ func (r *taskRun) download(key, wantSHA string, locate func(context.Context) (st
 		}
 	}
 	ctx := r.workCtx
-	var lastErr error
-	delay := 200 * time.Millisecond
-	for attempt := 0; attempt < 5; attempt++ {
-		if attempt > 0 {
-			if err := tcclient.SleepContext(ctx, delay); err != nil {
-				return "", fmt.Errorf("downloading %s: %w", key, err)
-			}
-			delay *= 2
-		}
+	var tmp string
+	err := retry.Do(ctx, retry.Policy{Attempts: 5, Delay: retry.Doubling(200*time.Millisecond, 0)}, func(int) error {
 		url, err := locate(ctx)
-		if err != nil {
-			var me *mountError
-			if errors.As(err, &me) && !me.temporary {
-				return "", err
-			}
-			lastErr = err
-			continue
+		if err == nil {
+			tmp, err = r.fetchURL(ctx, url)
 		}
-		tmp, err := r.fetchURL(ctx, url)
-		if err != nil {
-			var me *mountError
-			if errors.As(err, &me) && !me.temporary {
-				return "", err
-			}
-			lastErr = err
-			continue
+		var me *mountError
+		if errors.As(err, &me) && !me.temporary {
+			return retry.Stop(err)
 		}
-		got, err := fileSHA256(tmp)
-		if err != nil {
-			os.Remove(tmp)
-			return "", fmt.Errorf("hashing download: %w", err)
-		}
-		if wantSHA != "" && got != wantSHA {
-			os.Remove(tmp)
-			return "", permanent("content of %s has sha256 %s, but the payload requires %s", key, got, wantSHA)
-		}
-		if wantSHA == "" {
-			r.log.Warnf("Downloaded %s without a sha256 in the payload; its sha256 is %s", key, got)
-		} else {
-			r.log.Infof("Downloaded %s (sha256 %s verified)", key, got)
-		}
-		if err := os.Rename(tmp, cached); err != nil {
-			os.Remove(tmp)
-			return "", fmt.Errorf("storing download: %w", err)
-		}
-		return cached, nil
-	}
-	if ctx.Err() != nil {
+		return err
+	})
+	var (
+		me          *mountError
+		interrupted *retry.InterruptedError
+	)
+	switch {
+	case errors.As(err, &interrupted):
+		return "", fmt.Errorf("downloading %s: %w", key, interrupted.Err)
+	case errors.As(err, &me) && !me.temporary:
+		return "", err
+	case err != nil && ctx.Err() != nil:
 		return "", fmt.Errorf("downloading %s: %w", key, ctx.Err())
+	case err != nil:
+		return "", temporary("downloading %s failed after retries: %v", key, err)
 	}
-	return "", temporary("downloading %s failed after retries: %v", key, lastErr)
+	got, err := fileSHA256(tmp)
+	if err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("hashing download: %w", err)
+	}
+	if wantSHA != "" && got != wantSHA {
+		os.Remove(tmp)
+		return "", permanent("content of %s has sha256 %s, but the payload requires %s", key, got, wantSHA)
+	}
+	if wantSHA == "" {
+		r.log.Warnf("Downloaded %s without a sha256 in the payload; its sha256 is %s", key, got)
+	} else {
+		r.log.Infof("Downloaded %s (sha256 %s verified)", key, got)
+	}
+	if err := os.Rename(tmp, cached); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("storing download: %w", err)
+	}
+	return cached, nil
 }
 
 func (r *taskRun) fetchURL(ctx context.Context, url string) (string, error) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/tcclient/tcclienttest"
+	"github.com/hopper-ci/hopper/internal/testclock"
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 )
 
@@ -466,18 +467,22 @@ func TestProxySignsWithTaskCredentials(t *testing.T) {
 func TestImmediateShutdownReportsWorkerShutdown(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	id := b.createTask(t, map[string]any{"command": [][]string{sh("echo started; sleep 60")}, "maxRunTime": 120}, taskOpts{})
+	// The command marks that it runs, so the shutdown stops a command,
+	// not a run still being prepared.
+	mark := filepath.Join(t.TempDir(), "started")
+	require.NoError(t, os.Chmod(filepath.Dir(mark), 0o777))
+	id := b.createTask(t, map[string]any{"command": [][]string{sh(`echo started; : > "$MARK"; sleep 60`)},
+		"env": map[string]string{"MARK": mark}, "maxRunTime": 120}, taskOpts{})
 	w := b.newWorker(t)
 	done := make(chan int, 1)
 	go func() {
 		code, _ := w.Run(context.Background())
 		done <- code
 	}()
-	require.Eventually(t, func() bool {
-		st, _ := b.fake.Status(id)
-		return st.State == tcclient.StateRunning
-	}, 10*time.Second, 20*time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
+	testclock.WaitFor(t, time.Minute, "the command to start", func() bool {
+		_, err := os.Stat(mark)
+		return err == nil
+	})
 	w.Shutdown(true)
 	select {
 	case code := <-done:

@@ -6,14 +6,14 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/workermanager"
 )
 
 // newSecret is a reregistration secret: two slugids, 44 characters.
-func newSecret() string { return slugid.New() + slugid.New() }
+func newSecret() string { return ident.NewSlugID() + ident.NewSlugID() }
 
 // registerWorker trades a worker's proof of identity for credentials and
 // its config. No scopes: the worker has no credentials yet; the proof is

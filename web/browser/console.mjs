@@ -203,6 +203,26 @@ try {
     await screenshot('ui-group-graph.png');
   });
 
+  await check('a deep graph fits the width, then zooms', async () => {
+    await go(`#/group/${fx.deepGroup}/graph`);
+    await page.waitForSelector(`.graph svg a.node[data-task="${fx.deepLast}"]`, { timeout: T });
+    const fits = () => page.$eval('.graph', (e) => e.scrollWidth <= e.clientWidth);
+    await page.waitForFunction(() => { const e = document.querySelector('.graph'); return e.scrollWidth <= e.clientWidth; }, { timeout: T });
+    const drawn = await page.$$eval('.graph svg a.node', (n) => n.length);
+    expect(drawn === fx.deepSize, `the fitted graph draws ${drawn} of ${fx.deepSize} tasks`);
+    const scale = () => page.$eval('.zoom-level', (e) => parseFloat(e.dataset.scale));
+    const fitted = await scale();
+    expect(fitted < 0.5, `a ${fx.deepSize}-level graph fits at ${fitted}`);
+    await screenshot('ui-deep-graph.png');
+    await page.click('[data-zoom="in"]');
+    await page.click('[data-zoom="in"]');
+    await page.waitForFunction((s) => parseFloat(document.querySelector('.zoom-level').dataset.scale) > s, { timeout: T }, fitted);
+    expect(!(await fits()), 'zoomed in, the graph scrolls');
+    await page.click('[data-zoom="fit"]');
+    await page.waitForFunction((s) => parseFloat(document.querySelector('.zoom-level').dataset.scale) === s, { timeout: T }, fitted);
+    expect(await fits(), 'fitted again');
+  });
+
   await check('group as a timeline with the critical path', async () => {
     await go(`#/group/${fx.group}/timeline`);
     await page.waitForSelector('.timeline .trow', { timeout: T });
@@ -241,8 +261,13 @@ try {
     // Its recent tasks have their names, states and durations.
     await waitText('table.recent-tasks td', 'run by the worker to quarantine');
     await waitText('table.recent-tasks td', 'completed');
-    await waitText('dt', 'Asking for work');
-    await waitText('dt', 'Running now');
+    await waitText('dt', 'State');
+    await waitText('dt', 'Slots');
+    await waitText('.card h2', 'Running now');
+    // The real worker polls its queue: online, its capacity known.
+    await go('#/workers/ui-test/worker');
+    await waitText('table.workers td .liveness', 'online');
+    await waitText('table.workers td.slots', 'of 1 busy');
     // Without a sign-in, the quarantine form is a sign-in form.
     const tab = await browser.newPage();
     tab.on('pageerror', (e) => pageErrors.push(e.message));

@@ -228,3 +228,26 @@ export function edgePath(a: Node, b: Node, g = GEOMETRY): string {
   const turn = (g.colW - g.nodeW) / 2;
   return `M${x1},${y1} C${x1 + turn},${y1} ${x1},${lane} ${x1 + turn},${lane} L${x2 - turn},${lane} C${x2},${lane} ${x2 - turn},${y2} ${x2},${y2}`;
 }
+
+/**
+ * The graph's zoom: the scales its − and + buttons step through, and the
+ * smallest fit (a deeper graph scrolls at that scale rather than shrink to
+ * nodes under a pixel wide).
+ */
+export const ZOOM = { min: 0.02, steps: [0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2] };
+
+/** fitScale is the scale at which a drawing contentWidth wide fits viewWidth: never above 1 (a shallow graph keeps its size), never below ZOOM.min. */
+export function fitScale(contentWidth: number, viewWidth: number): number {
+  if (contentWidth <= 0 || viewWidth <= 0) return 1;
+  return Math.max(ZOOM.min, Math.min(1, viewWidth / contentWidth));
+}
+
+/** zoomStep is the next scale of ZOOM.steps above (dir 1) or below (dir -1) scale, or scale itself at the end of the steps. */
+export function zoomStep(scale: number, dir: 1 | -1): number {
+  const eps = 1e-9;
+  if (dir > 0) return ZOOM.steps.find((s) => s > scale + eps) ?? scale;
+  return [...ZOOM.steps].reverse().find((s) => s < scale - eps) ?? scale;
+}
+
+/** LABEL_MIN_SCALE is the smallest scale at which node names are drawn: below it they are unreadable, and each node's name is in its tooltip. */
+export const LABEL_MIN_SCALE = 0.45;

@@ -1,21 +1,7 @@
 // What the console can truthfully say about a worker from the Queue API:
-// when it last asked for work, and what it holds now.
-import type { Run } from './types';
-
-/**
- * POLL_WINDOW is how long after its last claimWork a worker still counts
- * as asking for work: the queue rewrites lastDateActive at most once a
- * minute per worker, and an idle worker polls at least every long-poll
- * (20 s). A worker whose slots are all busy does not poll (it reclaims),
- * so "not asking" alone never means "stopped".
- */
-export const POLL_WINDOW = 90e3;
-
-/** asking reports whether the worker asked for work within POLL_WINDOW. */
-export function asking(lastDateActive: string | undefined, now: number): boolean {
-  const t = Date.parse(lastDateActive ?? '');
-  return Number.isFinite(t) && now - t <= POLL_WINDOW;
-}
+// hopper's worker views say whether it is online, its capacity and its
+// busy slots; the runs of its recent tasks say which it still holds.
+import type { Run, WorkerLoad } from './types';
 
 /** runDuration is how long a run took, or has run so far (ms), or NaN. */
 export function runDuration(run: Run | undefined, now: number): number {
@@ -32,4 +18,22 @@ export function runDuration(run: Run | undefined, now: number): number {
 export function holds(run: Run | undefined, workerGroup: string, workerId: string, now: number): boolean {
   return !!run && run.state === 'running' && run.workerGroup === workerGroup && run.workerId === workerId &&
     Date.parse(run.takenUntil ?? '') > now;
+}
+
+/**
+ * slots says how many of its slots a worker uses ("1 of 2 busy"); a
+ * capacity of 0 is one the queue never saw it ask for (a Taskcluster
+ * deployment does not say). Offline workers use none.
+ */
+export function slots(w: WorkerLoad): string {
+  const busy = w.busy ?? 0;
+  if (!w.capacity) return busy ? `${busy} busy` : 'idle';
+  return busy ? `${busy} of ${w.capacity} busy` : `0 of ${w.capacity} busy`;
+}
+
+/** livenessLabel is a worker's state in a word: busy, idle, offline, or '' when the server does not say. */
+export function livenessLabel(w: WorkerLoad): '' | 'busy' | 'idle' | 'offline' {
+  if (w.online === undefined) return '';
+  if (!w.online) return 'offline';
+  return (w.busy ?? 0) > 0 ? 'busy' : 'idle';
 }

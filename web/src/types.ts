@@ -67,7 +67,19 @@ export interface Artifact {
   contentType: string;
 }
 
-export interface WorkerSummary {
+/**
+ * WorkerLoad is what hopper adds to the Queue's worker views: whether the
+ * worker is online (seen within the long-poll and a minute, or holding a
+ * run whose claim lasts), the most tasks it asked for at once and the runs
+ * it holds now (docs/history.md, "Workers").
+ */
+export interface WorkerLoad {
+  online?: boolean;
+  capacity?: number;
+  busy?: number;
+}
+
+export interface WorkerSummary extends WorkerLoad {
   workerGroup: string;
   workerId: string;
   quarantineUntil?: string;
@@ -76,7 +88,7 @@ export interface WorkerSummary {
   lastDateActive?: string;
 }
 
-export interface Worker {
+export interface Worker extends WorkerLoad {
   provisionerId: string;
   workerType: string;
   workerGroup: string;
@@ -86,6 +98,8 @@ export interface Worker {
   expires: string;
   firstClaim: string;
   recentTasks: { taskId: string; runId: number }[];
+  /** The runs it holds now (hopper's addition). */
+  runningTasks?: { taskId: string; runId: number; started: string; takenUntil: string }[];
   lastDateActive?: string;
   actions: unknown[];
 }

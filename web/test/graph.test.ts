@@ -103,3 +103,22 @@ test('an edge that skips columns runs between rows, never behind a node', async 
     }
   }
 });
+
+test('a deep graph fits the width; a shallow one keeps its size', async () => {
+  const { fitScale, ZOOM } = await import('../src/graph');
+  assert.equal(fitScale(800, 1200), 1, 'never enlarged');
+  assert.equal(fitScale(2400, 1200), 0.5);
+  assert.equal(fitScale(1e7, 1200), ZOOM.min, 'never below the smallest scale: deeper, it scrolls');
+  assert.equal(fitScale(0, 1200), 1);
+  assert.equal(fitScale(2400, 0), 1, 'not measured yet');
+});
+
+test('zooming steps through round scales from wherever it is', async () => {
+  const { zoomStep } = await import('../src/graph');
+  assert.equal(zoomStep(1, 1), 1.5);
+  assert.equal(zoomStep(1, -1), 0.75);
+  assert.equal(zoomStep(0.31, 1), 0.5, 'from a fitted scale to the next step up');
+  assert.equal(zoomStep(0.31, -1), 0.25);
+  assert.equal(zoomStep(2, 1), 2, 'the largest stays');
+  assert.equal(zoomStep(0.03, -1), 0.03, 'below the smallest step stays');
+});

@@ -135,25 +135,3 @@ func testListTasks(t *testing.T, open Opener) {
 	_, _, err := e.s.ListTasks(e.ctx, store.TaskFilter{}, store.Page{ContinuationToken: "!!"})
 	require.ErrorIs(t, err, store.ErrBadContinuationToken)
 }
-
-// testCountWorkersSeen checks the per-queue count of workers that asked
-// for work since a time.
-func testCountWorkersSeen(t *testing.T, open Opener) {
-	e := setup(t, open)
-	touch := func(q, id string, at time.Time) {
-		_, err := e.s.TouchWorker(e.ctx, store.TouchWorkerParams{Key: store.WorkerKey{TaskQueueID: q, WorkerGroup: "g", WorkerID: id},
-			Now: at, Expires: at.Add(24 * time.Hour)})
-		require.NoError(t, err)
-	}
-	touch(testQueue, "a", Epoch)
-	touch(testQueue, "b", Epoch.Add(-time.Hour))
-	touch("prov/other", "a", Epoch.Add(-time.Second))
-	touch("prov/quiet", "a", Epoch.Add(-2*time.Minute))
-	seen, err := e.s.CountWorkersSeen(e.ctx, Epoch.Add(-90*time.Second))
-	require.NoError(t, err)
-	require.Equal(t, map[string]int{testQueue: 1, "prov/other": 1}, seen)
-	touch(testQueue, "b", Epoch)
-	seen, err = e.s.CountWorkersSeen(e.ctx, Epoch.Add(-90*time.Second))
-	require.NoError(t, err)
-	require.Equal(t, map[string]int{testQueue: 2, "prov/other": 1}, seen)
-}

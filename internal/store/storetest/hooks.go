@@ -125,6 +125,7 @@ func testHookSchedule(t *testing.T, open Opener) {
 	require.NotNil(t, h)
 	require.Equal(t, "first", h.HookID)
 	require.Equal(t, lease, h.ClaimedUntil)
+	require.True(t, h.LastClaimEnd.IsZero(), "never claimed before")
 	// Leased: nobody else gets it, and "later" is not due yet.
 	again, err := e.s.ClaimDueHook(e.ctx, now, lease)
 	require.NoError(t, err)
@@ -135,13 +136,14 @@ func testHookSchedule(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.NotNil(t, h2)
 	require.Equal(t, "first", h2.HookID)
+	require.Equal(t, lease, h2.LastClaimEnd, "the dead replica's lease is where the claim before ended")
 
 	// The fire moves the hook on and is recorded, once: the second replica
 	// finishing the same fire changes nothing.
 	fire := &store.LastFire{HookGroupID: "g", HookID: "first", FiredBy: "schedule", TaskID: "t-first",
 		TaskCreateTime: now, Result: "success"}
 	params := store.FinishFireParams{HookGroupID: "g", HookID: "first", FiredTaskID: "t-first",
-		NextTaskID: "t-first-2", NextScheduled: Epoch.Add(time.Hour), Fire: fire}
+		NextTaskID: "t-first-2", NextScheduled: Epoch.Add(time.Hour), Finished: lease.Add(time.Second), Fire: fire}
 	applied, err := e.s.FinishScheduledFire(e.ctx, params)
 	require.NoError(t, err)
 	require.True(t, applied)
@@ -156,7 +158,7 @@ func testHookSchedule(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.Equal(t, "t-first-2", got.NextTaskID)
 	require.Equal(t, Epoch.Add(time.Hour), got.NextScheduled)
-	require.True(t, got.ClaimedUntil.IsZero())
+	require.Equal(t, lease.Add(time.Second), got.ClaimedUntil, "the claim ended when the fire did")
 
 	// A fire that ends after the hook was updated (a new taskId awaits)
 	// moves nothing on but is still recorded, once.
@@ -181,15 +183,29 @@ func testHookSchedule(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.False(t, applied)
 
-	// A released claim is retried at once.
+	// A hook whose fire was recorded is claimed again when next due; the
+	// claim before it ended when the fire was recorded.
+	_, err = e.s.UpdateHook(e.ctx, "g", "first", func(h *store.Hook) error { h.NextScheduled = lease.Add(5 * time.Second); return nil })
+	require.NoError(t, err)
+	h, err = e.s.ClaimDueHook(e.ctx, lease.Add(5*time.Second), lease.Add(15*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, "first", h.HookID)
+	require.Equal(t, lease.Add(time.Second), h.LastClaimEnd)
+	applied, err = e.s.FinishScheduledFire(e.ctx, store.FinishFireParams{HookGroupID: "g", HookID: "first", FiredTaskID: "t-updated",
+		NextTaskID: "t-first-3", NextScheduled: Epoch.Add(time.Hour), Finished: lease.Add(6 * time.Second)})
+	require.NoError(t, err)
+	require.True(t, applied)
+
+	// A released claim is retried at once, the claim before it standing.
 	later := Epoch.Add(3 * time.Minute)
 	h, err = e.s.ClaimDueHook(e.ctx, later, later.Add(time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, "later", h.HookID)
-	require.NoError(t, e.s.ReleaseHookClaim(e.ctx, "g", "later", "t-later"))
+	require.NoError(t, e.s.ReleaseHookClaim(e.ctx, "g", "later", "t-later", later.Add(-time.Second)))
 	h, err = e.s.ClaimDueHook(e.ctx, later, later.Add(time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, "later", h.HookID)
+	require.Equal(t, later.Add(-time.Second), h.LastClaimEnd)
 }
 
 // testHookClaimRace has many callers claim one due hook at once: exactly
@@ -256,9 +272,9 @@ func testHookLastFires(t *testing.T, open Opener) {
 	require.ErrorIs(t, err, store.ErrBadContinuationToken)
 
 	// Fire records are kept a year.
-	res, err := e.s.ExpireData(e.ctx, Epoch.Add(store.LastFireRetention+2500*time.Millisecond))
+	n, err := e.s.ExpireHookFires(e.ctx, Epoch.Add(store.LastFireRetention+2500*time.Millisecond))
 	require.NoError(t, err)
-	require.Equal(t, 4, res.HookFires, "t0, t1, t2 and x are older than a year; t3, t4 are not")
+	require.Equal(t, 4, n, "t0, t1, t2 and x are older than a year; t3, t4 are not")
 	ids = nil
 	fires, _, err := e.s.ListLastFires(e.ctx, "g", "h", store.Page{})
 	require.NoError(t, err)

@@ -219,14 +219,14 @@ func testIndexInsertListExpire(t *testing.T, open Opener) {
 
 	require.NotNil(t, e.found("a.list.gone", Epoch))
 	require.Nil(t, e.found("a.list.gone", short), "an entry is gone at its expiry instant")
-	res, err := e.s.ExpireData(e.ctx, Epoch.Add(50*time.Hour))
+	entries, namespaces, err := e.s.ExpireIndex(e.ctx, Epoch.Add(50*time.Hour))
 	require.NoError(t, err)
-	require.Equal(t, 1, res.IndexedTasks)
-	require.Equal(t, 0, res.IndexNamespaces, "namespaces live until their latest entry's day ends")
-	res, err = e.s.ExpireData(e.ctx, index.NamespaceExpiry(long).Add(time.Millisecond))
+	require.Equal(t, 1, entries)
+	require.Equal(t, 0, namespaces, "namespaces live until their latest entry's day ends")
+	entries, namespaces, err = e.s.ExpireIndex(e.ctx, index.NamespaceExpiry(long).Add(time.Millisecond))
 	require.NoError(t, err)
-	require.Equal(t, 8, res.IndexedTasks)    // a.exp included
-	require.Equal(t, 3, res.IndexNamespaces) // a, a.b, a.list
+	require.Equal(t, 8, entries)    // a.exp included
+	require.Equal(t, 3, namespaces) // a, a.b, a.list
 }
 
 // testSecrets covers the sealed key-value store: create and replace,
@@ -275,9 +275,9 @@ func testSecrets(t *testing.T, open Opener) {
 	_, err = e.s.GetSecret(e.ctx, "proj/b")
 	require.ErrorIs(t, err, store.ErrNotFound)
 
-	res, err := e.s.ExpireData(e.ctx, Epoch.Add(90*time.Minute))
+	n, err := e.s.ExpireSecrets(e.ctx, Epoch.Add(90*time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, 3, res.Secrets) // proj/old, proj/c, proj/d
+	require.Equal(t, 3, n) // proj/old, proj/c, proj/d
 	names, _, err = e.s.ListSecrets(e.ctx, Epoch, store.Page{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"proj/a"}, names)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"sort"
 	"testing"
@@ -139,7 +140,7 @@ func testExpireData(t *testing.T, open Opener) {
 	}
 
 	now := Epoch.Add(30 * time.Hour)
-	res, err := e.s.ExpireData(e.ctx, now)
+	res, err := expireAll(e.ctx, e.s, now)
 	require.NoError(t, err)
 	var blobs []string
 	for _, b := range res.Blobs {
@@ -151,7 +152,7 @@ func testExpireData(t *testing.T, open Opener) {
 	sort.Strings(blobs)
 	require.Equal(t, []string{"new/b1", "old/a1", "old/a2", "old/a3"}, blobs)
 	res.Blobs = nil
-	require.Equal(t, store.ExpireDataResult{Tasks: 2, TaskGroups: 2, Artifacts: 4, TaskQueues: 1, Workers: 1, Clients: 1}, *res)
+	require.Equal(t, expired{Tasks: 2, TaskGroups: 2, Artifacts: 4, TaskQueues: 1, Workers: 1, Clients: 1}, *res)
 
 	for _, id := range []string{"old", "dep-old"} {
 		_, err := e.s.GetTask(e.ctx, id)
@@ -180,7 +181,7 @@ func testExpireData(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.Len(t, qs, 1)
 	require.Equal(t, "prov/newq", qs[0].TaskQueueID)
-	ws, _, err := e.s.ListWorkers(e.ctx, testQueue, Epoch, nil, store.Page{})
+	ws, _, err := e.s.ListWorkers(e.ctx, Epoch, store.WorkerFilter{TaskQueueID: testQueue}, store.Page{})
 	require.NoError(t, err)
 	require.Len(t, ws, 2)
 	require.Equal(t, []string{"w-new", "w-quarantined"}, []string{ws[0].WorkerID, ws[1].WorkerID})
@@ -191,10 +192,10 @@ func testExpireData(t *testing.T, open Opener) {
 
 	// Nothing more at the same time; once the quarantine is over the
 	// worker goes too.
-	res, err = e.s.ExpireData(e.ctx, now)
+	res, err = expireAll(e.ctx, e.s, now)
 	require.NoError(t, err)
-	require.Equal(t, store.ExpireDataResult{}, *res)
-	res, err = e.s.ExpireData(e.ctx, Epoch.Add(73*time.Hour))
+	require.Equal(t, expired{}, *res)
+	res, err = expireAll(e.ctx, e.s, Epoch.Add(73*time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Workers, "w-new and, its quarantine over, w-quarantined")
 	require.Equal(t, 1, res.Tasks)
@@ -287,4 +288,40 @@ func testSubscribePending(t *testing.T, open Opener) {
 	unsubscribe() // safe twice
 	e.create("t2", Epoch)
 	requireNoSignal(t, ch, "unsubscribing")
+}
+
+// expired counts what every service's expiry removed.
+type expired struct {
+	Tasks, TaskGroups, Artifacts, TaskQueues, Workers, Clients int
+	IndexedTasks, IndexNamespaces, Secrets, HookFires          int
+	GithubRecords, Notifications                               int
+	Blobs                                                      []store.ExpiredArtifact
+}
+
+// expireAll runs the expiry of every service whose rows testExpireData
+// looks at, so its checks see that each deletes only its own.
+func expireAll(ctx context.Context, s store.Store, now time.Time) (*expired, error) {
+	q, err := s.ExpireQueueData(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	out := &expired{Tasks: q.Tasks, TaskGroups: q.TaskGroups, Artifacts: q.Artifacts, TaskQueues: q.TaskQueues, Workers: q.Workers, Blobs: q.Blobs}
+	for _, x := range []struct {
+		count *int
+		run   func(context.Context, time.Time) (int, error)
+	}{
+		{&out.Clients, s.ExpireClients},
+		{&out.Secrets, s.ExpireSecrets},
+		{&out.HookFires, s.ExpireHookFires},
+		{&out.GithubRecords, s.ExpireGithubRecords},
+		{&out.Notifications, s.ExpireNotifications},
+	} {
+		if *x.count, err = x.run(ctx, now); err != nil {
+			return nil, err
+		}
+	}
+	if out.IndexedTasks, out.IndexNamespaces, err = s.ExpireIndex(ctx, now); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

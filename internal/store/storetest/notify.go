@@ -243,9 +243,9 @@ func testNotifyClaims(t *testing.T, open Opener) {
 
 	// Expiry removes the rows of expired tasks.
 	e.create("gone", Epoch, withRoutes("notify.email.a@b.org.on-defined"))
-	res, err := e.s.ExpireData(ctx, Epoch.Add(49*time.Hour))
+	n, err := e.s.ExpireNotifications(ctx, Epoch.Add(49*time.Hour))
 	require.NoError(t, err)
-	require.Equal(t, 1, res.Notifications)
+	require.Equal(t, 1, n)
 }
 
 // testNotifyClaimRace: senders on every replica claim and finish at once;

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/maintenance"
-	"github.com/hopper-ci/hopper/internal/slugid"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/testclock"
 	"github.com/hopper-ci/hopper/internal/workermanager"
@@ -61,7 +61,7 @@ func RunProvisionerRace(t *testing.T, open func(t *testing.T, n int) Fixture) {
 		Config: json.RawMessage(fmt.Sprintf(`{"minCapacity":1,"maxCapacity":%d}`, max)), Owner: "o@example.com", Created: Epoch, LastModified: Epoch}
 	require.NoError(t, a.CreateWorkerPool(ctx, pool))
 	for range 40 {
-		_, err := a.CreateTask(ctx, store.CreateTaskParams{TaskID: slugid.New(), Task: NewTask(poolID, Epoch), Now: Epoch})
+		_, err := a.CreateTask(ctx, store.CreateTaskParams{TaskID: ident.NewSlugID(), Task: NewTask(poolID, Epoch), Now: Epoch})
 		require.NoError(t, err)
 	}
 	engine := &countingEngine{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,102 @@ func RunUpgrade(t *testing.T, before Upgrader) {
 		t.Parallel()
 		testUpgradeHistory(t, before)
 	})
+	t.Run("AnonymousRole", func(t *testing.T) {
+		t.Parallel()
+		testUpgradeAnonymousRole(t, before)
+	})
+}
+
+// Default scopes of the anonymous role as hopper 0.1.0 (1e64542) and the
+// first hopper with roles (cfa48c4) created it, in their order.
+var (
+	anonymousScopes010 = []string{"auth:current-scopes", "auth:expand-scopes", "auth:get-client:*", "auth:get-role:*", "auth:list-clients", "auth:list-roles",
+		"queue:get-artifact:public/*", "queue:get-provisioner:*", "queue:get-task:*", "queue:get-task-queue:*",
+		"queue:get-worker:*", "queue:get-worker-type:*", "queue:list-artifacts:*", "queue:list-dependent-tasks:*",
+		"queue:list-provisioners", "queue:list-task-group:*", "queue:list-task-queues", "queue:list-worker-types:*",
+		"queue:list-workers:*", "queue:pending-count:*", "queue:claimed-count:*", "queue:status:*",
+		"queue:pending-list:*", "queue:claimed-list:*",
+		"index:find-task:*", "index:list-namespaces:*", "index:list-tasks:*",
+		"purge-cache:purge-requests:*"}
+	anonymousScopesFirst = anonymousScopes010[:22]
+)
+
+// testUpgradeAnonymousRole: migration 019 gives the task history's scope
+// (hopper:list-tasks) to an anonymous role still as an earlier hopper
+// created it, recorded in the audit log and with the roles version moved
+// so that replicas read roles again; a role the operator changed (the Auth
+// API stores scopes sorted), or another role with the same scopes, is left
+// as it is.
+func testUpgradeAnonymousRole(t *testing.T, before Upgrader) {
+	// The migration stamps the change with the database's clock: the
+	// role was created before it.
+	created := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	role := func(id string, scopes []string) string {
+		b, err := json.Marshal(scopes)
+		require.NoError(t, err)
+		return fmt.Sprintf(`INSERT INTO roles (role_id, scopes, description, created, last_modified) VALUES ('%s', '%s', 'd', %d, %d)`,
+			id, b, created.UnixMilli(), created.UnixMilli())
+	}
+	sorted := slices.Clone(anonymousScopes010)
+	slices.Sort(sorted)
+	for _, tt := range []struct {
+		name     string
+		scopes   []string
+		other    string // a role other than anonymous with the same scopes
+		upgraded bool
+	}{
+		{name: "0.1.0", scopes: anonymousScopes010, other: "repo:x", upgraded: true},
+		{name: "first", scopes: anonymousScopesFirst, upgraded: true},
+		{name: "changed", scopes: sorted},
+		{name: "none"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			exec, open := before(t, 18)
+			if tt.scopes != nil {
+				exec(role("anonymous", tt.scopes))
+			}
+			if tt.other != "" {
+				exec(role(tt.other, tt.scopes))
+			}
+			s := open()
+			ctx := context.Background()
+			roles, err := s.ListRoles(ctx)
+			require.NoError(t, err)
+			history, _, err := s.ListAuditHistory(ctx, store.AuditQuery{EntityType: store.AuditRole, EntityID: "anonymous"}, store.Page{})
+			require.NoError(t, err)
+			version, err := s.RolesVersion(ctx)
+			require.NoError(t, err)
+			byID := map[string]store.Role{}
+			for _, r := range roles {
+				byID[r.RoleID] = r
+			}
+			if tt.other != "" {
+				require.Equal(t, tt.scopes, byID[tt.other].Scopes, "another role with the same scopes is not the anonymous role")
+			}
+			if tt.scopes == nil {
+				require.NotContains(t, byID, "anonymous", "a deployment without the role gets it from hopper's start, not the upgrade")
+				require.Empty(t, history)
+				return
+			}
+			got := byID["anonymous"]
+			if !tt.upgraded {
+				require.Equal(t, tt.scopes, got.Scopes, "a role the operator changed is left as it is")
+				require.True(t, got.LastModified.Equal(created))
+				require.Empty(t, history)
+				require.EqualValues(t, 1, version)
+				return
+			}
+			require.Contains(t, got.Scopes, "hopper:list-tasks")
+			require.Subset(t, got.Scopes, anonymousScopes010, "today's defaults include every earlier default")
+			require.True(t, got.Created.Equal(created), "created stays")
+			require.True(t, got.LastModified.After(created), "last modified moves")
+			require.Len(t, history, 1)
+			require.Equal(t, "static/hopper/upgrade", history[0].ClientID)
+			require.Equal(t, "updated", history[0].Action)
+			require.EqualValues(t, 2, version, "the roles version moves, so replicas read the roles again")
+		})
+	}
 }
 
 // testUpgradeHistory writes a failed task as migration 012 left the tables,
@@ -102,7 +199,7 @@ func testUpgradeTaskGroupMembers(t *testing.T, before Upgrader) {
 		require.NoError(t, err, "resolving %s", id)
 	}
 
-	expired, err := s.ExpireData(ctx, now.Add(49*time.Hour))
+	expired, err := s.ExpireQueueData(ctx, now.Add(49*time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, 2, expired.Tasks, "tasks written before the upgrade expire")
 	listed, _, err = s.ListTaskGroup(ctx, "groupAAAAAAAAAAAAAAAAA", store.Page{})

@@ -34,12 +34,15 @@ type Client struct {
 	base string
 }
 
+// DefaultHost is the daemon's socket when none is named: DOCKER_HOST's
+// usual default.
+const DefaultHost = "unix:///var/run/docker.sock"
+
 // New returns a client for host, a "unix:///path/to/docker.sock" address
-// (or a bare socket path). An empty host means DOCKER_HOST's usual default,
-// unix:///var/run/docker.sock.
+// (or a bare socket path). An empty host means DefaultHost.
 func New(host string) (*Client, error) {
 	if host == "" {
-		host = "unix:///var/run/docker.sock"
+		host = DefaultHost
 	}
 	path := host
 	if strings.Contains(host, "://") {

@@ -20,11 +20,17 @@ import (
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
+// The defaults of Options' settings.
+const (
+	DefaultProviderID = "static"
+	DefaultCheckEvery = 30 * time.Second
+)
+
 // Options say which pool member this machine is.
 type Options struct {
 	RootURL      string
 	WorkerPoolID string
-	// ProviderID is the pool's provider (default "static").
+	// ProviderID is the pool's provider (default DefaultProviderID).
 	ProviderID   string
 	WorkerGroup  string
 	WorkerID     string
@@ -32,7 +38,7 @@ type Options struct {
 	HTTPClient   *http.Client
 	Logger       *slog.Logger
 	// CheckEvery is how often the member asks whether it was removed
-	// (default 30 s).
+	// (default DefaultCheckEvery).
 	CheckEvery time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -55,13 +61,13 @@ type Member struct {
 
 func (o *Options) defaults() {
 	if o.ProviderID == "" {
-		o.ProviderID = "static"
+		o.ProviderID = DefaultProviderID
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	if o.CheckEvery <= 0 {
-		o.CheckEvery = 30 * time.Second
+		o.CheckEvery = DefaultCheckEvery
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/retry"
 )
 
 // cgroups are the directories under which this worker makes its task
@@ -494,11 +497,11 @@ func removeCgroup(dir string) {
 		}
 	}
 	killCgroup(dir)
-	for i := 0; i < 100; i++ {
-		err := syscall.Rmdir(dir)
-		if err == nil || errors.Is(err, syscall.ENOENT) {
-			return
+	policy := retry.Policy{Attempts: 100, Delay: func(int) time.Duration { return 10 * time.Millisecond }}
+	_ = retry.Do(context.Background(), policy, func(int) error {
+		if err := syscall.Rmdir(dir); err != nil && !errors.Is(err, syscall.ENOENT) {
+			return err
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

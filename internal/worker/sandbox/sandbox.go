@@ -48,13 +48,16 @@ const (
 	Auto Isolation = "auto"
 	// None runs commands as plain child processes of the worker.
 	None Isolation = "none"
+
+	// DefaultIsolation is the isolation of a worker configured without one.
+	DefaultIsolation = Auto
 )
 
-// ParseIsolation checks an isolation name; "" means Auto.
+// ParseIsolation checks an isolation name; "" means DefaultIsolation.
 func ParseIsolation(s string) (Isolation, error) {
 	switch Isolation(s) {
 	case "":
-		return Auto, nil
+		return DefaultIsolation, nil
 	case Strict, Auto, None:
 		return Isolation(s), nil
 	}
@@ -73,13 +76,16 @@ const (
 	NetworkOutbound Network = "outbound"
 	// NetworkNone gives the task a loopback of its own and nothing else.
 	NetworkNone Network = "none"
+
+	// DefaultNetwork is the task network of a worker configured without one.
+	DefaultNetwork = NetworkOutbound
 )
 
-// ParseNetwork checks a task network name; "" means NetworkOutbound.
+// ParseNetwork checks a task network name; "" means DefaultNetwork.
 func ParseNetwork(s string) (Network, error) {
 	switch Network(s) {
 	case "":
-		return NetworkOutbound, nil
+		return DefaultNetwork, nil
 	case NetworkOutbound, NetworkNone:
 		return Network(s), nil
 	}

@@ -2,16 +2,20 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // TestMain lets the test binary act as the sandbox init, as the hopper
@@ -93,12 +97,31 @@ func run(t *testing.T, task *Task, dir, script string) (Result, string) {
 	return p.Wait(), out.String()
 }
 
-// growing reports whether file still grows over a few hundred ms.
-func growing(file string) bool {
-	before, _ := os.Stat(file)
-	time.Sleep(400 * time.Millisecond)
-	after, _ := os.Stat(file)
-	return before != nil && after != nil && after.Size() > before.Size()
+// heartbeat is a shell loop appending to file every 50 ms through a
+// descriptor on which it holds the file's lock: the kernel frees the lock
+// when the last process holding the descriptor (the loop, or a daemon it
+// left behind) ends, so held tells whether any still runs.
+func heartbeat(file string) string {
+	return `exec 9>>` + file + `; flock 9; while :; do echo beat >&9; sleep 0.05; done`
+}
+
+// held reports whether a process still holds file's lock: false for a
+// file not (yet) created, or whose processes all ended.
+func held(file string) bool {
+	fd, err := os.Open(file)
+	if err != nil {
+		return false
+	}
+	defer fd.Close() // frees the lock if this look took it
+	err = syscall.Flock(int(fd.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	return errors.Is(err, syscall.EWOULDBLOCK)
+}
+
+// waitEnded waits until no process holds file's lock; a process that
+// outlived what should have killed it holds it for good.
+func waitEnded(t *testing.T, file, what string) {
+	t.Helper()
+	testclock.WaitFor(t, time.Minute, what, func() bool { return !held(file) })
 }
 
 func TestCommandEndKillsDaemonsAndDoubleForks(t *testing.T) {
@@ -109,9 +132,9 @@ func TestCommandEndKillsDaemonsAndDoubleForks(t *testing.T) {
 	defer task.Close()
 	dir := taskDir(t, m, task)
 	res, out := run(t, task, dir, `
-setsid sh -c 'while :; do echo beat >> daemon.hb; sleep 0.05; done' >/dev/null 2>&1 < /dev/null &
-( ( while :; do echo beat >> fork.hb; sleep 0.05; done ) & ) &
-sleep 0.3
+setsid sh -c '`+heartbeat("daemon.hb")+`' >/dev/null 2>&1 < /dev/null &
+( ( `+heartbeat("fork.hb")+` ) & ) &
+until [ -s daemon.hb ] && [ -s fork.hb ]; do sleep 0.01; done
 echo "uid=$(id -u) pid=$$"`)
 	require.True(t, res.Started, out)
 	require.Equal(t, 0, res.ExitCode, out)
@@ -122,7 +145,7 @@ echo "uid=$(id -u) pid=$$"`)
 	require.Equal(t, m.User(0).UID, uid, "the command runs as the slot user")
 	for _, hb := range []string{"daemon.hb", "fork.hb"} {
 		require.FileExists(t, filepath.Join(dir, hb))
-		require.False(t, growing(filepath.Join(dir, hb)), "%s still beats after the command ended", hb)
+		waitEnded(t, filepath.Join(dir, hb), hb+"'s process to end with the command")
 	}
 }
 
@@ -135,15 +158,15 @@ func TestKillEndsEverything(t *testing.T) {
 	dir := taskDir(t, m, task)
 	var out syncBuffer
 	p, err := task.Start(Command{Argv: []string{"sh", "-c",
-		`setsid sh -c 'while :; do echo b >> hb; sleep 0.05; done' & sleep 60`}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}, Output: &out})
+		`setsid sh -c '` + heartbeat("hb") + `' & sleep 60`}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}, Output: &out})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return growing(filepath.Join(dir, "hb")) }, 10*time.Second, 50*time.Millisecond)
+	testclock.WaitFor(t, time.Minute, "the daemon", func() bool { return held(filepath.Join(dir, "hb")) })
 	start := time.Now()
 	p.Kill()
 	res := p.Wait()
 	t.Logf("killed in %s", time.Since(start))
 	require.Equal(t, -1, res.ExitCode)
-	require.False(t, growing(filepath.Join(dir, "hb")))
+	waitEnded(t, filepath.Join(dir, "hb"), "the daemon to end with the kill")
 }
 
 func TestProcReadsOnlyTheTask(t *testing.T) {
@@ -237,10 +260,10 @@ func TestIsolationNone(t *testing.T) {
 	task, err := m.NewTask(0, Limits{}, nil)
 	require.NoError(t, err)
 	dir := t.TempDir()
-	res, out := run(t, task, dir, `(while :; do echo b >> hb; sleep 0.05; done) & sleep 0.3; echo "uid=$(id -u)"`)
+	res, out := run(t, task, dir, `(`+heartbeat("hb")+`) & until [ -s hb ]; do sleep 0.01; done; echo "uid=$(id -u)"`)
 	require.Equal(t, 0, res.ExitCode, out)
 	require.Contains(t, out, fmt.Sprintf("uid=%d", os.Geteuid()))
-	require.False(t, growing(filepath.Join(dir, "hb")), "a background child outlived its command")
+	waitEnded(t, filepath.Join(dir, "hb"), "the background child to end with its command")
 	require.False(t, task.Close().Known, "no cgroup, no usage")
 }
 

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/retry"
 )
 
 // prepareUsers makes sure every slot has its task user (creating missing
@@ -74,28 +77,41 @@ func checkSearchable(dir string) error {
 // same user, and useradd fails while another holds the passwd lock, so
 // failures are retried after a look-up.
 func ensureUser(name string) (*User, error) {
-	var lastErr error
-	for attempt := 0; attempt < 20; attempt++ {
-		if u, err := user.Lookup(name); err == nil {
-			uid, _ := strconv.Atoi(u.Uid)
-			gid, _ := strconv.Atoi(u.Gid)
-			if uid == 0 {
-				return nil, fmt.Errorf("task user %s has uid 0", name)
-			}
-			return &User{Name: name, UID: uid, GID: gid}, nil
+	var u *User
+	policy := retry.Policy{Attempts: 20, Delay: func(n int) time.Duration { return time.Duration(50+n*20) * time.Millisecond }}
+	err := retry.Do(context.Background(), policy, func(int) error {
+		var err error
+		if u, err = lookupUser(name); u != nil || err != nil {
+			return retry.Stop(err)
 		}
 		out, err := exec.Command("useradd", "--system", "--user-group", "--no-create-home",
 			"--home-dir", "/nonexistent", "--shell", "/bin/sh", name).CombinedOutput()
-		if err == nil {
-			continue
+		switch {
+		case err == nil:
+			if u, err = lookupUser(name); u != nil || err != nil {
+				return retry.Stop(err)
+			}
+			return fmt.Errorf("creating task user %s: useradd succeeded but the user is not found", name)
+		case errors.Is(err, exec.ErrNotFound):
+			return retry.Stop(fmt.Errorf("creating task user %s: useradd is not installed", name))
 		}
-		if errors.Is(err, exec.ErrNotFound) {
-			return nil, fmt.Errorf("creating task user %s: useradd is not installed", name)
-		}
-		lastErr = fmt.Errorf("creating task user %s: %v: %s", name, err, strings.TrimSpace(string(out)))
-		time.Sleep(time.Duration(50+attempt*20) * time.Millisecond)
+		return fmt.Errorf("creating task user %s: %v: %s", name, err, strings.TrimSpace(string(out)))
+	})
+	return u, err
+}
+
+// lookupUser returns the task user name, or nil if there is none.
+func lookupUser(name string) (*User, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, nil
 	}
-	return nil, lastErr
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if uid == 0 {
+		return nil, fmt.Errorf("task user %s has uid 0", name)
+	}
+	return &User{Name: name, UID: uid, GID: gid}, nil
 }
 
 // resetHome empties the user's home directory, so nothing one task left

@@ -2,7 +2,6 @@ package superseding
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -355,7 +354,7 @@ func (f *flow) claimOne(ctx context.Context, id string) (*worker.Claim, string) 
 	if tq != cfg.TaskQueueID {
 		return nil, fmt.Sprintf("%s skipped: it belongs to task queue %s, not %s", id, tq, cfg.TaskQueueID)
 	}
-	if u := payloadSupersederURL(def.Payload); u != f.req.SupersederURL {
+	if u := worker.SupersederURL(def.Payload); u != f.req.SupersederURL {
 		return nil, fmt.Sprintf("%s skipped: its supersederUrl differs from this task's", id)
 	}
 	if _, ok := queueFlowKey(def.Extra); ok {
@@ -402,17 +401,4 @@ func (f *flow) claimOne(ctx context.Context, id string) (*worker.Claim, string) 
 func (f *flow) releaseAll(claims []*worker.Claim) {
 	set := &secondarySet{opts: f.opts, w: f.w, members: claims}
 	set.resolveAll(context.Background(), nil, worker.Outcome{State: tcclient.StateException, Reason: tcclient.ReasonWorkerShutdown, Aborted: true})
-}
-
-// payloadSupersederURL reads payload.supersederUrl leniently, as the worker
-// does before validating the payload.
-func payloadSupersederURL(raw json.RawMessage) string {
-	var loose struct {
-		URL any `json:"supersederUrl"`
-	}
-	if json.Unmarshal(raw, &loose) != nil {
-		return ""
-	}
-	s, _ := loose.URL.(string)
-	return s
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/tcclient/tcclienttest"
+	"github.com/hopper-ci/hopper/internal/testclock"
 	"github.com/hopper-ci/hopper/internal/worker"
 	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
@@ -570,7 +571,21 @@ func TestSupersedeLongPrimary(t *testing.T) {
 	res := h.supersede(initial, h.url())
 	require.Equal(t, p, res.Primary.TaskID)
 	h.fake.Cancel(cancelled)
-	time.Sleep(5 * time.Second) // 2.5 claim timeouts
+	// Three reclaims each take the secondaries past their first claim's
+	// end (the reclaimer renews at half of the 2 s).
+	reclaimed := func(id string) int {
+		n := 0
+		for _, r := range h.fake.Requests() {
+			if r.Path == "/api/queue/v1/task/"+id+"/runs/0/reclaim" {
+				n++
+			}
+		}
+		return n
+	}
+	testclock.WaitFor(t, time.Minute, "three reclaims of each secondary", func() bool {
+		return reclaimed(t0) >= 3 && reclaimed(b) >= 3
+	})
+	require.True(t, time.Now().After(start.Add(2*time.Second)), "past the first claims' end")
 	for _, id := range []string{t0, b} {
 		require.Equal(t, tcclient.StateRunning, h.run0(id).State, "%s kept alive by its reclaimer", id)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/hopper-ci/hopper/internal/slugid"
+	"github.com/hopper-ci/hopper/internal/ident"
 )
 
 // List orders a superseder may use (docs/contract/worker.md §5.1).
@@ -57,7 +57,7 @@ func ParseList(body []byte, initial string, maxTasks int) ([]string, error) {
 		if !ok {
 			return nil, unusable(`"supersedes"[%d] is not a string`, i)
 		}
-		if !slugid.Valid(id) {
+		if !ident.ValidSlugID(id) {
 			return nil, unusable(`"supersedes"[%d] = %q is not a taskId`, i, truncate(id, 64))
 		}
 		if seen[id] {

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/retry"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
@@ -242,22 +243,24 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, target string) {
 		return
 	}
 	var resp *http.Response
-	for attempt := 0; ; attempt++ {
-		resp, err = p.attempt(r, target, body)
-		transient := err != nil || resp.StatusCode >= 500
-		if !transient || attempt >= p.opts.MaxRetries || r.Context().Err() != nil {
-			break
+	policy := retry.Policy{Attempts: max(p.opts.MaxRetries, 0) + 1, Delay: retry.Doubling(p.opts.RetryDelay, 0)}
+	err = retry.Do(r.Context(), policy, func(int) error {
+		if resp != nil {
+			resp.Body.Close() // a 5xx reply, tried again
 		}
+		var err error
+		if resp, err = p.attempt(r, target, body); err == nil && resp.StatusCode >= 500 {
+			return errUpstreamFailed
+		}
+		return err
+	})
+	if err == errUpstreamFailed {
+		err = nil // the last reply is passed on as it is
+	}
+	if err != nil {
 		if resp != nil {
 			resp.Body.Close()
 		}
-		delay := p.opts.RetryDelay << attempt
-		select {
-		case <-r.Context().Done():
-		case <-time.After(delay):
-		}
-	}
-	if err != nil {
 		writeJSONError(w, http.StatusBadGateway, "forwarding request: "+err.Error())
 		return
 	}
@@ -275,6 +278,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, target string) {
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 }
+
+// errUpstreamFailed marks a 5xx reply, which is tried again.
+var errUpstreamFailed = errors.New("upstream answered 5xx")
 
 func (p *Proxy) attempt(r *http.Request, target string, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, target, bytes.NewReader(body))

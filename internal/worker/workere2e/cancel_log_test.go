@@ -27,8 +27,7 @@ func TestQueueSideCancelsKeepTheLog(t *testing.T) {
 	first := createTaskWith(t, queue, long, flow(`{"key": "preview", "cancelInProgress": true}`))
 	// Two slots: the fail-fast group's failure runs beside its sibling.
 	startWorkerWith(t, queue, workerOpts{id: "cancel-log", config: map[string]any{"capacity": 2}})
-	require.Eventually(t, func() bool { return status(t, first).State == tcclient.StateRunning }, 30*time.Second, 50*time.Millisecond)
-	time.Sleep(time.Second) // its output is written
+	waitLiveLog(t, first, "preview one is deploying")
 	newer := createTaskWith(t, queue, map[string]any{"command": [][]string{{"true"}}, "maxRunTime": 60}, flow(`{"key": "preview", "cancelInProgress": true}`))
 
 	require.Eventually(t, func() bool { return status(t, newer).State == tcclient.StateCompleted }, 60*time.Second, 50*time.Millisecond)
@@ -43,8 +42,7 @@ func TestQueueSideCancelsKeepTheLog(t *testing.T) {
 	group := tcclient.NewTaskID()
 	sibling := createTaskWith(t, queue, map[string]any{"command": [][]string{{"sh", "-c", "echo sibling at work; sleep 600"}}, "maxRunTime": 900},
 		func(d *tcclient.TaskDefinition) { flow(`{"failFast": true}`)(d); d.TaskGroupID = group })
-	require.Eventually(t, func() bool { return status(t, sibling).State == tcclient.StateRunning }, 30*time.Second, 50*time.Millisecond)
-	time.Sleep(time.Second)
+	waitLiveLog(t, sibling, "sibling at work")
 	failing := createTaskWith(t, queue, map[string]any{"command": [][]string{{"sh", "-c", "exit 1"}}, "maxRunTime": 60},
 		func(d *tcclient.TaskDefinition) { flow(`{"failFast": true}`)(d); d.TaskGroupID = group })
 	require.Eventually(t, func() bool { return status(t, failing).State == tcclient.StateFailed }, 60*time.Second, 50*time.Millisecond)

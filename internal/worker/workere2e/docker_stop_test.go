@@ -16,81 +16,59 @@ import (
 )
 
 // TestDockerMaxRunTimeAndCancel: maxRunTime and a cancellation both stop
-// the running container, which is then removed.
+// the running container, which is then removed. It checks what happens
+// and in which order, never how fast (dockerapi's BenchmarkKillToExit
+// measures that): the timeouts only stop a hung test.
 func TestDockerMaxRunTimeAndCancel(t *testing.T) {
 	queue := uniqueQueue("docker-stop")
 	slow := dockerPayload("echo started; sleep 600", func(pl map[string]any) { pl["maxRunTime"] = 2 })
 	timed := createTaskWith(t, queue, slow, nil)
-	cancelled := createTaskWith(t, queue, dockerPayload("echo started; sleep 600", nil),
+	// Its maxRunTime is far beyond the test's timeouts: only the
+	// cancellation can stop it.
+	cancelled := createTaskWith(t, queue, dockerPayload("echo started; sleep 600", func(pl map[string]any) { pl["maxRunTime"] = 3600 }),
 		func(d *tcclient.TaskDefinition) { d.Dependencies = []string{timed}; d.Requires = "all-resolved" })
 	w := startDockerWorker(t, queue, workerOpts{id: "docker-stop", tasks: 2})
 
-	st := waitResolved(t, timed, 60*time.Second)
+	// maxRunTime: the container's output, then the kill, then the failed
+	// run, by which time the container is gone.
+	st := waitResolved(t, timed, 3*time.Minute)
+	require.Empty(t, containersOf(t, labelTask, timed+"/0"), "a run resolved by the worker leaves no container")
 	log := logOf(t, timed)
 	require.Equal(t, tcclient.StateFailed, st.State, log)
-	require.Contains(t, log, "max run time exceeded (maxRunTime 2 seconds); container killed")
-	m := wallTimeRE.FindStringSubmatch(log)
-	require.NotNil(t, m, log)
-	wall, err := time.ParseDuration(m[1])
-	require.NoError(t, err)
-	// How fast it stops is measured by dockerapi's BenchmarkKillToExit;
-	// here only that it stops, with a bound loose enough for a loaded CI.
-	require.Less(t, wall, 2*time.Second+10*time.Second, "the container outlived maxRunTime")
-	t.Logf("maxRunTime 2 s: container ran %s", wall)
-	require.Empty(t, containersOf(t, labelTask, timed+"/0"))
-
-	c := waitRunning(t, cancelled, 0)
-	// While the container runs its output streams through the live log.
-	red, err := shared.admin.GetLatestArtifact(context.Background(), cancelled, "public/logs/live.log")
-	require.NoError(t, err)
-	resp, err := http.Get(red.URL)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	seen := make(chan bool, 1)
-	go func() {
-		var got []byte
-		buf := make([]byte, 4096)
-		for {
-			n, err := resp.Body.Read(buf)
-			got = append(got, buf[:n]...)
-			if strings.Contains(string(got), "\nstarted\n") {
-				seen <- true
-				return
-			}
-			if err != nil {
-				seen <- false
-				return
-			}
-		}
-	}()
-	select {
-	case ok := <-seen:
-		require.True(t, ok, "the live log ended before the container's output arrived")
-	case <-time.After(30 * time.Second):
-		t.Fatal("the container's output did not reach the live log")
+	requireInOrder(t, log, "\nstarted\n", "Result: ABORTED (maxRunTime exceeded)")
+	requireInOrder(t, log, "\nstarted\n", "max run time exceeded (maxRunTime 2 seconds); container killed")
+	if m := wallTimeRE.FindStringSubmatch(log); m != nil {
+		t.Logf("maxRunTime 2 s: container ran %s", m[1])
 	}
-	cancelledAt := time.Now()
-	_, err = shared.admin.CancelTask(context.Background(), cancelled)
+
+	waitRunning(t, cancelled, 0)
+	// While the container runs its output streams through the live log.
+	waitLiveLog(t, cancelled, "\nstarted\n")
+	_, err := shared.admin.CancelTask(context.Background(), cancelled)
 	require.NoError(t, err)
-	// The worker learns of the cancellation at its next reclaim (claims
-	// last 4 s here, so within 2 s), then kills the container. Speed is
-	// for benchmarks; the bound only has to survive a loaded CI.
-	require.Eventually(t, func() bool {
-		for _, x := range containersOf(t, labelTask, cancelled+"/0") {
-			if x.ID == c.ID && x.State == "running" {
-				return false
-			}
-		}
-		return true
-	}, 15*time.Second, 10*time.Millisecond, "the cancelled task's container kept running")
-	t.Logf("cancel: container stopped %s after cancelTask", time.Since(cancelledAt).Round(time.Millisecond))
-	require.Equal(t, 0, w.wait(t, 30*time.Second))
-	require.Empty(t, containersOf(t, labelTask, cancelled+"/0"))
+	// The worker learns of the cancellation at its next reclaim, kills and
+	// removes the container, uploads the log and, its two tasks done,
+	// exits: it cannot exit while the container runs.
+	require.Equal(t, 0, w.wait(t, 3*time.Minute))
+	require.Empty(t, containersOf(t, labelTask, cancelled+"/0"), "the cancelled task's container outlived its worker")
 	require.Equal(t, "canceled", status(t, cancelled).Runs[0].ReasonResolved)
-	// The container's output streamed a second ago is in the uploaded log.
+	// The container's output streamed before the cancellation is in the
+	// uploaded log, then the stop; maxRunTime played no part.
 	log = backingLog(t, cancelled, 0)
-	require.Contains(t, log, "\nstarted\n")
-	require.Contains(t, log, "=== Task Stopped ===")
+	requireInOrder(t, log, "\nstarted\n", "=== Task Stopped ===")
+	require.NotContains(t, log, "max run time exceeded")
+}
+
+// requireInOrder fails unless every one of parts is in s, each after the
+// one before.
+func requireInOrder(t *testing.T, s string, parts ...string) {
+	t.Helper()
+	rest := s
+	for _, p := range parts {
+		i := strings.Index(rest, p)
+		require.GreaterOrEqual(t, i, 0, "%q missing, or not after %v, in:\n%s", p, parts, s)
+		rest = rest[i+len(p):]
+	}
 }
 
 // TestDockerSIGTERMResolvesWorkerShutdown: an immediate shutdown kills the
@@ -128,8 +106,8 @@ func TestDockerKill9LeavesNoContainer(t *testing.T) {
 	w := startDockerWorker(t, queue, workerOpts{id: "docker-k9"})
 	c := waitRunning(t, id, 0)
 	require.NoError(t, w.cmd.Process.Signal(syscall.SIGKILL))
-	w.wait(t, 10*time.Second)
-	time.Sleep(500 * time.Millisecond)
+	w.wait(t, time.Minute)
+	// The worker is gone, and nothing else stops the container.
 	var alive bool
 	for _, x := range containersOf(t, labelWorker, "e2e/docker-k9") {
 		alive = alive || x.ID == c.ID && x.State == "running"

@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // rootClientID is the queue's built-in root client (server.RootClientID);
@@ -109,20 +108,17 @@ func launchServer(bin, dataDir, claimTimeout string) (*env, func(), error) {
 		}
 	}
 	rootURL := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	err = testclock.Poll(context.Background(), 2*time.Minute, func() bool {
 		resp, err := http.Get(rootURL + "/api/queue/v1/ping")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, nil, errors.New("hopper serve did not become ready")
-		}
-		time.Sleep(100 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("hopper serve did not become ready: %w", err)
 	}
 	return &env{bin: bin, rootURL: rootURL, token: token, admin: &tcclient.Client{
 		RootURL: rootURL, Credentials: &tcclient.Credentials{ClientID: rootClientID, AccessToken: token},
@@ -268,11 +264,11 @@ func TestCancelKillsTask(t *testing.T) {
 	})
 	w := startWorker(t, queue, 1)
 	files := []string{filepath.Join(hb, "child"), filepath.Join(hb, "main")}
-	require.Eventually(t, func() bool { return !slices.Contains(beating(files...), false) }, 30*time.Second, 50*time.Millisecond)
+	waitAlive(t, true, "the task's processes", files...)
 	_, err := shared.admin.CancelTask(context.Background(), id)
 	require.NoError(t, err)
-	require.Equal(t, 0, w.wait(t, 20*time.Second))
-	require.Equal(t, []bool{false, false}, beating(files...), "task processes survived the cancellation")
+	require.Equal(t, 0, w.wait(t, 2*time.Minute))
+	waitAlive(t, false, "the cancelled task's processes to end", files...)
 	st := status(t, id)
 	require.Equal(t, "canceled", st.Runs[0].ReasonResolved)
 	// The cancelled run keeps its log (the queue takes artifacts on a run
@@ -292,8 +288,7 @@ func TestSIGTERMResolvesWorkerShutdown(t *testing.T) {
 	queue := uniqueQueue("sigterm")
 	id := createTask(t, queue, map[string]any{"command": [][]string{{"sh", "-c", "echo started; sleep 120"}}, "maxRunTime": 600})
 	w := startWorker(t, queue, 0)
-	require.Eventually(t, func() bool { return status(t, id).State == tcclient.StateRunning }, 30*time.Second, 50*time.Millisecond)
-	time.Sleep(300 * time.Millisecond)
+	waitLiveLog(t, id, "started")
 	require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 72, w.wait(t, 30*time.Second))
 	st := status(t, id)

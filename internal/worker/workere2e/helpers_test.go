@@ -5,18 +5,22 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // workerOpts tune startWorkerWith beyond startWorker's fixed settings.
@@ -208,28 +212,74 @@ func heartbeatDir(t *testing.T) string {
 	return dir
 }
 
-// heartbeat is a shell loop appending to $HB/<name> every 50 ms.
+// heartbeat is a shell loop appending to $HB/<name> every 50 ms, through
+// a descriptor on which it holds the file's lock: the lock is held while
+// the loop's process (or any child that inherited the descriptor, such
+// as a daemon it left behind) lives, and freed by the kernel when the
+// last of them ends, so tests ask whether it still runs without watching
+// the clock (alive).
 func heartbeat(name string) string {
-	return `while :; do echo beat >> "$HB/` + name + `"; sleep 0.05; done`
+	return `exec 9>>"$HB/` + name + `"; flock 9; while :; do echo beat >&9; sleep 0.05; done`
 }
 
-// beating reports, for each file, whether it exists and grows over 300 ms.
-func beating(files ...string) []bool {
-	size := func(f string) int64 {
-		fi, err := os.Stat(f)
-		if err != nil {
-			return -1
-		}
-		return fi.Size()
+// awaitBeats is a shell loop that returns once each named heartbeat has
+// beaten, so holds its lock.
+func awaitBeats(names ...string) string {
+	var cond []string
+	for _, n := range names {
+		cond = append(cond, `[ -s "$HB/`+n+`" ]`)
 	}
-	before := make([]int64, len(files))
-	for i, f := range files {
-		before[i] = size(f)
-	}
-	time.Sleep(300 * time.Millisecond)
+	return `until ` + strings.Join(cond, " && ") + `; do sleep 0.01; done`
+}
+
+// alive reports, for each heartbeat file, whether a process still holds
+// its lock: false for a file not (yet) created, or whose processes all
+// ended.
+func alive(files ...string) []bool {
 	out := make([]bool, len(files))
 	for i, f := range files {
-		out[i] = before[i] >= 0 && size(f) > before[i]
+		fd, err := os.Open(f)
+		if err != nil {
+			continue
+		}
+		err = syscall.Flock(int(fd.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		out[i] = errors.Is(err, syscall.EWOULDBLOCK)
+		fd.Close() // frees the lock if this look took it
 	}
 	return out
+}
+
+// waitAlive waits until every heartbeat's processes run (want true) or
+// have all ended (want false).
+func waitAlive(t *testing.T, want bool, what string, files ...string) {
+	t.Helper()
+	testclock.WaitFor(t, 2*time.Minute, what, func() bool { return !slices.Contains(alive(files...), !want) })
+}
+
+// waitLiveLog waits until the task's live log holds text: the running
+// task's output has reached its worker.
+func waitLiveLog(t *testing.T, taskID, text string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var red *tcclient.ArtifactRedirect
+	testclock.WaitFor(t, 2*time.Minute, "the live log of "+taskID, func() bool {
+		var err error
+		red, err = shared.admin.GetLatestArtifact(ctx, taskID, "public/logs/live.log")
+		return err == nil
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, red.URL, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var got []byte
+	buf := make([]byte, 4096)
+	for !strings.Contains(string(got), text) {
+		n, err := resp.Body.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil && !strings.Contains(string(got), text) {
+			t.Fatalf("the live log of %s ended (%v) without %q:\n%s", taskID, err, text, got)
+		}
+	}
 }

@@ -2,7 +2,6 @@ package workere2e
 
 import (
 	"path/filepath"
-	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -49,8 +48,7 @@ fi
 	}, nil)
 
 	a := startWorkerWith(t, queue, workerOpts{id: "kill9-a"})
-	require.Eventually(t, func() bool { return !slices.Contains(beating(files...), false) }, 30*time.Second, 50*time.Millisecond,
-		"the task never started all its processes")
+	waitAlive(t, true, "the task's processes", files...)
 	st := status(t, id)
 	require.Equal(t, tcclient.StateRunning, st.State)
 	require.Equal(t, "kill9-a", st.Runs[0].WorkerID)
@@ -62,8 +60,7 @@ fi
 	case <-time.After(10 * time.Second):
 		t.Fatal("worker A survived SIGKILL")
 	}
-	require.Eventually(t, func() bool { return !slices.Contains(beating(files...), true) }, 5*time.Second, 20*time.Millisecond,
-		"task processes outlived their SIGKILLed worker")
+	waitAlive(t, false, "the task's processes to end with their SIGKILLed worker", files...)
 	t.Logf("every task process stopped within %s of the SIGKILL", time.Since(killedAt).Round(time.Millisecond))
 
 	// Claims last 4 s and a reclaim happens halfway, so takenUntil is at

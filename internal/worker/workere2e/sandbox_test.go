@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 var strictProbe struct {
@@ -91,7 +91,7 @@ func TestSandboxContainsTheTask(t *testing.T) {
 		"command": [][]string{
 			{"sh", "-c", `setsid sh -c '` + heartbeat("daemon") + `' </dev/null >/dev/null 2>&1 &
 ( (` + heartbeat("double") + `) & ) &
-sleep 0.3; echo started`},
+` + awaitBeats("daemon", "double") + `; echo started`},
 			{"sh", "-c", `echo "user=$(id -un) home=$HOME"
 if cat "/proc/$WORKER_PID/environ" >/dev/null 2>&1; then echo WORKER""-ENVIRON-READ; else echo "worker environ: unreadable"; fi
 if [ -e "/proc/$WORKER_PID" ]; then echo WORKER""-VISIBLE; fi
@@ -123,7 +123,7 @@ echo "processes visible: $(ls -d /proc/[0-9]* | wc -l)"`},
 	for _, f := range files {
 		require.FileExists(t, f)
 	}
-	require.Equal(t, []bool{false, false}, beating(files...), "a daemon or double fork outlived its command")
+	waitAlive(t, false, "the daemon and the double fork to end with their command", files...)
 }
 
 // TestSandboxOtherTasksDirUnreadable runs two tasks at once on one worker
@@ -237,20 +237,26 @@ func TestCancelLatency(t *testing.T) {
 	var latencies []time.Duration
 	for i := range runs {
 		name := fmt.Sprintf("beat%d", i)
+		// The task picks a random point of the worker's polling cycle for
+		// the cancel: it says it is ready a random time after it starts.
+		ready := fmt.Sprintf("(sleep %.3f; : > \"$HB/%s-ready\") & ", mrand.Float64()/2, name)
 		id := createTaskOn(t, srv, queue, map[string]any{
-			"command":    [][]string{{"sh", "-c", "(" + heartbeat(name) + ") & " + heartbeat(name+"-main")}},
+			"command":    [][]string{{"sh", "-c", "(" + heartbeat(name) + ") & " + ready + heartbeat(name+"-main")}},
 			"env":        map[string]string{"HB": hb},
 			"maxRunTime": 600,
 		}, nil)
 		files := []string{filepath.Join(hb, name), filepath.Join(hb, name+"-main")}
-		require.Eventually(t, func() bool { return !slices.Contains(beating(files...), false) }, 30*time.Second, 20*time.Millisecond)
-		// Cancel at a random point of the worker's polling cycle.
-		time.Sleep(time.Duration(mrand.Int64N(int64(500 * time.Millisecond))))
+		waitAlive(t, true, "the task's processes", files...)
+		testclock.WaitFor(t, 2*time.Minute, "the task to be ready for its cancel", func() bool {
+			_, err := os.Stat(filepath.Join(hb, name+"-ready"))
+			return err == nil
+		})
 		_, err := srv.admin.CancelTask(context.Background(), id)
 		require.NoError(t, err)
 		cancelled := time.Now()
-		require.Eventually(t, func() bool { return !slices.Contains(beating(files...), true) }, 10*time.Second, 20*time.Millisecond,
-			"the cancelled task kept running")
+		// Claims here last 20 minutes: only the worker's status watch can
+		// stop the task before the test gives up.
+		waitAlive(t, false, "the cancelled task's processes to end", files...)
 		var last time.Time
 		for _, f := range files {
 			fi, err := os.Stat(f)
@@ -267,9 +273,8 @@ func TestCancelLatency(t *testing.T) {
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	t.Logf("cancel latency over %d runs (cancelTask reply to last heartbeat, 50 ms beats, 500 ms status polls): min %s, median %s, max %s",
 		runs, latencies[0].Round(time.Millisecond), latencies[runs/2].Round(time.Millisecond), latencies[runs-1].Round(time.Millisecond))
-	// The issue's bound: a cancelled task stops within 2 s of cancelTask
-	// (claims here last 20 minutes, so no reclaim can be what noticed).
-	require.Less(t, latencies[runs-1], 2*time.Second)
+	// How fast is reported, not asserted (the house rule on timed tests):
+	// the issue asks for a stop within 2 s of cancelTask.
 }
 
 // TestDiskFullKeepsLogAndArtifacts runs a worker whose work dir is a small

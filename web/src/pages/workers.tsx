@@ -1,12 +1,13 @@
-// Workers: provisioner → worker type → workers, and a worker's page with
-// its recent tasks and quarantine.
+// Workers: provisioner → worker type → workers (online or offline, busy
+// slots against capacity), and a worker's page with the runs it holds, its
+// recent tasks and quarantine.
 import { useState } from 'preact/hooks';
 import { call, enc, get, listAll } from '../api';
 import { Action, Card, ErrorBox, Kv, Loading, QueueLink, TaskLink, useAsync } from '../components';
 import { fmtDuration, fmtTime, since } from '../format';
-import { asking, holds, runDuration } from '../liveness';
+import { holds, livenessLabel, runDuration, slots } from '../liveness';
 import { SignInForm, useSession } from '../signin';
-import type { TaskDefinition, TaskStatus, Worker, WorkerSummary } from '../types';
+import type { Run, TaskDefinition, TaskStatus, Worker, WorkerLoad, WorkerSummary } from '../types';
 
 const crumbs = (p?: string, wt?: string) => (
   <p class="crumbs">
@@ -51,27 +52,43 @@ function WorkerTypes({ provisionerId }: { provisionerId: string }) {
   );
 }
 
+/** Liveness is a worker's state as a badge: busy, idle or offline. */
+function Liveness({ w }: { w: WorkerLoad }) {
+  const label = livenessLabel(w);
+  if (!label) return <span class="muted">?</span>;
+  const cls = label === 'busy' ? 'state state-running' : label === 'idle' ? 'state state-completed' : 'muted';
+  return <span class={`liveness ${cls}`}>{label === 'offline' ? 'offline' : `online, ${label}`}</span>;
+}
+
+const ORDER = { busy: 0, idle: 1, '': 2, offline: 3 };
+
 function WorkerList({ provisionerId, workerType }: { provisionerId: string; workerType: string }) {
   const list = useAsync(() => listAll<WorkerSummary>('queue', `/provisioners/${enc(provisionerId)}/worker-types/${enc(workerType)}/workers`, 'workers', 5000), [provisionerId, workerType]);
+  const workers = list.data && [...list.data].sort((a, b) => ORDER[livenessLabel(a)] - ORDER[livenessLabel(b)]);
+  const online = workers?.filter((w) => w.online) ?? [];
   return (
     <div>
       <h1>{provisionerId}/{workerType}</h1>
       {crumbs(provisionerId, workerType)}
-      <p class="lead">Task queue <QueueLink id={`${provisionerId}/${workerType}`} /></p>
+      <p class="lead">Task queue <QueueLink id={`${provisionerId}/${workerType}`} />
+        {workers && <> · {online.length} online, {online.reduce((n, w) => n + (w.busy ?? 0), 0)} of {online.reduce((n, w) => n + (w.capacity ?? 0), 0)} slots busy</>}</p>
+      <p class="small muted">Online: seen (asking for work or reclaiming a run) within the last long-poll and a minute, or holding a run whose claim lasts.
+        Capacity: the most tasks it asked for at once since it came online.</p>
       <ErrorBox error={list.error} />
       {list.loading && !list.data && <Loading what="workers" />}
-      {list.data && (list.data.length === 0 ? <p class="empty">No workers.</p> : (
+      {workers && (workers.length === 0 ? <p class="empty">No workers.</p> : (
         <div class="table-wrap">
-          <table>
-            <thead><tr><th>worker</th><th>asking for work</th><th>latest task</th><th>first claim</th><th>last active</th><th>quarantine</th></tr></thead>
+          <table class="workers">
+            <thead><tr><th>worker</th><th>state</th><th>slots</th><th>latest task</th><th>last seen</th><th>first claim</th><th>quarantine</th></tr></thead>
             <tbody>
-              {list.data.map((w) => (
+              {workers.map((w) => (
                 <tr key={`${w.workerGroup}/${w.workerId}`}>
                   <td><a class="mono" href={`#/worker/${enc(provisionerId)}/${enc(workerType)}/${enc(w.workerGroup)}/${enc(w.workerId)}`}>{w.workerGroup}/{w.workerId}</a></td>
-                  <td>{asking(w.lastDateActive, Date.now()) ? <span class="state state-running">yes</span> : <span class="muted">no</span>}</td>
+                  <td><Liveness w={w} /></td>
+                  <td class="slots">{w.online ? slots(w) : w.capacity ? `capacity ${w.capacity}` : ''}</td>
                   <td>{w.latestTask ? <TaskLink id={w.latestTask.taskId} /> : ''}</td>
-                  <td>{fmtTime(w.firstClaim)}</td>
                   <td>{since(w.lastDateActive)}</td>
+                  <td>{fmtTime(w.firstClaim)}</td>
                   <td>{w.quarantineUntil && Date.parse(w.quarantineUntil) > Date.now() ? <span class="state state-exception">until {fmtTime(w.quarantineUntil)}</span> : ''}</td>
                 </tr>
               ))}
@@ -83,18 +100,39 @@ function WorkerList({ provisionerId, workerType }: { provisionerId: string; work
   );
 }
 
+/** TaskInfo is a run of a task with the task's name, for the worker's tables. */
+interface TaskInfo { taskId: string; runId: number; name: string; run?: Run }
+
+/** taskInfos loads the names and runs of tasks (each task once). */
+async function taskInfos(list: { taskId: string; runId: number }[]): Promise<(TaskInfo | null)[]> {
+  const loaded = new Map<string, Promise<[TaskStatus, TaskDefinition]>>();
+  return Promise.all(list.map(async (t) => {
+    let p = loaded.get(t.taskId);
+    if (!p) {
+      p = Promise.all([get<{ status: TaskStatus }>('queue', `/task/${enc(t.taskId)}/status`).then((r) => r.status), get<TaskDefinition>('queue', `/task/${enc(t.taskId)}`)]);
+      loaded.set(t.taskId, p);
+    }
+    try {
+      const [st, def] = await p;
+      return { ...t, name: def.metadata?.name ?? t.taskId, run: st.runs[t.runId] };
+    } catch {
+      return null;
+    }
+  }));
+}
+
 export function WorkerPage({ provisionerId, workerType, workerGroup, workerId }: { provisionerId: string; workerType: string; workerGroup: string; workerId: string }) {
   const path = `/provisioners/${enc(provisionerId)}/worker-types/${enc(workerType)}/workers/${enc(workerGroup)}/${enc(workerId)}`;
   const w = useAsync(() => get<Worker>('queue', path), [path]);
   const creds = useSession();
-  // The recent tasks with their names and states, newest first (the
-  // worker record keeps only taskId and runId).
-  const recent = useAsync(async () => {
-    const list = [...(w.data?.recentTasks ?? [])].reverse().slice(0, 20);
-    return Promise.all(list.map(async (t) => {
-      const [st, def] = await Promise.all([get<{ status: TaskStatus }>('queue', `/task/${enc(t.taskId)}/status`), get<TaskDefinition>('queue', `/task/${enc(t.taskId)}`)]);
-      return { ...t, name: def.metadata?.name ?? t.taskId, run: st.status.runs[t.runId] };
-    }).map((p) => p.catch(() => null)));
+  // The runs it holds now and its recent tasks, with their names, states
+  // and durations, newest first (the worker record keeps only taskId and
+  // runId).
+  const tasks = useAsync(async () => {
+    const running = w.data?.runningTasks ?? [];
+    const recent = [...(w.data?.recentTasks ?? [])].reverse().slice(0, 20);
+    const infos = await taskInfos([...running, ...recent]);
+    return { running: infos.slice(0, running.length), recent: infos.slice(running.length) };
   }, [w.data]);
   const [hours, setHours] = useState('24');
   const [reason, setReason] = useState('');
@@ -112,8 +150,9 @@ export function WorkerPage({ provisionerId, workerType, workerGroup, workerId }:
               <Kv pairs={[
                 ['Task queue', <QueueLink id={`${provisionerId}/${workerType}`} />],
                 ['First claim', fmtTime(w.data.firstClaim)],
-                ['Asking for work', asking(w.data.lastDateActive, Date.now()) ? `yes (last ${since(w.data.lastDateActive)})` : `no: last asked ${since(w.data.lastDateActive) || 'never'}`],
-                ['Running now', recent.data ? String(recent.data.filter((t) => t && holds(t.run, workerGroup, workerId, Date.now())).length) : '…'],
+                ['State', <><Liveness w={w.data} /> {w.data.online === false ? <span class="small muted">holds no run; last seen {since(w.data.lastDateActive) || 'never'}</span> : ''}</>],
+                ['Slots', w.data.online === undefined ? '?' : slots(w.data)],
+                ['Last seen', <>{since(w.data.lastDateActive) || 'never'} <span class="small muted">(asking for work or reclaiming a run)</span></>],
                 ['Expires', fmtTime(w.data.expires)],
                 ['Quarantined', quarantined ? `until ${fmtTime(w.data.quarantineUntil)}` : 'no'],
               ]} />
@@ -143,12 +182,28 @@ export function WorkerPage({ provisionerId, workerType, workerGroup, workerId }:
               )}
             </Card>
           </div>
+          <Card title={`Running now (${w.data.runningTasks?.length ?? 0})`}>
+            {!w.data.runningTasks?.length ? <p class="empty">Nothing: it holds no run.</p> : !tasks.data ? <Loading what="running tasks" /> : (
+              <table class="running-tasks">
+                <thead><tr><th>task</th><th>run</th><th>started</th><th>running for</th><th>claim until</th></tr></thead>
+                <tbody>{tasks.data.running.map((t, i) => t && (
+                  <tr key={`${t.taskId}/${t.runId}/${i}`}>
+                    <td><TaskLink id={t.taskId} label={t.name} /></td>
+                    <td>{t.runId}</td>
+                    <td class="small">{fmtTime(t.run?.started)}</td>
+                    <td>{fmtDuration(runDuration(t.run, Date.now()))}</td>
+                    <td class="small">{fmtTime(t.run?.takenUntil)}</td>
+                  </tr>
+                ))}</tbody>
+              </table>
+            )}
+          </Card>
           <Card title={`Recent tasks (${w.data.recentTasks.length})`}>
             <p class="small muted">Newest first. A run is running on this worker while its claim lasts; a worker that stopped without resolving its runs leaves claims that run out, and the queue then retries them.</p>
-            {w.data.recentTasks.length === 0 ? <p class="empty">None.</p> : !recent.data ? <Loading what="recent tasks" /> : (
+            {w.data.recentTasks.length === 0 ? <p class="empty">None.</p> : !tasks.data ? <Loading what="recent tasks" /> : (
               <table class="recent-tasks">
                 <thead><tr><th>task</th><th>run</th><th>state</th><th>started</th><th>duration</th></tr></thead>
-                <tbody>{recent.data.map((t, i) => t && (
+                <tbody>{tasks.data.recent.map((t, i) => t && (
                   <tr key={`${t.taskId}/${t.runId}/${i}`}>
                     <td><TaskLink id={t.taskId} label={t.name} /></td>
                     <td>{t.runId}</td>

@@ -1,14 +1,14 @@
-package slugid_test
+package ident_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/slugid"
+	"github.com/hopper-ci/hopper/internal/ident"
 )
 
-func TestValid(t *testing.T) {
+func TestValidSlugID(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		id   string
@@ -24,7 +24,7 @@ func TestValid(t *testing.T) {
 		{"fN1SbArX TPSVFNUvaOlinQ", false},
 	}
 	for _, tt := range tests {
-		require.Equal(t, tt.want, slugid.Valid(tt.id), tt.id)
-		require.Equal(t, tt.want, slugid.Regexp().MatchString(tt.id), tt.id)
+		require.Equal(t, tt.want, ident.ValidSlugID(tt.id), tt.id)
+		require.Equal(t, tt.want, ident.SlugID().MatchString(tt.id), tt.id)
 	}
 }
