@@ -230,6 +230,8 @@ func (r *ring) unsubscribe() {
 		for r.tail < r.head {
 			r.evict()
 		}
+		// What was not sealed yet goes too: the next reader starts here.
+		r.sealed = r.head
 		clear(r.runs)
 		r.runs = r.runs[:0]
 	}

@@ -142,9 +142,14 @@ func TestRingBounds(t *testing.T) {
 		require.GreaterOrEqual(t, run.from, r.tail, "runs that lost events are let go")
 	}
 
+	r.publish([]events.Message{message(0)}) // not sealed yet
 	r.unsubscribe()
 	require.Equal(t, r.head, r.tail, "the last reader leaving empties the ring")
 	require.Zero(t, r.bytes)
+	next := r.subscribe()
+	_, lost, _ = r.read(next, nil)
+	require.False(t, lost, "the next reader starts afresh")
+	r.unsubscribe()
 	r.close()
 	require.Nil(t, r.subscribe(), "a closed ring takes no readers")
 }
