@@ -167,7 +167,7 @@ func testClaimRules(t *testing.T, open Opener) {
 		}
 	}
 
-	for range 60 {
+	for range 100 {
 		for range r.IntN(5) {
 			create()
 		}
