@@ -38,8 +38,13 @@ the task found there.
 	}
 	var asJSON bool
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the API's JSON reply instead of text")
+	cmd.AddCommand(indexFindCommand(&asJSON), indexListCommand(&asJSON), indexInsertCommand(&asJSON))
+	return cmd
+}
 
-	find := &cobra.Command{
+// indexFindCommand is `hopper index find`.
+func indexFindCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "find PATH",
 		Short: "Show the task indexed at a path",
 		Args:  cobra.ExactArgs(1),
@@ -52,14 +57,18 @@ the task found there.
 			if err != nil {
 				return authCLIError("finding "+args[0], err)
 			}
-			if asJSON {
+			if *asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), e)
 			}
 			return printIndexedTask(cmd.OutOrStdout(), e)
 		},
 	}
+}
 
-	list := &cobra.Command{
+// indexListCommand is `hopper index list`: the namespaces and entries
+// directly under a namespace.
+func indexListCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "list [NAMESPACE]",
 		Short: "List the namespaces and entries directly under a namespace (default: the root)",
 		Args:  cobra.MaximumNArgs(1),
@@ -87,7 +96,7 @@ the task found there.
 			if tasks == nil {
 				tasks = []tcclient.IndexedTask{}
 			}
-			if asJSON {
+			if *asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), map[string]any{"namespaces": namespaces, "tasks": tasks})
 			}
 			t := newTable(cmd.OutOrStdout(), "PATH", "TASK ID", "RANK", "EXPIRES")
@@ -100,7 +109,10 @@ the task found there.
 			return t.flush()
 		},
 	}
+}
 
+// indexInsertCommand is `hopper index insert`.
+func indexInsertCommand(asJSON *bool) *cobra.Command {
 	var (
 		rank          float64
 		expires, data string
@@ -126,7 +138,7 @@ the task found there.
 			if err != nil {
 				return authCLIError("indexing "+args[1]+" at "+args[0], err)
 			}
-			if asJSON {
+			if *asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), e)
 			}
 			return printIndexedTask(cmd.OutOrStdout(), e)
@@ -135,9 +147,7 @@ the task found there.
 	insert.Flags().Float64Var(&rank, "rank", 0, "the entry's rank: an entry of higher rank at the path is kept")
 	insert.Flags().StringVar(&expires, "expires", "1y", "when the entry expires: a date-time or a duration from now (90d, 1y, 36h)")
 	insert.Flags().StringVar(&data, "data", "{}", "JSON object stored with the entry")
-
-	cmd.AddCommand(find, list, insert)
-	return cmd
+	return insert
 }
 
 // formatRank prints a rank as its digits (1700000000, not 1.7e+09).

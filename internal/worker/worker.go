@@ -178,26 +178,7 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 	defer close(finished)
 	claimCtx, cancelClaims := context.WithCancel(context.Background())
 	defer cancelClaims()
-	go func() {
-		select {
-		case <-ctx.Done():
-			w.Shutdown(true)
-		case <-w.drain:
-		case <-finished:
-			return
-		}
-		// Any shutdown, a drain included, ends a claimWork long-poll at
-		// once: an idle worker would otherwise wait up to 20 s for the
-		// queue's empty answer before it could stop. (A task the queue
-		// claims for this call in the instant it is abandoned is retried
-		// once its claim expires, as after a worker crash.)
-		cancelClaims()
-		select {
-		case <-ctx.Done():
-			w.Shutdown(true)
-		case <-finished:
-		}
-	}()
+	go w.endClaimsOnShutdown(ctx, cancelClaims, finished)
 
 	var (
 		consecutiveErrors int
@@ -222,21 +203,8 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 			w.logger.Info("idle timeout reached")
 			break
 		}
-		// Keep the configured gap between the starts of claimWork calls,
-		// longer after consecutive errors.
-		gap := w.cfg.ClaimInterval.Duration
-		if consecutiveErrors > 0 {
-			gap = min(w.cfg.ClaimInterval.Duration<<min(consecutiveErrors-1, 16), w.cfg.MaxClaimBackoff.Duration)
-			gap = max(gap, w.cfg.ClaimInterval.Duration)
-		}
-		if wait := time.Until(lastStart.Add(gap)); !lastStart.IsZero() && wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-w.drain:
-				t.Stop()
-				continue
-			}
+		if !w.waitClaimGap(lastStart, consecutiveErrors) {
+			continue // draining
 		}
 		if n := w.cfg.NumberOfTasksToRun; n > 0 {
 			free = min(free, n-w.claimedCount())
@@ -277,6 +245,53 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 		return ExitDrained, nil
 	}
 	return ExitOK, nil
+}
+
+// endClaimsOnShutdown cancels the claimWork calls (cancelClaims) at the
+// first shutdown, and turns ctx's end into an immediate one, until Run
+// has finished.
+func (w *Worker) endClaimsOnShutdown(ctx context.Context, cancelClaims context.CancelFunc, finished <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+		w.Shutdown(true)
+	case <-w.drain:
+	case <-finished:
+		return
+	}
+	// Any shutdown, a drain included, ends a claimWork long-poll at once:
+	// an idle worker would otherwise wait up to 20 s for the queue's empty
+	// answer before it could stop. (A task the queue claims for this call
+	// in the instant it is abandoned is retried once its claim expires, as
+	// after a worker crash.)
+	cancelClaims()
+	select {
+	case <-ctx.Done():
+		w.Shutdown(true)
+	case <-finished:
+	}
+}
+
+// waitClaimGap keeps the configured gap between the starts of claimWork
+// calls (the last at lastStart), longer after consecutive errors. It
+// returns false if a drain began meanwhile.
+func (w *Worker) waitClaimGap(lastStart time.Time, consecutiveErrors int) bool {
+	gap := w.cfg.ClaimInterval.Duration
+	if consecutiveErrors > 0 {
+		gap = min(w.cfg.ClaimInterval.Duration<<min(consecutiveErrors-1, 16), w.cfg.MaxClaimBackoff.Duration)
+		gap = max(gap, w.cfg.ClaimInterval.Duration)
+	}
+	wait := time.Until(lastStart.Add(gap))
+	if lastStart.IsZero() || wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.drain:
+		return false
+	}
 }
 
 func (w *Worker) freeCapacity() int {

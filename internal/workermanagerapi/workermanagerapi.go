@@ -41,7 +41,7 @@ type Provider struct {
 // recent tasks.
 type QueueWorkers interface {
 	GetWorker(ctx context.Context, key store.WorkerKey, now time.Time) (*store.Worker, error)
-	ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page store.Page) ([]store.Worker, string, error)
+	ListWorkers(ctx context.Context, now time.Time, filter store.WorkerFilter, page store.Page) ([]store.Worker, string, error)
 }
 
 // RunResolver resolves what a removed worker had claimed at once

@@ -326,7 +326,7 @@ func (h *handlers) listWorkers(c *api.Call) (any, error) {
 		return nil, api.InvalidQuery("launchConfigId", v, launchConfigPattern)
 	}
 	poolID := c.Params["provisionerId"] + "/" + c.Params["workerType"]
-	ws, next, err := h.Queue.ListWorkers(c.Context(), poolID, c.Now, quarantined, c.Page())
+	ws, next, err := h.Queue.ListWorkers(c.Context(), c.Now, store.WorkerFilter{TaskQueueID: poolID, Quarantined: quarantined}, c.Page())
 	if err != nil {
 		return nil, err
 	}
