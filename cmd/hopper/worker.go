@@ -195,8 +195,8 @@ func runWorker(cfg worker.Config, log *slog.Logger, member *poolmember.Member) e
 			w.Shutdown(true)
 		})
 	}
-	w.SupersedeFunc = superseding.NewSupersedeFunc(superseding.WorkerOptions{Logger: log})
-	superseding.AnnounceAllowList(log, w.Config().Superseding)
+	wc := w.Config()
+	superseding.AnnounceAllowList(log, wc.SupersedingEnabled(), wc.Superseding.AllowedURLPrefixes)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sigs)

@@ -59,8 +59,8 @@ type CredentialsConfig struct {
 }
 
 // SupersedingConfig holds the superseding settings of docs/contract/worker.md §5.2. The
-// worker itself only reads Enabled (to decide whether to call its
-// SupersedeFunc); the rest is for the superseding implementation.
+// worker itself only reads Enabled (to decide whether to run the
+// superseding step); the rest is the step's (superseding.Settings).
 type SupersedingConfig struct {
 	// Enabled turns superseding on (default true).
 	Enabled *bool `yaml:"enabled" json:"enabled,omitempty"`

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
+	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
 
 // Exit codes of Run (generic-worker compatible).
@@ -39,9 +40,9 @@ type Worker struct {
 	caches    *cachePool
 	engine    engine
 
-	// SupersedeFunc, when set before Run, is called for every claimed task
-	// whose payload has a supersederUrl (if superseding is enabled).
-	SupersedeFunc SupersedeFunc
+	// supersede runs the superseding step for every claimed task whose
+	// payload has a supersederUrl (if superseding is enabled).
+	supersede supersedeStep
 
 	// HTTPClient is used for all queue calls and downloads (nil: default).
 	HTTPClient *http.Client
@@ -108,6 +109,7 @@ func New(cfg Config, logger *slog.Logger) (*Worker, error) {
 		reclaimRetryDelay: time.Second, queueRetryDelay: 100 * time.Millisecond,
 		creds: *cfg.workerCredentials(),
 		drain: make(chan struct{}), abort: make(chan struct{}), runDone: make(chan struct{}, 1),
+		supersede: superseding.New(superseding.Options{Logger: logger}).Run,
 	}
 	pool.purges, pool.log = w.purgeRequests, w.logger
 	return w, nil
@@ -372,7 +374,7 @@ func (w *Worker) runClaim(tc tcclient.TaskClaim, slot int) Outcome {
 		return Outcome{State: tcclient.StateException, Reason: tcclient.ReasonInternalError}
 	}
 	r := &taskRun{w: w, claim: claim, logger: logger, slot: slot}
-	if url := SupersederURL(claim.Task.Payload); url != "" && w.SupersedeFunc != nil && w.cfg.SupersedingEnabled() {
+	if url := superseding.PayloadURL(claim.Task.Payload); url != "" && w.cfg.SupersedingEnabled() {
 		// An immediate shutdown during the superseding step cancels it, so
 		// held claims are released at once (docs/contract/worker.md §6.2 row 14c).
 		superCtx, cancelSuper := context.WithCancel(context.Background())
@@ -383,14 +385,15 @@ func (w *Worker) runClaim(tc tcclient.TaskClaim, slot int) Outcome {
 			case <-superCtx.Done():
 			}
 		}()
-		res, err := w.SupersedeFunc(superCtx, SupersedeRequest{Initial: claim, SupersederURL: url, Worker: w})
+		res, err := w.supersede(superCtx, w.SupersedingRequest(claim, url))
 		cancelSuper()
 		if err != nil {
 			r.preLog = append(r.preLog, logLine{warn: true, text: fmt.Sprintf("superseding skipped: %v", err)})
 		} else {
-			if res.Primary != nil && res.Primary != claim {
-				r.claim = res.Primary
-				r.logger = w.logger.With("taskId", res.Primary.TaskID, "runId", res.Primary.RunID)
+			// The step's claims are the worker's own (supersedingHost).
+			if primary, ok := res.Primary.(*Claim); ok && primary != claim {
+				r.claim = primary
+				r.logger = w.logger.With("taskId", primary.TaskID, "runId", primary.RunID)
 			}
 			r.secondaries = res.Secondaries
 			for _, l := range res.LogLines {
