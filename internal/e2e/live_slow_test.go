@@ -34,42 +34,44 @@ func TestLiveSlowStreamIsDropped(t *testing.T) {
 	defer cancel()
 
 	slow := openSlowStream(ctx, t, srv.RootURL)
-	sentinel := tcclient.NewTaskID()
-	keepsUp := openStream(ctx, t, srv.RootURL, "taskId="+sentinel)
+	keepsUp := openStream(ctx, t, srv.RootURL, "taskQueueId=live/slow")
 
-	// Events carry the task's tags: 64 tags of 4,000 characters make each
-	// event 256 KB, and 80 tasks 40 MB of events, well over what the
-	// ring holds (16 MiB) and what the connection buffers while its
-	// reader reads nothing.
+	// Events carry the task's tags: 16 tags of 3,000 characters make each
+	// event 48 KB, and 240 tasks 23 MB of events, more than the ring
+	// holds (16 MiB of events and their encoding, 8 MB of events) and
+	// what the connection buffers (4 MB sent, 16 KB received) while the
+	// slow reader reads nothing. Tasks are created 8 at a time, each 8
+	// once the stream that reads has seen them: that one never falls
+	// behind however fast this machine creates them.
 	tags := map[string]string{}
-	for i := range 64 {
-		tags[fmt.Sprintf("tag%02d", i)] = strings.Repeat("x", 4000)
+	for i := range 16 {
+		tags[fmt.Sprintf("tag%02d", i)] = strings.Repeat("x", 3000)
 	}
-	work := make(chan struct{})
-	errs := make(chan error, 4)
-	for range 4 {
-		go func() {
-			var err error
-			for range work {
+	const batches, perBatch = 30, 8
+	for range batches {
+		ids := map[string]bool{}
+		errs := make(chan error, perBatch)
+		for range perBatch {
+			id := tcclient.NewTaskID()
+			ids[id] = true
+			go func() {
 				def := newTask("live/slow")
 				def.Tags = tags
-				if _, e := c.CreateTask(ctx, tcclient.NewTaskID(), def); e != nil && err == nil {
-					err = e
-				}
+				_, err := c.CreateTask(ctx, id, def)
+				errs <- err
+			}()
+		}
+		for range perBatch {
+			require.NoError(t, <-errs, "tasks are created while a stream reads nothing")
+		}
+		for len(ids) > 0 {
+			ev := nextExchange(t, keepsUp)
+			require.NotEmpty(t, ev.Exchange, "the stream that reads is not dropped")
+			if ev.Exchange == "task-defined" {
+				delete(ids, strings.Split(ev.RoutingKey, ".")[1])
 			}
-			errs <- err
-		}()
+		}
 	}
-	for range 80 {
-		work <- struct{}{}
-	}
-	close(work)
-	for range 4 {
-		require.NoError(t, <-errs, "tasks are created while a stream reads nothing")
-	}
-	_, err := c.CreateTask(ctx, sentinel, newTask("live/slow"))
-	require.NoError(t, err)
-	require.Equal(t, "task-defined", nextExchange(t, keepsUp).Exchange, "the stream that reads is still there")
 
 	// Now the slow reader reads: events, then the notice, then the end.
 	r := bufio.NewReaderSize(slow, 1<<20)
@@ -100,7 +102,7 @@ func TestLiveSlowStreamIsDropped(t *testing.T) {
 		}
 	}
 	require.Equal(t, "event: dropped\n", last, "the stream ends with the notice (after %d events)", events)
-	require.Less(t, events, 2*80, "it did not get every event")
+	require.Less(t, events, 2*batches*perBatch, "it did not get every event")
 }
 
 // openSlowStream opens the whole live stream over a connection with a
