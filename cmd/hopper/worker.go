@@ -61,48 +61,9 @@ worker-pool:<pool>'s config.hopperWorker), and it stops when it is removed
 from the pool (docs/worker-pools.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := worker.Config{}
-			if configFile != "" {
-				var err error
-				if cfg, err = worker.LoadConfigFile(configFile); err != nil {
-					return &cli.ExitError{Code: cli.ExitUsage, Msg: err.Error(), Err: err}
-				}
-			}
-			var member *poolmember.Member
-			if pool.workerPool != "" {
-				if cfg.RootURL == "" {
-					cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
-				}
-				if cmd.Flags().Changed("root-url") {
-					cfg.RootURL = flags.RootURL
-				}
-				var err error
-				member, cfg, err = joinPool(commandContext(cmd), pool, cfg, configFile != "", flags, cmd, newLogger(logLevel))
-				if err != nil {
-					return err
-				}
-			}
-			overlayWorkerFlags(cmd, &cfg, flags)
-			if member != nil {
-				creds := member.Credentials()
-				cfg.Credentials = worker.CredentialsConfig{ClientID: creds.ClientID, AccessToken: creds.AccessToken, Certificate: creds.Certificate}
-				cfg.TaskQueueID, cfg.ProvisionerID, cfg.WorkerType = pool.workerPool, "", ""
-			}
-			if cfg.RootURL == "" {
-				cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
-			}
-			if cfg.Docker.Host == "" {
-				cfg.Docker.Host = os.Getenv("DOCKER_HOST")
-			}
-			if cfg.Credentials.ClientID == "" {
-				cfg.Credentials.ClientID = os.Getenv("TASKCLUSTER_CLIENT_ID")
-				cfg.Credentials.AccessToken = os.Getenv("TASKCLUSTER_ACCESS_TOKEN")
-				cfg.Credentials.Certificate = os.Getenv("TASKCLUSTER_CERTIFICATE")
-			}
-			// A configuration that cannot work is a usage mistake (exit
-			// 64), told before anything starts.
-			if _, err := cfg.Normalize(); err != nil {
-				return &cli.ExitError{Code: cli.ExitUsage, Msg: err.Error() + " (see hopper worker --help)", Err: err}
+			cfg, member, err := resolveWorkerConfig(cmd, configFile, flags, pool, logLevel)
+			if err != nil {
+				return err
 			}
 			return runWorker(cfg, newLogger(logLevel), member)
 		},
@@ -138,6 +99,56 @@ from the pool (docs/worker-pools.md).`,
 	// `hopper worker list` looks at workers rather than being one.
 	cmd.AddCommand(cli.NewWorkerListCommand())
 	return cmd
+}
+
+// resolveWorkerConfig is the worker's configuration: the file's, joined
+// to its pool (which hands out credentials and config) with --worker-pool,
+// the flags set over it, the environment filling what is still missing.
+func resolveWorkerConfig(cmd *cobra.Command, configFile string, flags worker.Config, pool poolFlags, logLevel string) (worker.Config, *poolmember.Member, error) {
+	cfg := worker.Config{}
+	if configFile != "" {
+		var err error
+		if cfg, err = worker.LoadConfigFile(configFile); err != nil {
+			return worker.Config{}, nil, &cli.ExitError{Code: cli.ExitUsage, Msg: err.Error(), Err: err}
+		}
+	}
+	var member *poolmember.Member
+	if pool.workerPool != "" {
+		if cfg.RootURL == "" {
+			cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
+		}
+		if cmd.Flags().Changed("root-url") {
+			cfg.RootURL = flags.RootURL
+		}
+		var err error
+		member, cfg, err = joinPool(commandContext(cmd), pool, cfg, configFile != "", flags, cmd, newLogger(logLevel))
+		if err != nil {
+			return worker.Config{}, nil, err
+		}
+	}
+	overlayWorkerFlags(cmd, &cfg, flags)
+	if member != nil {
+		creds := member.Credentials()
+		cfg.Credentials = worker.CredentialsConfig{ClientID: creds.ClientID, AccessToken: creds.AccessToken, Certificate: creds.Certificate}
+		cfg.TaskQueueID, cfg.ProvisionerID, cfg.WorkerType = pool.workerPool, "", ""
+	}
+	if cfg.RootURL == "" {
+		cfg.RootURL = os.Getenv("TASKCLUSTER_ROOT_URL")
+	}
+	if cfg.Docker.Host == "" {
+		cfg.Docker.Host = os.Getenv("DOCKER_HOST")
+	}
+	if cfg.Credentials.ClientID == "" {
+		cfg.Credentials.ClientID = os.Getenv("TASKCLUSTER_CLIENT_ID")
+		cfg.Credentials.AccessToken = os.Getenv("TASKCLUSTER_ACCESS_TOKEN")
+		cfg.Credentials.Certificate = os.Getenv("TASKCLUSTER_CERTIFICATE")
+	}
+	// A configuration that cannot work is a usage mistake (exit
+	// 64), told before anything starts.
+	if _, err := cfg.Normalize(); err != nil {
+		return worker.Config{}, nil, &cli.ExitError{Code: cli.ExitUsage, Msg: err.Error() + " (see hopper worker --help)", Err: err}
+	}
+	return cfg, member, nil
 }
 
 // overlayWorkerFlags copies the flags the user set over the file's values.
@@ -184,8 +195,8 @@ func runWorker(cfg worker.Config, log *slog.Logger, member *poolmember.Member) e
 			w.Shutdown(true)
 		})
 	}
-	w.SupersedeFunc = superseding.NewSupersedeFunc(superseding.WorkerOptions{Logger: log})
-	superseding.AnnounceAllowList(log, w.Config().Superseding)
+	wc := w.Config()
+	superseding.AnnounceAllowList(log, wc.SupersedingEnabled(), wc.Superseding.AllowedURLPrefixes)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sigs)

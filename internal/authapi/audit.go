@@ -2,7 +2,6 @@ package authapi
 
 import (
 	"regexp"
-	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -39,7 +38,7 @@ func (h *handlers) audit(c *api.Call, action string) (*store.Audit, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &store.Audit{ClientID: res.ClientID, Action: action, At: c.Now.UTC().Truncate(time.Millisecond)}, nil
+	return &store.Audit{ClientID: res.ClientID, Action: action, At: stamp(c)}, nil
 }
 
 // auditRoutes are listAuditHistory and getEntityHistory.

@@ -178,6 +178,24 @@ func conflict(format string, args ...any) error {
 	return &api.Error{Code: api.CodeRequestConflict, Message: fmt.Sprintf(format, args...)}
 }
 
+// scopedInput is a body that grants scopes: a client's or a role's.
+type scopedInput interface{ grantedScopes() []string }
+
+func (in *clientInput) grantedScopes() []string { return in.Scopes }
+func (in *roleInput) grantedScopes() []string   { return in.Scopes }
+
+// decodeInput reads a client's or role's body, refusing scopes no client
+// or role may hold.
+func decodeInput(c *api.Call, in scopedInput) error {
+	if err := c.Decode(in); err != nil {
+		return err
+	}
+	return checkScopeSyntax(in.grantedScopes())
+}
+
+// stamp is the call's time as the store keeps it (UTC, milliseconds).
+func stamp(c *api.Call) time.Time { return c.Now.UTC().Truncate(time.Millisecond) }
+
 // checkScopeSyntax refuses scopes ending in "**", which clients and roles
 // may not hold (auth spec §3.1).
 func checkScopeSyntax(scopes []string) error {

@@ -109,31 +109,38 @@ func (h *handlers) getClient(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := h.expander(c.Context())
-	if err != nil {
-		return nil, err
-	}
+	var cl *store.Client
 	if h.IsStatic(id) {
-		return h.staticClient(c.Context(), id, e)
-	}
-	cl, err := h.Store.GetClient(c.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
+		cl, err = h.staticClient(c.Context(), id)
+	} else if cl, err = h.Store.GetClient(c.Context(), id); errors.Is(err, store.ErrNotFound) {
 		return nil, clientNotFound()
 	}
 	if err != nil {
 		return nil, err
 	}
-	return clientReply(cl, e), nil
+	return h.replyClient(c.Context(), cl, "")
+}
+
+// replyClient answers with a client, its scopes expanded by the current
+// roles, and token when the call made one (create and reset only).
+func (h *handlers) replyClient(ctx context.Context, cl *store.Client, token string) (any, error) {
+	e, err := h.expander(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := clientReply(cl, e)
+	out.AccessToken = token
+	return out, nil
 }
 
 // staticClient describes a configured client. Its token stays in memory
 // and out of the reply; its timestamps are the server's start.
-func (h *handlers) staticClient(ctx context.Context, id string, e *auth.Expander) (any, error) {
+func (h *handlers) staticClient(ctx context.Context, id string) (*store.Client, error) {
 	sc, err := h.Clients.Client(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("describing static client %s: %w", id, err)
 	}
-	return clientReply(&store.Client{
+	return &store.Client{
 		ClientID:     id,
 		Description:  "Static client configured by the operator; it cannot be changed through the API.",
 		Scopes:       sc.Scopes,
@@ -143,7 +150,7 @@ func (h *handlers) staticClient(ctx context.Context, id string, e *auth.Expander
 		LastDateUsed: h.Started,
 		LastRotated:  h.Started,
 		Disabled:     sc.Disabled,
-	}, e), nil
+	}, nil
 }
 
 func (h *handlers) createClient(c *api.Call) (any, error) {
@@ -152,13 +159,10 @@ func (h *handlers) createClient(c *api.Call) (any, error) {
 		return nil, err
 	}
 	var in clientInput
-	if err := c.Decode(&in); err != nil {
+	if err := decodeInput(c, &in); err != nil {
 		return nil, err
 	}
 	in.Scopes = nonNil(in.Scopes)
-	if err := checkScopeSyntax(in.Scopes); err != nil {
-		return nil, err
-	}
 	if err := c.Authorize(c.Route.Scopes, map[string]any{"clientId": id, "scopes": in.Scopes}); err != nil {
 		return nil, err
 	}
@@ -166,7 +170,7 @@ func (h *handlers) createClient(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := c.Now.UTC().Truncate(time.Millisecond)
+	now := stamp(c)
 	audit, err := h.audit(c, auditCreated)
 	if err != nil {
 		return nil, err
@@ -199,13 +203,7 @@ func (h *handlers) createClient(c *api.Call) (any, error) {
 	default:
 		h.Logger.Info("client created", "clientId", id, "scopes", len(in.Scopes), "expires", in.Expires.String())
 	}
-	e, err := h.expander(c.Context())
-	if err != nil {
-		return nil, err
-	}
-	out := clientReply(stored, e)
-	out.AccessToken = token
-	return out, nil
+	return h.replyClient(c.Context(), stored, token)
 }
 
 // isRetryOf reports whether a createClient body repeats the creation of
@@ -226,10 +224,7 @@ func (h *handlers) updateClient(c *api.Call) (any, error) {
 		return nil, err
 	}
 	var in clientInput
-	if err := c.Decode(&in); err != nil {
-		return nil, err
-	}
-	if err := checkScopeSyntax(in.Scopes); err != nil {
+	if err := decodeInput(c, &in); err != nil {
 		return nil, err
 	}
 	current, err := h.Store.GetClient(c.Context(), id)
@@ -244,7 +239,7 @@ func (h *handlers) updateClient(c *api.Call) (any, error) {
 	if err := c.Authorize(c.Route.Scopes, map[string]any{"clientId": id, "scopesAdded": scopesAdded(in.Scopes, current.Scopes)}); err != nil {
 		return nil, err
 	}
-	now := c.Now.UTC().Truncate(time.Millisecond)
+	now := stamp(c)
 	audit, err := h.audit(c, auditUpdated)
 	if err != nil {
 		return nil, err
@@ -271,11 +266,7 @@ func (h *handlers) updateClient(c *api.Call) (any, error) {
 		return nil, err
 	}
 	h.Logger.Info("client updated", "clientId", id, "scopes", len(updated.Scopes), "expires", in.Expires.String())
-	e, err := h.expander(c.Context())
-	if err != nil {
-		return nil, err
-	}
-	return clientReply(updated, e), nil
+	return h.replyClient(c.Context(), updated, "")
 }
 
 // scopesAdded returns the requested scopes not literally held already (a
@@ -300,7 +291,7 @@ func (h *handlers) resetAccessToken(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := c.Now.UTC().Truncate(time.Millisecond)
+	now := stamp(c)
 	updated, err := h.modifyClient(c, id, auditTokenReset, func(cl *store.Client) {
 		cl.AccessToken = sealed
 		cl.LastRotated = now
@@ -309,13 +300,7 @@ func (h *handlers) resetAccessToken(c *api.Call) (any, error) {
 		return nil, err
 	}
 	h.Logger.Info("client access token reset", "clientId", id)
-	e, err := h.expander(c.Context())
-	if err != nil {
-		return nil, err
-	}
-	out := clientReply(updated, e)
-	out.AccessToken = token
-	return out, nil
+	return h.replyClient(c.Context(), updated, token)
 }
 
 func (h *handlers) enableClient(c *api.Call) (any, error) { return h.setDisabled(c, false) }
@@ -337,11 +322,7 @@ func (h *handlers) setDisabled(c *api.Call, disabled bool) (any, error) {
 		return nil, err
 	}
 	h.Logger.Info("client access changed", "clientId", id, "disabled", disabled)
-	e, err := h.expander(c.Context())
-	if err != nil {
-		return nil, err
-	}
-	return clientReply(updated, e), nil
+	return h.replyClient(c.Context(), updated, "")
 }
 
 // modifyClient applies fn to a stored client, answering 404 if it does

@@ -3,56 +3,33 @@ package authapi_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/apitest"
 	"github.com/hopper-ci/hopper/internal/auth"
-	"github.com/hopper-ci/hopper/internal/authapi"
+	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/hawk"
-	"github.com/hopper-ci/hopper/internal/queueapi"
-	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
-	"github.com/hopper-ci/hopper/internal/store/sqlite"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // rootToken is the root client's access token in these tests.
-const rootToken = "authapi-test-root-token-0123456789abcdef"
-
-// logBuffer collects the server's log output.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+const rootToken = apitest.RootToken
 
 // bundle is one API server (queue plus auth routes) over a fresh SQLite
 // store with production security, served by httptest.
 type bundle struct {
+	api *apitest.Server
 	url string
 	// clock is the wall clock plus an offset the test moves. Requests
 	// signed by tcclient use the wall clock, so they stay valid while the
@@ -61,62 +38,28 @@ type bundle struct {
 	clock  *testclock.Shifted
 	store  store.Store
 	sealer *auth.Sealer
-	logs   *logBuffer
+	logs   *e2e.SyncBuffer
 	// root calls the API as the static root client.
 	root *tcclient.Client
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, t.TempDir()+"/hopper.db")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	var key [32]byte
-	_, err = rand.Read(key[:])
-	require.NoError(t, err)
 	clock := &testclock.Shifted{}
-	logs := &logBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	sec, err := server.NewSecurity(ctx, db, rootToken, key, clock, log)
-	require.NoError(t, err)
-
-	var handler http.Handler
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
-	t.Cleanup(hs.Close)
-	queueSrv, err := queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: hs.URL, Version: "test"}, Store: db, Issuer: sec.Issuer, Clock: clock, Logger: log})
-	require.NoError(t, err)
-	srv, err := api.New(api.Options{Clock: clock, Authorizer: sec.Authorizer, Logger: log,
-		Routes: append(queueSrv.Routes(), authapi.Routes(authapi.Deps{
-			Store: db, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
-			Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log,
-		})...),
-	})
-	require.NoError(t, err)
-	handler = srv.Handler()
-	return &bundle{
-		url: hs.URL, clock: clock, store: db, sealer: sec.Sealer, logs: logs,
-		root: clientFor(hs.URL, server.RootClientID, rootToken),
-	}
-}
-
-// clientFor returns a tcclient without retries (failures are the point of
-// many tests).
-func clientFor(rootURL, clientID, token string) *tcclient.Client {
-	c := &tcclient.Client{RootURL: rootURL, MaxRetries: -1}
-	if clientID != "" {
-		c.Credentials = &tcclient.Credentials{ClientID: clientID, AccessToken: token}
-	}
-	return c
+	logs := &e2e.SyncBuffer{}
+	srv := apitest.Start(t, apitest.Options{Clock: clock,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Routes: (*apitest.Server).AuthRoutes})
+	return &bundle{api: srv, url: srv.URL, clock: clock, store: srv.Store, sealer: srv.Security.Sealer, logs: logs, root: srv.Root}
 }
 
 // as returns a client of the bundle's server with the given credentials.
 func (b *bundle) as(clientID, token string) *tcclient.Client {
-	return clientFor(b.url, clientID, token)
+	return b.api.Client(clientID, token)
 }
 
 // anonymous returns a client without credentials.
-func (b *bundle) anonymous() *tcclient.Client { return clientFor(b.url, "", "") }
+func (b *bundle) anonymous() *tcclient.Client { return b.api.Client("", "") }
 
 // newClient has root create a client with scopes and returns it with its
 // token.

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
@@ -184,19 +183,16 @@ func (h *handlers) createRole(c *api.Call) (any, error) {
 		return nil, err
 	}
 	var in roleInput
-	if err := c.Decode(&in); err != nil {
+	if err := decodeInput(c, &in); err != nil {
 		return nil, err
 	}
 	in.Scopes = nonNil(in.Scopes)
-	if err := checkScopeSyntax(in.Scopes); err != nil {
-		return nil, err
-	}
 	if err := c.Authorize(c.Route.Scopes, map[string]any{"roleId": id, "scopes": in.Scopes}); err != nil {
 		return nil, err
 	}
 	scopes := slices.Clone(in.Scopes)
 	auth.SortScopes(scopes)
-	now := c.Now.UTC().Truncate(time.Millisecond)
+	now := stamp(c)
 	// PutRole names the action (created or updated) by what it finds.
 	audit, err := h.audit(c, "")
 	if err != nil {
@@ -225,11 +221,16 @@ func (h *handlers) createRole(c *api.Call) (any, error) {
 	default:
 		h.Logger.Info("role created", "roleId", id, "scopes", len(scopes))
 	}
-	e, err := h.expander(c.Context())
+	return h.replyRole(c.Context(), role)
+}
+
+// replyRole answers with a role as the current roles expand it.
+func (h *handlers) replyRole(ctx context.Context, r *store.Role) (any, error) {
+	e, err := h.expander(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return roleReply(role, e), nil
+	return roleReply(r, e), nil
 }
 
 // validateWith checks the role set that results from storing role (a new
@@ -265,13 +266,10 @@ func (h *handlers) updateRole(c *api.Call) (any, error) {
 		return nil, err
 	}
 	var in roleInput
-	if err := c.Decode(&in); err != nil {
+	if err := decodeInput(c, &in); err != nil {
 		return nil, err
 	}
 	in.Scopes = nonNil(in.Scopes)
-	if err := checkScopeSyntax(in.Scopes); err != nil {
-		return nil, err
-	}
 	roles, e, err := h.loadRoles(c.Context())
 	if err != nil {
 		return nil, err
@@ -286,7 +284,7 @@ func (h *handlers) updateRole(c *api.Call) (any, error) {
 	if err := c.Authorize(c.Route.Scopes, map[string]any{"roleId": id, "scopesAdded": roleScopesAdded(e, roles[i].Scopes, in.Scopes)}); err != nil {
 		return nil, err
 	}
-	now := c.Now.UTC().Truncate(time.Millisecond)
+	now := stamp(c)
 	// PutRole names the action (created or updated) by what it finds.
 	audit, err := h.audit(c, "")
 	if err != nil {
@@ -316,10 +314,7 @@ func (h *handlers) updateRole(c *api.Call) (any, error) {
 		return nil, err
 	}
 	h.Logger.Info("role updated", "roleId", id, "scopes", len(in.Scopes))
-	if e, err = h.expander(c.Context()); err != nil {
-		return nil, err
-	}
-	return roleReply(role, e), nil
+	return h.replyRole(c.Context(), role)
 }
 
 // currentExpander builds an expander from the roles as they are now in

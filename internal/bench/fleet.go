@@ -65,143 +65,37 @@ func RunFleet(ctx context.Context, opts Options) (FleetResult, error) {
 	}
 	tq := opts.taskQueue("fl")
 	opts.Logf("fleet: %d workers long-polling %s", opts.Fleet, tq)
-	// Each idle worker holds a connection of its own, as separate machines
-	// would.
-	transport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: opts.Fleet + 64, IdleConnTimeout: 5 * time.Minute,
-		ReadBufferSize: 1024, WriteBufferSize: 1024}
-	defer transport.CloseIdleConnections()
-	fc := &tcclient.Client{RootURL: opts.RootURL, Credentials: opts.Credentials, MaxRetries: -1,
-		HTTPClient: &http.Client{Transport: transport}}
-	fleetCtx, stopFleet := context.WithCancelCause(ctx)
-	defer stopFleet(nil)
-	var (
-		wg      sync.WaitGroup
-		sent    atomic.Int64
-		woken   = make([]fleetWorker, opts.Fleet)
-		gotTask atomic.Int64
-		allGot  = make(chan struct{})
-		// Connections are opened a few hundred at a time: ten thousand
-		// at once overflow the server's accept backlog.
-		opening = make(chan struct{}, 256)
-	)
-	for i := range opts.Fleet {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := &tcclient.ClaimWorkRequest{WorkerGroup: opts.WorkerGroup, WorkerID: fmt.Sprintf("fl-%d", i), Tasks: 1}
-			first := true
-			for fleetCtx.Err() == nil {
-				callCtx := fleetCtx
-				if first {
-					select {
-					case opening <- struct{}{}:
-					case <-fleetCtx.Done():
-						return
-					}
-					var once sync.Once
-					release := func() { once.Do(func() { <-opening; sent.Add(1) }) }
-					defer release()
-					callCtx = httptrace.WithClientTrace(fleetCtx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { release() }})
-					first = false
-				}
-				claims, err := claimWorkThin(callCtx, fc, tq, req)
-				if err != nil {
-					if fleetCtx.Err() == nil {
-						stopFleet(err)
-					}
-					return
-				}
-				if len(claims) == 0 {
-					continue // the long-poll ended: poll again
-				}
-				woken[i] = fleetWorker{taskID: claims[0].Status.TaskID, at: time.Now()}
-				if err := reportCompletedThin(fleetCtx, fc, &claims[0]); err != nil && fleetCtx.Err() == nil {
-					stopFleet(err)
-				}
-				if gotTask.Add(1) == int64(opts.Fleet) {
-					close(allGot)
-				}
-				return
-			}
-		}()
-	}
-	stop := func() error {
-		cause := context.Cause(fleetCtx)
-		stopFleet(errFinished)
-		wg.Wait()
-		if cause != nil && cause != errFinished {
-			return fmt.Errorf("fleet: %w", cause)
-		}
-		return nil
-	}
-	start := time.Now()
-	for sent.Load() < int64(opts.Fleet) && fleetCtx.Err() == nil {
-		time.Sleep(50 * time.Millisecond)
-	}
-	// Let the server take in the last requests before measuring.
-	time.Sleep(3 * time.Second)
-	res.Settle = time.Since(start)
-	if serverPID > 0 {
-		// The fleet only waits for FleetIdle: the server's CPU over that
-		// time, and its memory at the end (steady state: the garbage of
-		// the fleet's arrival has had time to be collected and returned).
-		before, _ := processCPU(serverPID)
-		res.IdleWindow = opts.FleetIdle
-		time.Sleep(res.IdleWindow)
-		after, _ := processCPU(serverPID)
-		res.IdleCPU = after - before
-		res.IdleRSS, _, _ = processRSS(serverPID)
-		res.Settle = time.Since(start)
-	}
+	f := startFleet(ctx, opts, tq)
+	defer f.transport.CloseIdleConnections()
+	defer f.cancel(nil)
+	f.settle(&res, serverPID)
 	opts.Logf("fleet: %d waiting after %s; server RSS %.0f MiB", opts.Fleet, res.Settle.Round(time.Millisecond), float64(res.IdleRSS)/(1<<20))
-	if fleetCtx.Err() != nil {
-		return res, stop()
+	if f.ctx.Err() != nil {
+		return res, f.stop()
 	}
 
 	opts.Logf("fleet: the life-cycle benchmark beside the waiting fleet")
-	beside, err := RunLifecycle(fleetCtx, opts)
+	beside, err := RunLifecycle(f.ctx, opts)
 	if err != nil {
-		_ = stop()
+		_ = f.stop()
 		return res, err
 	}
 	res.Beside = beside
 
 	opts.Logf("fleet: one task for each of the %d waiting workers", opts.Fleet)
-	created := make(map[string]time.Time, opts.Fleet)
-	var createdMu sync.Mutex
-	c := opts.client()
-	var next atomic.Int64
-	var creators sync.WaitGroup
 	createStart := time.Now()
-	for range opts.Creators {
-		creators.Go(func() {
-			for fleetCtx.Err() == nil && next.Add(1) <= int64(opts.Fleet) {
-				id := tcclient.NewTaskID()
-				if err := createTaskThin(fleetCtx, c, id, taskDefinition(tq, time.Now(), time.Hour)); err != nil {
-					if fleetCtx.Err() == nil {
-						stopFleet(err)
-					}
-					return
-				}
-				at := time.Now()
-				createdMu.Lock()
-				created[id] = at
-				createdMu.Unlock()
-			}
-		})
-	}
-	creators.Wait()
+	created := f.createTasks()
 	res.CreateElapsed = time.Since(createStart)
 	// Every worker should have its task within moments of the last
 	// creation; a minute more is ample even on a loaded machine.
 	select {
-	case <-allGot:
-	case <-fleetCtx.Done():
+	case <-f.allGot:
+	case <-f.ctx.Done():
 	case <-time.After(time.Minute):
 	}
-	err = stop()
+	err = f.stop()
 	var delays []time.Duration
-	for _, w := range woken {
+	for _, w := range f.woken {
 		if w.taskID == "" {
 			continue
 		}
@@ -223,4 +117,147 @@ func RunFleet(ctx context.Context, opts Options) (FleetResult, error) {
 	opts.Logf("fleet: the life-cycle benchmark alone")
 	res.Alone, err = RunLifecycle(ctx, opts)
 	return res, err
+}
+
+// fleet is the idle workers of RunFleet: one goroutine each, ended by
+// stop or by the first error (the cause of ctx).
+type fleet struct {
+	opts      Options
+	tq        string
+	transport *http.Transport
+	client    *tcclient.Client
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	wg        sync.WaitGroup
+	// sent counts the workers whose first claimWork is on the wire.
+	sent    atomic.Int64
+	woken   []fleetWorker
+	gotTask atomic.Int64
+	allGot  chan struct{}
+	// opening bounds the connections being opened at once: ten thousand
+	// at once overflow the server's accept backlog.
+	opening chan struct{}
+}
+
+// startFleet starts opts.Fleet workers long-polling tq.
+func startFleet(ctx context.Context, opts Options, tq string) *fleet {
+	// Each idle worker holds a connection of its own, as separate machines
+	// would.
+	transport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: opts.Fleet + 64, IdleConnTimeout: 5 * time.Minute,
+		ReadBufferSize: 1024, WriteBufferSize: 1024}
+	f := &fleet{opts: opts, tq: tq, transport: transport,
+		client: &tcclient.Client{RootURL: opts.RootURL, Credentials: opts.Credentials, MaxRetries: -1,
+			HTTPClient: &http.Client{Transport: transport}},
+		woken: make([]fleetWorker, opts.Fleet), allGot: make(chan struct{}), opening: make(chan struct{}, 256)}
+	f.ctx, f.cancel = context.WithCancelCause(ctx)
+	for i := range opts.Fleet {
+		f.wg.Go(func() { f.work(i) })
+	}
+	return f
+}
+
+// work is worker i: it long-polls until it gets a task, reports it
+// completed and ends.
+func (f *fleet) work(i int) {
+	req := &tcclient.ClaimWorkRequest{WorkerGroup: f.opts.WorkerGroup, WorkerID: fmt.Sprintf("fl-%d", i), Tasks: 1}
+	first := true
+	for f.ctx.Err() == nil {
+		callCtx := f.ctx
+		if first {
+			select {
+			case f.opening <- struct{}{}:
+			case <-f.ctx.Done():
+				return
+			}
+			var once sync.Once
+			release := func() { once.Do(func() { <-f.opening; f.sent.Add(1) }) }
+			defer release()
+			callCtx = httptrace.WithClientTrace(f.ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { release() }})
+			first = false
+		}
+		claims, err := claimWorkThin(callCtx, f.client, f.tq, req)
+		if err != nil {
+			if f.ctx.Err() == nil {
+				f.cancel(err)
+			}
+			return
+		}
+		if len(claims) == 0 {
+			continue // the long-poll ended: poll again
+		}
+		f.woken[i] = fleetWorker{taskID: claims[0].Status.TaskID, at: time.Now()}
+		if err := reportCompletedThin(f.ctx, f.client, &claims[0]); err != nil && f.ctx.Err() == nil {
+			f.cancel(err)
+		}
+		if f.gotTask.Add(1) == int64(f.opts.Fleet) {
+			close(f.allGot)
+		}
+		return
+	}
+}
+
+// stop ends the workers and returns the error that ended them early, if
+// any.
+func (f *fleet) stop() error {
+	cause := context.Cause(f.ctx)
+	f.cancel(errFinished)
+	f.wg.Wait()
+	if cause != nil && cause != errFinished {
+		return fmt.Errorf("fleet: %w", cause)
+	}
+	return nil
+}
+
+// settle waits until every worker's first claimWork is sent, and a little
+// more for the server to take the last ones in; then, when the server is
+// a process here, it reads its CPU over the idle window and its memory.
+func (f *fleet) settle(res *FleetResult, serverPID int) {
+	start := time.Now()
+	for f.sent.Load() < int64(f.opts.Fleet) && f.ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Let the server take in the last requests before measuring.
+	time.Sleep(3 * time.Second)
+	res.Settle = time.Since(start)
+	if serverPID > 0 {
+		// The fleet only waits for FleetIdle: the server's CPU over that
+		// time, and its memory at the end (steady state: the garbage of
+		// the fleet's arrival has had time to be collected and returned).
+		before, _ := processCPU(serverPID)
+		res.IdleWindow = f.opts.FleetIdle
+		time.Sleep(res.IdleWindow)
+		after, _ := processCPU(serverPID)
+		res.IdleCPU = after - before
+		res.IdleRSS, _, _ = processRSS(serverPID)
+		res.Settle = time.Since(start)
+	}
+}
+
+// createTasks makes one task per worker with opts.Creators creators and
+// returns when each was created (its createTask reply).
+func (f *fleet) createTasks() map[string]time.Time {
+	created := make(map[string]time.Time, f.opts.Fleet)
+	var createdMu sync.Mutex
+	c := f.opts.client()
+	var next atomic.Int64
+	var creators sync.WaitGroup
+	for range f.opts.Creators {
+		creators.Go(func() {
+			for f.ctx.Err() == nil && next.Add(1) <= int64(f.opts.Fleet) {
+				id := tcclient.NewTaskID()
+				if err := createTaskThin(f.ctx, c, id, taskDefinition(f.tq, time.Now(), time.Hour)); err != nil {
+					if f.ctx.Err() == nil {
+						f.cancel(err)
+					}
+					return
+				}
+				at := time.Now()
+				createdMu.Lock()
+				created[id] = at
+				createdMu.Unlock()
+			}
+		})
+	}
+	creators.Wait()
+	return created
 }

@@ -48,6 +48,13 @@ type InProcessOptions struct {
 	ServerCommand []string
 }
 
+// prefillStore is the store as Prefill uses it: it creates tasks and
+// closes the handle when the server stops.
+type prefillStore interface {
+	CreateTask(ctx context.Context, p store.CreateTaskParams) (*store.Result, error)
+	Close() error
+}
+
 // InProcess is a hopper queue server running inside this process on a free
 // loopback port, with a generated root token and a throw-away data
 // directory (and database).
@@ -59,7 +66,7 @@ type InProcess struct {
 	// Kind is "sqlite" or "postgres".
 	Kind string
 
-	store        store.Store // a second handle on the server's database, for Prefill
+	store        prefillStore // a second handle on the server's database, for Prefill
 	concurrency  int
 	cancel       context.CancelFunc
 	done         chan error
@@ -156,10 +163,11 @@ func StartInProcess(ctx context.Context, opts InProcessOptions) (_ *InProcess, e
 	}
 	// The server has migrated the database; a second handle on it lets
 	// Prefill skip HTTP.
-	p.store, err = server.OpenStore(ctx, spec, dataDir, opts.Logger, server.StoreOptions{Batches: opts.DBBatches})
+	st, err := server.OpenStore(ctx, spec, dataDir, opts.Logger, server.StoreOptions{Batches: opts.DBBatches})
 	if err != nil {
 		return nil, fmt.Errorf("opening the store for pre-filling: %w", err)
 	}
+	p.store = st
 	return p, nil
 }
 

@@ -56,86 +56,23 @@ func RunLifecycle(ctx context.Context, opts Options) (LifecycleResult, error) {
 	res := LifecycleResult{Tasks: opts.Tasks, Creators: opts.Creators, Workers: opts.Workers, ClaimBatch: opts.ClaimBatch}
 	tq := opts.taskQueue("lc")
 	opts.Logf("life-cycle: %d tasks, %d creators, %d workers (batch %d) on %s", opts.Tasks, opts.Creators, opts.Workers, opts.ClaimBatch, tq)
-	c := opts.client()
-
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var (
-		next, completed atomic.Int64
-		claimCalls      atomic.Int64
-		allDone         = make(chan struct{})
-		doneOnce        sync.Once
-		wg, creators    sync.WaitGroup
-		createsDone     time.Time
-		createsMu       sync.Mutex
-	)
-	fail := func(err error) { cancel(err) }
+	l := &lifecycle{opts: opts, tq: tq, client: opts.client(), allDone: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancelCause(ctx)
+	defer l.cancel(nil)
+	var workers, creators sync.WaitGroup
 
 	ticks, ticksOK := readCPUTicks()
 	cpu := markCPU(opts.Processes)
 	start := time.Now()
 	for w := range opts.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := &tcclient.ClaimWorkRequest{WorkerGroup: opts.WorkerGroup, WorkerID: fmt.Sprintf("lc-%d", w), Tasks: opts.ClaimBatch}
-			for ctx.Err() == nil {
-				claims, err := claimWorkThin(ctx, c, tq, req)
-				if err != nil {
-					if ctx.Err() == nil {
-						fail(err)
-					}
-					return
-				}
-				if len(claims) > 0 {
-					claimCalls.Add(1)
-				}
-				// The worker runs the tasks it claimed side by side, as one
-				// with that capacity does, and reports each as it ends.
-				var reports sync.WaitGroup
-				for i := range claims {
-					reports.Go(func() {
-						if err := reportCompletedThin(ctx, c, &claims[i]); err != nil {
-							if ctx.Err() == nil {
-								fail(err)
-							}
-							return
-						}
-						if completed.Add(1) == int64(opts.Tasks) {
-							doneOnce.Do(func() { close(allDone) })
-						}
-					})
-				}
-				reports.Wait()
-			}
-		}()
+		workers.Go(func() { l.work(w) })
 	}
 	for range opts.Creators {
-		creators.Add(1)
-		go func() {
-			defer creators.Done()
-			for ctx.Err() == nil {
-				if next.Add(1) > int64(opts.Tasks) {
-					break
-				}
-				id := tcclient.NewTaskID()
-				if err := createTaskThin(ctx, c, id, taskDefinition(tq, time.Now(), time.Hour)); err != nil {
-					if ctx.Err() == nil {
-						fail(err)
-					}
-					return
-				}
-			}
-			createsMu.Lock()
-			if now := time.Now(); now.After(createsDone) {
-				createsDone = now
-			}
-			createsMu.Unlock()
-		}()
+		creators.Go(l.create)
 	}
 	select {
-	case <-allDone:
-	case <-ctx.Done():
+	case <-l.allDone:
+	case <-l.ctx.Done():
 	}
 	creators.Wait()
 	res.Elapsed = time.Since(start)
@@ -143,16 +80,91 @@ func RunLifecycle(ctx context.Context, opts Options) (LifecycleResult, error) {
 	res.CPU = cpu.since(opts.Processes)
 	// Workers still long-polling an empty queue are released by the
 	// cancellation.
-	cause := context.Cause(ctx)
-	cancel(errFinished)
-	wg.Wait()
+	cause := context.Cause(l.ctx)
+	l.cancel(errFinished)
+	workers.Wait()
 	if cause != nil && !errors.Is(cause, errFinished) {
 		return res, fmt.Errorf("life-cycle benchmark: %w", cause)
 	}
-	res.CreateElapsed = createsDone.Sub(start)
-	res.ClaimCalls = claimCalls.Load()
+	res.CreateElapsed = l.createsDone.Sub(start)
+	res.ClaimCalls = l.claimCalls.Load()
 	opts.Logf("life-cycle: %d tasks in %s: %.0f tasks/s", res.Tasks, res.Elapsed.Round(time.Millisecond), res.TasksPerSecond())
 	return res, nil
+}
+
+// lifecycle is one run of RunLifecycle: its creators and workers, ended by
+// the first error (the cause of ctx) or once every task is done.
+type lifecycle struct {
+	opts   Options
+	tq     string
+	client *tcclient.Client
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// next numbers the tasks to create; completed counts those reported.
+	next, completed atomic.Int64
+	// claimCalls counts the claimWork calls that returned a task.
+	claimCalls atomic.Int64
+	allDone    chan struct{}
+	doneOnce   sync.Once
+	// createsDone is when the last creator finished.
+	createsMu   sync.Mutex
+	createsDone time.Time
+}
+
+// work is worker w: it claims up to ClaimBatch tasks at a time and reports
+// them completed, until the run ends.
+func (l *lifecycle) work(w int) {
+	req := &tcclient.ClaimWorkRequest{WorkerGroup: l.opts.WorkerGroup, WorkerID: fmt.Sprintf("lc-%d", w), Tasks: l.opts.ClaimBatch}
+	for l.ctx.Err() == nil {
+		claims, err := claimWorkThin(l.ctx, l.client, l.tq, req)
+		if err != nil {
+			if l.ctx.Err() == nil {
+				l.cancel(err)
+			}
+			return
+		}
+		if len(claims) > 0 {
+			l.claimCalls.Add(1)
+		}
+		// The worker runs the tasks it claimed side by side, as one with
+		// that capacity does, and reports each as it ends.
+		var reports sync.WaitGroup
+		for i := range claims {
+			reports.Go(func() {
+				if err := reportCompletedThin(l.ctx, l.client, &claims[i]); err != nil {
+					if l.ctx.Err() == nil {
+						l.cancel(err)
+					}
+					return
+				}
+				if l.completed.Add(1) == int64(l.opts.Tasks) {
+					l.doneOnce.Do(func() { close(l.allDone) })
+				}
+			})
+		}
+		reports.Wait()
+	}
+}
+
+// create is one creator: it creates tasks until all are made.
+func (l *lifecycle) create() {
+	for l.ctx.Err() == nil {
+		if l.next.Add(1) > int64(l.opts.Tasks) {
+			break
+		}
+		id := tcclient.NewTaskID()
+		if err := createTaskThin(l.ctx, l.client, id, taskDefinition(l.tq, time.Now(), time.Hour)); err != nil {
+			if l.ctx.Err() == nil {
+				l.cancel(err)
+			}
+			return
+		}
+	}
+	l.createsMu.Lock()
+	if now := time.Now(); now.After(l.createsDone) {
+		l.createsDone = now
+	}
+	l.createsMu.Unlock()
 }
 
 // errFinished ends a benchmark's helpers once its work is done.

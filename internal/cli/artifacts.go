@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
@@ -45,12 +44,11 @@ func RenderArtifacts(w io.Writer, arts []tcclient.Artifact) error {
 		_, err := fmt.Fprintln(w, "No artifacts.")
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTORAGE\tCONTENT TYPE\tEXPIRES")
+	t := newTable(w, "NAME", "STORAGE", "CONTENT TYPE", "EXPIRES")
 	for _, art := range arts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", art.Name, art.StorageType, art.ContentType, art.Expires.String())
+		t.row(art.Name, art.StorageType, art.ContentType, art.Expires.String())
 	}
-	if err := tw.Flush(); err != nil {
+	if err := t.flush(); err != nil {
 		return fmt.Errorf("writing artifacts: %w", err)
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -104,42 +103,51 @@ func printAuthJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// printReply prints an API reply: as its JSON with --json (asJSON), else
+// as text writes it.
+func printReply(cmd *cobra.Command, asJSON bool, v any, text func(io.Writer) error) error {
+	if asJSON {
+		return printAuthJSON(cmd.OutOrStdout(), v)
+	}
+	return text(cmd.OutOrStdout())
+}
+
 // printAuthClient prints a client for humans; a token (only present right
 // after create or reset) is printed with a reminder that it is shown once.
 func printAuthClient(w io.Writer, c *tcclient.AuthClient) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "clientId:\t%s\n", c.ClientID)
+	t := newTable(w)
+	t.row("clientId:", c.ClientID)
 	if c.AccessToken != "" {
-		fmt.Fprintf(tw, "accessToken:\t%s\t(shown only now: store it safely)\n", c.AccessToken)
+		t.row("accessToken:", c.AccessToken, "(shown only now: store it safely)")
 	}
 	state := "enabled"
 	if c.Disabled {
 		state = "disabled"
 	}
-	fmt.Fprintf(tw, "state:\t%s\n", state)
-	fmt.Fprintf(tw, "description:\t%s\n", flattenText(c.Description))
-	fmt.Fprintf(tw, "expires:\t%s\n", c.Expires)
-	fmt.Fprintf(tw, "created:\t%s\n", c.Created)
-	fmt.Fprintf(tw, "lastRotated:\t%s\n", c.LastRotated)
+	t.row("state:", state)
+	t.row("description:", flattenText(c.Description))
+	t.row("expires:", c.Expires)
+	t.row("created:", c.Created)
+	t.row("lastRotated:", c.LastRotated)
 	if c.DeleteOnExpiration {
-		fmt.Fprintf(tw, "deleteOnExpiration:\ttrue\n")
+		t.row("deleteOnExpiration:", "true")
 	}
-	printScopeLines(tw, "scopes", c.Scopes)
-	printScopeLines(tw, "expandedScopes", c.ExpandedScopes)
-	return tw.Flush()
+	scopeRows(t, "scopes", c.Scopes)
+	scopeRows(t, "expandedScopes", c.ExpandedScopes)
+	return t.flush()
 }
 
-// printScopeLines prints one scope per line under a label.
-func printScopeLines(w io.Writer, label string, scopes []string) {
+// scopeRows adds one scope a row under a label.
+func scopeRows(t *table, label string, scopes []string) {
 	if len(scopes) == 0 {
-		fmt.Fprintf(w, "%s:\t(none)\n", label)
+		t.row(label+":", "(none)")
 		return
 	}
 	for i, s := range scopes {
 		if i == 0 {
-			fmt.Fprintf(w, "%s:\t%s\n", label, s)
+			t.row(label+":", s)
 		} else {
-			fmt.Fprintf(w, "\t%s\n", s)
+			t.row("", s)
 		}
 	}
 }
@@ -157,7 +165,33 @@ func NewClientCommand() *cobra.Command {
 	}
 	var asJSON bool
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the API's JSON reply instead of text")
+	show := clientActionCommand(&asJSON, "show", "Show a client and its expanded scopes", "getting client",
+		func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error) {
+			return c.GetClient(cmd.Context(), id)
+		})
+	reset := clientActionCommand(&asJSON, "reset-token", "Give a client a new access token (the old one stops working) and print it", "resetting the access token of client",
+		func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error) {
+			return c.ResetAccessToken(cmd.Context(), id)
+		})
+	disable := clientActionCommand(&asJSON, "disable", "Disable a client: its credentials stop working until it is enabled", "disabling client",
+		func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error) {
+			return c.DisableClient(cmd.Context(), id)
+		})
+	enable := clientActionCommand(&asJSON, "enable", "Enable a disabled client", "enabling client",
+		func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error) {
+			return c.EnableClient(cmd.Context(), id)
+		})
 
+	del := deleteCommand("client", "clientId", &asJSON, func(c *tcclient.Client, cmd *cobra.Command, id string) error {
+		return c.DeleteClient(cmd.Context(), id)
+	})
+	cmd.AddCommand(clientCreateCommand(&asJSON), clientListCommand(&asJSON), show, del, reset, disable, enable)
+	return cmd
+}
+
+// clientCreateCommand is `hopper client create`: prints the access token,
+// shown only once.
+func clientCreateCommand(asJSON *bool) *cobra.Command {
 	var (
 		scopes             []string
 		description        string
@@ -186,7 +220,7 @@ func NewClientCommand() *cobra.Command {
 			if err != nil {
 				return authCLIError("creating client "+args[0], err)
 			}
-			if asJSON {
+			if *asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), created)
 			}
 			return printAuthClient(cmd.OutOrStdout(), created)
@@ -197,7 +231,11 @@ func NewClientCommand() *cobra.Command {
 	create.Flags().StringVar(&expires, "expires", "1y", "expiry: RFC 3339 date-time or a duration from now (90d, 1y, 36h)")
 	create.Flags().BoolVar(&deleteOnExpiration, "delete-on-expiration", false, "let the server delete the client once it has expired")
 	_ = create.MarkFlagRequired("description")
+	return create
+}
 
+// clientListCommand is `hopper client list`.
+func clientListCommand(asJSON *bool) *cobra.Command {
 	var prefix string
 	list := &cobra.Command{
 		Use:   "list",
@@ -215,67 +253,46 @@ func NewClientCommand() *cobra.Command {
 			if clients == nil {
 				clients = []tcclient.AuthClient{}
 			}
-			if asJSON {
+			if *asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), clients)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "CLIENT ID\tSTATE\tEXPIRES\tSCOPES\tDESCRIPTION")
+			t := newTable(cmd.OutOrStdout(), "CLIENT ID", "STATE", "EXPIRES", "SCOPES", "DESCRIPTION")
 			for _, cl := range clients {
 				state := "enabled"
 				if cl.Disabled {
 					state = "disabled"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", cl.ClientID, state, cl.Expires, len(cl.Scopes), truncateCell(flattenText(cl.Description), 60))
+				t.row(cl.ClientID, state, cl.Expires, len(cl.Scopes), truncateCell(flattenText(cl.Description), 60))
 			}
-			return tw.Flush()
+			return t.flush()
 		},
 	}
 	list.Flags().StringVar(&prefix, "prefix", "", "only clients whose id starts with this")
+	return list
+}
 
-	// One-argument commands that print the client they act on.
-	clientAction := func(use, short, doing string, call func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error)) *cobra.Command {
-		return &cobra.Command{
-			Use:   use + " CLIENT_ID",
-			Short: short,
-			Args:  cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := authCLIClient()
-				if err != nil {
-					return err
-				}
-				cl, err := call(c, cmd, args[0])
-				if err != nil {
-					return authCLIError(doing+" "+args[0], err)
-				}
-				if asJSON {
-					return printAuthJSON(cmd.OutOrStdout(), cl)
-				}
-				return printAuthClient(cmd.OutOrStdout(), cl)
-			},
-		}
+// clientActionCommand is a one-argument `hopper client` command (use) that
+// prints the client call acts on.
+func clientActionCommand(asJSON *bool, use, short, doing string, call func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " CLIENT_ID",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			cl, err := call(c, cmd, args[0])
+			if err != nil {
+				return authCLIError(doing+" "+args[0], err)
+			}
+			if *asJSON {
+				return printAuthJSON(cmd.OutOrStdout(), cl)
+			}
+			return printAuthClient(cmd.OutOrStdout(), cl)
+		},
 	}
-	show := clientAction("show", "Show a client and its expanded scopes", "getting client",
-		func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error) {
-			return c.GetClient(cmd.Context(), id)
-		})
-	reset := clientAction("reset-token", "Give a client a new access token (the old one stops working) and print it", "resetting the access token of client",
-		func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error) {
-			return c.ResetAccessToken(cmd.Context(), id)
-		})
-	disable := clientAction("disable", "Disable a client: its credentials stop working until it is enabled", "disabling client",
-		func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error) {
-			return c.DisableClient(cmd.Context(), id)
-		})
-	enable := clientAction("enable", "Enable a disabled client", "enabling client",
-		func(c *tcclient.Client, cmd *cobra.Command, id string) (*tcclient.AuthClient, error) {
-			return c.EnableClient(cmd.Context(), id)
-		})
-
-	del := deleteCommand("client", "clientId", &asJSON, func(c *tcclient.Client, cmd *cobra.Command, id string) error {
-		return c.DeleteClient(cmd.Context(), id)
-	})
-	cmd.AddCommand(create, list, show, del, reset, disable, enable)
-	return cmd
 }
 
 // truncateCell shortens s to at most n runes, marking the cut.

@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -12,14 +10,14 @@ import (
 
 // printAuthRole prints a role for humans.
 func printAuthRole(w io.Writer, r *tcclient.Role) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "roleId:\t%s\n", r.RoleID)
-	fmt.Fprintf(tw, "description:\t%s\n", flattenText(r.Description))
-	fmt.Fprintf(tw, "created:\t%s\n", r.Created)
-	fmt.Fprintf(tw, "lastModified:\t%s\n", r.LastModified)
-	printScopeLines(tw, "scopes", r.Scopes)
-	printScopeLines(tw, "expandedScopes", r.ExpandedScopes)
-	return tw.Flush()
+	t := newTable(w)
+	t.row("roleId:", r.RoleID)
+	t.row("description:", flattenText(r.Description))
+	t.row("created:", r.Created)
+	t.row("lastModified:", r.LastModified)
+	scopeRows(t, "scopes", r.Scopes)
+	scopeRows(t, "expandedScopes", r.ExpandedScopes)
+	return t.flush()
 }
 
 // NewRoleCommand is `hopper role`: manage roles through the Auth API.
@@ -83,12 +81,11 @@ matches a whole family, and "<..>" in its scopes receives the matched rest.
 			if asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), roles)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ROLE ID\tSCOPES\tDESCRIPTION")
+			t := newTable(cmd.OutOrStdout(), "ROLE ID", "SCOPES", "DESCRIPTION")
 			for _, r := range roles {
-				fmt.Fprintf(tw, "%s\t%d\t%s\n", r.RoleID, len(r.Scopes), truncateCell(flattenText(r.Description), 60))
+				t.row(r.RoleID, len(r.Scopes), truncateCell(flattenText(r.Description), 60))
 			}
-			return tw.Flush()
+			return t.flush()
 		},
 	}
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -55,12 +54,11 @@ name created before the request, before their next use.
 			if err != nil {
 				return authCLIError("listing purge requests of "+args[0], err)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "CACHE\tBEFORE")
+			t := newTable(cmd.OutOrStdout(), "CACHE", "BEFORE")
 			for _, r := range reqs {
-				fmt.Fprintf(tw, "%s\t%s\n", r.CacheName, r.Before)
+				t.row(r.CacheName, r.Before)
 			}
-			return tw.Flush()
+			return t.flush()
 		},
 	}
 	requests.Flags().DurationVar(&since, "since", 0, "only requests made in this last period (e.g. 1h); default all")

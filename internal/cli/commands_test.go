@@ -160,9 +160,7 @@ func TestStatusCancelRerun(t *testing.T) {
 
 	run := func(args ...string) string {
 		t.Helper()
-		h.stdout.mu.Lock()
-		h.stdout.buf.Reset()
-		h.stdout.mu.Unlock()
+		h.stdout.Reset()
 		require.NoError(t, h.exec(ctx, args...))
 		return h.stdout.String()
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,9 +25,7 @@ func NewGithubCommand() *cobra.Command {
 		Short: "Debug a repository's .taskcluster.yml before pushing it",
 		Args:  cobra.NoArgs,
 	}
-	var (
-		file, event, action, overridesFile, delivery, org, repo, host, now string
-	)
+	var o githubRenderOptions
 	render := &cobra.Command{
 		Use:   "render [-f .taskcluster.yml] (--event TYPE [--action A] [--overrides FILE] | --delivery HOST/ID)",
 		Short: "Render a .taskcluster.yml against an event and show the tasks, the role's scopes and any error",
@@ -41,87 +40,114 @@ func NewGithubCommand() *cobra.Command {
 			"  hopper github render --event github-pull-request --action synchronize --overrides pr.json\n" +
 			"  hopper github render --delivery github.com/72d3162e-cc78-11e3-81ab-4c9367dc0958",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			at := time.Now()
-			if now != "" {
-				t, err := time.Parse(time.RFC3339Nano, now)
-				if err != nil {
-					return usagef("--now %q is not an RFC 3339 date-time", now)
-				}
-				at = t
-			}
-			text, err := readGithubFile(cmd.InOrStdin(), file)
-			if err != nil {
-				return err
-			}
-			var e *github.Event
-			tasksFor := event
-			switch {
-			case delivery != "" && event != "":
-				return usagef("--event and --delivery exclude each other")
-			case delivery != "":
-				h, id, ok := strings.Cut(delivery, "/")
-				if !ok {
-					return usagef("--delivery is <host>/<deliveryId>")
-				}
-				c, err := authCLIClient()
-				if err != nil {
-					return err
-				}
-				d, err := c.GithubDeliveryEvent(cmd.Context(), h, id)
-				if err != nil {
-					return &ExitError{Code: ExitFailed, Msg: oneLine(fmt.Sprintf("loading delivery %s: %v", delivery, err))}
-				}
-				dec, err := github.Classify(github.Delivery{Forge: d.Forge, Host: d.Host, ID: d.DeliveryID, Name: d.Event, Body: d.Body})
-				if err != nil {
-					return &ExitError{Code: ExitFailed, Msg: oneLine(err.Error())}
-				}
-				if dec.Event == nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "this delivery starts nothing: %s\n", dec.Reply)
-					return nil
-				}
-				e = dec.Event
-				tasksFor = ""
-			case event != "":
-				overrides := map[string]any{}
-				if overridesFile != "" {
-					doc, err := readJSONEDocument(cmd.InOrStdin(), overridesFile)
-					if err != nil {
-						return err
-					}
-					m, ok := doc.(map[string]any)
-					if !ok {
-						return usagef("%s: the overrides must be a mapping", overridesFile)
-					}
-					overrides = m
-				}
-				if action == "" {
-					action = map[string]string{github.TasksForPullRequest: "opened", github.TasksForPullRequestUntrusted: "opened",
-						github.TasksForRelease: "published", github.TasksForIssueComment: "created"}[event]
-				}
-				e, err = github.FakeEvent(event, action, org, repo, overrides)
-				if err != nil {
-					return usagef("%v", err)
-				}
-				e.Host = host
-			default:
-				return usagef("give --event or --delivery")
-			}
-			return renderGithub(cmd.OutOrStdout(), text, e, tasksFor, at)
-		},
+		RunE: o.run,
 	}
 	f := render.Flags()
-	f.StringVarP(&file, "file", "f", ".taskcluster.yml", "the .taskcluster.yml (\"-\" for standard input)")
-	f.StringVar(&event, "event", "", "mock an event of this tasks_for")
-	f.StringVar(&action, "action", "", "the mocked event's action (pull requests, releases, comments)")
-	f.StringVar(&overridesFile, "overrides", "", "YAML or JSON mapping merged into the mocked event")
-	f.StringVar(&delivery, "delivery", "", "render against a stored delivery: <host>/<deliveryId>")
-	f.StringVar(&org, "org", "org", "the mocked event's organization")
-	f.StringVar(&repo, "repo", "repo", "the mocked event's repository")
-	f.StringVar(&host, "host", "github.com", "the mocked event's forge host (roles are repo:<host>/…)")
-	f.StringVar(&now, "now", "", "render as if it were this RFC 3339 time (default: now)")
+	f.StringVarP(&o.file, "file", "f", ".taskcluster.yml", "the .taskcluster.yml (\"-\" for standard input)")
+	f.StringVar(&o.event, "event", "", "mock an event of this tasks_for")
+	f.StringVar(&o.action, "action", "", "the mocked event's action (pull requests, releases, comments)")
+	f.StringVar(&o.overridesFile, "overrides", "", "YAML or JSON mapping merged into the mocked event")
+	f.StringVar(&o.delivery, "delivery", "", "render against a stored delivery: <host>/<deliveryId>")
+	f.StringVar(&o.org, "org", "org", "the mocked event's organization")
+	f.StringVar(&o.repo, "repo", "repo", "the mocked event's repository")
+	f.StringVar(&o.host, "host", "github.com", "the mocked event's forge host (roles are repo:<host>/…)")
+	f.StringVar(&o.now, "now", "", "render as if it were this RFC 3339 time (default: now)")
 	cmd.AddCommand(render)
 	return cmd
+}
+
+// githubRenderOptions are the flags of `hopper github render`.
+type githubRenderOptions struct {
+	file, event, action, overridesFile, delivery, org, repo, host, now string
+}
+
+// run renders the file against the stored delivery or the mocked event.
+func (o *githubRenderOptions) run(cmd *cobra.Command, _ []string) error {
+	at := time.Now()
+	if o.now != "" {
+		t, err := time.Parse(time.RFC3339Nano, o.now)
+		if err != nil {
+			return usagef("--now %q is not an RFC 3339 date-time", o.now)
+		}
+		at = t
+	}
+	text, err := readGithubFile(cmd.InOrStdin(), o.file)
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.delivery != "" && o.event != "":
+		return usagef("--event and --delivery exclude each other")
+	case o.delivery != "":
+		e, reply, err := o.deliveryEvent(cmd.Context())
+		if err != nil {
+			return err
+		}
+		if e == nil {
+			fmt.Fprintf(cmd.OutOrStdout(), "this delivery starts nothing: %s\n", reply)
+			return nil
+		}
+		return renderGithub(cmd.OutOrStdout(), text, e, "", at)
+	case o.event != "":
+		e, err := o.mockedEvent(cmd.InOrStdin())
+		if err != nil {
+			return err
+		}
+		return renderGithub(cmd.OutOrStdout(), text, e, o.event, at)
+	default:
+		return usagef("give --event or --delivery")
+	}
+}
+
+// deliveryEvent loads the stored delivery and classifies it as the
+// service does: a nil event, with the service's reply, for a delivery
+// that starts nothing.
+func (o *githubRenderOptions) deliveryEvent(ctx context.Context) (*github.Event, string, error) {
+	h, id, ok := strings.Cut(o.delivery, "/")
+	if !ok {
+		return nil, "", usagef("--delivery is <host>/<deliveryId>")
+	}
+	c, err := authCLIClient()
+	if err != nil {
+		return nil, "", err
+	}
+	d, err := c.GithubDeliveryEvent(ctx, h, id)
+	if err != nil {
+		return nil, "", &ExitError{Code: ExitFailed, Msg: oneLine(fmt.Sprintf("loading delivery %s: %v", o.delivery, err))}
+	}
+	dec, err := github.Classify(github.Delivery{Forge: d.Forge, Host: d.Host, ID: d.DeliveryID, Name: d.Event, Body: d.Body})
+	if err != nil {
+		return nil, "", &ExitError{Code: ExitFailed, Msg: oneLine(err.Error())}
+	}
+	return dec.Event, dec.Reply, nil
+}
+
+// mockedEvent makes the event of --event, with --action (or the usual one
+// for the kind) and --overrides merged into it.
+func (o *githubRenderOptions) mockedEvent(stdin io.Reader) (*github.Event, error) {
+	overrides := map[string]any{}
+	if o.overridesFile != "" {
+		doc, err := readJSONEDocument(stdin, o.overridesFile)
+		if err != nil {
+			return nil, err
+		}
+		m, ok := doc.(map[string]any)
+		if !ok {
+			return nil, usagef("%s: the overrides must be a mapping", o.overridesFile)
+		}
+		overrides = m
+	}
+	action := o.action
+	if action == "" {
+		action = map[string]string{github.TasksForPullRequest: "opened", github.TasksForPullRequestUntrusted: "opened",
+			github.TasksForRelease: "published", github.TasksForIssueComment: "created"}[o.event]
+	}
+	e, err := github.FakeEvent(o.event, action, o.org, o.repo, overrides)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	e.Host = o.host
+	return e, nil
 }
 
 func readGithubFile(stdin io.Reader, path string) ([]byte, error) {

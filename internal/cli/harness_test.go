@@ -11,40 +11,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/tcclient/tcclienttest"
 )
-
-// syncBuffer is a goroutine-safe bytes.Buffer: commands write from their
-// goroutine while tests poll.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // harness runs `task` commands in-process against a root URL.
 type harness struct {
 	env            *Env
 	vars           map[string]string
-	stdout, stderr *syncBuffer
+	stdout, stderr *e2e.SyncBuffer
 }
 
 func newHarness(t *testing.T, rootURL string, creds *tcclient.Credentials) *harness {
 	t.Helper()
 	h := &harness{vars: map[string]string{"TASKCLUSTER_ROOT_URL": rootURL, "USER": "tester"},
-		stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+		stdout: &e2e.SyncBuffer{}, stderr: &e2e.SyncBuffer{}}
 	if creds != nil {
 		h.vars["TASKCLUSTER_CLIENT_ID"] = creds.ClientID
 		h.vars["TASKCLUSTER_ACCESS_TOKEN"] = creds.AccessToken

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -31,47 +30,49 @@ hook-id:<hookGroupId>/<hookId>.
 	}
 	var asJSON bool
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the API's JSON reply instead of text")
-	out := func(cmd *cobra.Command, v any, text func(io.Writer) error) error {
-		if asJSON {
-			return printAuthJSON(cmd.OutOrStdout(), v)
-		}
-		return text(cmd.OutOrStdout())
-	}
-
-	define := func(verb string, call func(c *tcclient.Client, ctx context.Context, group, id string, def *tcclient.Hook) (*tcclient.Hook, error)) *cobra.Command {
-		var file string
-		c := &cobra.Command{
-			Use:   verb + " HOOK_GROUP_ID HOOK_ID -f FILE",
-			Short: strings.ToUpper(verb[:1]) + verb[1:] + " a hook from a YAML or JSON file (- reads standard input)",
-			Args:  cobra.ExactArgs(2),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				def, err := readHookFile(file, cmd.InOrStdin())
-				if err != nil {
-					return err
-				}
-				c, err := authCLIClient()
-				if err != nil {
-					return err
-				}
-				hook, err := call(c, cmd.Context(), args[0], args[1], def)
-				if err != nil {
-					return authCLIError(verb+" hook "+args[0]+"/"+args[1], err)
-				}
-				return out(cmd, hook, func(w io.Writer) error { return printHook(w, hook, nil) })
-			},
-		}
-		c.Flags().StringVarP(&file, "file", "f", "", "the hook definition (YAML or JSON; - for standard input)")
-		_ = c.MarkFlagRequired("file")
-		return c
-	}
-	create := define("create", func(c *tcclient.Client, ctx context.Context, g, h string, d *tcclient.Hook) (*tcclient.Hook, error) {
+	create := hookDefineCommand(&asJSON, "create", func(c *tcclient.Client, ctx context.Context, g, h string, d *tcclient.Hook) (*tcclient.Hook, error) {
 		return c.CreateHook(ctx, g, h, d)
 	})
-	update := define("update", func(c *tcclient.Client, ctx context.Context, g, h string, d *tcclient.Hook) (*tcclient.Hook, error) {
+	update := hookDefineCommand(&asJSON, "update", func(c *tcclient.Client, ctx context.Context, g, h string, d *tcclient.Hook) (*tcclient.Hook, error) {
 		return c.UpdateHook(ctx, g, h, d)
 	})
+	cmd.AddCommand(create, update, hookShowCommand(&asJSON), hookListCommand(&asJSON), hookTriggerCommand(&asJSON),
+		hookFiresCommand(&asJSON), hookTokenCommand(&asJSON), hookRemoveCommand(&asJSON))
+	return cmd
+}
 
-	show := &cobra.Command{
+// hookDefineCommand is `hopper hook create` or `update` (verb), which
+// send the hook read from a file through call.
+func hookDefineCommand(asJSON *bool, verb string, call func(c *tcclient.Client, ctx context.Context, group, id string, def *tcclient.Hook) (*tcclient.Hook, error)) *cobra.Command {
+	var file string
+	c := &cobra.Command{
+		Use:   verb + " HOOK_GROUP_ID HOOK_ID -f FILE",
+		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a hook from a YAML or JSON file (- reads standard input)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			def, err := readHookFile(file, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			hook, err := call(c, cmd.Context(), args[0], args[1], def)
+			if err != nil {
+				return authCLIError(verb+" hook "+args[0]+"/"+args[1], err)
+			}
+			return printReply(cmd, *asJSON, hook, func(w io.Writer) error { return printHook(w, hook, nil) })
+		},
+	}
+	c.Flags().StringVarP(&file, "file", "f", "", "the hook definition (YAML or JSON; - for standard input)")
+	_ = c.MarkFlagRequired("file")
+	return c
+}
+
+// hookShowCommand is `hopper hook show`.
+func hookShowCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "show HOOK_GROUP_ID HOOK_ID",
 		Short: "Show a hook with its next due time and last fire",
 		Args:  cobra.ExactArgs(2),
@@ -88,11 +89,14 @@ hook-id:<hookGroupId>/<hookId>.
 			if err != nil {
 				return authCLIError("getting the status of hook "+args[0]+"/"+args[1], err)
 			}
-			return out(cmd, map[string]any{"hook": hook, "status": status}, func(w io.Writer) error { return printHook(w, hook, status) })
+			return printReply(cmd, *asJSON, map[string]any{"hook": hook, "status": status}, func(w io.Writer) error { return printHook(w, hook, status) })
 		},
 	}
+}
 
-	list := &cobra.Command{
+// hookListCommand is `hopper hook list`: the groups, or one group's hooks.
+func hookListCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "list [HOOK_GROUP_ID]",
 		Short: "List hook groups, or the hooks of a group with their schedules",
 		Args:  cobra.MaximumNArgs(1),
@@ -106,7 +110,7 @@ hook-id:<hookGroupId>/<hookId>.
 				if err != nil {
 					return authCLIError("listing hook groups", err)
 				}
-				return out(cmd, map[string]any{"groups": nonNilList(groups)}, func(w io.Writer) error {
+				return printReply(cmd, *asJSON, map[string]any{"groups": nonNilList(groups)}, func(w io.Writer) error {
 					for _, g := range groups {
 						fmt.Fprintln(w, g)
 					}
@@ -117,17 +121,19 @@ hook-id:<hookGroupId>/<hookId>.
 			if err != nil {
 				return authCLIError("listing the hooks of "+args[0], err)
 			}
-			return out(cmd, map[string]any{"hooks": hooks}, func(w io.Writer) error {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "HOOK ID\tSCHEDULE\tNAME")
+			return printReply(cmd, *asJSON, map[string]any{"hooks": hooks}, func(w io.Writer) error {
+				t := newTable(w, "HOOK ID", "SCHEDULE", "NAME")
 				for _, h := range hooks {
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", h.HookID, scheduleText(h.Schedule), truncateCell(hookName(h.Metadata), 50))
+					t.row(h.HookID, scheduleText(h.Schedule), truncateCell(hookName(h.Metadata), 50))
 				}
-				return tw.Flush()
+				return t.flush()
 			})
 		},
 	}
+}
 
+// hookTriggerCommand is `hopper hook trigger`.
+func hookTriggerCommand(asJSON *bool) *cobra.Command {
 	var payloadFile string
 	trigger := &cobra.Command{
 		Use:   "trigger HOOK_GROUP_ID HOOK_ID [-p PAYLOAD]",
@@ -152,7 +158,7 @@ hook-id:<hookGroupId>/<hookId>.
 			if err != nil {
 				return authCLIError("triggering hook "+args[0]+"/"+args[1], err)
 			}
-			return out(cmd, res, func(w io.Writer) error {
+			return printReply(cmd, *asJSON, res, func(w io.Writer) error {
 				if res.TaskID == "" {
 					_, err := fmt.Fprintln(w, "the hook's template created no task (it rendered to null)")
 					return err
@@ -163,8 +169,12 @@ hook-id:<hookGroupId>/<hookId>.
 		},
 	}
 	trigger.Flags().StringVarP(&payloadFile, "payload", "p", "", `the payload: inline JSON ('{"version": 3}'), @FILE or a file name (YAML or JSON), or - for standard input`)
+	return trigger
+}
 
-	fires := &cobra.Command{
+// hookFiresCommand is `hopper hook fires`.
+func hookFiresCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "fires HOOK_GROUP_ID HOOK_ID",
 		Short: "List a hook's fires, newest first, with the state of each task",
 		Args:  cobra.ExactArgs(2),
@@ -180,23 +190,24 @@ hook-id:<hookGroupId>/<hookId>.
 			if list == nil {
 				list = []tcclient.HookFire{} // --json: [], not null
 			}
-			return out(cmd, map[string]any{"lastFires": list}, func(w io.Writer) error {
+			return printReply(cmd, *asJSON, map[string]any{"lastFires": list}, func(w io.Writer) error {
 				if len(list) == 0 {
 					_, err := fmt.Fprintf(w, "hook %s/%s has not fired yet\n", args[0], args[1])
 					return err
 				}
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "TIME\tFIRED BY\tTASK ID\tRESULT\tTASK STATE\tERROR")
+				t := newTable(w, "TIME", "FIRED BY", "TASK ID", "RESULT", "TASK STATE", "ERROR")
 				for _, f := range list {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", f.TaskCreateTime, f.FiredBy, f.TaskID, f.Result, f.TaskState,
-						truncateCell(flattenText(f.Error), 60))
+					t.row(f.TaskCreateTime, f.FiredBy, f.TaskID, f.Result, f.TaskState, truncateCell(flattenText(f.Error), 60))
 				}
-				return tw.Flush()
+				return t.flush()
 			})
 		},
 	}
+}
 
-	remove := &cobra.Command{
+// hookRemoveCommand is `hopper hook remove`.
+func hookRemoveCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "remove HOOK_GROUP_ID HOOK_ID",
 		Short: "Remove a hook and its record of fires (succeeds if it does not exist)",
 		Args:  cobra.ExactArgs(2),
@@ -209,12 +220,16 @@ hook-id:<hookGroupId>/<hookId>.
 				return authCLIError("removing hook "+args[0]+"/"+args[1], err)
 			}
 			reply := map[string]string{"hookGroupId": args[0], "hookId": args[1], "status": "removed"}
-			return out(cmd, reply, func(w io.Writer) error {
+			return printReply(cmd, *asJSON, reply, func(w io.Writer) error {
 				_, err := fmt.Fprintf(w, "removed hook %s/%s\n", args[0], args[1])
 				return err
 			})
 		},
 	}
+}
+
+// hookTokenCommand is `hopper hook token`: the hook's webhook URL.
+func hookTokenCommand(asJSON *bool) *cobra.Command {
 	var reset bool
 	token := &cobra.Command{
 		Use:   "token HOOK_GROUP_ID HOOK_ID [--reset]",
@@ -231,15 +246,14 @@ hook-id:<hookGroupId>/<hookId>.
 			}
 			webhook := c.HooksBaseURL() + "/hooks/" + tcclient.EscapePathParam(args[0]) + "/" + tcclient.EscapePathParam(args[1]) +
 				"/trigger/" + tcclient.EscapePathParam(tok.Token)
-			return out(cmd, map[string]string{"token": tok.Token, "url": webhook}, func(w io.Writer) error {
+			return printReply(cmd, *asJSON, map[string]string{"token": tok.Token, "url": webhook}, func(w io.Writer) error {
 				_, err := fmt.Fprintln(w, webhook)
 				return err
 			})
 		},
 	}
 	token.Flags().BoolVar(&reset, "reset", false, "replace the token first, so the URL handed out before stops working")
-	cmd.AddCommand(create, update, show, list, trigger, fires, token, remove)
-	return cmd
+	return token
 }
 
 // readPayloadArg reads a payload given on the command line: inline JSON
@@ -325,20 +339,20 @@ func readHookFile(path string, stdin io.Reader) (*tcclient.Hook, error) {
 
 // printHook prints a hook for humans, with its status when known.
 func printHook(w io.Writer, h *tcclient.Hook, status *tcclient.HookStatus) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "hook:\t%s/%s\n", h.HookGroupID, h.HookID)
-	fmt.Fprintf(tw, "name:\t%s\n", hookName(h.Metadata))
-	fmt.Fprintf(tw, "schedule:\t%s\n", scheduleText(h.Schedule))
+	t := newTable(w)
+	t.row("hook:", h.HookGroupID+"/"+h.HookID)
+	t.row("name:", hookName(h.Metadata))
+	t.row("schedule:", scheduleText(h.Schedule))
 	if len(h.Bindings) > 0 && string(h.Bindings) != "[]" {
-		fmt.Fprintf(tw, "bindings:\t%s\n", h.Bindings)
+		t.row("bindings:", string(h.Bindings))
 	}
 	if status != nil {
 		if status.NextScheduledDate != "" {
-			fmt.Fprintf(tw, "next fire:\t%s\n", status.NextScheduledDate)
+			t.row("next fire:", status.NextScheduledDate)
 		}
-		fmt.Fprintf(tw, "last fire:\t%s\n", lastFireText(status.LastFire))
+		t.row("last fire:", lastFireText(status.LastFire))
 	}
-	if err := tw.Flush(); err != nil {
+	if err := t.flush(); err != nil {
 		return err
 	}
 	var task bytes.Buffer

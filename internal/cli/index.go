@@ -2,10 +2,8 @@ package cli
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,13 +13,13 @@ import (
 
 // printIndexedTask prints an index entry for humans.
 func printIndexedTask(w io.Writer, e *tcclient.IndexedTask) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "namespace:\t%s\n", e.Namespace)
-	fmt.Fprintf(tw, "taskId:\t%s\n", e.TaskID)
-	fmt.Fprintf(tw, "rank:\t%s\n", formatRank(e.Rank))
-	fmt.Fprintf(tw, "expires:\t%s\n", e.Expires)
-	fmt.Fprintf(tw, "data:\t%s\n", e.Data)
-	return tw.Flush()
+	t := newTable(w)
+	t.row("namespace:", e.Namespace)
+	t.row("taskId:", e.TaskID)
+	t.row("rank:", formatRank(e.Rank))
+	t.row("expires:", e.Expires)
+	t.row("data:", string(e.Data))
+	return t.flush()
 }
 
 // NewIndexCommand is `hopper index`: find, browse and insert entries of the
@@ -40,8 +38,13 @@ the task found there.
 	}
 	var asJSON bool
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the API's JSON reply instead of text")
+	cmd.AddCommand(indexFindCommand(&asJSON), indexListCommand(&asJSON), indexInsertCommand(&asJSON))
+	return cmd
+}
 
-	find := &cobra.Command{
+// indexFindCommand is `hopper index find`.
+func indexFindCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "find PATH",
 		Short: "Show the task indexed at a path",
 		Args:  cobra.ExactArgs(1),
@@ -54,14 +57,18 @@ the task found there.
 			if err != nil {
 				return authCLIError("finding "+args[0], err)
 			}
-			if asJSON {
+			if *asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), e)
 			}
 			return printIndexedTask(cmd.OutOrStdout(), e)
 		},
 	}
+}
 
-	list := &cobra.Command{
+// indexListCommand is `hopper index list`: the namespaces and entries
+// directly under a namespace.
+func indexListCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "list [NAMESPACE]",
 		Short: "List the namespaces and entries directly under a namespace (default: the root)",
 		Args:  cobra.MaximumNArgs(1),
@@ -89,21 +96,23 @@ the task found there.
 			if tasks == nil {
 				tasks = []tcclient.IndexedTask{}
 			}
-			if asJSON {
+			if *asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), map[string]any{"namespaces": namespaces, "tasks": tasks})
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PATH\tTASK ID\tRANK\tEXPIRES")
+			t := newTable(cmd.OutOrStdout(), "PATH", "TASK ID", "RANK", "EXPIRES")
 			for _, n := range namespaces {
-				fmt.Fprintf(tw, "%s.\t-\t-\t%s\n", n.Namespace, n.Expires)
+				t.row(n.Namespace+".", "-", "-", n.Expires)
 			}
-			for _, t := range tasks {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Namespace, t.TaskID, formatRank(t.Rank), t.Expires)
+			for _, task := range tasks {
+				t.row(task.Namespace, task.TaskID, formatRank(task.Rank), task.Expires)
 			}
-			return tw.Flush()
+			return t.flush()
 		},
 	}
+}
 
+// indexInsertCommand is `hopper index insert`.
+func indexInsertCommand(asJSON *bool) *cobra.Command {
 	var (
 		rank          float64
 		expires, data string
@@ -129,7 +138,7 @@ the task found there.
 			if err != nil {
 				return authCLIError("indexing "+args[1]+" at "+args[0], err)
 			}
-			if asJSON {
+			if *asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), e)
 			}
 			return printIndexedTask(cmd.OutOrStdout(), e)
@@ -138,9 +147,7 @@ the task found there.
 	insert.Flags().Float64Var(&rank, "rank", 0, "the entry's rank: an entry of higher rank at the path is kept")
 	insert.Flags().StringVar(&expires, "expires", "1y", "when the entry expires: a date-time or a duration from now (90d, 1y, 36h)")
 	insert.Flags().StringVar(&data, "data", "{}", "JSON object stored with the entry")
-
-	cmd.AddCommand(find, list, insert)
-	return cmd
+	return insert
 }
 
 // formatRank prints a rank as its digits (1700000000, not 1.7e+09).

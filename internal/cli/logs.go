@@ -299,95 +299,33 @@ func redactURL(raw string) string {
 // status. logRequired makes an unreadable log an error (for `log
 // --follow`); `run` carries on and reports the result regardless.
 func (a *app) follow(ctx context.Context, taskID string, out io.Writer, logRequired bool) (*tcclient.TaskStatus, error) {
-	var (
-		names  *logNames
-		stream *logStream
-		said   string
-	)
-	notice := func(msg string) {
-		if msg != said {
-			fmt.Fprintln(a.env.Stderr, msg)
-			said = msg
-		}
-	}
-	interrupted := func() error {
-		msg := "interrupted"
-		if !logRequired {
-			// `run` created the task: say that it outlives the command.
-			msg = fmt.Sprintf("interrupted; task %s carries on without you (hopper task cancel %s stops it)", taskID, taskID)
-		}
-		return &ExitError{Code: ExitInterrupted, Err: ctx.Err(), Msg: msg}
-	}
-	logProblem := func(err error) error {
-		if logRequired {
-			return err
-		}
-		notice(fmt.Sprintf("(cannot show the log: %v)", err))
-		return nil
-	}
+	f := &follower{a: a, taskID: taskID, out: out, logRequired: logRequired}
 	for {
 		st, err := a.client.Status(ctx, taskID)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, interrupted()
+				return nil, f.interrupted(ctx)
 			}
 			return nil, failure("getting status of task "+taskID, err)
 		}
 		if len(st.Runs) == 0 {
-			notice(fmt.Sprintf("Waiting: task %s is %s (its dependencies have not resolved)", taskID, st.State))
+			f.notice(fmt.Sprintf("Waiting: task %s is %s (its dependencies have not resolved)", taskID, st.State))
 			if err := tcclient.SleepContext(ctx, a.env.pollInterval()); err != nil {
-				return nil, interrupted()
+				return nil, f.interrupted(ctx)
 			}
 			continue
 		}
-		if names == nil {
-			n := a.logNamesOf(ctx, taskID)
-			names = &n
-		}
 		last := st.Runs[len(st.Runs)-1]
-		if stream == nil || stream.run != last.RunID {
-			if stream != nil && !stream.complete && stream.written > 0 {
-				// The previous run ended while we streamed it: finish
-				// its log before moving on (best effort).
-				if err := stream.backing(ctx); err != nil && ctx.Err() == nil {
-					notice(fmt.Sprintf("(cannot show the rest of run %d's log: %v)", stream.run, err))
-				}
-			}
-			if stream != nil {
-				notice(fmt.Sprintf("Run %d of task %s: %s", last.RunID, taskID, last.ReasonCreated))
-			}
-			stream = &logStream{a: a, taskID: taskID, run: last.RunID, names: *names, out: out}
-		}
+		f.streamRun(ctx, last)
 		switch last.State {
 		case tcclient.StatePending:
-			notice(fmt.Sprintf("Waiting for a worker to claim task %s on %s", taskID, st.TaskQueueID))
+			f.notice(fmt.Sprintf("Waiting for a worker to claim task %s on %s", taskID, st.TaskQueueID))
 		case tcclient.StateRunning:
-			if stream.complete || stream.unavailable {
-				break
-			}
-			before := stream.written
-			// A live log can hang open long after the run is resolved
-			// (a cancelled task keeps its worker busy until its next
-			// reclaim), so a watcher ends the stream once the queue says
-			// the run is over.
-			streamCtx, stopStream := context.WithCancel(ctx)
-			watched := make(chan struct{})
-			go func() {
-				defer close(watched)
-				a.watchRun(streamCtx, taskID, last.RunID, stopStream)
-			}()
-			_, err := stream.live(streamCtx, 0)
-			stopStream()
-			<-watched
+			progressed, err := f.live(ctx, last.RunID)
 			if err != nil {
-				if ctx.Err() != nil {
-					return nil, interrupted()
-				}
-				if !errors.Is(err, context.Canceled) {
-					notice(fmt.Sprintf("(live log unavailable: %v; the log is shown once the run ends)", err))
-				}
+				return nil, err
 			}
-			if stream.written > before {
+			if progressed {
 				// Re-check the status at once: the stream ended because
 				// the run did (or the connection dropped). Without
 				// progress, wait instead, so a live-log server that
@@ -395,22 +333,115 @@ func (a *app) follow(ctx context.Context, taskID string, out io.Writer, logRequi
 				continue
 			}
 		default:
-			if !stream.complete {
-				if err := stream.backing(ctx); err != nil {
-					if ctx.Err() != nil {
-						return nil, interrupted()
-					}
-					if perr := logProblem(err); perr != nil {
-						return nil, perr
-					}
-				}
+			if err := f.finish(ctx); err != nil {
+				return nil, err
 			}
 			return st, nil
 		}
 		if err := tcclient.SleepContext(ctx, a.env.pollInterval()); err != nil {
-			return nil, interrupted()
+			return nil, f.interrupted(ctx)
 		}
 	}
+}
+
+// follower is one follow's state: the stream of the run it shows and the
+// last notice it gave (each is said once).
+type follower struct {
+	a           *app
+	taskID      string
+	out         io.Writer
+	logRequired bool
+	names       *logNames
+	stream      *logStream
+	said        string
+}
+
+func (f *follower) notice(msg string) {
+	if msg != f.said {
+		fmt.Fprintln(f.a.env.Stderr, msg)
+		f.said = msg
+	}
+}
+
+func (f *follower) interrupted(ctx context.Context) error {
+	msg := "interrupted"
+	if !f.logRequired {
+		// `run` created the task: say that it outlives the command.
+		msg = fmt.Sprintf("interrupted; task %s carries on without you (hopper task cancel %s stops it)", f.taskID, f.taskID)
+	}
+	return &ExitError{Code: ExitInterrupted, Err: ctx.Err(), Msg: msg}
+}
+
+// streamRun makes the stream follow run last, once the previous run's log
+// is finished.
+func (f *follower) streamRun(ctx context.Context, last tcclient.Run) {
+	if f.names == nil {
+		n := f.a.logNamesOf(ctx, f.taskID)
+		f.names = &n
+	}
+	if f.stream != nil && f.stream.run == last.RunID {
+		return
+	}
+	if f.stream != nil && !f.stream.complete && f.stream.written > 0 {
+		// The previous run ended while we streamed it: finish its log
+		// before moving on (best effort).
+		if err := f.stream.backing(ctx); err != nil && ctx.Err() == nil {
+			f.notice(fmt.Sprintf("(cannot show the rest of run %d's log: %v)", f.stream.run, err))
+		}
+	}
+	if f.stream != nil {
+		f.notice(fmt.Sprintf("Run %d of task %s: %s", last.RunID, f.taskID, last.ReasonCreated))
+	}
+	f.stream = &logStream{a: f.a, taskID: f.taskID, run: last.RunID, names: *f.names, out: f.out}
+}
+
+// live streams the running run's live log until it ends or the queue says
+// the run is over, and reports whether it showed anything new.
+func (f *follower) live(ctx context.Context, runID int) (progressed bool, err error) {
+	if f.stream.complete || f.stream.unavailable {
+		return false, nil
+	}
+	before := f.stream.written
+	// A live log can hang open long after the run is resolved (a
+	// cancelled task keeps its worker busy until its next reclaim), so a
+	// watcher ends the stream once the queue says the run is over.
+	streamCtx, stopStream := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		f.a.watchRun(streamCtx, f.taskID, runID, stopStream)
+	}()
+	_, err = f.stream.live(streamCtx, 0)
+	stopStream()
+	<-watched
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, f.interrupted(ctx)
+		}
+		if !errors.Is(err, context.Canceled) {
+			f.notice(fmt.Sprintf("(live log unavailable: %v; the log is shown once the run ends)", err))
+		}
+	}
+	return f.stream.written > before, nil
+}
+
+// finish shows the resolved run's whole log, unless the stream already
+// did. A log that cannot be read is an error only when logRequired.
+func (f *follower) finish(ctx context.Context) error {
+	if f.stream.complete {
+		return nil
+	}
+	err := f.stream.backing(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return f.interrupted(ctx)
+	case f.logRequired:
+		return err
+	}
+	f.notice(fmt.Sprintf("(cannot show the log: %v)", err))
+	return nil
 }
 
 // watchRun polls the task until run runID is resolved or superseded by a

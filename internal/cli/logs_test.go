@@ -28,11 +28,8 @@ func createTask(t *testing.T, h *harness, taskID, payload string) {
 
 // resetOutput forgets what commands printed so far.
 func (h *harness) resetOutput() {
-	for _, b := range []*syncBuffer{h.stdout, h.stderr} {
-		b.mu.Lock()
-		b.buf.Reset()
-		b.mu.Unlock()
-	}
+	h.stdout.Reset()
+	h.stderr.Reset()
 }
 
 // finishedTask creates a task, runs it with the given backing log and

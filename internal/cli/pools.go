@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,45 +33,47 @@ file for the machine, which runs "hopper worker --worker-pool POOL
 	}
 	var asJSON bool
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the API's JSON reply instead of text")
-	out := func(cmd *cobra.Command, v any, text func(io.Writer) error) error {
-		if asJSON {
-			return printAuthJSON(cmd.OutOrStdout(), v)
-		}
-		return text(cmd.OutOrStdout())
-	}
+	cmd.AddCommand(poolDefineCommand(&asJSON, "create"), poolDefineCommand(&asJSON, "update"), poolListCommand(&asJSON), poolShowCommand(&asJSON),
+		poolRemoveCommand(&asJSON), poolAddWorkerCommand(&asJSON), poolRemoveWorkerCommand(&asJSON))
+	return cmd
+}
 
-	define := func(verb string) *cobra.Command {
-		var file string
-		c := &cobra.Command{
-			Use:   verb + " WORKER_POOL_ID -f FILE",
-			Short: map[string]string{"create": "Create", "update": "Replace"}[verb] + " a worker pool from a YAML or JSON file (- reads standard input)",
-			Args:  cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				def, err := readPoolFile(file, cmd.InOrStdin())
-				if err != nil {
-					return err
-				}
-				c, err := authCLIClient()
-				if err != nil {
-					return err
-				}
-				call := c.CreateWorkerPool
-				if verb == "update" {
-					call = c.UpdateWorkerPool
-				}
-				p, err := call(cmd.Context(), args[0], def)
-				if err != nil {
-					return authCLIError(verb+" worker pool "+args[0], err)
-				}
-				return out(cmd, p, func(w io.Writer) error { return printPool(w, p, nil, nil) })
-			},
-		}
-		c.Flags().StringVarP(&file, "file", "f", "", "the pool definition (YAML or JSON; - for standard input)")
-		_ = c.MarkFlagRequired("file")
-		return c
+// poolDefineCommand is `hopper pool create` or `update` (verb): the pool
+// read from a file.
+func poolDefineCommand(asJSON *bool, verb string) *cobra.Command {
+	var file string
+	c := &cobra.Command{
+		Use:   verb + " WORKER_POOL_ID -f FILE",
+		Short: map[string]string{"create": "Create", "update": "Replace"}[verb] + " a worker pool from a YAML or JSON file (- reads standard input)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			def, err := readPoolFile(file, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			call := c.CreateWorkerPool
+			if verb == "update" {
+				call = c.UpdateWorkerPool
+			}
+			p, err := call(cmd.Context(), args[0], def)
+			if err != nil {
+				return authCLIError(verb+" worker pool "+args[0], err)
+			}
+			return printReply(cmd, *asJSON, p, func(w io.Writer) error { return printPool(w, p, nil, nil) })
+		},
 	}
+	c.Flags().StringVarP(&file, "file", "f", "", "the pool definition (YAML or JSON; - for standard input)")
+	_ = c.MarkFlagRequired("file")
+	return c
+}
 
-	list := &cobra.Command{
+// poolListCommand is `hopper pool list`.
+func poolListCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List the worker pools with their capacity",
 		Args:  cobra.NoArgs,
@@ -88,18 +89,20 @@ file for the machine, which runs "hopper worker --worker-pool POOL
 			if pools == nil {
 				pools = []tcclient.WorkerPool{}
 			}
-			return out(cmd, map[string]any{"workerPools": pools}, func(w io.Writer) error {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "POOL\tPROVIDER\tREQUESTED\tRUNNING\tSTOPPING\tCAPACITY")
+			return printReply(cmd, *asJSON, map[string]any{"workerPools": pools}, func(w io.Writer) error {
+				t := newTable(w, "POOL", "PROVIDER", "REQUESTED", "RUNNING", "STOPPING", "CAPACITY")
 				for _, p := range pools {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", p.WorkerPoolID, p.ProviderID, p.RequestedCount, p.RunningCount, p.StoppingCount, p.CurrentCapacity)
+					t.row(p.WorkerPoolID, p.ProviderID, p.RequestedCount, p.RunningCount, p.StoppingCount, p.CurrentCapacity)
 				}
-				return tw.Flush()
+				return t.flush()
 			})
 		},
 	}
+}
 
-	show := &cobra.Command{
+// poolShowCommand is `hopper pool show`: a pool, its workers and its latest errors.
+func poolShowCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "show WORKER_POOL_ID",
 		Short: "Show a pool, its workers and its latest errors",
 		Args:  cobra.ExactArgs(1),
@@ -120,13 +123,16 @@ file for the machine, which runs "hopper worker --worker-pool POOL
 			if err != nil {
 				return authCLIError("listing the errors of "+args[0], err)
 			}
-			return out(cmd, map[string]any{"workerPool": p, "workers": workers, "errors": errs}, func(w io.Writer) error {
+			return printReply(cmd, *asJSON, map[string]any{"workerPool": p, "workers": workers, "errors": errs}, func(w io.Writer) error {
 				return printPool(w, p, workers, errs)
 			})
 		},
 	}
+}
 
-	remove := &cobra.Command{
+// poolRemoveCommand is `hopper pool remove`.
+func poolRemoveCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "remove WORKER_POOL_ID",
 		Short: "Delete a pool (it goes once its workers are gone)",
 		Args:  cobra.ExactArgs(1),
@@ -139,13 +145,17 @@ file for the machine, which runs "hopper worker --worker-pool POOL
 			if err != nil {
 				return authCLIError("deleting worker pool "+args[0], err)
 			}
-			return out(cmd, p, func(w io.Writer) error {
+			return printReply(cmd, *asJSON, p, func(w io.Writer) error {
 				_, err := fmt.Fprintf(w, "worker pool %s deleted (its provider is now %s)\n", args[0], p.ProviderID)
 				return err
 			})
 		},
 	}
+}
 
+// poolAddWorkerCommand is `hopper pool add-worker`: a static worker, its
+// secret written to a file for the machine.
+func poolAddWorkerCommand(asJSON *bool) *cobra.Command {
 	var (
 		secretFile, expires string
 		capacity            int
@@ -183,7 +193,7 @@ file for the machine, which runs "hopper worker --worker-pool POOL
 				_ = os.Remove(secretFile)
 				return authCLIError("adding worker "+args[1]+"/"+args[2]+" to "+args[0], err)
 			}
-			return out(cmd, w, func(out io.Writer) error {
+			return printReply(cmd, *asJSON, w, func(out io.Writer) error {
 				_, err := fmt.Fprintf(out, "worker %s/%s added to %s (expires %s); its secret is in %s: copy it to the machine and run\n"+
 					"  hopper worker --root-url %s --worker-pool %s --worker-group %s --worker-id %s --static-secret-file FILE\n",
 					args[1], args[2], args[0], w.Expires, secretFile, c.RootURL, args[0], args[1], args[2])
@@ -195,8 +205,12 @@ file for the machine, which runs "hopper worker --worker-pool POOL
 	addWorker.Flags().StringVar(&expires, "expires", "1y", "when the worker expires: a date-time or a duration from now")
 	addWorker.Flags().IntVar(&capacity, "capacity", 1, "tasks the machine runs at once")
 	_ = addWorker.MarkFlagRequired("secret-file")
+	return addWorker
+}
 
-	removeWorker := &cobra.Command{
+// poolRemoveWorkerCommand is `hopper pool remove-worker`.
+func poolRemoveWorkerCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "remove-worker WORKER_POOL_ID WORKER_GROUP WORKER_ID",
 		Short: "Remove a worker: it stops, and the tasks it had claimed go back to pending at once",
 		Args:  cobra.ExactArgs(3),
@@ -208,15 +222,12 @@ file for the machine, which runs "hopper worker --worker-pool POOL
 			if err := c.RemoveWorker(cmd.Context(), args[0], args[1], args[2]); err != nil {
 				return authCLIError("removing worker "+args[1]+"/"+args[2], err)
 			}
-			return out(cmd, map[string]any{}, func(w io.Writer) error {
+			return printReply(cmd, *asJSON, map[string]any{}, func(w io.Writer) error {
 				_, err := fmt.Fprintf(w, "worker %s/%s removed from %s\n", args[1], args[2], args[0])
 				return err
 			})
 		},
 	}
-
-	cmd.AddCommand(define("create"), define("update"), list, show, remove, addWorker, removeWorker)
-	return cmd
 }
 
 // newStaticSecret makes a static secret: 33 random bytes, base64url, 44
@@ -255,23 +266,22 @@ func readPoolFile(path string, stdin io.Reader) (*tcclient.WorkerPoolDefinition,
 }
 
 func printPool(w io.Writer, p *tcclient.WorkerPool, workers []tcclient.PoolWorker, errs []tcclient.PoolError) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "pool:\t%s\n", p.WorkerPoolID)
-	fmt.Fprintf(tw, "provider:\t%s\n", p.ProviderID)
-	fmt.Fprintf(tw, "owner:\t%s\n", p.Owner)
-	fmt.Fprintf(tw, "workers:\t%d requested, %d running, %d stopping, %d stopped (capacity %d)\n",
-		p.RequestedCount, p.RunningCount, p.StoppingCount, p.StoppedCount, p.CurrentCapacity)
-	if err := tw.Flush(); err != nil {
+	t := newTable(w)
+	t.row("pool:", p.WorkerPoolID)
+	t.row("provider:", p.ProviderID)
+	t.row("owner:", p.Owner)
+	t.row("workers:", fmt.Sprintf("%d requested, %d running, %d stopping, %d stopped (capacity %d)",
+		p.RequestedCount, p.RunningCount, p.StoppingCount, p.StoppedCount, p.CurrentCapacity))
+	if err := t.flush(); err != nil {
 		return err
 	}
 	if len(workers) > 0 {
 		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "WORKER\tSTATE\tCAPACITY\tEXPIRES")
+		t = newTable(w, "WORKER", "STATE", "CAPACITY", "EXPIRES")
 		for _, wk := range workers {
-			fmt.Fprintf(tw, "%s/%s\t%s\t%d\t%s\n", wk.WorkerGroup, wk.WorkerID, wk.State, wk.Capacity, wk.Expires)
+			t.row(wk.WorkerGroup+"/"+wk.WorkerID, wk.State, wk.Capacity, wk.Expires)
 		}
-		if err := tw.Flush(); err != nil {
+		if err := t.flush(); err != nil {
 			return err
 		}
 	}

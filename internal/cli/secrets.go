@@ -31,10 +31,14 @@ within the task's scopes.
 	}
 	var asJSON bool
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the API's JSON reply instead of text")
+	cmd.AddCommand(secretSetCommand(&asJSON), secretGetCommand(&asJSON), secretListCommand(&asJSON), secretRemoveCommand(&asJSON))
+	return cmd
+}
 
-	var (
-		file, key, expires string
-	)
+// secretSetCommand is `hopper secret set`: the value read from a file or
+// standard input.
+func secretSetCommand(asJSON *bool) *cobra.Command {
+	var file, key, expires string
 	set := &cobra.Command{
 		Use:   "set NAME",
 		Short: "Create or replace a secret, its value read from --file or standard input",
@@ -59,7 +63,7 @@ dropped).`,
 			if err := c.SetSecret(cmd.Context(), args[0], &tcclient.Secret{Secret: value, Expires: tcclient.NewTime(until)}); err != nil {
 				return authCLIError("setting secret "+args[0], err)
 			}
-			if asJSON {
+			if *asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), map[string]string{"name": args[0], "expires": tcclient.NewTime(until).String()})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "secret %s set (expires %s)\n", args[0], tcclient.NewTime(until))
@@ -69,8 +73,12 @@ dropped).`,
 	set.Flags().StringVar(&file, "file", "-", `file holding the value ("-": standard input)`)
 	set.Flags().StringVar(&key, "key", "", `store the input as text under this key: {"<key>": "<text>"}`)
 	set.Flags().StringVar(&expires, "expires", "1y", "when the secret expires: a date-time or a duration from now (90d, 1y, 36h)")
+	return set
+}
 
-	get := &cobra.Command{
+// secretGetCommand is `hopper secret get`.
+func secretGetCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "get NAME",
 		Short: "Print a secret's value (with --json, also its expiry)",
 		Args:  cobra.ExactArgs(1),
@@ -83,7 +91,7 @@ dropped).`,
 			if err != nil {
 				return authCLIError("getting secret "+args[0], err)
 			}
-			if asJSON {
+			if *asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), s)
 			}
 			var out bytes.Buffer
@@ -95,8 +103,11 @@ dropped).`,
 			return err
 		},
 	}
+}
 
-	list := &cobra.Command{
+// secretListCommand is `hopper secret list`: names, never values.
+func secretListCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List the names of the secrets (never their values)",
 		Args:  cobra.NoArgs,
@@ -112,7 +123,7 @@ dropped).`,
 			if names == nil {
 				names = []string{} // prints as [] in JSON, not null
 			}
-			if asJSON {
+			if *asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), map[string][]string{"secrets": names})
 			}
 			for _, n := range names {
@@ -121,8 +132,11 @@ dropped).`,
 			return nil
 		},
 	}
+}
 
-	remove := &cobra.Command{
+// secretRemoveCommand is `hopper secret remove`.
+func secretRemoveCommand(asJSON *bool) *cobra.Command {
+	return &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Delete a secret (succeeds if it does not exist)",
 		Args:  cobra.ExactArgs(1),
@@ -134,15 +148,13 @@ dropped).`,
 			if err := c.RemoveSecret(cmd.Context(), args[0]); err != nil {
 				return authCLIError("removing secret "+args[0], err)
 			}
-			if asJSON {
+			if *asJSON {
 				return printAuthJSON(cmd.OutOrStdout(), map[string]string{"name": args[0], "status": "removed"})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "secret %s removed\n", args[0])
 			return nil
 		},
 	}
-	cmd.AddCommand(set, get, list, remove)
-	return cmd
 }
 
 // maxSecretInput bounds what `secret set` reads (the API's body limit is

@@ -6,7 +6,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
@@ -88,21 +87,20 @@ func (a *app) status(ctx context.Context, taskID string) error {
 // RenderStatus writes the human view of a task: identity, state, timing
 // and a table of its runs.
 func RenderStatus(w io.Writer, st *tcclient.TaskStatus, def *tcclient.TaskDefinition, now time.Time, color bool) error {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	row("Task", st.TaskID)
+	t := newTable(w)
+	t.row("Task", st.TaskID)
 	if def != nil && def.Metadata.Name != "" {
-		row("Name", def.Metadata.Name)
+		t.row("Name", def.Metadata.Name)
 	}
-	row("State", paintState(st.State, color))
-	row("Queue", st.TaskQueueID)
-	row("Group", st.TaskGroupID)
+	t.row("State", paintState(st.State, color))
+	t.row("Queue", st.TaskQueueID)
+	t.row("Group", st.TaskGroupID)
 	if def != nil && !def.Created.IsZero() {
-		row("Created", def.Created.String())
+		t.row("Created", def.Created.String())
 	}
-	row("Deadline", st.Deadline.String())
-	row("Retries left", strconv.Itoa(st.RetriesLeft))
-	if err := tw.Flush(); err != nil {
+	t.row("Deadline", st.Deadline.String())
+	t.row("Retries left", strconv.Itoa(st.RetriesLeft))
+	if err := t.flush(); err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
 	if len(st.Runs) == 0 {
@@ -112,9 +110,8 @@ func RenderStatus(w io.Writer, st *tcclient.TaskStatus, def *tcclient.TaskDefini
 	fmt.Fprintln(w)
 	// The table is laid out without colour, because tabwriter counts the
 	// bytes of escape codes as width; the state cells are painted after.
-	var table strings.Builder
-	tw = tabwriter.NewWriter(&table, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTATE\tCREATED\tRESOLVED\tWORKER\tSTARTED\tDURATION")
+	var runs strings.Builder
+	t = newTable(&runs, "RUN", "STATE", "CREATED", "RESOLVED", "WORKER", "STARTED", "DURATION")
 	for _, r := range st.Runs {
 		worker := "-"
 		if r.WorkerGroup != "" || r.WorkerID != "" {
@@ -129,12 +126,12 @@ func RenderStatus(w io.Writer, st *tcclient.TaskStatus, def *tcclient.TaskDefini
 		if resolved == "" {
 			resolved = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.State, r.ReasonCreated, resolved, worker, started, dur)
+		t.row(r.RunID, r.State, r.ReasonCreated, resolved, worker, started, dur)
 	}
-	if err := tw.Flush(); err != nil {
+	if err := t.flush(); err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
-	lines := strings.SplitAfter(table.String(), "\n")
+	lines := strings.SplitAfter(runs.String(), "\n")
 	if color {
 		col := strings.Index(lines[0], "STATE")
 		for i, r := range st.Runs {

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,8 +65,7 @@ func printWorkers(w io.Writer, workers []tcclient.QueueWorker, now time.Time) er
 		_, err := fmt.Fprintln(w, "no workers seen on this task queue")
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tSTATE\tBUSY\tCAPACITY\tLAST SEEN\tLATEST TASK\tQUARANTINED")
+	t := newTable(w, "WORKER", "STATE", "BUSY", "CAPACITY", "LAST SEEN", "LATEST TASK", "QUARANTINED")
 	for _, online := range []bool{true, false} {
 		for _, wk := range workers {
 			if wk.Online != online {
@@ -88,11 +86,10 @@ func printWorkers(w io.Writer, workers []tcclient.QueueWorker, now time.Time) er
 			if wk.QuarantineUntil.After(now) {
 				quarantined = "until " + wk.QuarantineUntil.Local().Format("2006-01-02 15:04 MST")
 			}
-			fmt.Fprintf(tw, "%s/%s\t%s\t%d\t%s\t%s\t%s\t%s\n", wk.WorkerGroup, wk.WorkerID, state, wk.Busy, capacity,
-				ago(wk.LastDateActive.Time, now), latest, quarantined)
+			t.row(wk.WorkerGroup+"/"+wk.WorkerID, state, wk.Busy, capacity, ago(wk.LastDateActive.Time, now), latest, quarantined)
 		}
 	}
-	return tw.Flush()
+	return t.flush()
 }
 
 // ago says how long before now t was, to the second.

@@ -16,7 +16,6 @@ import (
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/worker"
-	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
 
 // Options configure Run.
@@ -115,7 +114,6 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("starting the worker: %w", err)
 	}
-	w.SupersedeFunc = superseding.NewSupersedeFunc(superseding.WorkerOptions{Logger: cfg.Logger})
 	workerDone := make(chan error, 1)
 	go func() {
 		_, err := w.Run(context.Background())

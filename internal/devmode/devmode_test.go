@@ -9,14 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/devmode"
+	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
@@ -42,24 +41,6 @@ func TestRootToken(t *testing.T) {
 	require.Equal(t, "from-the-environment-0123456789", env)
 }
 
-// syncBuffer is an io.Writer the test reads while Run writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRunQueueAndWorker: one Run serves the queue and runs a worker that
 // takes a task to completion with a real child process; cancelling stops
 // both and Run returns nil.
@@ -70,7 +51,7 @@ func TestRunQueueAndWorker(t *testing.T) {
 	t.Setenv("HOPPER_ROOT_ACCESS_TOKEN", "")
 	dir := t.TempDir()
 	const queueID = "devmode-test/local"
-	var out, logs syncBuffer
+	var out, logs e2e.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

@@ -77,7 +77,7 @@ type Server struct {
 	ClientID string
 	Token    string
 	cmd      *exec.Cmd
-	logs     *syncBuffer
+	logs     *SyncBuffer
 	done     chan struct{}
 }
 
@@ -110,7 +110,7 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "HOPPER_ROOT_ACCESS_TOKEN="+RootAccessToken)
 	cmd.Env = append(cmd.Env, opts.Env...)
-	logs := &syncBuffer{}
+	logs := &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting hopper serve: %v", err)
@@ -202,26 +202,34 @@ func RunNode(ctx context.Context, t testing.TB, script string, env ...string) st
 	return string(out)
 }
 
-// syncBuffer is a goroutine-safe log buffer.
-type syncBuffer struct {
+// SyncBuffer is a goroutine-safe buffer: a server, command or worker
+// writes its log or output from its goroutines while a test reads it.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
 
+// Reset forgets what was written so far.
+func (b *SyncBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}
+
 // Lines returns the log lines containing substr.
-func (b *syncBuffer) Lines(substr string) []string {
+func (b *SyncBuffer) Lines(substr string) []string {
 	var out []string
 	sc := bufio.NewScanner(strings.NewReader(b.String()))
 	for sc.Scan() {

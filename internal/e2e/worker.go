@@ -20,7 +20,7 @@ type Worker struct {
 	// and is called (WaitPolling).
 	taskQueueID, workerGroup, workerID string
 	cmd                                *exec.Cmd
-	logs                               *syncBuffer
+	logs                               *SyncBuffer
 	done                               chan struct{}
 }
 
@@ -92,7 +92,7 @@ func StartWorker(t testing.TB, srv *Server, opts WorkerOptions) *Worker {
 	cmd := exec.Command(bin, args...)
 	// The worker must not pick up a developer's TASKCLUSTER_* settings.
 	cmd.Env = append(filteredEnv("TASKCLUSTER_"), opts.Env...)
-	logs := &syncBuffer{}
+	logs := &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting hopper worker: %v", err)
@@ -187,7 +187,7 @@ func StartPoolWorker(t testing.TB, srv *Server, opts PoolWorkerOptions) *Worker 
 		"--work-dir", filepath.Join(dir, "work"), "--log-level", "debug"}, opts.Args...)
 	cmd := exec.Command(Binary(t), args...)
 	cmd.Env = filteredEnv("TASKCLUSTER_")
-	logs := &syncBuffer{}
+	logs := &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting hopper worker: %v", err)

@@ -140,73 +140,13 @@ func Classify(d Delivery) (*Decision, error) {
 			id = 0
 		}
 		return &Decision{Installation: &Installation{Owner: owner, ID: id}, Reply: "Created table row!"}, nil
-	case "push":
-		if skipPush(body) {
-			return &Decision{Reply: "Skipping push event"}, nil
-		}
-		ref := str(body, "ref")
-		e.Kind, e.TasksFor, e.Type = KindPush, TasksForPush, "push"
-		e.Organization = str(body, "repository", "owner", "name")
-		e.SHA = str(body, "after")
-		e.Opener = str(body, "sender", "login")
-		switch {
-		case strings.HasPrefix(ref, "refs/tags/"):
-			e.Type, e.Tag = "tag", strings.TrimPrefix(ref, "refs/tags/")
-		case strings.HasPrefix(ref, "refs/heads/"):
-			e.Branch = strings.TrimPrefix(ref, "refs/heads/")
-		default:
-			e.Branch = strings.Join(splitAfter(ref, 2), "/")
-		}
-		if isZeroSHA(e.SHA) {
-			return &Decision{Reply: "Skipping push event: the ref was deleted"}, nil
-		}
-	case "pull_request":
-		if skipCIPattern.MatchString(str(body, "pull_request", "title")) {
-			return &Decision{Reply: "Skipping pull_request event"}, nil
-		}
-		e.Kind, e.TasksFor, e.Type = KindPullRequest, TasksForPullRequest, "pull_request."+e.Action
-		e.Organization = str(body, "repository", "owner", "login")
-		e.SHA = str(body, "pull_request", "head", "sha")
-		e.Branch = str(body, "pull_request", "head", "ref")
-		e.PullNumber = int(num(body, "pull_request", "number"))
-		if e.PullNumber == 0 {
-			e.PullNumber = int(num(body, "number"))
-		}
-		e.Opener = str(body, "pull_request", "user", "login")
-		e.HeadOwner = str(body, "pull_request", "head", "user", "login")
-		e.BaseOwner = str(body, "pull_request", "base", "user", "login")
-	case "issue_comment":
-		cmd, ok := commentCommand(body)
-		if !ok {
-			return &Decision{Reply: "Skipping issue_comment event"}, nil
-		}
-		e.Kind, e.TasksFor, e.Type = KindPullRequest, TasksForIssueComment, "issue_comment."+e.Action
-		e.Organization = str(body, "repository", "owner", "login")
-		e.Command = cmd
-		e.Commenter = str(body, "comment", "user", "login")
-		e.CommentID = num(body, "comment", "id")
-		e.PullNumber = int(num(body, "issue", "number"))
-		e.Branch = "unknown"
-	case "release":
-		e.Kind, e.TasksFor, e.Type = KindRelease, TasksForRelease, "release"
-		e.Organization = str(body, "repository", "owner", "login")
-		e.ReleaseTarget = str(body, "release", "target_commitish")
-		e.Branch = e.ReleaseTarget
-		e.Tag = str(body, "release", "tag_name")
-	case "check_run":
-		if e.Action != "rerequested" {
-			return &Decision{Reply: "Only rerequested for check runs is supported"}, nil
-		}
-		if strings.EqualFold(str(body, "sender", "type"), "bot") {
-			return &Decision{Reply: "Skipping rerequested event started by bot"}, nil
-		}
-		e.Kind, e.TasksFor, e.Type = KindRerun, TasksForPush, "check_run."+e.Action
-		e.Organization = str(body, "repository", "owner", "login")
-		e.SHA = str(body, "check_run", "head_sha")
-		e.CheckRunID = num(body, "check_run", "id")
-		e.CheckSuiteID = num(body, "check_run", "check_suite", "id")
-	default:
+	}
+	read, ok := eventReaders[d.Name]
+	if !ok {
 		return &Decision{Reply: "No publisher available for X-GitHub-Event: " + d.Name}, nil
+	}
+	if skip := read(e, body); skip != "" {
+		return &Decision{Reply: skip}, nil
 	}
 	if e.Organization == "" || e.Repository == "" {
 		return nil, fmt.Errorf("%s event without repository owner and name", d.Name)
@@ -215,6 +155,97 @@ func Classify(d Delivery) (*Decision, error) {
 		return nil, fmt.Errorf("branch and tag names must be printable ASCII")
 	}
 	return &Decision{Event: e}, nil
+}
+
+// eventReaders fill an Event from the body of a delivery that can start
+// tasks, by its X-GitHub-Event name. A reader that returns a reply
+// skips the delivery with it.
+var eventReaders = map[string]func(e *Event, body map[string]any) (skip string){
+	"push":          readPush,
+	"pull_request":  readPullRequest,
+	"issue_comment": readIssueComment,
+	"release":       readRelease,
+	"check_run":     readCheckRun,
+}
+
+func readPush(e *Event, body map[string]any) string {
+	if skipPush(body) {
+		return "Skipping push event"
+	}
+	ref := str(body, "ref")
+	e.Kind, e.TasksFor, e.Type = KindPush, TasksForPush, "push"
+	e.Organization = str(body, "repository", "owner", "name")
+	e.SHA = str(body, "after")
+	e.Opener = str(body, "sender", "login")
+	switch {
+	case strings.HasPrefix(ref, "refs/tags/"):
+		e.Type, e.Tag = "tag", strings.TrimPrefix(ref, "refs/tags/")
+	case strings.HasPrefix(ref, "refs/heads/"):
+		e.Branch = strings.TrimPrefix(ref, "refs/heads/")
+	default:
+		e.Branch = strings.Join(splitAfter(ref, 2), "/")
+	}
+	if isZeroSHA(e.SHA) {
+		return "Skipping push event: the ref was deleted"
+	}
+	return ""
+}
+
+func readPullRequest(e *Event, body map[string]any) string {
+	if skipCIPattern.MatchString(str(body, "pull_request", "title")) {
+		return "Skipping pull_request event"
+	}
+	e.Kind, e.TasksFor, e.Type = KindPullRequest, TasksForPullRequest, "pull_request."+e.Action
+	e.Organization = str(body, "repository", "owner", "login")
+	e.SHA = str(body, "pull_request", "head", "sha")
+	e.Branch = str(body, "pull_request", "head", "ref")
+	e.PullNumber = int(num(body, "pull_request", "number"))
+	if e.PullNumber == 0 {
+		e.PullNumber = int(num(body, "number"))
+	}
+	e.Opener = str(body, "pull_request", "user", "login")
+	e.HeadOwner = str(body, "pull_request", "head", "user", "login")
+	e.BaseOwner = str(body, "pull_request", "base", "user", "login")
+	return ""
+}
+
+func readIssueComment(e *Event, body map[string]any) string {
+	cmd, ok := commentCommand(body)
+	if !ok {
+		return "Skipping issue_comment event"
+	}
+	e.Kind, e.TasksFor, e.Type = KindPullRequest, TasksForIssueComment, "issue_comment."+e.Action
+	e.Organization = str(body, "repository", "owner", "login")
+	e.Command = cmd
+	e.Commenter = str(body, "comment", "user", "login")
+	e.CommentID = num(body, "comment", "id")
+	e.PullNumber = int(num(body, "issue", "number"))
+	e.Branch = "unknown"
+	return ""
+}
+
+func readRelease(e *Event, body map[string]any) string {
+	e.Kind, e.TasksFor, e.Type = KindRelease, TasksForRelease, "release"
+	e.Organization = str(body, "repository", "owner", "login")
+	e.ReleaseTarget = str(body, "release", "target_commitish")
+	e.Branch = e.ReleaseTarget
+	e.Tag = str(body, "release", "tag_name")
+	return ""
+}
+
+func readCheckRun(e *Event, body map[string]any) string {
+	if e.Action != "rerequested" {
+		return "Only rerequested for check runs is supported"
+	}
+	if strings.EqualFold(str(body, "sender", "type"), "bot") {
+		return "Skipping rerequested event started by bot"
+	}
+	e.Kind, e.TasksFor, e.Type = KindRerun, TasksForPush, "check_run."+e.Action
+	e.Organization = str(body, "repository", "owner", "login")
+	e.SHA = str(body, "check_run", "head_sha")
+	e.CheckRunID = num(body, "check_run", "id")
+	e.CheckSuiteID = num(body, "check_run", "check_suite", "id")
+	return ""
 }
 
 // skipPush says whether a push's head commit (or else its last commit)

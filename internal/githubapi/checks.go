@@ -376,7 +376,7 @@ func (s *Service) sendCheckRun(ctx context.Context, f *forge.Forge, e *store.Git
 		if err != nil {
 			return err
 		}
-		return s.Store.SetGithubCheckRunID(ctx, e.Host, taskID, runID, id)
+		return s.Store.SetGithubCheckRunID(ctx, store.SetGithubCheckRunIDParams{Host: e.Host, TaskID: taskID, RunID: runID, CheckRunID: id})
 	}
 	var body map[string]any
 	if err := json.Unmarshal(e.Body, &body); err != nil {
@@ -423,8 +423,8 @@ func (j *job) rerun(ctx context.Context) error {
 		j.out.summary = "rerun refused: " + apiErr.Message
 		return nil
 	}
-	moved, err := j.s.Store.AdvanceGithubBuild(ctx, c.TaskGroupID,
-		[]string{github.StateSuccess, github.StateFailure, github.StateError}, github.StatePending, j.s.Clock.Now(), nil)
+	moved, err := j.s.Store.AdvanceGithubBuild(ctx, store.AdvanceGithubBuildParams{TaskGroupID: c.TaskGroupID,
+		From: []string{github.StateSuccess, github.StateFailure, github.StateError}, State: github.StatePending, Now: j.s.Clock.Now()})
 	if err != nil {
 		return err
 	}

@@ -72,10 +72,19 @@ type ChangePublisher interface {
 	Publish(ctx context.Context, changes []store.Change)
 }
 
+// Store is the store as the github service uses it: its deliveries,
+// builds, outbox and check runs, and the task groups of its builds (read
+// for their tasks, sealed and cancelled by cancelBuilds).
+type Store interface {
+	store.GithubStore
+	store.GithubCheckStore
+	store.TaskGroupStore
+}
+
 // Service is the github service of one hopper: its forges, and what its
 // routes, processor and reporter share.
 type Service struct {
-	Store   store.Store
+	Store   Store
 	Forges  map[string]*forge.Forge
 	Tasks   TaskCreator
 	Roles   auth.ExpanderSource

@@ -72,7 +72,7 @@ func (s *Service) processClaimed(ctx context.Context, d *store.GithubDelivery, l
 	default:
 		backoff := min(time.Duration(1<<min(d.Attempts, 10))*time.Second, 10*time.Minute)
 		s.Log.Info("a webhook delivery will be tried again", "host", d.Host, "delivery", d.DeliveryID, "in", backoff, "error", err)
-		return s.Store.RetryGithubDelivery(ctx, d.Host, d.DeliveryID, lease, s.Clock.Now().Add(backoff), err.Error())
+		return s.Store.RetryGithubDelivery(ctx, store.RetryGithubDeliveryParams{Host: d.Host, DeliveryID: d.DeliveryID, Lease: lease, Next: s.Clock.Now().Add(backoff), Error: err.Error()})
 	}
 	err = s.Store.FinishGithubDelivery(ctx, finish)
 	if errors.Is(err, store.ErrLeaseLost) {

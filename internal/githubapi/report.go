@@ -82,7 +82,7 @@ func (s *Service) updateBuild(ctx context.Context, b *store.GithubBuild) error {
 		e := s.statusEntry(f, b.Organization, b.Repository, b.SHA, b.TaskGroupID, b.EventType, state, b.InstallationID)
 		status = &e
 	}
-	moved, err := s.Store.AdvanceGithubBuild(ctx, b.TaskGroupID, []string{b.State}, state, s.Clock.Now(), status)
+	moved, err := s.Store.AdvanceGithubBuild(ctx, store.AdvanceGithubBuildParams{TaskGroupID: b.TaskGroupID, From: []string{b.State}, State: state, Now: s.Clock.Now(), Status: status})
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func (s *Service) SendDue(ctx context.Context) (int, error) {
 			if err != nil {
 				errText = err.Error()
 			}
-			if err := s.Store.FinishGithubOutbox(ctx, e.ID, e.Seq, err == nil, next, errText); err != nil {
+			if err := s.Store.FinishGithubOutbox(ctx, store.FinishGithubOutboxParams{ID: e.ID, Seq: e.Seq, Sent: err == nil, Next: next, Error: errText}); err != nil {
 				return sent, err
 			}
 		}

@@ -158,8 +158,9 @@ func (s *Service) cancelBuild(ctx context.Context, b *store.GithubBuild, now tim
 		e := s.statusEntry(f, b.Organization, b.Repository, b.SHA, b.TaskGroupID, b.EventType, github.StateCancelled, b.InstallationID)
 		status = &e
 	}
-	if _, err := s.Store.AdvanceGithubBuild(ctx, b.TaskGroupID, []string{github.StatePending, github.StateSuccess, github.StateFailure},
-		github.StateCancelled, now, status); err != nil {
+	if _, err := s.Store.AdvanceGithubBuild(ctx, store.AdvanceGithubBuildParams{TaskGroupID: b.TaskGroupID,
+		From:  []string{github.StatePending, github.StateSuccess, github.StateFailure},
+		State: github.StateCancelled, Now: now, Status: status}); err != nil {
 		return err
 	}
 	s.kick()

@@ -311,7 +311,7 @@ func TestPushToStatuses(t *testing.T) {
 	require.Equal(t, github.StateFailure, got.State)
 	// A late pending (a replica that listed the group before the failure)
 	// cannot move it back.
-	moved, err := b.store.AdvanceGithubBuild(ctx, build.TaskGroupID, []string{github.StateSuccess}, github.StatePending, b.clock.Now(), nil)
+	moved, err := b.store.AdvanceGithubBuild(ctx, store.AdvanceGithubBuildParams{TaskGroupID: build.TaskGroupID, From: []string{github.StateSuccess}, State: github.StatePending, Now: b.clock.Now()})
 	require.NoError(t, err)
 	require.False(t, moved)
 	require.False(t, github.Advances(github.StateFailure, github.StatePending))

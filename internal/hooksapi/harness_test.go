@@ -2,36 +2,19 @@ package hooksapi_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
-	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/api"
-	"github.com/hopper-ci/hopper/internal/authapi"
+	"github.com/hopper-ci/hopper/internal/apitest"
 	"github.com/hopper-ci/hopper/internal/hooksapi"
-	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/queueapi"
-	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
-	"github.com/hopper-ci/hopper/internal/store/postgres"
-	"github.com/hopper-ci/hopper/internal/store/sqlite"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/testclock"
 )
-
-const rootToken = "hooksapi-test-root-token-0123456789abcdef"
 
 // bundle is one API server with the queue, auth and hooks routes over a
 // fresh store, and the firer its scheduler would use.
@@ -53,95 +36,29 @@ type bundle struct {
 // setup is a bundle over SQLite.
 func setup(t testing.TB) *bundle { return setupOn(t, "sqlite") }
 
-// drivers are the stores a test runs on: SQLite, and PostgreSQL when
-// HOPPER_TEST_POSTGRES is set.
-func drivers() []string {
-	if os.Getenv("HOPPER_TEST_POSTGRES") == "" {
-		return []string{"sqlite"}
-	}
-	return []string{"sqlite", "postgres"}
-}
-
-var schemaSeq atomic.Int64
-
-// openStore opens a fresh store of the driver; open opens the same store
-// again (on SQLite, the same handle).
-func openStore(t testing.TB, driver string) (db store.Store, open func() store.Store) {
-	t.Helper()
-	ctx := context.Background()
-	switch driver {
-	case "sqlite":
-		db, err := sqlite.Open(ctx, t.TempDir()+"/hopper.db")
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = db.Close() })
-		return db, func() store.Store { return db }
-	case "postgres":
-		url := os.Getenv("HOPPER_TEST_POSTGRES")
-		schema := fmt.Sprintf("hopper_hooksapi_%d_%d", time.Now().UnixNano()%1e9, schemaSeq.Add(1))
-		t.Cleanup(func() {
-			conn, err := pgx.Connect(context.Background(), url)
-			if err == nil {
-				_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-				_ = conn.Close(context.Background())
-			}
-		})
-		open := func() store.Store {
-			db, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 4,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = db.Close() })
-			return db
-		}
-		return open(), open
-	}
-	t.Fatalf("unknown driver %q", driver)
-	return nil, nil
-}
+// drivers are the stores a test runs on.
+func drivers() []string { return apitest.Drivers() }
 
 func setupOn(t testing.TB, driver string) *bundle {
 	t.Helper()
-	ctx := context.Background()
-	db, openAgain := openStore(t, driver)
-	var key [32]byte
-	_, err := rand.Read(key[:])
-	require.NoError(t, err)
+	db, openAgain := apitest.OpenStore(t, driver)
 	clock := testclock.New(time.Now().UTC())
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sec, err := server.NewSecurity(ctx, db, rootToken, key, clock, log)
-	require.NoError(t, err)
-
-	var srv *queueapi.Server
-	tasks := hooksapi.TaskCreatorFunc(func(ctx context.Context, taskID string, body []byte, clientID string, scopes []string) (*queue.TaskState, error) {
-		return srv.CreateTaskAs(ctx, taskID, body, clientID, scopes)
-	})
-	newFirer := func() *hooksapi.Firer {
-		return &hooksapi.Firer{Store: db, Tasks: tasks, Roles: sec.Roles, Clock: clock, Log: log}
-	}
-	firer := newFirer()
-	var rootURL string
+	var firer *hooksapi.Firer
+	var newFirer func() *hooksapi.Firer
+	srv := apitest.Start(t, apitest.Options{Store: db, Clock: clock, Routes: func(s *apitest.Server) []api.Route {
+		newFirer = func() *hooksapi.Firer {
+			return &hooksapi.Firer{Store: db, Tasks: s.Queue, Roles: s.Security.Roles, Clock: clock, Log: s.Logger}
+		}
+		firer = newFirer()
+		sec := s.Security
+		return append(hooksapi.Routes(hooksapi.Deps{Store: db, Sealer: sec.Sealer, Firer: firer, Caller: sec.Authorizer.Caller, Logger: s.Logger}),
+			s.AuthRoutes()...)
+	}})
 	newReplica := func() *hooksapi.Firer {
 		db := openAgain()
-		srv, err := queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: rootURL, Version: "test"}, Store: db, Clock: clock,
-			Issuer: sec.Issuer, Logger: log})
-		require.NoError(t, err)
-		return &hooksapi.Firer{Store: db, Tasks: srv, Roles: sec.Roles, Clock: clock, Log: log}
+		return &hooksapi.Firer{Store: db, Tasks: srv.NewQueue(t, db), Roles: srv.Security.Roles, Clock: clock, Log: srv.Logger}
 	}
-	var handler http.Handler
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
-	t.Cleanup(hs.Close)
-	rootURL = hs.URL
-	srv, err = queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: hs.URL, Version: "test"}, Store: db, Clock: clock,
-		Issuer: sec.Issuer, Logger: log})
-	require.NoError(t, err)
-	httpSrv, err := api.New(api.Options{Clock: clock, Authorizer: sec.Authorizer, Logger: log,
-		Routes: slices.Concat(srv.Routes(), hooksapi.Routes(hooksapi.Deps{Store: db, Sealer: sec.Sealer, Firer: firer, Caller: sec.Authorizer.Caller, Logger: log}),
-			authapi.Routes(authapi.Deps{Store: db, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
-				Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log})),
-	})
-	require.NoError(t, err)
-	handler = httpSrv.Handler()
-	root := &tcclient.Client{RootURL: hs.URL, MaxRetries: -1, Credentials: &tcclient.Credentials{ClientID: server.RootClientID, AccessToken: rootToken}}
-	return &bundle{clock: clock, store: db, root: root, firer: firer, newFirer: newFirer, newReplica: newReplica}
+	return &bundle{clock: clock, store: db, root: srv.Root, firer: firer, newFirer: newFirer, newReplica: newReplica}
 }
 
 // hookRole lets the hooks of group create tasks on testQueue.

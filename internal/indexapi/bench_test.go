@@ -2,57 +2,29 @@ package indexapi_test
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/apitest"
 	"github.com/hopper-ci/hopper/internal/index"
 	"github.com/hopper-ci/hopper/internal/indexapi"
-	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/queueapi"
-	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
-	"github.com/hopper-ci/hopper/internal/store/postgres"
-	"github.com/hopper-ci/hopper/internal/store/sqlite"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
-
-const rootToken = "indexapi-test-root-token-0123456789abcdef"
 
 // serve runs the API (queue plus index routes) over st with production
 // security and returns a root client of it.
 func serve(tb testing.TB, st store.Store) *tcclient.Client {
 	tb.Helper()
-	var key [32]byte
-	_, err := rand.Read(key[:])
-	require.NoError(tb, err)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sec, err := server.NewSecurity(context.Background(), st, rootToken, key, queue.SystemClock{}, log)
-	require.NoError(tb, err)
-	var handler http.Handler
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
-	tb.Cleanup(hs.Close)
-	queueSrv, err := queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: hs.URL}, Store: st, Issuer: sec.Issuer, Logger: log})
-	require.NoError(tb, err)
-	srv, err := api.New(api.Options{Authorizer: sec.Authorizer, Logger: log,
-		Routes: append(queueSrv.Routes(), indexapi.Routes(indexapi.Deps{Store: st, Artifacts: queueSrv})...),
-	})
-	require.NoError(tb, err)
-	handler = srv.Handler()
-	return &tcclient.Client{RootURL: hs.URL, MaxRetries: -1,
-		Credentials: &tcclient.Credentials{ClientID: server.RootClientID, AccessToken: rootToken}}
+	return apitest.Start(tb, apitest.Options{Store: st, Routes: func(s *apitest.Server) []api.Route {
+		return indexapi.Routes(indexapi.Deps{Store: s.Store, Artifacts: s.Queue})
+	}}).Root
 }
 
 // benchPath is the i-th path of a tree of 100 projects × 100 branches ×
@@ -66,30 +38,12 @@ func benchPath(i int) string {
 // entries, and reports the p50 and p99 latencies of the calls: on SQLite,
 // and on PostgreSQL when HOPPER_TEST_POSTGRES is set.
 func BenchmarkFindTask(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) {
-		st, err := sqlite.Open(context.Background(), b.TempDir()+"/hopper.db")
-		require.NoError(b, err)
-		b.Cleanup(func() { _ = st.Close() })
-		benchFindTask(b, st)
-	})
-	b.Run("postgres", func(b *testing.B) {
-		url := os.Getenv("HOPPER_TEST_POSTGRES")
-		if url == "" {
-			b.Skip("HOPPER_TEST_POSTGRES not set")
-		}
-		ctx := context.Background()
-		schema := fmt.Sprintf("hopper_bench_index_%d", time.Now().UnixNano()%1e9)
-		b.Cleanup(func() {
-			if conn, err := pgx.Connect(ctx, url); err == nil {
-				_, _ = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-				_ = conn.Close(ctx)
-			}
+	for _, driver := range []string{"sqlite", "postgres"} {
+		b.Run(driver, func(b *testing.B) {
+			st, _ := apitest.OpenStore(b, driver)
+			benchFindTask(b, st)
 		})
-		st, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 4})
-		require.NoError(b, err)
-		b.Cleanup(func() { _ = st.Close() })
-		benchFindTask(b, st)
-	})
+	}
 }
 
 func benchFindTask(b *testing.B, st store.Store) {

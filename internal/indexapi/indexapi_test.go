@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/store/sqlite"
+	"github.com/hopper-ci/hopper/internal/apitest"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
@@ -18,10 +18,7 @@ import (
 // client and an anonymous one.
 func setup(t *testing.T) (root, anon *tcclient.Client) {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), t.TempDir()+"/hopper.db")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	root = serve(t, st)
+	root = serve(t, apitest.SQLite(t))
 	return root, &tcclient.Client{RootURL: root.RootURL, MaxRetries: -1}
 }
 

@@ -36,7 +36,7 @@ const (
 type PoolStore interface {
 	store.WorkerManagerStore
 	TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (pending, claimed int, err error)
-	ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page store.Page) ([]store.Worker, string, error)
+	ListWorkers(ctx context.Context, now time.Time, filter store.WorkerFilter, page store.Page) ([]store.Worker, string, error)
 	GetTask(ctx context.Context, taskID string) (*queue.TaskState, error)
 }
 
@@ -104,7 +104,7 @@ func allPools(ctx context.Context, st store.WorkerManagerStore) ([]workermanager
 // takes) the lease, and returns how many workers it started.
 func (p *Provisioner) RunOnce(ctx context.Context) (int, error) {
 	now := p.Clock.Now()
-	ok, err := p.Store.TakeLease(ctx, ProvisionerLease, p.Holder, now, now.Add(interval(p.LeaseFor, DefaultLeaseFor)))
+	ok, err := p.Store.TakeLease(ctx, store.TakeLeaseParams{Name: ProvisionerLease, Holder: p.Holder, Now: now, Until: now.Add(interval(p.LeaseFor, DefaultLeaseFor))})
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -166,7 +166,7 @@ func (p *Provisioner) provision(ctx context.Context, pool *workermanager.Pool, p
 		secret := ident.NewSlugID() + ident.NewSlugID()
 		w := workermanager.NewRequestedWorker(pool, pool.ProviderID, "w"+ident.NewSlugID()[:21], pool.Capacity().PerWorker, p.Clock.Now())
 		w.StaticSecretHash = workermanager.HashSecret(secret)
-		if err := p.Store.RequestPoolWorker(ctx, w, ProvisionerLease, p.Holder, p.Clock.Now()); err != nil {
+		if err := p.Store.RequestPoolWorker(ctx, store.RequestPoolWorkerParams{Worker: w, Lease: ProvisionerLease, Holder: p.Holder, Now: p.Clock.Now()}); err != nil {
 			return i, err
 		}
 		data, err := prov.Provider.Start(ctx, pool, w, workerprovider.Registration{RootURL: p.RootURL, StaticSecret: secret})

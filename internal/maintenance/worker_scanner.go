@@ -56,7 +56,7 @@ func (s *WorkerScanner) Start(ctx context.Context) {
 // lease) and returns how many workers it stopped.
 func (s *WorkerScanner) RunOnce(ctx context.Context) (int, error) {
 	now := s.Clock.Now()
-	ok, err := s.Store.TakeLease(ctx, ScannerLease, s.Holder, now, now.Add(interval(s.LeaseFor, DefaultLeaseFor)))
+	ok, err := s.Store.TakeLease(ctx, store.TakeLeaseParams{Name: ScannerLease, Holder: s.Holder, Now: now, Until: now.Add(interval(s.LeaseFor, DefaultLeaseFor))})
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -84,106 +84,132 @@ func (s *WorkerScanner) RunOnce(ctx context.Context) (int, error) {
 }
 
 func (s *WorkerScanner) scanPool(ctx context.Context, pool *workermanager.Pool) (int, error) {
-	var workers []workermanager.Worker
-	page := store.Page{}
-	for {
-		ws, next, err := s.Store.ListPoolWorkers(ctx, store.PoolWorkerFilter{WorkerPoolID: pool.WorkerPoolID}, page)
-		if err != nil {
-			return 0, err
-		}
-		workers = append(workers, ws...)
-		if next == "" {
-			break
-		}
-		page.ContinuationToken = next
+	workers, err := s.poolWorkers(ctx, pool.WorkerPoolID)
+	if err != nil {
+		return 0, err
 	}
 	seen, err := s.queueWorkers(ctx, pool.WorkerPoolID)
 	if err != nil {
 		return 0, err
 	}
-	running := 0
+	ps := &poolScan{pool: pool, seen: seen, lifecycle: pool.Lifecycle(), minCapacity: pool.Capacity().Min}
 	for _, w := range workers {
 		if w.State == workermanager.StateRunning && w.ProviderID == pool.ProviderID {
-			running += w.Capacity
+			ps.running += w.Capacity
 		}
 	}
-	capacity := pool.Capacity()
-	lifecycle := pool.Lifecycle()
-	log := logger(s.Logger)
 	stopped := 0
 	for i := range workers {
 		w := &workers[i]
-		now := s.Clock.Now()
-		prov, dynamic := s.Providers[w.ProviderID]
-		providerType := workermanager.ProviderTypeStatic
-		if dynamic {
-			providerType = prov.Type
-		}
-		switch w.State {
-		case workermanager.StateStopped:
-			continue // expiry deletes it (ExpireWorkerManager)
-		case workermanager.StateStopping:
-			if dynamic {
-				if err := prov.Provider.Stop(ctx, pool, w); err != nil {
-					log.Warn("stopping a worker", "worker", w.Key().String(), "error", err)
-					continue
-				}
-			}
-			if err := s.markStopped(ctx, w, ""); err != nil {
-				return stopped, err
-			}
-			continue
-		}
-		if dynamic {
-			st, err := prov.Provider.Check(ctx, pool, w)
-			if err != nil {
-				// The engine cannot be reached: say so once a pass, keep
-				// the worker counted (it may still run).
-				reportPoolError(ctx, s.Store, log, now, pool, "provider-error", "Could not check a worker", err.Error(), w)
-				continue
-			}
-			if !st.Running {
-				quiet := st.Exited && st.ExitCode == 0 && w.State == workermanager.StateRunning
-				if !quiet {
-					reportPoolError(ctx, s.Store, log, now, pool, "worker-died", "A worker stopped unexpectedly", st.Detail, w)
-				}
-				if err := s.stop(ctx, pool, prov, w, "worker container is no longer running: "+st.Detail); err != nil {
-					return stopped, err
-				}
-				if w.State == workermanager.StateRunning {
-					running -= w.Capacity
-				}
-				stopped++
-				continue
-			}
-		}
-		act, err := s.activity(ctx, w, seen)
+		wasRunning := w.State == workermanager.StateRunning
+		gone, err := s.scanWorker(ctx, ps, w)
 		if err != nil {
 			return stopped, err
 		}
-		keep := w.State == workermanager.StateRunning && running-w.Capacity < capacity.Min
-		v := workermanager.Scan(w, providerType, lifecycle, act, keep, now)
-		if !v.Remove {
-			continue
+		if gone {
+			if wasRunning {
+				ps.running -= w.Capacity
+			}
+			stopped++
 		}
-		if w.State == workermanager.StateRequested {
-			reportPoolError(ctx, s.Store, log, now, pool, "registration-timeout", "A worker did not register in time", v.Reason, w)
-		}
-		if dynamic {
-			err = s.stop(ctx, pool, prov, w, v.Reason)
-		} else {
-			err = s.markStopped(ctx, w, v.Reason)
-		}
-		if err != nil {
-			return stopped, err
-		}
-		if w.State == workermanager.StateRunning {
-			running -= w.Capacity
-		}
-		stopped++
-		log.Info("worker stopped", "worker", w.Key().String(), "reason", v.Reason)
 	}
 	return stopped, nil
+}
+
+// poolScan is one pass over a pool's workers.
+type poolScan struct {
+	pool *workermanager.Pool
+	// seen holds the queue's records of the pool's workers.
+	seen        map[string]*store.Worker
+	lifecycle   workermanager.Lifecycle
+	minCapacity int
+	// running is the capacity of the pool's running workers, less those
+	// the pass has stopped.
+	running int
+}
+
+// poolWorkers lists every worker of the pool.
+func (s *WorkerScanner) poolWorkers(ctx context.Context, poolID string) ([]workermanager.Worker, error) {
+	var workers []workermanager.Worker
+	page := store.Page{}
+	for {
+		ws, next, err := s.Store.ListPoolWorkers(ctx, store.PoolWorkerFilter{WorkerPoolID: poolID}, page)
+		if err != nil {
+			return nil, err
+		}
+		workers = append(workers, ws...)
+		if next == "" {
+			return workers, nil
+		}
+		page.ContinuationToken = next
+	}
+}
+
+// scanWorker settles one worker: one stopping is stopped for good, one
+// its engine no longer runs is stopped (an error recorded unless it ended
+// cleanly), and one past its lifecycle's limits is removed. It reports
+// whether it stopped the worker in this pass.
+func (s *WorkerScanner) scanWorker(ctx context.Context, ps *poolScan, w *workermanager.Worker) (bool, error) {
+	log := logger(s.Logger)
+	now := s.Clock.Now()
+	prov, dynamic := s.Providers[w.ProviderID]
+	switch w.State {
+	case workermanager.StateStopped:
+		return false, nil // expiry deletes it (ExpireWorkerManager)
+	case workermanager.StateStopping:
+		if dynamic {
+			if err := prov.Provider.Stop(ctx, ps.pool, w); err != nil {
+				log.Warn("stopping a worker", "worker", w.Key().String(), "error", err)
+				return false, nil
+			}
+		}
+		return false, s.markStopped(ctx, w, "")
+	}
+	if dynamic {
+		st, err := prov.Provider.Check(ctx, ps.pool, w)
+		if err != nil {
+			// The engine cannot be reached: say so once a pass, keep the
+			// worker counted (it may still run).
+			reportPoolError(ctx, s.Store, log, now, ps.pool, "provider-error", "Could not check a worker", err.Error(), w)
+			return false, nil
+		}
+		if !st.Running {
+			quiet := st.Exited && st.ExitCode == 0 && w.State == workermanager.StateRunning
+			if !quiet {
+				reportPoolError(ctx, s.Store, log, now, ps.pool, "worker-died", "A worker stopped unexpectedly", st.Detail, w)
+			}
+			if err := s.stop(ctx, ps.pool, prov, w, "worker container is no longer running: "+st.Detail); err != nil {
+				return false, err
+			}
+			return true, nil
+		}
+	}
+	act, err := s.activity(ctx, w, ps.seen)
+	if err != nil {
+		return false, err
+	}
+	providerType := workermanager.ProviderTypeStatic
+	if dynamic {
+		providerType = prov.Type
+	}
+	keep := w.State == workermanager.StateRunning && ps.running-w.Capacity < ps.minCapacity
+	v := workermanager.Scan(w, providerType, ps.lifecycle, act, keep, now)
+	if !v.Remove {
+		return false, nil
+	}
+	if w.State == workermanager.StateRequested {
+		reportPoolError(ctx, s.Store, log, now, ps.pool, "registration-timeout", "A worker did not register in time", v.Reason, w)
+	}
+	if dynamic {
+		err = s.stop(ctx, ps.pool, prov, w, v.Reason)
+	} else {
+		err = s.markStopped(ctx, w, v.Reason)
+	}
+	if err != nil {
+		return false, err
+	}
+	log.Info("worker stopped", "worker", w.Key().String(), "reason", v.Reason)
+	return true, nil
 }
 
 // queueWorkers reads the queue's records of a pool's workers, one
@@ -192,7 +218,7 @@ func (s *WorkerScanner) queueWorkers(ctx context.Context, poolID string) (map[st
 	out := map[string]*store.Worker{}
 	page := store.Page{}
 	for {
-		ws, next, err := s.Store.ListWorkers(ctx, poolID, s.Clock.Now(), nil, page)
+		ws, next, err := s.Store.ListWorkers(ctx, s.Clock.Now(), store.WorkerFilter{TaskQueueID: poolID}, page)
 		if err != nil {
 			return nil, fmt.Errorf("listing the queue's workers of %s: %w", poolID, err)
 		}

@@ -148,123 +148,18 @@ func GroupURL(rootURL, taskGroupID string) string {
 // extra.notify applied. An override that fails to render yields a message
 // saying why, in its place, so the notification still goes out.
 func Render(tc TaskContext) (*Message, error) {
-	extra := extraNotify(tc.Task)
 	jctx, err := tc.jsoneContext()
 	if err != nil {
 		return nil, err
 	}
-	override := func(key string) (any, bool) {
-		tmpl, ok := extra[key]
-		if !ok {
-			return nil, false
-		}
-		v, err := jsone.RenderAt(tmpl, jctx, tc.Now)
-		if err != nil {
-			return "The task's extra.notify." + key + " could not be rendered: " + err.Error(), true
-		}
-		return v, true
-	}
-	str := func(v any) string {
-		if s, ok := v.(string); ok {
-			return s
-		}
-		b, _ := json.Marshal(v)
-		return string(b)
-	}
-	raw := func(v any) json.RawMessage {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil
-		}
-		return b
-	}
-	url := TaskURL(tc.RootURL, tc.TaskID)
-	name := tc.Task.Metadata.Name
-	state := tc.Status.State
+	r := &renderer{tc: tc, extra: extraNotify(tc.Task), jctx: jctx, url: TaskURL(tc.RootURL, tc.TaskID)}
 	switch tc.Rule.Channel {
 	case ChannelEmail:
-		e := &Email{Address: tc.Rule.Target, Subject: defaultSubject(tc), Content: defaultEmailContent(tc),
-			Link: &Link{Text: "Open the task", Href: url}, Template: "simple"}
-		if em, ok := extra["email"].(map[string]any); ok {
-			for key, tmpl := range em {
-				v, err := jsone.RenderAt(tmpl, jctx, tc.Now)
-				if err != nil {
-					v = "The task's extra.notify.email." + key + " could not be rendered: " + err.Error()
-				}
-				switch key {
-				case "subject":
-					e.Subject = str(v)
-				case "content":
-					e.Content = str(v)
-				case "link":
-					if m, ok := v.(map[string]any); ok {
-						text, _ := m["text"].(string)
-						href, _ := m["href"].(string)
-						if text != "" && href != "" {
-							e.Link = &Link{Text: truncate(text, 40), Href: truncate(href, 1024)}
-						}
-					} else if v == nil {
-						e.Link = nil
-					}
-				case "template":
-					if s := str(v); s == "simple" || s == "fullscreen" {
-						e.Template = s
-					}
-				}
-			}
-		}
-		e.Subject = truncate(strings.Join(strings.Fields(e.Subject), " "), MaxSubject)
-		e.Content = truncate(e.Content, MaxContent)
-		return &Message{Email: e}, nil
+		return &Message{Email: r.email()}, nil
 	case ChannelSlack:
-		s := &Slack{ChannelID: tc.Rule.Target, Text: fmt.Sprintf("%s *<%s|%s>* is %s", slackEmoji(state), url, slackEscape(name), describeState(tc))}
-		if v, ok := override("slackText"); ok {
-			s.Text = str(v)
-		}
-		s.Text = truncate(s.Text, MaxSlackText)
-		s.Blocks = defaultSlackBlocks(tc, s.Text)
-		if v, ok := override("slackBlocks"); ok {
-			if _, isList := v.([]any); isList {
-				s.Blocks = raw(v)
-			} else {
-				s.Text = truncate(str(v), MaxSlackText)
-			}
-		}
-		if v, ok := override("slackAttachments"); ok {
-			if _, isList := v.([]any); isList {
-				s.Attachments = raw(v)
-			}
-		}
-		s.UnfurlLinks = extra["slackUnfurlLinks"] == true
-		s.UnfurlMedia = extra["slackUnfurlMedia"] == true
-		return &Message{Slack: s}, nil
+		return &Message{Slack: r.slack()}, nil
 	case ChannelMatrix:
-		m := &Matrix{RoomID: tc.Rule.Target, Msgtype: "m.notice",
-			Body:          fmt.Sprintf("%s is %s: %s", name, describeState(tc), url),
-			Format:        "org.matrix.custom.html",
-			FormattedBody: defaultMatrixHTML(tc, url)}
-		if v, ok := extra["matrixMsgtype"].(string); ok && (v == "m.notice" || v == "m.text" || v == "m.emote") {
-			m.Msgtype = v
-		}
-		if v, ok := extra["matrixFormat"].(string); ok {
-			m.Format = v
-		}
-		if v, ok := override("matrixBody"); ok {
-			m.Body = str(v)
-			if _, has := extra["matrixFormattedBody"]; !has {
-				// A custom body replaces the default formatted one too,
-				// or clients would show the default instead of it.
-				m.Format, m.FormattedBody = "", ""
-			}
-		}
-		if v, ok := override("matrixFormattedBody"); ok {
-			m.FormattedBody = str(v)
-			if m.Format == "" {
-				m.Format = "org.matrix.custom.html"
-			}
-		}
-		m.Body, m.FormattedBody = truncate(m.Body, MaxMatrixBody), truncate(m.FormattedBody, MaxMatrixBody)
-		return &Message{Matrix: m}, nil
+		return &Message{Matrix: r.matrix()}, nil
 	case ChannelPulse:
 		st, err := json.Marshal(tc.Status)
 		if err != nil {
@@ -272,18 +167,164 @@ func Render(tc TaskContext) (*Message, error) {
 		}
 		return &Message{Pulse: &Pulse{RoutingKey: tc.Rule.Target, Message: st}}, nil
 	case ChannelWebhook:
-		body, err := json.Marshal(WebhookBody{
-			ID: tc.ID, Event: tc.Event, Route: tc.Rule.Raw, TaskID: tc.TaskID, RunID: tc.RunID, Status: tc.Status,
-			Task: WebhookTask{Name: name, Description: tc.Task.Metadata.Description, Owner: tc.Task.Metadata.Owner,
-				Source: tc.Task.Metadata.Source, TaskGroupID: tc.Task.TaskGroupID, Tags: tc.Task.Tags},
-			URL: url, LogTail: tc.LogTail,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("encoding the webhook body of %s: %w", tc.TaskID, err)
-		}
-		return &Message{Webhook: &Webhook{Name: tc.Rule.Target, Body: body}}, nil
+		return r.webhook()
 	}
 	return nil, fmt.Errorf("unknown channel %q", tc.Rule.Channel)
+}
+
+// renderer renders one notification: the task's extra.notify overrides,
+// JSON-e templates rendered in jctx.
+type renderer struct {
+	tc    TaskContext
+	extra map[string]any
+	jctx  map[string]any
+	url   string // the task's page
+}
+
+// override renders extra.notify.<key>, if the task has it.
+func (r *renderer) override(key string) (any, bool) {
+	tmpl, ok := r.extra[key]
+	if !ok {
+		return nil, false
+	}
+	v, err := jsone.RenderAt(tmpl, r.jctx, r.tc.Now)
+	if err != nil {
+		return "The task's extra.notify." + key + " could not be rendered: " + err.Error(), true
+	}
+	return v, true
+}
+
+// textOf is a rendered value as text: a string as it is, anything else
+// as its JSON.
+func textOf(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// rawJSON is a rendered value as JSON (nil if it has none).
+func rawJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// email is the email: the default one, with extra.notify.email's subject,
+// content, link and template rendered over it.
+func (r *renderer) email() *Email {
+	tc := r.tc
+	e := &Email{Address: tc.Rule.Target, Subject: defaultSubject(tc), Content: defaultEmailContent(tc),
+		Link: &Link{Text: "Open the task", Href: r.url}, Template: "simple"}
+	if em, ok := r.extra["email"].(map[string]any); ok {
+		for key, tmpl := range em {
+			v, err := jsone.RenderAt(tmpl, r.jctx, tc.Now)
+			if err != nil {
+				v = "The task's extra.notify.email." + key + " could not be rendered: " + err.Error()
+			}
+			switch key {
+			case "subject":
+				e.Subject = textOf(v)
+			case "content":
+				e.Content = textOf(v)
+			case "link":
+				if m, ok := v.(map[string]any); ok {
+					text, _ := m["text"].(string)
+					href, _ := m["href"].(string)
+					if text != "" && href != "" {
+						e.Link = &Link{Text: truncate(text, 40), Href: truncate(href, 1024)}
+					}
+				} else if v == nil {
+					e.Link = nil
+				}
+			case "template":
+				if s := textOf(v); s == "simple" || s == "fullscreen" {
+					e.Template = s
+				}
+			}
+		}
+	}
+	e.Subject = truncate(strings.Join(strings.Fields(e.Subject), " "), MaxSubject)
+	e.Content = truncate(e.Content, MaxContent)
+	return e
+}
+
+// slack is the Slack message: the default text and blocks, or the task's
+// slackText, slackBlocks and slackAttachments.
+func (r *renderer) slack() *Slack {
+	tc := r.tc
+	s := &Slack{ChannelID: tc.Rule.Target, Text: fmt.Sprintf("%s *<%s|%s>* is %s", slackEmoji(tc.Status.State), r.url,
+		slackEscape(tc.Task.Metadata.Name), describeState(tc))}
+	if v, ok := r.override("slackText"); ok {
+		s.Text = textOf(v)
+	}
+	s.Text = truncate(s.Text, MaxSlackText)
+	s.Blocks = defaultSlackBlocks(tc, s.Text)
+	if v, ok := r.override("slackBlocks"); ok {
+		if _, isList := v.([]any); isList {
+			s.Blocks = rawJSON(v)
+		} else {
+			s.Text = truncate(textOf(v), MaxSlackText)
+		}
+	}
+	if v, ok := r.override("slackAttachments"); ok {
+		if _, isList := v.([]any); isList {
+			s.Attachments = rawJSON(v)
+		}
+	}
+	s.UnfurlLinks = r.extra["slackUnfurlLinks"] == true
+	s.UnfurlMedia = r.extra["slackUnfurlMedia"] == true
+	return s
+}
+
+// matrix is the Matrix message: the default body and HTML, or the task's
+// matrixBody, matrixFormattedBody, matrixFormat and matrixMsgtype.
+func (r *renderer) matrix() *Matrix {
+	tc := r.tc
+	m := &Matrix{RoomID: tc.Rule.Target, Msgtype: "m.notice",
+		Body:          fmt.Sprintf("%s is %s: %s", tc.Task.Metadata.Name, describeState(tc), r.url),
+		Format:        "org.matrix.custom.html",
+		FormattedBody: defaultMatrixHTML(tc, r.url)}
+	if v, ok := r.extra["matrixMsgtype"].(string); ok && (v == "m.notice" || v == "m.text" || v == "m.emote") {
+		m.Msgtype = v
+	}
+	if v, ok := r.extra["matrixFormat"].(string); ok {
+		m.Format = v
+	}
+	if v, ok := r.override("matrixBody"); ok {
+		m.Body = textOf(v)
+		if _, has := r.extra["matrixFormattedBody"]; !has {
+			// A custom body replaces the default formatted one too, or
+			// clients would show the default instead of it.
+			m.Format, m.FormattedBody = "", ""
+		}
+	}
+	if v, ok := r.override("matrixFormattedBody"); ok {
+		m.FormattedBody = textOf(v)
+		if m.Format == "" {
+			m.Format = "org.matrix.custom.html"
+		}
+	}
+	m.Body, m.FormattedBody = truncate(m.Body, MaxMatrixBody), truncate(m.FormattedBody, MaxMatrixBody)
+	return m
+}
+
+// webhook is the webhook's body (WebhookBody).
+func (r *renderer) webhook() (*Message, error) {
+	tc := r.tc
+	body, err := json.Marshal(WebhookBody{
+		ID: tc.ID, Event: tc.Event, Route: tc.Rule.Raw, TaskID: tc.TaskID, RunID: tc.RunID, Status: tc.Status,
+		Task: WebhookTask{Name: tc.Task.Metadata.Name, Description: tc.Task.Metadata.Description, Owner: tc.Task.Metadata.Owner,
+			Source: tc.Task.Metadata.Source, TaskGroupID: tc.Task.TaskGroupID, Tags: tc.Task.Tags},
+		URL: r.url, LogTail: tc.LogTail,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the webhook body of %s: %w", tc.TaskID, err)
+	}
+	return &Message{Webhook: &Webhook{Name: tc.Rule.Target, Body: body}}, nil
 }
 
 // WebhookBody is the JSON a webhook endpoint receives for a task

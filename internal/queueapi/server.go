@@ -85,10 +85,21 @@ type Publisher interface {
 	PublishChanges(ctx context.Context, changes []store.Change)
 }
 
+// Store is the store as the Queue service uses it: the queue's own rows,
+// its flow keys (the flow policies' counts and fail-fast groups) and the
+// workers' liveness its metrics report.
+type Store interface {
+	store.TaskStore
+	store.TaskGroupStore
+	store.TaskQueueStore
+	store.ArtifactStore
+	MetricsStore
+}
+
 // Server is the Queue service: its handlers and what they share.
 type Server struct {
 	cfg     Config
-	store   store.Store
+	store   Store
 	hub     store.WorkHub
 	clock   queue.Clock
 	schemas *schema.Registry
@@ -115,7 +126,7 @@ type Server struct {
 // Options wires a Server.
 type Options struct {
 	Config Config
-	Store  store.Store
+	Store  Store
 	// Hub wakes waiting claimWork calls (default: Store's, when it has
 	// one, as *store.DB does).
 	Hub       store.WorkHub

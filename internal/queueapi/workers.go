@@ -77,7 +77,7 @@ func (s *Server) listWorkers(c *api.Call) (any, error) {
 	}
 	s.settleTouches(c.Context())
 	taskQueueID := c.Params["provisionerId"] + "/" + c.Params["workerType"]
-	ws, next, err := s.store.ListWorkers(c.Context(), taskQueueID, c.Now, quarantined, c.Page())
+	ws, next, err := s.store.ListWorkers(c.Context(), c.Now, store.WorkerFilter{TaskQueueID: taskQueueID, Quarantined: quarantined}, c.Page())
 	if err != nil {
 		return nil, err
 	}

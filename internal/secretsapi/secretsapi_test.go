@@ -1,79 +1,38 @@
 package secretsapi_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/api"
-	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/queueapi"
+	"github.com/hopper-ci/hopper/internal/apitest"
+	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/secretsapi"
-	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
-	"github.com/hopper-ci/hopper/internal/store/sqlite"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
-const rootToken = "secretsapi-test-root-token-0123456789abcdef"
-
-// syncBuffer collects the server's log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // setup serves the API with the secrets routes over a fresh SQLite store,
 // logging at debug level into the returned buffer.
-func setup(t *testing.T) (*tcclient.Client, store.Store, *syncBuffer) {
+func setup(t *testing.T) (*tcclient.Client, store.Store, *e2e.SyncBuffer) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir()+"/hopper.db")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	var key [32]byte
-	_, err = rand.Read(key[:])
-	require.NoError(t, err)
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	sec, err := server.NewSecurity(ctx, st, rootToken, key, queue.SystemClock{}, log)
-	require.NoError(t, err)
-	var handler http.Handler
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
-	t.Cleanup(hs.Close)
-	queueSrv, err := queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: hs.URL}, Store: st, Issuer: sec.Issuer, Logger: log})
-	require.NoError(t, err)
-	srv, err := api.New(api.Options{Authorizer: sec.Authorizer, Logger: log,
-		Routes: append(queueSrv.Routes(), secretsapi.Routes(secretsapi.Deps{Store: st, Sealer: sec.Sealer, Caller: sec.Authorizer.Caller, Logger: log})...),
+	logs := &e2e.SyncBuffer{}
+	srv := apitest.Start(t, apitest.Options{
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Routes: func(s *apitest.Server) []api.Route {
+			return secretsapi.Routes(secretsapi.Deps{Store: s.Store, Sealer: s.Security.Sealer, Caller: s.Security.Authorizer.Caller, Logger: s.Logger})
+		},
 	})
-	require.NoError(t, err)
-	handler = srv.Handler()
-	return &tcclient.Client{RootURL: hs.URL, MaxRetries: -1,
-		Credentials: &tcclient.Credentials{ClientID: server.RootClientID, AccessToken: rootToken}}, st, logs
+	return srv.Root, srv.Store, logs
 }
 
 func status(t *testing.T, err error) int {

@@ -20,12 +20,18 @@ const maxArtifactRead = 256 << 20
 // artifactReader reads the content of artifacts stored in hopper's blob
 // storage (storage type s3) for the services that quote them.
 type artifactReader struct {
-	store  store.Store
+	store  artifactRecords
 	blobs  artifacts.Backend
 	client *http.Client
 }
 
-func newArtifactReader(st store.Store, blobs artifacts.Backend) *artifactReader {
+// artifactRecords is the store as the services that quote artifacts read
+// it.
+type artifactRecords interface {
+	GetArtifact(ctx context.Context, taskID string, runID int, name string) (*store.Artifact, error)
+}
+
+func newArtifactReader(st artifactRecords, blobs artifacts.Backend) *artifactReader {
 	return &artifactReader{store: st, blobs: blobs, client: &http.Client{Timeout: 30 * time.Second}}
 }
 

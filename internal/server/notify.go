@@ -15,7 +15,6 @@ import (
 	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/notifyapi"
 	"github.com/hopper-ci/hopper/internal/notifysend"
-	"github.com/hopper-ci/hopper/internal/store"
 )
 
 // notifyService is the Notify service: its routes, the sender duty and
@@ -61,7 +60,7 @@ func (w *wiring) notifyService() (service, error) {
 }
 
 // logTailer reads the last lines of a run's backing log from blob storage.
-func logTailer(st store.Store, blobs artifacts.Backend) func(ctx context.Context, taskID string, runID int) (string, error) {
+func logTailer(st artifactRecords, blobs artifacts.Backend) func(ctx context.Context, taskID string, runID int) (string, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	return func(ctx context.Context, taskID string, runID int) (string, error) {
 		const name = "public/logs/live_backing.log"

@@ -80,7 +80,7 @@ func (w *wiring) workerManagerService() (service, error) {
 
 // queueWorkers reads the queue's worker records for the Worker Manager.
 type queueWorkers struct {
-	store    store.Store
+	store    workermanagerapi.QueueWorkers // the queue's records as stored
 	queue    *queueapi.Server
 	resolver *maintenance.WorkerRunResolver
 }
@@ -94,11 +94,11 @@ func (q queueWorkers) GetWorker(ctx context.Context, key store.WorkerKey, now ti
 }
 
 // ListWorkers implements workermanagerapi.QueueWorkers.
-func (q queueWorkers) ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page store.Page) ([]store.Worker, string, error) {
+func (q queueWorkers) ListWorkers(ctx context.Context, now time.Time, filter store.WorkerFilter, page store.Page) ([]store.Worker, string, error) {
 	if err := q.queue.Flush(ctx); err != nil {
 		return nil, "", err
 	}
-	return q.store.ListWorkers(ctx, taskQueueID, now, quarantined, page)
+	return q.store.ListWorkers(ctx, now, filter, page)
 }
 
 // workerIssuer signs registered workers' credentials with the queue's

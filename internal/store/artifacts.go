@@ -7,6 +7,14 @@ import (
 	"fmt"
 )
 
+// ArtifactStore is the queue's artifacts.
+type ArtifactStore interface {
+	CreateArtifact(ctx context.Context, p CreateArtifactParams) (*Artifact, error)
+	GetArtifact(ctx context.Context, taskID string, runID int, name string) (*Artifact, error)
+	ListArtifacts(ctx context.Context, taskID string, runID int, page Page) ([]Artifact, string, error)
+	MarkArtifactPresent(ctx context.Context, taskID string, runID int, name string) error
+}
+
 const artifactColumns = "task_id, run_id, name, storage_type, content_type, details, expires, present"
 
 func scanArtifact(row rowScanner) (*Artifact, error) {

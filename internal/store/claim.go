@@ -8,8 +8,9 @@ import (
 )
 
 // ClaimWork implements Store: it takes up to Count pending runs of the queue
-// in priority then FIFO order in one statement, skipping rows other
-// transactions hold, and claims each. Two round trips: the pending runs and
+// as queue.PlanClaim decides (priority, then the order they became
+// pending; tasks under a flow key's policy through their keys, flow.go),
+// skipping rows other transactions hold, and claims each. Two round trips: the pending runs and
 // the worker's record are read together, and the claimed tasks and the
 // worker's recent tasks are written with the COMMIT.
 //
@@ -52,20 +53,23 @@ func (db *DB) claimWork(ctx context.Context, p ClaimWorkParams, generation uint6
 	}
 	err = db.tx(ctx, func(tx *txn) error {
 		res = &ClaimResult{}
-		var tasks []*queue.TaskState
-		tx.send(Statement{Query: "SELECT " + taskColumns + ` FROM tasks
+		// The plain tasks a claim may take (queue.PlanClaim's rules 1 and
+		// 2), first in claim order: the index tasks_pending holds them in
+		// that order, leaving out tasks under a flow key's policy.
+		var plain []claimCandidate
+		tx.send(Statement{Query: "SELECT " + taskColumns + `, pending_seq FROM tasks
 			WHERE task_queue_id = ? AND pending_seq IS NOT NULL AND flow_key IS NULL AND deadline > ?
 			ORDER BY priority DESC, pending_seq LIMIT ?` + db.dialect.LockSkip,
 			Args: []any{p.TaskQueueID, ms(p.Now), p.Count},
 			What: "selecting pending tasks of " + p.TaskQueueID,
 			Rows: func(rows Rows) error {
 				var err error
-				tasks, err = db.readTasks(rows)
+				plain, err = db.readPlainCandidates(rows)
 				return err
 			}})
 		// Tasks under a flow key's policy are found through their keys, in
 		// the same round trip (flow.go).
-		var keyed []flowCandidate
+		var keyed []claimCandidate
 		if flows {
 			tx.send(tx.flowCandidatesStatement(p, &keyed))
 		}
@@ -80,9 +84,9 @@ func (db *DB) claimWork(ctx context.Context, p ClaimWorkParams, generation uint6
 			res.QuarantinedUntil = fromMS(worker.quarantineUntil)
 			return nil
 		}
-		tasks, keyed = mergeClaimable(tasks, keyed, p.Count)
-		var keyedClaims []flowCandidate
-		for _, task := range tasks {
+		var keyedClaims []claimCandidate
+		for _, c := range mergeClaimable(plain, keyed, p.Count) {
+			task := c.task
 			last := task.LastRun()
 			if last == nil || last.State != queue.StatePending {
 				continue
@@ -93,8 +97,8 @@ func (db *DB) claimWork(ctx context.Context, p ClaimWorkParams, generation uint6
 			}
 			res.Claims = append(res.Claims, Claimed{Task: task, RunID: last.RunID})
 			res.Changes = append(res.Changes, tx.change(task, tr.Events, p.Now))
-			if i := slices.IndexFunc(keyed, func(c flowCandidate) bool { return c.task == task }); i >= 0 {
-				keyedClaims = append(keyedClaims, keyed[i])
+			if c.run.FlowKey != "" {
+				keyedClaims = append(keyedClaims, c)
 			}
 		}
 		if err := tx.finishFlowClaims(ctx, p, keyedClaims, res); err != nil {
@@ -141,4 +145,61 @@ func (db *DB) claimWork(ctx context.Context, p ClaimWorkParams, generation uint6
 		db.hub.Notify(p.TaskQueueID, 1)
 	}
 	return res, nil
+}
+
+// claimCandidate is a task a claim may take, with its pending run as the
+// claim rules see it (queue.PendingRun).
+type claimCandidate struct {
+	task *queue.TaskState
+	run  queue.PendingRun
+	// supersede is its key's policy when the claim read it.
+	supersede bool
+}
+
+// readPlainCandidates reads tasks outside flow control with their
+// pending_seq.
+func (db *DB) readPlainCandidates(rows Rows) ([]claimCandidate, error) {
+	var out []claimCandidate
+	for rows.Next() {
+		var (
+			def, runs string
+			seq       int64
+		)
+		t := &queue.TaskState{}
+		if err := rows.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs, &seq); err != nil {
+			return nil, err
+		}
+		if err := db.decodeTask(t, def, runs); err != nil {
+			return nil, err
+		}
+		run := queue.NewPendingRun(t, seq)
+		// The row says it is outside flow control, whatever its
+		// definition: a flow block written before flow control existed
+		// is inert.
+		run.FlowKey = ""
+		out = append(out, claimCandidate{task: t, run: run})
+	}
+	return out, nil
+}
+
+// mergeClaimable merges the plain candidates (in claim order, as read)
+// with the keyed ones into claim order (queue.ClaimOrder), keeping count.
+func mergeClaimable(plain, keyed []claimCandidate, count int) []claimCandidate {
+	if len(keyed) == 0 {
+		return plain
+	}
+	order := func(a, b claimCandidate) int { return queue.ClaimOrder(a.run, b.run) }
+	slices.SortStableFunc(keyed, order)
+	out := make([]claimCandidate, 0, min(count, len(plain)+len(keyed)))
+	i, j := 0, 0
+	for len(out) < count && (i < len(plain) || j < len(keyed)) {
+		if j >= len(keyed) || (i < len(plain) && order(keyed[j], plain[i]) >= 0) {
+			out = append(out, plain[i])
+			i++
+			continue
+		}
+		out = append(out, keyed[j])
+		j++
+	}
+	return out
 }

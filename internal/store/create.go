@@ -119,7 +119,10 @@ func (db *DB) createTaskAlone(ctx context.Context, p CreateTaskParams) (*Result,
 			// Taken, by an earlier or a concurrent (now committed) create.
 			return repeat(queue.Conflictf("taskId %s already used by another task", p.TaskID))
 		}
-		if err := tx.cancelInProgress(ctx, p.TaskID, p.Task, p.Task.Flow, p.Now, res); err != nil {
+		// A keyed create may cancel others: a task under a key with
+		// cancelInProgress replaces the key's running tasks, cancelled in
+		// this transaction (flow.go).
+		if err := tx.cancelRunningOfKey(ctx, p.TaskID, p.Task, p.Now, res); err != nil {
 			return err
 		}
 		// The edges are written with the COMMIT.

@@ -170,8 +170,9 @@ type directClaim struct {
 }
 
 // planDirectClaims reserves waiting claimants for the batch's tasks and
-// assigns them, queue by queue, highest priority first, then in the order
-// the batch numbers its pending runs (by taskId).
+// assigns them, queue by queue, in claim order (queue.ClaimOrder): highest
+// priority first, then in the order the batch numbers its pending runs (by
+// taskId).
 func (db *DB) planDirectClaims(batch []*createCall) (map[string]*directClaim, []*reservation) {
 	byQueue := map[string][]*createCall{}
 	for _, c := range batch {

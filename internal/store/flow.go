@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -148,17 +147,20 @@ func (t *txn) sendFlowDeclaration(def *queue.Task, p *queue.FlowPolicy) {
 	}
 }
 
-// cancelInProgress cancels the running tasks of the new task's key when
-// its policy says so. The key's row is locked by the declaration, so a
-// claim of the key either committed before (its run is seen and cancelled)
-// or waits for this transaction and then finds the new task.
-func (t *txn) cancelInProgress(ctx context.Context, taskID string, def *queue.Task, p *queue.FlowPolicy, now time.Time, res *Result) error {
-	if !p.Keyed() || !p.CancelInProgress {
+// cancelRunningOfKey cancels, when the new task taskID (def) is under a
+// key with cancelInProgress, the running tasks it replaces
+// (queue.CancelsInProgress). The key's row is locked by the declaration,
+// so a claim of the key either committed before (its run is seen and
+// cancelled) or waits for this transaction and then finds the new task.
+func (t *txn) cancelRunningOfKey(ctx context.Context, taskID string, def *queue.Task, now time.Time, res *Result) error {
+	p := def.Flow
+	if !queue.CancelsOthers(p) {
 		return nil
 	}
-	// Only tasks the creator could have created (same schedulerId and
-	// projectId, which createTask's scopes cover) are cancelled: sharing a
-	// task queue and a key name grants no power over others' tasks.
+	// The statement finds what queue.CancelsInProgress allows (only tasks
+	// the creator could have created: same schedulerId and projectId,
+	// which createTask's scopes cover), which is checked again on each
+	// locked task.
 	ids, err := t.queryStrings(ctx, `SELECT task_id FROM tasks WHERE task_queue_id = ? AND flow_key = ? AND state = 'running' AND task_id <> ?
 		AND scheduler_id = ? AND project_id = ? ORDER BY task_id`,
 		def.TaskQueueID, p.Key, taskID, def.SchedulerID, def.ProjectID)
@@ -168,7 +170,7 @@ func (t *txn) cancelInProgress(ctx context.Context, taskID string, def *queue.Ta
 	canceled := 0
 	for _, id := range ids {
 		_, err := t.transition(ctx, id, now, func(task *queue.TaskState, tr *queue.Transition) error {
-			if task.State() != queue.StateRunning || task.Cancel(now, tr) != nil {
+			if !queue.CancelsInProgress(taskID, def, task) || task.Cancel(now, tr) != nil {
 				return nil // resolved meanwhile, or past its deadline
 			}
 			canceled++
@@ -185,20 +187,13 @@ func (t *txn) cancelInProgress(ctx context.Context, taskID string, def *queue.Ta
 	return nil
 }
 
-// flowCandidate is the task a claim may take from one key.
-type flowCandidate struct {
-	task       *queue.TaskState
-	key        string
-	pendingSeq int64
-	supersede  bool
-}
-
-// flowCandidatesStatement reads, for up to count keys of the queue with
-// pending tasks and room under their limit (least recently claimed first),
-// each key's next task: the oldest of its highest priority, or with
-// supersede its newest. Key rows and tasks are locked, skipping those other
-// transactions hold.
-func (t *txn) flowCandidatesStatement(p ClaimWorkParams, into *[]flowCandidate) Statement {
+// flowCandidatesStatement reads the keys a claim looks at (queue.KeysInTurn:
+// up to count keys of the queue with pending tasks and room under their
+// limit, least recently claimed first, then by key) and the task each
+// offers (queue.NextOfKey: its first claimable in claim order, or with
+// supersede its newest). Key rows and tasks are locked, skipping those
+// other transactions hold.
+func (t *txn) flowCandidatesStatement(p ClaimWorkParams, into *[]claimCandidate) Statement {
 	lockTasks := t.db.dialect.LockSkip
 	if lockTasks != "" {
 		// The lock applies to the tasks only: the keys are locked by the
@@ -210,7 +205,7 @@ func (t *txn) flowCandidatesStatement(p ClaimWorkParams, into *[]flowCandidate) 
 	return Statement{
 		Query: `WITH k AS (SELECT task_queue_id, flow_key, supersede FROM flow_keys
 			WHERE task_queue_id = ? AND pending > 0 AND (lim = 0 OR running < lim)
-			ORDER BY last_claimed LIMIT ?` + t.db.dialect.LockSkip + `)
+			ORDER BY last_claimed, flow_key LIMIT ?` + t.db.dialect.LockSkip + `)
 			SELECT ` + prefixColumns("tasks.", taskColumns) + `, k.flow_key, tasks.pending_seq, k.supersede FROM k JOIN tasks
 			ON tasks.task_id = CASE WHEN k.supersede = 1
 				THEN ` + next + `n.pending_seq DESC LIMIT 1)
@@ -221,18 +216,18 @@ func (t *txn) flowCandidatesStatement(p ClaimWorkParams, into *[]flowCandidate) 
 		Rows: func(rows Rows) error {
 			for rows.Next() {
 				var (
-					def, runs string
-					c         flowCandidate
-					supersede int64
+					def, runs, key string
+					seq, supersede int64
 				)
-				c.task = &queue.TaskState{}
-				if err := rows.Scan(&c.task.TaskID, &def, &c.task.RetriesLeft, &runs, &c.key, &c.pendingSeq, &supersede); err != nil {
+				task := &queue.TaskState{}
+				if err := rows.Scan(&task.TaskID, &def, &task.RetriesLeft, &runs, &key, &seq, &supersede); err != nil {
 					return err
 				}
-				if err := t.db.decodeTask(c.task, def, runs); err != nil {
+				if err := t.db.decodeTask(task, def, runs); err != nil {
 					return err
 				}
-				c.supersede = supersede == 1
+				c := claimCandidate{task: task, run: queue.NewPendingRun(task, seq), supersede: supersede == 1}
+				c.run.FlowKey = key
 				*into = append(*into, c)
 			}
 			return nil
@@ -247,85 +242,41 @@ func prefixColumns(prefix, columns string) string {
 	return strings.Join(parts, ", ")
 }
 
-// mergeClaimable merges the plain candidates (in claim order) with the
-// keyed ones into the claim order (priority, then when the run was
-// scheduled), keeping count; it reports which keyed candidates made it.
-func mergeClaimable(plain []*queue.TaskState, keyed []flowCandidate, count int) ([]*queue.TaskState, []flowCandidate) {
-	if len(keyed) == 0 {
-		return plain, nil
-	}
-	before := func(a, b *queue.TaskState) bool {
-		wa, wb := queue.PriorityWeight(a.Task.Priority), queue.PriorityWeight(b.Task.Priority)
-		if wa != wb {
-			return wa > wb
-		}
-		return scheduled(a).Before(scheduled(b))
-	}
-	slices.SortStableFunc(keyed, func(a, b flowCandidate) int {
-		switch {
-		case before(a.task, b.task):
-			return -1
-		case before(b.task, a.task):
-			return 1
-		}
-		return 0
-	})
-	var (
-		out   []*queue.TaskState
-		taken []flowCandidate
-		i, j  int
-	)
-	for len(out) < count && (i < len(plain) || j < len(keyed)) {
-		if j >= len(keyed) || (i < len(plain) && !before(keyed[j].task, plain[i])) {
-			out = append(out, plain[i])
-			i++
-			continue
-		}
-		out = append(out, keyed[j].task)
-		taken = append(taken, keyed[j])
-		j++
-	}
-	return out, taken
-}
-
-func scheduled(t *queue.TaskState) time.Time {
-	if r := t.LastRun(); r != nil {
-		return r.Scheduled.Time
-	}
-	return time.Time{}
-}
-
 // finishFlowClaims runs, inside a claim, what its keyed claims entail: the
-// older pending tasks of a supersede key are resolved exception/superseded,
-// and each key records the claim (so keys take turns).
-func (t *txn) finishFlowClaims(ctx context.Context, p ClaimWorkParams, claimed []flowCandidate, res *ClaimResult) error {
+// older pending tasks of a supersede key are resolved exception/superseded
+// (queue.Supersedes), and each key records the claim (so keys take turns).
+func (t *txn) finishFlowClaims(ctx context.Context, p ClaimWorkParams, claimed []claimCandidate, res *ClaimResult) error {
 	for _, c := range claimed {
+		key := c.run.FlowKey
 		superseded := 0
 		if c.supersede {
-			// As with cancelInProgress, only tasks of the same schedulerId
-			// and projectId as the one handed out are superseded.
-			older, err := t.queryStrings(ctx, `SELECT task_id FROM tasks WHERE task_queue_id = ? AND flow_key = ?
+			// The statement finds what queue.Supersedes allows (the key's
+			// tasks pending before it, of its schedulerId and projectId),
+			// which is checked again on each locked task.
+			older, err := t.pendingSeqs(ctx, `SELECT task_id, pending_seq FROM tasks WHERE task_queue_id = ? AND flow_key = ?
 				AND pending_seq IS NOT NULL AND pending_seq < ? AND scheduler_id = ? AND project_id = ? ORDER BY pending_seq`+t.db.dialect.LockSkip,
-				p.TaskQueueID, c.key, c.pendingSeq, c.task.Task.SchedulerID, c.task.Task.ProjectID)
+				p.TaskQueueID, key, c.run.Seq, c.run.SchedulerID, c.run.ProjectID)
 			if err != nil {
 				return fmt.Errorf("listing tasks superseded by %s: %w", c.task.TaskID, err)
 			}
 			s := Supersession{By: RecentTask{TaskID: c.task.TaskID, RunID: len(c.task.Runs) - 1}}
 			tr := &Result{}
-			for _, id := range older {
+			for _, o := range older {
 				var runID int
-				task, err := t.transition(ctx, id, p.Now, func(task *queue.TaskState, tr *queue.Transition) error {
+				task, err := t.transition(ctx, o.taskID, p.Now, func(task *queue.TaskState, tr *queue.Transition) error {
 					runID = len(task.Runs) - 1
-					if !task.Supersede(p.Now, tr) {
+					run := queue.NewPendingRun(task, o.seq)
+					run.FlowKey = key
+					if !queue.Supersedes(c.run, run) || !task.Supersede(p.Now, tr) {
 						runID = -1
 					}
 					return nil
 				}, tr)
 				if err != nil {
-					return fmt.Errorf("superseding task %s by %s: %w", id, c.task.TaskID, err)
+					return fmt.Errorf("superseding task %s by %s: %w", o.taskID, c.task.TaskID, err)
 				}
 				if task != nil && runID >= 0 {
-					s.Superseded = append(s.Superseded, RecentTask{TaskID: id, RunID: runID})
+					s.Superseded = append(s.Superseded, RecentTask{TaskID: o.taskID, RunID: runID})
 				}
 			}
 			res.Changes = append(res.Changes, tr.Changes...)
@@ -335,9 +286,31 @@ func (t *txn) finishFlowClaims(ctx context.Context, p ClaimWorkParams, claimed [
 			}
 		}
 		t.send(Statement{Query: "UPDATE flow_keys SET last_claimed = ?, superseded = superseded + ? WHERE task_queue_id = ? AND flow_key = ?",
-			Args: []any{ms(p.Now), superseded, p.TaskQueueID, c.key}, What: "recording a claim of flow key " + c.key})
+			Args: []any{ms(p.Now), superseded, p.TaskQueueID, key}, What: "recording a claim of flow key " + key})
 	}
 	return nil
+}
+
+// pendingSeq is a task's id and the pending_seq of its pending run.
+type pendingSeq struct {
+	taskID string
+	seq    int64
+}
+
+// pendingSeqs runs a query reading (task_id, pending_seq) rows.
+func (t *txn) pendingSeqs(ctx context.Context, query string, args ...any) ([]pendingSeq, error) {
+	var out []pendingSeq
+	err := t.queryEach(ctx, query, args, func(rows Rows) error {
+		for rows.Next() {
+			var s pendingSeq
+			if err := rows.Scan(&s.taskID, &s.seq); err != nil {
+				return err
+			}
+			out = append(out, s)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // notifyFlowRoom wakes a waiting claim when a task of a flow key resolved:

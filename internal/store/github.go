@@ -32,7 +32,7 @@ type GithubStore interface {
 	FinishGithubDelivery(ctx context.Context, p FinishGithubDeliveryParams) error
 	// RetryGithubDelivery gives up a lease after a failure that may pass
 	// (the forge's API did not answer): the delivery is due again at next.
-	RetryGithubDelivery(ctx context.Context, host, deliveryID string, lease, next time.Time, errText string) error
+	RetryGithubDelivery(ctx context.Context, p RetryGithubDeliveryParams) error
 
 	// PutGithubInstallation records (id > 0) or forgets (id 0) the App's
 	// installation for an owner.
@@ -47,7 +47,7 @@ type GithubStore interface {
 	// AdvanceGithubBuild moves a build to state, if it is in one of from,
 	// and queues status (if not nil) in the same transaction; it reports
 	// whether the build moved.
-	AdvanceGithubBuild(ctx context.Context, taskGroupID string, from []string, state string, now time.Time, status *GithubOutboxEntry) (bool, error)
+	AdvanceGithubBuild(ctx context.Context, p AdvanceGithubBuildParams) (bool, error)
 
 	// QueueGithubOutbox queues entries (see GithubOutboxEntry.Key).
 	QueueGithubOutbox(ctx context.Context, entries []GithubOutboxEntry) error
@@ -56,7 +56,7 @@ type GithubStore interface {
 	// FinishGithubOutbox records a send: sent, or failed with the next
 	// attempt's time (zero: given up). An entry whose body changed since
 	// it was claimed (Seq) stays due, to send its newer body.
-	FinishGithubOutbox(ctx context.Context, id, seq int64, sent bool, next time.Time, errText string) error
+	FinishGithubOutbox(ctx context.Context, p FinishGithubOutboxParams) error
 	// GetGithubOutbox loads an entry by key.
 	GetGithubOutbox(ctx context.Context, host, key string) (*GithubOutboxEntry, error)
 
@@ -91,6 +91,36 @@ type GithubDelivery struct {
 	ClaimedUntil time.Time
 	// Outcome says what processing did (for people); Error why it failed.
 	Outcome, Error string
+}
+
+// RetryGithubDeliveryParams describes RetryGithubDelivery: the lease
+// given up, when the delivery is due again, and the error that made it
+// fail.
+type RetryGithubDeliveryParams struct {
+	Host, DeliveryID string
+	Lease, Next      time.Time
+	Error            string
+}
+
+// AdvanceGithubBuildParams describes AdvanceGithubBuild: the build moves
+// to State if it is in one of From, and Status (if not nil) is queued in
+// the same transaction.
+type AdvanceGithubBuildParams struct {
+	TaskGroupID string
+	From        []string
+	State       string
+	Now         time.Time
+	Status      *GithubOutboxEntry
+}
+
+// FinishGithubOutboxParams describes FinishGithubOutbox: entry ID as
+// claimed at Seq was Sent, or failed with Error and is due again at Next
+// (zero: given up).
+type FinishGithubOutboxParams struct {
+	ID, Seq int64
+	Sent    bool
+	Next    time.Time
+	Error   string
 }
 
 // FinishGithubDeliveryParams end a claimed delivery.
@@ -272,12 +302,12 @@ func (db *DB) FinishGithubDelivery(ctx context.Context, p FinishGithubDeliveryPa
 }
 
 // RetryGithubDelivery implements GithubStore.
-func (db *DB) RetryGithubDelivery(ctx context.Context, host, deliveryID string, lease, next time.Time, errText string) error {
+func (db *DB) RetryGithubDelivery(ctx context.Context, p RetryGithubDeliveryParams) error {
 	return db.tx(ctx, func(tx *txn) error {
 		_, err := tx.exec(ctx, `UPDATE github_deliveries SET claimed_until = 0, next_attempt = ?, error = ?
-			WHERE host = ? AND delivery_id = ? AND claimed_until = ? AND state = 'pending'`, ms(next), errText, host, deliveryID, ms(lease))
+			WHERE host = ? AND delivery_id = ? AND claimed_until = ? AND state = 'pending'`, ms(p.Next), p.Error, p.Host, p.DeliveryID, ms(p.Lease))
 		if err != nil {
-			return fmt.Errorf("releasing delivery %s: %w", deliveryID, err)
+			return fmt.Errorf("releasing delivery %s: %w", p.DeliveryID, err)
 		}
 		return nil
 	})
@@ -394,29 +424,29 @@ func (db *DB) GetGithubBuild(ctx context.Context, taskGroupID string) (*GithubBu
 }
 
 // AdvanceGithubBuild implements GithubStore.
-func (db *DB) AdvanceGithubBuild(ctx context.Context, taskGroupID string, from []string, state string, now time.Time, status *GithubOutboxEntry) (bool, error) {
-	if len(from) == 0 {
+func (db *DB) AdvanceGithubBuild(ctx context.Context, p AdvanceGithubBuildParams) (bool, error) {
+	if len(p.From) == 0 {
 		return false, nil
 	}
 	moved := false
 	err := db.tx(ctx, func(tx *txn) error {
-		marks := strings.TrimSuffix(strings.Repeat("?, ", len(from)), ", ")
-		args := []any{state, ms(now), taskGroupID}
-		for _, s := range from {
+		marks := strings.TrimSuffix(strings.Repeat("?, ", len(p.From)), ", ")
+		args := []any{p.State, ms(p.Now), p.TaskGroupID}
+		for _, s := range p.From {
 			args = append(args, s)
 		}
 		res, err := tx.exec(ctx, "UPDATE github_builds SET state = ?, updated = ? WHERE task_group_id = ? AND state IN ("+marks+")", args...)
 		if err != nil {
-			return fmt.Errorf("moving build %s to %s: %w", taskGroupID, state, err)
+			return fmt.Errorf("moving build %s to %s: %w", p.TaskGroupID, p.State, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return nil
 		}
 		moved = true
-		if status == nil {
+		if p.Status == nil {
 			return nil
 		}
-		return tx.queueOutbox(ctx, []GithubOutboxEntry{*status}, now)
+		return tx.queueOutbox(ctx, []GithubOutboxEntry{*p.Status}, p.Now)
 	})
 	return moved, err
 }
@@ -501,20 +531,20 @@ func (db *DB) ClaimGithubOutbox(ctx context.Context, now, leaseUntil time.Time, 
 }
 
 // FinishGithubOutbox implements GithubStore.
-func (db *DB) FinishGithubOutbox(ctx context.Context, id, seq int64, sent bool, next time.Time, errText string) error {
+func (db *DB) FinishGithubOutbox(ctx context.Context, p FinishGithubOutboxParams) error {
 	return db.tx(ctx, func(tx *txn) error {
 		var err error
 		switch {
-		case sent:
-			_, err = tx.exec(ctx, "UPDATE github_outbox SET state = CASE WHEN seq = ? THEN 'sent' ELSE state END, claimed_until = 0, last_error = '' WHERE id = ?", seq, id)
-		case next.IsZero():
-			_, err = tx.exec(ctx, "UPDATE github_outbox SET state = CASE WHEN seq = ? THEN 'failed' ELSE state END, claimed_until = 0, last_error = ? WHERE id = ?", seq, errText, id)
+		case p.Sent:
+			_, err = tx.exec(ctx, "UPDATE github_outbox SET state = CASE WHEN seq = ? THEN 'sent' ELSE state END, claimed_until = 0, last_error = '' WHERE id = ?", p.Seq, p.ID)
+		case p.Next.IsZero():
+			_, err = tx.exec(ctx, "UPDATE github_outbox SET state = CASE WHEN seq = ? THEN 'failed' ELSE state END, claimed_until = 0, last_error = ? WHERE id = ?", p.Seq, p.Error, p.ID)
 		default:
 			_, err = tx.exec(ctx, "UPDATE github_outbox SET next_attempt = CASE WHEN seq = ? THEN ? ELSE next_attempt END, claimed_until = 0, last_error = ? WHERE id = ?",
-				seq, ms(next), errText, id)
+				p.Seq, ms(p.Next), p.Error, p.ID)
 		}
 		if err != nil {
-			return fmt.Errorf("recording forge message %d: %w", id, err)
+			return fmt.Errorf("recording forge message %d: %w", p.ID, err)
 		}
 		return nil
 	})

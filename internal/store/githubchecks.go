@@ -24,7 +24,15 @@ type GithubCheckStore interface {
 	// FindGithubCheck finds the check of a forge's check run id.
 	FindGithubCheck(ctx context.Context, host string, checkRunID int64) (*GithubCheck, error)
 	// SetGithubCheckRunID records the forge's id of a created check run.
-	SetGithubCheckRunID(ctx context.Context, host, taskID string, runID int, checkRunID int64) error
+	SetGithubCheckRunID(ctx context.Context, p SetGithubCheckRunIDParams) error
+}
+
+// SetGithubCheckRunIDParams names a run's check and the forge's id of its
+// check run.
+type SetGithubCheckRunIDParams struct {
+	Host, TaskID string
+	RunID        int
+	CheckRunID   int64
 }
 
 // GithubCheck is the check run of one run of a task.
@@ -122,11 +130,11 @@ func (db *DB) GetGithubCheck(ctx context.Context, host, taskID string, runID int
 }
 
 // SetGithubCheckRunID implements GithubCheckStore.
-func (db *DB) SetGithubCheckRunID(ctx context.Context, host, taskID string, runID int, checkRunID int64) error {
+func (db *DB) SetGithubCheckRunID(ctx context.Context, p SetGithubCheckRunIDParams) error {
 	return db.tx(ctx, func(tx *txn) error {
-		res, err := tx.exec(ctx, "UPDATE github_checks SET check_run_id = ? WHERE host = ? AND task_id = ? AND run_id = ?", checkRunID, host, taskID, runID)
+		res, err := tx.exec(ctx, "UPDATE github_checks SET check_run_id = ? WHERE host = ? AND task_id = ? AND run_id = ?", p.CheckRunID, p.Host, p.TaskID, p.RunID)
 		if err != nil {
-			return fmt.Errorf("recording the check run id of %s run %d: %w", taskID, runID, err)
+			return fmt.Errorf("recording the check run id of %s run %d: %w", p.TaskID, p.RunID, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return ErrNotFound

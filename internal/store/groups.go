@@ -10,6 +10,14 @@ import (
 	"github.com/hopper-ci/hopper/internal/queue"
 )
 
+// TaskGroupStore is the queue's task groups.
+type TaskGroupStore interface {
+	GetTaskGroup(ctx context.Context, taskGroupID string) (*TaskGroup, error)
+	ListTaskGroup(ctx context.Context, taskGroupID string, page Page) ([]*queue.TaskState, string, error)
+	SealTaskGroup(ctx context.Context, taskGroupID string, now time.Time) (*TaskGroup, error)
+	CancelTaskGroup(ctx context.Context, taskGroupID string, now time.Time) (*CancelGroupResult, error)
+}
+
 func scanGroup(row rowScanner) (*TaskGroup, error) {
 	var (
 		g       TaskGroup

@@ -60,8 +60,8 @@ func (h *Hub) notifyOffers(taskQueueID string, offers []offer) {
 	}
 	q.empty = false
 	q.offers = append(q.offers, offers...)
-	// Highest priority first; among equals, the order they were made
-	// pending in (a stable sort).
+	// In claim order (queue.ClaimOrder): highest priority first; among
+	// equals, the order they were made pending in (a stable sort).
 	slices.SortStableFunc(q.offers, func(a, b offer) int { return b.weight - a.weight })
 }
 

@@ -12,6 +12,27 @@ import (
 	"github.com/hopper-ci/hopper/internal/queue"
 )
 
+// TaskQueueStore is the queue's task queues, their pending and claimed
+// runs, and the workers that claim from them.
+type TaskQueueStore interface {
+	TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (pending, claimed int, err error)
+	ListPending(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]PendingEntry, string, error)
+	ListClaimed(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]ClaimedEntry, string, error)
+	TouchTaskQueue(ctx context.Context, p TouchTaskQueueParams) (*TaskQueue, error)
+	GetTaskQueue(ctx context.Context, taskQueueID string, now time.Time) (*TaskQueue, error)
+	ListTaskQueues(ctx context.Context, now time.Time, filter TaskQueueFilter, page Page) ([]TaskQueue, string, error)
+	TouchWorker(ctx context.Context, p TouchWorkerParams) (*Worker, error)
+	GetWorker(ctx context.Context, key WorkerKey, now time.Time) (*Worker, error)
+	ListWorkers(ctx context.Context, now time.Time, filter WorkerFilter, page Page) ([]Worker, string, error)
+	QuarantineWorker(ctx context.Context, p QuarantineWorkerParams) (*Worker, error)
+	AddRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentTask) error
+	// TouchMany records many task queues and workers as seen, then adds
+	// runs to workers' recent tasks as AddRecentTasks would, in one
+	// transaction (touch_batch.go): claimWork's bookkeeping, written in
+	// batches.
+	TouchMany(ctx context.Context, queues []TouchTaskQueueParams, workers []TouchWorkerParams, recent []RecentTasksParams) error
+}
+
 // TaskQueueCounts implements Store: pending runs whose deadline is ahead,
 // and running runs whose claim has not run out.
 func (db *DB) TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (int, int, error) {
@@ -248,14 +269,14 @@ func (db *DB) GetWorker(ctx context.Context, key WorkerKey, now time.Time) (*Wor
 }
 
 // ListWorkers implements Store.
-func (db *DB) ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page Page) ([]Worker, string, error) {
+func (db *DB) ListWorkers(ctx context.Context, now time.Time, filter WorkerFilter, page Page) ([]Worker, string, error) {
 	out, next, err := listPageFields(ctx, db, page, 2, func(cursor string) (string, []any, error) {
 		afterGroup, afterID, _ := strings.Cut(cursor, "\x00")
 		query := "SELECT " + workerColumns + ` FROM workers WHERE task_queue_id = ? AND (expires > ? OR quarantine_until > ?)
 		AND (worker_group > ? OR (worker_group = ? AND worker_id > ?))`
-		args := []any{taskQueueID, ms(now), ms(now), afterGroup, afterGroup, afterID}
-		if quarantined != nil {
-			if *quarantined {
+		args := []any{filter.TaskQueueID, ms(now), ms(now), afterGroup, afterGroup, afterID}
+		if filter.Quarantined != nil {
+			if *filter.Quarantined {
 				query += " AND quarantine_until >= ?"
 			} else {
 				query += " AND quarantine_until < ?"
@@ -271,7 +292,7 @@ func (db *DB) ListWorkers(ctx context.Context, taskQueueID string, now time.Time
 		return *w, nil
 	}, func(w Worker) string { return w.WorkerGroup + "\x00" + w.WorkerID })
 	if err != nil {
-		return nil, "", fmt.Errorf("listing workers of %s: %w", taskQueueID, err)
+		return nil, "", fmt.Errorf("listing workers of %s: %w", filter.TaskQueueID, err)
 	}
 	return out, next, nil
 }

@@ -13,7 +13,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -23,55 +22,20 @@ import (
 // ErrNotFound is returned when the requested entity does not exist.
 var ErrNotFound = errors.New("not found")
 
-// Store is hopper's persistence. The in-process wake-up hub that waiting
-// claimWork calls use is not part of it: see WorkHub (*DB is both).
+// Store is hopper's persistence: one small interface per service, each in
+// the file of its rows. The in-process wake-up hub that waiting claimWork
+// calls use is not part of it: see WorkHub (*DB is both).
 type Store interface {
-	// Tasks.
-	CreateTask(ctx context.Context, p CreateTaskParams) (*Result, error)
-	GetTask(ctx context.Context, taskID string) (*queue.TaskState, error)
-	GetTasks(ctx context.Context, taskIDs []string) ([]*queue.TaskState, error)
-	UpdateTask(ctx context.Context, p UpdateTaskParams) (*Result, error)
-	ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, error)
-	ListDependents(ctx context.Context, taskID string, page Page) ([]*queue.TaskState, string, error)
+	// The queue's own rows: tasks (tasks.go, with create.go, claim.go,
+	// transition.go and expire.go), task groups (groups.go), task queues
+	// and workers (queues.go) and artifacts (artifacts.go).
+	TaskStore
+	TaskGroupStore
+	TaskQueueStore
+	ArtifactStore
 
-	// Background resolution. Each is safe to run from several processes at
-	// once: every candidate is re-checked under its row lock.
-	ExpireClaims(ctx context.Context, now time.Time, limit int) (*Result, error)
-	ExpireDeadlines(ctx context.Context, cutoff, now time.Time, limit int) (*Result, error)
-	// ExpireQueueData is the queue's expiry (expire.go); every other
-	// service's is a method of its own interface, beside its rows.
-	ExpireQueueData(ctx context.Context, now time.Time) (*ExpiredQueueData, error)
-
-	// Task groups.
-	GetTaskGroup(ctx context.Context, taskGroupID string) (*TaskGroup, error)
-	ListTaskGroup(ctx context.Context, taskGroupID string, page Page) ([]*queue.TaskState, string, error)
-	SealTaskGroup(ctx context.Context, taskGroupID string, now time.Time) (*TaskGroup, error)
-	CancelTaskGroup(ctx context.Context, taskGroupID string, now time.Time) (*CancelGroupResult, error)
-
-	// Task queues, pending lists and workers.
-	TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (pending, claimed int, err error)
-	ListPending(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]PendingEntry, string, error)
-	ListClaimed(ctx context.Context, taskQueueID string, now time.Time, page Page) ([]ClaimedEntry, string, error)
-	PendingWithRoute(ctx context.Context, taskQueueID, route string, now time.Time, limit int) ([]PendingEntry, error) // superseder.go
-	TouchTaskQueue(ctx context.Context, p TouchTaskQueueParams) (*TaskQueue, error)
-	GetTaskQueue(ctx context.Context, taskQueueID string, now time.Time) (*TaskQueue, error)
-	ListTaskQueues(ctx context.Context, now time.Time, filter TaskQueueFilter, page Page) ([]TaskQueue, string, error)
-	TouchWorker(ctx context.Context, p TouchWorkerParams) (*Worker, error)
-	GetWorker(ctx context.Context, key WorkerKey, now time.Time) (*Worker, error)
-	ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page Page) ([]Worker, string, error)
-	QuarantineWorker(ctx context.Context, p QuarantineWorkerParams) (*Worker, error)
-	AddRecentTasks(ctx context.Context, key WorkerKey, tasks []RecentTask) error
-	// TouchMany records many task queues and workers as seen, then adds
-	// runs to workers' recent tasks as AddRecentTasks would, in one
-	// transaction (touch_batch.go): claimWork's bookkeeping, written in
-	// batches.
-	TouchMany(ctx context.Context, queues []TouchTaskQueueParams, workers []TouchWorkerParams, recent []RecentTasksParams) error
-
-	// Artifacts.
-	CreateArtifact(ctx context.Context, p CreateArtifactParams) (*Artifact, error)
-	GetArtifact(ctx context.Context, taskID string, runID int, name string) (*Artifact, error)
-	ListArtifacts(ctx context.Context, taskID string, runID int, page Page) ([]Artifact, string, error)
-	MarkArtifactPresent(ctx context.Context, taskID string, runID int, name string) error
+	// What the built-in superseder reads (superseder.go).
+	SupersederStore
 
 	// The Auth service's clients and roles (clients.go).
 	AuthStore
@@ -281,6 +245,14 @@ type TouchTaskQueueParams struct {
 	Expires     time.Time // never shortens an existing record
 	Description *string
 	Stability   *string
+}
+
+// WorkerFilter selects the workers ListWorkers lists: those of a task
+// queue, and if Quarantined is set, only those quarantined (or not) at
+// the time asked about.
+type WorkerFilter struct {
+	TaskQueueID string
+	Quarantined *bool
 }
 
 // WorkerKey identifies a worker.

@@ -15,7 +15,15 @@ import (
 // the requesting task, and the pending tasks of its queue with a route.
 type SupersederStore interface {
 	GetTask(ctx context.Context, taskID string) (*queue.TaskState, error)
-	PendingWithRoute(ctx context.Context, taskQueueID, route string, now time.Time, limit int) ([]PendingEntry, error)
+	PendingWithRoute(ctx context.Context, p PendingWithRouteParams) ([]PendingEntry, error)
+}
+
+// PendingWithRouteParams selects the pending tasks of TaskQueueID with
+// Route, claimable at Now; Limit bounds how many (0: no limit).
+type PendingWithRouteParams struct {
+	TaskQueueID, Route string
+	Now                time.Time
+	Limit              int
 }
 
 // maxRouteScan bounds how many rows PendingWithRoute reads, whatever limit
@@ -36,7 +44,8 @@ const maxRouteScan = 5000
 // kept (limit ≤ 0 means no limit); at most the 5000 most recently queued
 // rows passing the LIKE are read. The result is ordered by creation time, oldest first, ties by
 // taskId; each entry's Inserted is when its pending run was scheduled.
-func (db *DB) PendingWithRoute(ctx context.Context, taskQueueID, route string, now time.Time, limit int) ([]PendingEntry, error) {
+func (db *DB) PendingWithRoute(ctx context.Context, p PendingWithRouteParams) ([]PendingEntry, error) {
+	limit, route := p.Limit, p.Route
 	if limit <= 0 {
 		limit = maxRouteScan
 	}
@@ -48,9 +57,9 @@ func (db *DB) PendingWithRoute(ctx context.Context, taskQueueID, route string, n
 	rows, err := db.query(ctx, "SELECT "+taskColumns+`, pending_since FROM tasks
 		WHERE task_queue_id = ? AND pending_seq IS NOT NULL AND deadline > ?
 		AND definition LIKE ? ESCAPE '\'
-		ORDER BY pending_since DESC, task_id DESC LIMIT ?`, taskQueueID, ms(now), pattern, maxRouteScan)
+		ORDER BY pending_since DESC, task_id DESC LIMIT ?`, p.TaskQueueID, ms(p.Now), pattern, maxRouteScan)
 	if err != nil {
-		return nil, fmt.Errorf("listing pending tasks of %s with route %q: %w", taskQueueID, route, err)
+		return nil, fmt.Errorf("listing pending tasks of %s with route %q: %w", p.TaskQueueID, route, err)
 	}
 	defer rows.Close()
 	var out []PendingEntry

@@ -121,7 +121,7 @@ func TestPendingWithRoute(t *testing.T) {
 				{name: "deadline passed", queue: "prov/wt", route: "coalesce.v1.k", now: 2 * time.Hour, want: []string{}},
 			}
 			for _, tt := range tests {
-				got, err := s.PendingWithRoute(ctx, tt.queue, tt.route, epoch.Add(tt.now), tt.limit)
+				got, err := s.PendingWithRoute(ctx, store.PendingWithRouteParams{TaskQueueID: tt.queue, Route: tt.route, Now: epoch.Add(tt.now), Limit: tt.limit})
 				require.NoError(t, err, tt.name)
 				require.Equal(t, tt.want, ids(got), tt.name)
 			}

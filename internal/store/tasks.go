@@ -6,9 +6,29 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hopper-ci/hopper/internal/queue"
 )
+
+// TaskStore is the queue's tasks: their creation, claims and transitions,
+// and what resolves or deletes them in the background.
+type TaskStore interface {
+	CreateTask(ctx context.Context, p CreateTaskParams) (*Result, error)
+	GetTask(ctx context.Context, taskID string) (*queue.TaskState, error)
+	GetTasks(ctx context.Context, taskIDs []string) ([]*queue.TaskState, error)
+	UpdateTask(ctx context.Context, p UpdateTaskParams) (*Result, error)
+	ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, error)
+	ListDependents(ctx context.Context, taskID string, page Page) ([]*queue.TaskState, string, error)
+
+	// Background resolution (expire.go). Each is safe to run from several
+	// processes at once: every candidate is re-checked under its row lock.
+	ExpireClaims(ctx context.Context, now time.Time, limit int) (*Result, error)
+	ExpireDeadlines(ctx context.Context, cutoff, now time.Time, limit int) (*Result, error)
+	// ExpireQueueData is the queue's expiry (expire.go); every other
+	// service's is a method of its own interface, beside its rows.
+	ExpireQueueData(ctx context.Context, now time.Time) (*ExpiredQueueData, error)
+}
 
 const taskColumns = "task_id, definition, retries_left, runs"
 

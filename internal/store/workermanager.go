@@ -52,14 +52,29 @@ type WorkerManagerStore interface {
 
 	// TakeLease gives holder the named lease until until if it is free,
 	// expired or already holder's; it reports whether holder has it.
-	TakeLease(ctx context.Context, name, holder string, now, until time.Time) (bool, error)
+	TakeLease(ctx context.Context, p TakeLeaseParams) (bool, error)
 	// ReleaseLease gives up holder's lease (if it still has it).
 	ReleaseLease(ctx context.Context, name, holder string) error
 	// RequestPoolWorker stores a new worker only while holder holds the
 	// named lease at now (ErrLeaseLost otherwise), in one transaction that
 	// keeps the lease from changing hands meanwhile: a provisioner whose
 	// lease ran out can never add capacity another one already counted.
-	RequestPoolWorker(ctx context.Context, w *workermanager.Worker, lease, holder string, now time.Time) error
+	RequestPoolWorker(ctx context.Context, p RequestPoolWorkerParams) error
+}
+
+// TakeLeaseParams describes TakeLease: Holder takes the named lease until
+// Until if it is free at Now, expired or already Holder's.
+type TakeLeaseParams struct {
+	Name, Holder string
+	Now, Until   time.Time
+}
+
+// RequestPoolWorkerParams describes RequestPoolWorker: Worker is stored
+// only while Holder holds the named Lease at Now.
+type RequestPoolWorkerParams struct {
+	Worker        *workermanager.Worker
+	Lease, Holder string
+	Now           time.Time
 }
 
 // PoolWorkerFilter selects workers ("" fields select all).
@@ -532,14 +547,14 @@ func (db *DB) ExpireWorkerManager(ctx context.Context, now, errorsBefore time.Ti
 // TakeLease implements WorkerManagerStore. One statement decides: the
 // row is inserted, or updated where the lease is free, expired or the
 // holder's own; a row left unchanged means another holder has it.
-func (db *DB) TakeLease(ctx context.Context, name, holder string, now, until time.Time) (bool, error) {
+func (db *DB) TakeLease(ctx context.Context, p TakeLeaseParams) (bool, error) {
 	got := false
 	err := db.tx(ctx, func(tx *txn) error {
 		res, err := tx.exec(ctx, `INSERT INTO wm_leases (name, holder, until) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until
-			WHERE wm_leases.holder = excluded.holder OR wm_leases.until <= ?`, name, holder, ms(until), ms(now))
+			WHERE wm_leases.holder = excluded.holder OR wm_leases.until <= ?`, p.Name, p.Holder, ms(p.Until), ms(p.Now))
 		if err != nil {
-			return fmt.Errorf("taking lease %s: %w", name, err)
+			return fmt.Errorf("taking lease %s: %w", p.Name, err)
 		}
 		n, _ := res.RowsAffected()
 		got = n == 1
@@ -560,19 +575,19 @@ func (db *DB) ReleaseLease(ctx context.Context, name, holder string) error {
 }
 
 // RequestPoolWorker implements WorkerManagerStore.
-func (db *DB) RequestPoolWorker(ctx context.Context, w *workermanager.Worker, lease, holder string, now time.Time) error {
+func (db *DB) RequestPoolWorker(ctx context.Context, p RequestPoolWorkerParams) error {
 	return db.tx(ctx, func(tx *txn) error {
 		var one int
-		err := tx.queryRow(ctx, "SELECT 1 FROM wm_leases WHERE name = ? AND holder = ? AND until > ?"+db.dialect.LockRow, lease, holder, ms(now)).Scan(&one)
+		err := tx.queryRow(ctx, "SELECT 1 FROM wm_leases WHERE name = ? AND holder = ? AND until > ?"+db.dialect.LockRow, p.Lease, p.Holder, ms(p.Now)).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrLeaseLost
 		}
 		if err != nil {
-			return fmt.Errorf("checking lease %s: %w", lease, err)
+			return fmt.Errorf("checking lease %s: %w", p.Lease, err)
 		}
-		res, err := tx.exec(ctx, "INSERT INTO wm_workers ("+poolWorkerColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (worker_pool_id, worker_group, worker_id) DO NOTHING", poolWorkerArgs(w)...)
+		res, err := tx.exec(ctx, "INSERT INTO wm_workers ("+poolWorkerColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (worker_pool_id, worker_group, worker_id) DO NOTHING", poolWorkerArgs(p.Worker)...)
 		if err != nil {
-			return fmt.Errorf("requesting worker %s: %w", w.Key(), err)
+			return fmt.Errorf("requesting worker %s: %w", p.Worker.Key(), err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return ErrExists

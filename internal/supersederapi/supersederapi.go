@@ -123,7 +123,7 @@ func list(c *api.Call, opts ServerOptions, age time.Duration, size int) (any, er
 		// The requester did not opt in under this key.
 		return empty, nil
 	}
-	pending, err := opts.Store.PendingWithRoute(ctx, requester.Task.TaskQueueID, route, c.Now, backlogScan)
+	pending, err := opts.Store.PendingWithRoute(ctx, store.PendingWithRouteParams{TaskQueueID: requester.Task.TaskQueueID, Route: route, Now: c.Now, Limit: backlogScan})
 	if err != nil {
 		return nil, err
 	}

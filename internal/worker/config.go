@@ -59,8 +59,8 @@ type CredentialsConfig struct {
 }
 
 // SupersedingConfig holds the superseding settings of docs/contract/worker.md §5.2. The
-// worker itself only reads Enabled (to decide whether to call its
-// SupersedeFunc); the rest is for the superseding implementation.
+// worker itself only reads Enabled (to decide whether to run the
+// superseding step); the rest is the step's (superseding.Settings).
 type SupersedingConfig struct {
 	// Enabled turns superseding on (default true).
 	Enabled *bool `yaml:"enabled" json:"enabled,omitempty"`
@@ -232,8 +232,21 @@ func boolOr(p *bool, d bool) bool {
 }
 
 // Normalize fills defaults and checks the configuration, returning a copy.
+// Every problem found is named in the error, not only the first.
 func (c Config) Normalize() (Config, error) {
 	var problems []string
+	for _, step := range []func() []string{c.normalizeIdentity, c.normalizeResources, c.normalizeLoop, c.normalizeEngine} {
+		problems = append(problems, step()...)
+	}
+	if len(problems) > 0 {
+		return c, fmt.Errorf("invalid worker config: %s", strings.Join(problems, "; "))
+	}
+	return c, nil
+}
+
+// normalizeIdentity checks where the worker connects, what it serves and
+// who it is: root URL, task queue, worker group and id, credentials.
+func (c *Config) normalizeIdentity() (problems []string) {
 	if c.RootURL == "" {
 		problems = append(problems, "rootUrl is required (--root-url or TASKCLUSTER_ROOT_URL)")
 	}
@@ -270,6 +283,12 @@ func (c Config) Normalize() (Config, error) {
 	if c.Credentials.Certificate != "" && !json.Valid([]byte(c.Credentials.Certificate)) {
 		problems = append(problems, "credentials.certificate must be JSON text")
 	}
+	return problems
+}
+
+// normalizeResources checks what the worker takes on: its capacity, the
+// longest run it allows, and its directories (made absolute).
+func (c *Config) normalizeResources() (problems []string) {
 	if c.Capacity == 0 {
 		c.Capacity = DefaultCapacity
 	}
@@ -301,6 +320,13 @@ func (c Config) Normalize() (Config, error) {
 			*d.dst = p
 		}
 	}
+	return problems
+}
+
+// normalizeLoop fills the settings of the claim loop and of the runs
+// beside it: live log addresses, polling intervals, error limits,
+// superseding.
+func (c *Config) normalizeLoop() (problems []string) {
 	if c.LiveLogBindAddress == "" {
 		c.LiveLogBindAddress = "127.0.0.1"
 	}
@@ -316,6 +342,9 @@ func (c Config) Normalize() (Config, error) {
 	if c.ShutdownUploadTimeout.Duration <= 0 {
 		c.ShutdownUploadTimeout.Duration = 60 * time.Second
 	}
+	if c.CancelPollInterval.Duration <= 0 {
+		c.CancelPollInterval.Duration = 500 * time.Millisecond
+	}
 	if c.MaxInternalErrors == 0 {
 		c.MaxInternalErrors = 5
 	}
@@ -328,6 +357,15 @@ func (c Config) Normalize() (Config, error) {
 	if c.Superseding.Timeout.Duration <= 0 {
 		c.Superseding.Timeout.Duration = 5 * time.Second
 	}
+	if c.Superseding.MaxTasks == 0 {
+		c.Superseding.MaxTasks = 32
+	}
+	return problems
+}
+
+// normalizeEngine checks how tasks run: the engine, Docker's settings, the
+// sandbox's isolation and network, and the limits of a task's processes.
+func (c *Config) normalizeEngine() (problems []string) {
 	if c.Engine == "" {
 		c.Engine = DefaultEngine
 	}
@@ -344,9 +382,6 @@ func (c Config) Normalize() (Config, error) {
 	}
 	if c.Docker.MemoryMiB < 0 || c.Docker.CPUs < 0 {
 		problems = append(problems, "docker.memoryMiB and docker.cpus must not be negative")
-	}
-	if c.Superseding.MaxTasks == 0 {
-		c.Superseding.MaxTasks = 32
 	}
 	if iso, err := sandbox.ParseIsolation(c.Isolation); err != nil {
 		problems = append(problems, err.Error())
@@ -366,13 +401,7 @@ func (c Config) Normalize() (Config, error) {
 		// limit with its threads.
 		problems = append(problems, "maxTaskMemoryMB must not be negative, maxTaskProcesses must be at least 16 (or -1: no limit)")
 	}
-	if c.CancelPollInterval.Duration <= 0 {
-		c.CancelPollInterval.Duration = 500 * time.Millisecond
-	}
-	if len(problems) > 0 {
-		return c, fmt.Errorf("invalid worker config: %s", strings.Join(problems, "; "))
-	}
-	return c, nil
+	return problems
 }
 
 // SupersedingEnabled reports whether superseding is on.

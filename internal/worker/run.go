@@ -16,6 +16,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
+	"github.com/hopper-ci/hopper/internal/worker/superseding"
 	"github.com/hopper-ci/hopper/internal/worker/tasklog"
 	"github.com/hopper-ci/hopper/internal/worker/tcproxy"
 )
@@ -54,7 +55,7 @@ func failure(format string, args ...any) runErr {
 type taskRun struct {
 	w           *Worker
 	claim       *Claim
-	secondaries SecondarySet
+	secondaries superseding.SecondarySet
 	logger      *slog.Logger
 	preLog      []logLine
 

@@ -1,11 +1,10 @@
 package worker
 
 // Run code both engines share: the live log, the taskcluster proxy and
-// its scopes, the superseder URL of a payload.
+// its scopes.
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,19 +14,6 @@ import (
 	"github.com/hopper-ci/hopper/internal/worker/tasklog"
 	"github.com/hopper-ci/hopper/internal/worker/tcproxy"
 )
-
-// supersederURL reads payload.supersederUrl leniently from the raw payload
-// (before validation, docs/contract/worker.md §5.2).
-func supersederURL(raw json.RawMessage) string {
-	var loose struct {
-		URL any `json:"supersederUrl"`
-	}
-	if json.Unmarshal(raw, &loose) != nil {
-		return ""
-	}
-	s, _ := loose.URL.(string)
-	return s
-}
 
 // scopeSatisfied reports whether scopes satisfy required (exact match or a
 // held scope ending in "*" that prefixes it).

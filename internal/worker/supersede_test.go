@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
 
 // recordingSet is a SecondarySet that resolves its claims superseded and
@@ -21,7 +22,7 @@ type recordingSet struct {
 	at     time.Time
 }
 
-func (s *recordingSet) Finish(ctx context.Context, primary *Claim, o Outcome) {
+func (s *recordingSet) Finish(ctx context.Context, primary superseding.Claim, o Outcome) {
 	s.mu.Lock()
 	s.calls = append(s.calls, o)
 	s.at = time.Now()
@@ -49,19 +50,19 @@ func TestSupersedeHookSwapsPrimary(t *testing.T) {
 	b.cfg.NumberOfTasksToRun = 1
 	w := b.newWorker(t)
 	var gotURL string
-	w.SupersedeFunc = func(ctx context.Context, req SupersedeRequest) (SupersedeResult, error) {
+	w.supersede = func(ctx context.Context, req superseding.Request) (superseding.Result, error) {
 		gotURL = req.SupersederURL
-		require.Equal(t, initial, req.Initial.TaskID)
-		tc, err := req.Worker.Queue().ClaimTask(ctx, newer, 0, &tcclient.ClaimTaskRequest{WorkerGroup: "tg", WorkerID: "tw"})
+		require.Equal(t, initial, req.Initial.Ref().TaskID)
+		tc, err := req.Host.Queue().ClaimTask(ctx, newer, 0, &tcclient.ClaimTaskRequest{WorkerGroup: "tg", WorkerID: "tw"})
 		if err != nil {
-			return SupersedeResult{}, err
+			return superseding.Result{}, err
 		}
-		held, err := req.Worker.HoldClaim(*tc)
+		held, err := req.Host.HoldClaim(*tc)
 		if err != nil {
-			return SupersedeResult{}, err
+			return superseding.Result{}, err
 		}
-		set.claims = []*Claim{req.Initial}
-		return SupersedeResult{Primary: held, Secondaries: set, LogLines: []string{"superseding: primary " + newer}}, nil
+		set.claims = []*Claim{req.Initial.(*Claim)}
+		return superseding.Result{Primary: held, Secondaries: set, LogLines: []string{"superseding: primary " + newer}}, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -108,8 +109,8 @@ func TestSupersedeErrorRunsInitialTask(t *testing.T) {
 	}, taskOpts{})
 	b.cfg.NumberOfTasksToRun = 1
 	w := b.newWorker(t)
-	w.SupersedeFunc = func(context.Context, SupersedeRequest) (SupersedeResult, error) {
-		return SupersedeResult{}, context.DeadlineExceeded
+	w.supersede = func(context.Context, superseding.Request) (superseding.Result, error) {
+		return superseding.Result{}, context.DeadlineExceeded
 	}
 	code, err := w.Run(context.Background())
 	require.NoError(t, err)
@@ -186,12 +187,12 @@ func TestHoldClaimRefusesARunAlreadyHeld(t *testing.T) {
 	b.cfg.NumberOfTasksToRun = 1
 	w := b.newWorker(t)
 	var holdErr error
-	w.SupersedeFunc = func(_ context.Context, req SupersedeRequest) (SupersedeResult, error) {
-		c := req.Initial
+	w.supersede = func(_ context.Context, req superseding.Request) (superseding.Result, error) {
+		c := req.Initial.(*Claim)
 		again := tcclient.TaskClaim{Status: c.Status, RunID: c.RunID, WorkerGroup: "tg", WorkerID: "tw",
 			TakenUntil: tcclient.Time{Time: c.TakenUntil()}, Task: c.Task, Credentials: c.Credentials()}
-		_, holdErr = req.Worker.HoldClaim(again)
-		return SupersedeResult{}, holdErr
+		_, holdErr = req.Host.HoldClaim(again)
+		return superseding.Result{}, holdErr
 	}
 	code, err := w.Run(context.Background())
 	require.NoError(t, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
+	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
 
 // Exit codes of Run (generic-worker compatible).
@@ -39,9 +40,9 @@ type Worker struct {
 	caches    *cachePool
 	engine    engine
 
-	// SupersedeFunc, when set before Run, is called for every claimed task
-	// whose payload has a supersederUrl (if superseding is enabled).
-	SupersedeFunc SupersedeFunc
+	// supersede runs the superseding step for every claimed task whose
+	// payload has a supersederUrl (if superseding is enabled).
+	supersede supersedeStep
 
 	// HTTPClient is used for all queue calls and downloads (nil: default).
 	HTTPClient *http.Client
@@ -108,6 +109,7 @@ func New(cfg Config, logger *slog.Logger) (*Worker, error) {
 		reclaimRetryDelay: time.Second, queueRetryDelay: 100 * time.Millisecond,
 		creds: *cfg.workerCredentials(),
 		drain: make(chan struct{}), abort: make(chan struct{}), runDone: make(chan struct{}, 1),
+		supersede: superseding.New(superseding.Options{Logger: logger}).Run,
 	}
 	pool.purges, pool.log = w.purgeRequests, w.logger
 	return w, nil
@@ -178,26 +180,7 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 	defer close(finished)
 	claimCtx, cancelClaims := context.WithCancel(context.Background())
 	defer cancelClaims()
-	go func() {
-		select {
-		case <-ctx.Done():
-			w.Shutdown(true)
-		case <-w.drain:
-		case <-finished:
-			return
-		}
-		// Any shutdown, a drain included, ends a claimWork long-poll at
-		// once: an idle worker would otherwise wait up to 20 s for the
-		// queue's empty answer before it could stop. (A task the queue
-		// claims for this call in the instant it is abandoned is retried
-		// once its claim expires, as after a worker crash.)
-		cancelClaims()
-		select {
-		case <-ctx.Done():
-			w.Shutdown(true)
-		case <-finished:
-		}
-	}()
+	go w.endClaimsOnShutdown(ctx, cancelClaims, finished)
 
 	var (
 		consecutiveErrors int
@@ -222,21 +205,8 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 			w.logger.Info("idle timeout reached")
 			break
 		}
-		// Keep the configured gap between the starts of claimWork calls,
-		// longer after consecutive errors.
-		gap := w.cfg.ClaimInterval.Duration
-		if consecutiveErrors > 0 {
-			gap = min(w.cfg.ClaimInterval.Duration<<min(consecutiveErrors-1, 16), w.cfg.MaxClaimBackoff.Duration)
-			gap = max(gap, w.cfg.ClaimInterval.Duration)
-		}
-		if wait := time.Until(lastStart.Add(gap)); !lastStart.IsZero() && wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-w.drain:
-				t.Stop()
-				continue
-			}
+		if !w.waitClaimGap(lastStart, consecutiveErrors) {
+			continue // draining
 		}
 		if n := w.cfg.NumberOfTasksToRun; n > 0 {
 			free = min(free, n-w.claimedCount())
@@ -277,6 +247,53 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 		return ExitDrained, nil
 	}
 	return ExitOK, nil
+}
+
+// endClaimsOnShutdown cancels the claimWork calls (cancelClaims) at the
+// first shutdown, and turns ctx's end into an immediate one, until Run
+// has finished.
+func (w *Worker) endClaimsOnShutdown(ctx context.Context, cancelClaims context.CancelFunc, finished <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+		w.Shutdown(true)
+	case <-w.drain:
+	case <-finished:
+		return
+	}
+	// Any shutdown, a drain included, ends a claimWork long-poll at once:
+	// an idle worker would otherwise wait up to 20 s for the queue's empty
+	// answer before it could stop. (A task the queue claims for this call
+	// in the instant it is abandoned is retried once its claim expires, as
+	// after a worker crash.)
+	cancelClaims()
+	select {
+	case <-ctx.Done():
+		w.Shutdown(true)
+	case <-finished:
+	}
+}
+
+// waitClaimGap keeps the configured gap between the starts of claimWork
+// calls (the last at lastStart), longer after consecutive errors. It
+// returns false if a drain began meanwhile.
+func (w *Worker) waitClaimGap(lastStart time.Time, consecutiveErrors int) bool {
+	gap := w.cfg.ClaimInterval.Duration
+	if consecutiveErrors > 0 {
+		gap = min(w.cfg.ClaimInterval.Duration<<min(consecutiveErrors-1, 16), w.cfg.MaxClaimBackoff.Duration)
+		gap = max(gap, w.cfg.ClaimInterval.Duration)
+	}
+	wait := time.Until(lastStart.Add(gap))
+	if lastStart.IsZero() || wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.drain:
+		return false
+	}
 }
 
 func (w *Worker) freeCapacity() int {
@@ -357,7 +374,7 @@ func (w *Worker) runClaim(tc tcclient.TaskClaim, slot int) Outcome {
 		return Outcome{State: tcclient.StateException, Reason: tcclient.ReasonInternalError}
 	}
 	r := &taskRun{w: w, claim: claim, logger: logger, slot: slot}
-	if url := supersederURL(claim.Task.Payload); url != "" && w.SupersedeFunc != nil && w.cfg.SupersedingEnabled() {
+	if url := superseding.PayloadURL(claim.Task.Payload); url != "" && w.cfg.SupersedingEnabled() {
 		// An immediate shutdown during the superseding step cancels it, so
 		// held claims are released at once (docs/contract/worker.md §6.2 row 14c).
 		superCtx, cancelSuper := context.WithCancel(context.Background())
@@ -368,14 +385,15 @@ func (w *Worker) runClaim(tc tcclient.TaskClaim, slot int) Outcome {
 			case <-superCtx.Done():
 			}
 		}()
-		res, err := w.SupersedeFunc(superCtx, SupersedeRequest{Initial: claim, SupersederURL: url, Worker: w})
+		res, err := w.supersede(superCtx, w.SupersedingRequest(claim, url))
 		cancelSuper()
 		if err != nil {
 			r.preLog = append(r.preLog, logLine{warn: true, text: fmt.Sprintf("superseding skipped: %v", err)})
 		} else {
-			if res.Primary != nil && res.Primary != claim {
-				r.claim = res.Primary
-				r.logger = w.logger.With("taskId", res.Primary.TaskID, "runId", res.Primary.RunID)
+			// The step's claims are the worker's own (supersedingHost).
+			if primary, ok := res.Primary.(*Claim); ok && primary != claim {
+				r.claim = primary
+				r.logger = w.logger.With("taskId", primary.TaskID, "runId", primary.RunID)
 			}
 			r.secondaries = res.Secondaries
 			for _, l := range res.LogLines {

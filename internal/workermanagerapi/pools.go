@@ -102,19 +102,27 @@ func (h *handlers) checkProvider(in *poolInput) error {
 	return nil
 }
 
-func (h *handlers) createWorkerPool(c *api.Call) (any, error) {
+// poolChange reads the pool and body of a createWorkerPool or
+// updateWorkerPool call, checks the caller's scopes for both and the
+// pool's config against its provider.
+func (h *handlers) poolChange(c *api.Call) (string, *poolInput, error) {
 	id, err := poolIDOf(c)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	var in poolInput
 	if err := c.Decode(&in); err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	if err := authorize(c, map[string]any{"workerPoolId": id, "providerId": in.ProviderID}); err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	if err := h.checkProvider(&in); err != nil {
+	return id, &in, h.checkProvider(&in)
+}
+
+func (h *handlers) createWorkerPool(c *api.Call) (any, error) {
+	id, in, err := h.poolChange(c)
+	if err != nil {
 		return nil, err
 	}
 	p := &workermanager.Pool{WorkerPoolID: id, ProviderID: in.ProviderID, PreviousProviderIDs: []string{}, Description: in.Description,
@@ -130,18 +138,8 @@ func (h *handlers) createWorkerPool(c *api.Call) (any, error) {
 }
 
 func (h *handlers) updateWorkerPool(c *api.Call) (any, error) {
-	id, err := poolIDOf(c)
+	id, in, err := h.poolChange(c)
 	if err != nil {
-		return nil, err
-	}
-	var in poolInput
-	if err := c.Decode(&in); err != nil {
-		return nil, err
-	}
-	if err := authorize(c, map[string]any{"workerPoolId": id, "providerId": in.ProviderID}); err != nil {
-		return nil, err
-	}
-	if err := h.checkProvider(&in); err != nil {
 		return nil, err
 	}
 	if in.WorkerPoolID != "" && in.WorkerPoolID != id {
@@ -174,11 +172,8 @@ func (h *handlers) poolWithCounts(c *api.Call, p *workermanager.Pool) (any, erro
 }
 
 func (h *handlers) deleteWorkerPool(c *api.Call) (any, error) {
-	id, err := poolIDOf(c)
+	id, err := authorizedPool(c)
 	if err != nil {
-		return nil, err
-	}
-	if err := authorize(c, map[string]any{"workerPoolId": id}); err != nil {
 		return nil, err
 	}
 	previous := ""
@@ -208,11 +203,8 @@ func (h *handlers) loadPool(c *api.Call, id string) (*workermanager.Pool, error)
 }
 
 func (h *handlers) workerPool(c *api.Call) (any, error) {
-	id, err := poolIDOf(c)
+	id, err := authorizedPool(c)
 	if err != nil {
-		return nil, err
-	}
-	if err := authorize(c, map[string]any{"workerPoolId": id}); err != nil {
 		return nil, err
 	}
 	p, err := h.loadPool(c, id)
@@ -280,11 +272,8 @@ func (h *handlers) listWorkerPoolsStats(c *api.Call) (any, error) {
 // hopper's pools have none, so there is one entry, "unknown" as
 // Taskcluster names workers without one, when the pool has workers.
 func (h *handlers) workerPoolStats(c *api.Call) (any, error) {
-	id, err := poolIDOf(c)
+	id, err := authorizedPool(c)
 	if err != nil {
-		return nil, err
-	}
-	if err := authorize(c, map[string]any{"workerPoolId": id}); err != nil {
 		return nil, err
 	}
 	if _, err := h.loadPool(c, id); err != nil {
@@ -309,11 +298,8 @@ func (h *handlers) workerPoolStats(c *api.Call) (any, error) {
 // providers take one configuration per pool, none of them a launch
 // configuration of Taskcluster's cloud providers, so the list is empty.
 func (h *handlers) listLaunchConfigs(c *api.Call) (any, error) {
-	id, err := poolIDOf(c)
+	id, err := authorizedPool(c)
 	if err != nil {
-		return nil, err
-	}
-	if err := authorize(c, map[string]any{"workerPoolId": id}); err != nil {
 		return nil, err
 	}
 	if v := c.R.URL.Query().Get("includeArchived"); v != "" && v != "true" && v != "false" {
@@ -385,11 +371,8 @@ func (h *handlers) reportWorkerError(c *api.Call) (any, error) {
 }
 
 func (h *handlers) listWorkerPoolErrors(c *api.Call) (any, error) {
-	id, err := poolIDOf(c)
+	id, err := authorizedPool(c)
 	if err != nil {
-		return nil, err
-	}
-	if err := authorize(c, map[string]any{"workerPoolId": id}); err != nil {
 		return nil, err
 	}
 	q := c.R.URL.Query()

@@ -41,7 +41,7 @@ type Provider struct {
 // recent tasks.
 type QueueWorkers interface {
 	GetWorker(ctx context.Context, key store.WorkerKey, now time.Time) (*store.Worker, error)
-	ListWorkers(ctx context.Context, taskQueueID string, now time.Time, quarantined *bool, page store.Page) ([]store.Worker, string, error)
+	ListWorkers(ctx context.Context, now time.Time, filter store.WorkerFilter, page store.Page) ([]store.Worker, string, error)
 }
 
 // RunResolver resolves what a removed worker had claimed at once
@@ -198,6 +198,20 @@ func poolIDOf(c *api.Call) (string, error) {
 		return "", api.InvalidParam("workerPoolId", id, workermanager.PoolIDPattern())
 	}
 	return id, nil
+}
+
+// authorizedPool reads the workerPoolId parameter and checks the route's
+// scopes for it (with the other parameters given as name, value pairs).
+func authorizedPool(c *api.Call, more ...string) (string, error) {
+	id, err := poolIDOf(c)
+	if err != nil {
+		return "", err
+	}
+	params := map[string]any{"workerPoolId": id}
+	for i := 0; i+1 < len(more); i += 2 {
+		params[more[i]] = more[i+1]
+	}
+	return id, authorize(c, params)
 }
 
 // authorize checks the route's scopes rendered with params.

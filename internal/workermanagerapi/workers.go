@@ -50,6 +50,20 @@ func authorizedKey(c *api.Call) (workermanager.Key, error) {
 	return k, authorize(c, keyParams(k))
 }
 
+// authorizedWorker reads the worker's key, checks the route's scopes and
+// loads the worker.
+func (h *handlers) authorizedWorker(c *api.Call) (workermanager.Key, *workermanager.Worker, error) {
+	k, err := authorizedKey(c)
+	if err != nil {
+		return k, nil, err
+	}
+	w, err := h.Store.GetPoolWorker(c.Context(), k)
+	if errors.Is(err, store.ErrNotFound) {
+		return k, nil, notFound("Worker not found")
+	}
+	return k, w, err
+}
+
 // providerOf finds the provider of a pool or worker.
 func (h *handlers) providerOf(id, what string) (Provider, error) {
 	p, ok := h.providers[id]
@@ -67,31 +81,45 @@ type workerInput struct {
 	} `json:"providerInfo"`
 }
 
-func (h *handlers) createWorker(c *api.Call) (any, error) {
+// workerChange reads the worker and body of a createWorker or
+// updateWorker call, after checking the caller's scopes, with the
+// worker's pool.
+func (h *handlers) workerChange(c *api.Call) (workermanager.Key, *workerInput, *workermanager.Pool, error) {
 	k, err := authorizedKey(c)
 	if err != nil {
-		return nil, err
+		return k, nil, nil, err
 	}
 	var in workerInput
 	if err := c.Decode(&in); err != nil {
-		return nil, err
+		return k, nil, nil, err
 	}
 	pool, err := h.Store.GetWorkerPool(c.Context(), k.WorkerPoolID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("Worker pool %s does not exist", k.WorkerPoolID)
+		return k, nil, nil, notFound("Worker pool %s does not exist", k.WorkerPoolID)
 	}
+	return k, &in, pool, err
+}
+
+// requireStatic refuses to change the workers of a pool whose provider
+// is not static: other providers make their workers themselves.
+func (h *handlers) requireStatic(pool *workermanager.Pool) error {
+	prov, err := h.providerOf(pool.ProviderID, "worker pool "+pool.WorkerPoolID)
+	if err == nil && prov.Type != workermanager.ProviderTypeStatic {
+		err = inputError("not supported for this provider")
+	}
+	return err
+}
+
+func (h *handlers) createWorker(c *api.Call) (any, error) {
+	k, in, pool, err := h.workerChange(c)
 	if err != nil {
 		return nil, err
 	}
 	if in.Expires.Before(c.Now) {
 		return nil, inputError("worker.expires must be in the future")
 	}
-	prov, err := h.providerOf(pool.ProviderID, "worker pool "+k.WorkerPoolID)
-	if err != nil {
+	if err := h.requireStatic(pool); err != nil {
 		return nil, err
-	}
-	if prov.Type != workermanager.ProviderTypeStatic {
-		return nil, inputError("not supported for this provider")
 	}
 	w, err := workermanager.NewStaticWorker(pool, k.WorkerGroup, k.WorkerID, in.Capacity, in.Expires.Time, in.ProviderInfo.StaticSecret, c.Now)
 	if err != nil {
@@ -112,27 +140,12 @@ func (h *handlers) createWorker(c *api.Call) (any, error) {
 }
 
 func (h *handlers) updateWorker(c *api.Call) (any, error) {
-	k, err := authorizedKey(c)
+	k, in, pool, err := h.workerChange(c)
 	if err != nil {
 		return nil, err
 	}
-	var in workerInput
-	if err := c.Decode(&in); err != nil {
+	if err := h.requireStatic(pool); err != nil {
 		return nil, err
-	}
-	pool, err := h.Store.GetWorkerPool(c.Context(), k.WorkerPoolID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("Worker pool %s does not exist", k.WorkerPoolID)
-	}
-	if err != nil {
-		return nil, err
-	}
-	prov, err := h.providerOf(pool.ProviderID, "worker pool "+k.WorkerPoolID)
-	if err != nil {
-		return nil, err
-	}
-	if prov.Type != workermanager.ProviderTypeStatic {
-		return nil, inputError("not supported for this provider")
 	}
 	w, err := h.Store.UpdatePoolWorker(c.Context(), k, func(w *workermanager.Worker) error {
 		// As in Taskcluster, expires may be in the past: that expires the
@@ -154,14 +167,7 @@ func (h *handlers) updateWorker(c *api.Call) (any, error) {
 // its provider has stopped it. Its claimed runs are resolved
 // exception/worker-shutdown and retried now rather than at claim expiry.
 func (h *handlers) removeWorker(c *api.Call) (any, error) {
-	k, err := authorizedKey(c)
-	if err != nil {
-		return nil, err
-	}
-	w, err := h.Store.GetPoolWorker(c.Context(), k)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("Worker not found")
-	}
+	k, w, err := h.authorizedWorker(c)
 	if err != nil {
 		return nil, err
 	}
@@ -201,14 +207,7 @@ func (h *handlers) workerRemoved(c *api.Call, w *workermanager.Worker, reason st
 }
 
 func (h *handlers) worker(c *api.Call) (any, error) {
-	k, err := authorizedKey(c)
-	if err != nil {
-		return nil, err
-	}
-	w, err := h.Store.GetPoolWorker(c.Context(), k)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("Worker not found")
-	}
+	_, w, err := h.authorizedWorker(c)
 	if err != nil {
 		return nil, err
 	}
@@ -231,23 +230,17 @@ func (h *handlers) listPoolWorkers(c *api.Call, f store.PoolWorkerFilter) (any, 
 }
 
 func (h *handlers) listWorkersForWorkerGroup(c *api.Call) (any, error) {
-	id, err := poolIDOf(c)
-	if err != nil {
-		return nil, err
-	}
 	group := c.Params["workerGroup"]
-	if err := authorize(c, map[string]any{"workerPoolId": id, "workerGroup": group}); err != nil {
+	id, err := authorizedPool(c, "workerGroup", group)
+	if err != nil {
 		return nil, err
 	}
 	return h.listPoolWorkers(c, store.PoolWorkerFilter{WorkerPoolID: id, WorkerGroup: group})
 }
 
 func (h *handlers) listWorkersForWorkerPool(c *api.Call) (any, error) {
-	id, err := poolIDOf(c)
+	id, err := authorizedPool(c)
 	if err != nil {
-		return nil, err
-	}
-	if err := authorize(c, map[string]any{"workerPoolId": id}); err != nil {
 		return nil, err
 	}
 	q := c.R.URL.Query()
@@ -333,7 +326,7 @@ func (h *handlers) listWorkers(c *api.Call) (any, error) {
 		return nil, api.InvalidQuery("launchConfigId", v, launchConfigPattern)
 	}
 	poolID := c.Params["provisionerId"] + "/" + c.Params["workerType"]
-	ws, next, err := h.Queue.ListWorkers(c.Context(), poolID, c.Now, quarantined, c.Page())
+	ws, next, err := h.Queue.ListWorkers(c.Context(), c.Now, store.WorkerFilter{TaskQueueID: poolID, Quarantined: quarantined}, c.Page())
 	if err != nil {
 		return nil, err
 	}
@@ -422,14 +415,7 @@ func refusal(err error) error {
 // after the v87 clients; a registered worker's credentials carry its
 // scope, and hopper's worker asks it to stop soon after removeWorker.
 func (h *handlers) shouldWorkerTerminate(c *api.Call) (any, error) {
-	k, err := authorizedKey(c)
-	if err != nil {
-		return nil, err
-	}
-	w, err := h.Store.GetPoolWorker(c.Context(), k)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("Worker not found")
-	}
+	_, w, err := h.authorizedWorker(c)
 	if err != nil {
 		return nil, err
 	}

@@ -144,27 +144,50 @@ func slackAnswer(w http.ResponseWriter, status int, body any) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
+// serveAPI answers chat.postMessage as Slack does, once the call has
+// passed the checks of Slack's description (a refusal fails the test).
 func (s *Slack) serveAPI(w http.ResponseWriter, r *http.Request) {
+	params, ct, ok := s.readCall(w, r)
+	if !ok {
+		return
+	}
+	// The token: the description's token parameter, which Slack takes as
+	// a bearer token (JSON bodies must send it so).
+	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if token == "" {
+		token = r.Header.Get("token")
+	}
+	if !s.described(params, ct, token) {
+		s.answerError(w, "invalid_arg_name")
+		return
+	}
+	s.post(w, params, token)
+}
+
+// readCall checks the call's path, method and content type and decodes
+// its parameters (JSON or a form); it answers the call and returns false
+// if any is wrong.
+func (s *Slack) readCall(w http.ResponseWriter, r *http.Request) (map[string]any, string, bool) {
 	if r.URL.Path != "/api/chat.postMessage" {
 		s.refuse("%s %s: hopper calls only chat.postMessage", r.Method, r.URL.Path)
 		slackAnswer(w, http.StatusNotFound, map[string]any{"ok": false, "error": "unknown_method"})
-		return
+		return nil, "", false
 	}
 	if r.Method != http.MethodPost {
 		s.refuse("chat.postMessage with %s", r.Method)
 		slackAnswer(w, http.StatusOK, map[string]any{"ok": false, "error": "invalid_post_type"})
-		return
+		return nil, "", false
 	}
 	ct, ctParams, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if !slices.Contains(s.op.Consumes, ct) {
 		s.refuse("chat.postMessage with Content-Type %q, not one of %v", ct, s.op.Consumes)
 		slackAnswer(w, http.StatusOK, map[string]any{"ok": false, "error": "invalid_post_type"})
-		return
+		return nil, "", false
 	}
 	if cs := ctParams["charset"]; cs != "" && !strings.EqualFold(cs, "utf-8") {
 		s.refuse("charset %q", cs)
 		slackAnswer(w, http.StatusOK, map[string]any{"ok": false, "error": "invalid_charset"})
-		return
+		return nil, "", false
 	}
 	body, _ := io.ReadAll(r.Body)
 	params := map[string]any{}
@@ -174,25 +197,25 @@ func (s *Slack) serveAPI(w http.ResponseWriter, r *http.Request) {
 		if err := dec.Decode(&params); err != nil {
 			s.refuse("a body that is not a JSON object: %v", err)
 			slackAnswer(w, http.StatusOK, map[string]any{"ok": false, "error": "invalid_json"})
-			return
+			return nil, "", false
 		}
 	} else {
 		form, err := url.ParseQuery(string(body))
 		if err != nil {
 			s.refuse("a form that does not parse: %v", err)
 			slackAnswer(w, http.StatusOK, map[string]any{"ok": false, "error": "invalid_form_data"})
-			return
+			return nil, "", false
 		}
 		for k, v := range form {
 			params[k] = v[0]
 		}
 	}
-	// The token: the description's token parameter, which Slack takes as
-	// a bearer token (JSON bodies must send it so).
-	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if token == "" {
-		token = r.Header.Get("token")
-	}
+	return params, ct, true
+}
+
+// described checks the parameters (and the token's presence) against
+// the description: required ones present, no others, each of its type.
+func (s *Slack) described(params map[string]any, ct, token string) bool {
 	before := len(s.Refusals())
 	allowed := map[string]string{}
 	for _, p := range s.op.Parameters {
@@ -234,10 +257,12 @@ func (s *Slack) serveAPI(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if len(s.Refusals()) > before {
-		s.answerError(w, "invalid_arg_name")
-		return
-	}
+	return len(s.Refusals()) == before
+}
+
+// post checks the token, the rate limit, the channel and the text, and
+// records the message.
+func (s *Slack) post(w http.ResponseWriter, params map[string]any, token string) {
 	if token != s.Token {
 		s.answerError(w, "invalid_auth")
 		return

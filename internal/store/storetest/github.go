@@ -52,7 +52,7 @@ func testGithubDeliveries(t *testing.T, open Opener) {
 	require.Nil(t, none, "both are leased")
 
 	// A retry makes it due again later; a lease that runs out does too.
-	require.NoError(t, e.s.RetryGithubDelivery(e.ctx, second.Host, second.DeliveryID, lease, Epoch.Add(time.Hour), "forge down"))
+	require.NoError(t, e.s.RetryGithubDelivery(e.ctx, store.RetryGithubDeliveryParams{Host: second.Host, DeliveryID: second.DeliveryID, Lease: lease, Next: Epoch.Add(time.Hour), Error: "forge down"}))
 	none, err = e.s.ClaimGithubDelivery(e.ctx, Epoch.Add(2*time.Minute), Epoch.Add(3*time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, d.Host, none.Host, "the expired lease makes the first due again")
@@ -173,11 +173,11 @@ func testGithubBuilds(t *testing.T, open Opener) {
 	// A build moves only from the states given, and its status is queued
 	// in the same transaction.
 	status := &store.GithubOutboxEntry{Host: "github.com", Key: "status:tg0", Kind: "status", Replace: true, Body: []byte(`{"state":"failure"}`)}
-	moved, err := e.s.AdvanceGithubBuild(e.ctx, "tg0", []string{"pending"}, "failure", Epoch.Add(time.Minute), status)
+	moved, err := e.s.AdvanceGithubBuild(e.ctx, store.AdvanceGithubBuildParams{TaskGroupID: "tg0", From: []string{"pending"}, State: "failure", Now: Epoch.Add(time.Minute), Status: status})
 	require.NoError(t, err)
 	require.True(t, moved)
 	late := &store.GithubOutboxEntry{Host: "github.com", Key: "status:tg0", Kind: "status", Replace: true, Body: []byte(`{"state":"success"}`)}
-	moved, err = e.s.AdvanceGithubBuild(e.ctx, "tg0", []string{"pending"}, "success", Epoch.Add(2*time.Minute), late)
+	moved, err = e.s.AdvanceGithubBuild(e.ctx, store.AdvanceGithubBuildParams{TaskGroupID: "tg0", From: []string{"pending"}, State: "success", Now: Epoch.Add(2 * time.Minute), Status: late})
 	require.NoError(t, err)
 	require.False(t, moved, "failure does not move back")
 	b, err := e.s.GetGithubBuild(e.ctx, "tg0")
@@ -219,11 +219,11 @@ func testGithubOutbox(t *testing.T, open Opener) {
 
 	// The comment is sent; the status fails and is retried later, and a
 	// newer state queued meanwhile wins over the claimed one.
-	require.NoError(t, e.s.FinishGithubOutbox(e.ctx, claimed[0].ID, claimed[0].Seq, true, time.Time{}, ""))
+	require.NoError(t, e.s.FinishGithubOutbox(e.ctx, store.FinishGithubOutboxParams{ID: claimed[0].ID, Seq: claimed[0].Seq, Sent: true}))
 	newer := status
 	newer.Body, newer.NextAttempt = []byte(`{"state":"success"}`), Epoch.Add(2*time.Second)
 	require.NoError(t, e.s.QueueGithubOutbox(e.ctx, []store.GithubOutboxEntry{newer}))
-	require.NoError(t, e.s.FinishGithubOutbox(e.ctx, claimed[1].ID, claimed[1].Seq, true, time.Time{}, ""))
+	require.NoError(t, e.s.FinishGithubOutbox(e.ctx, store.FinishGithubOutboxParams{ID: claimed[1].ID, Seq: claimed[1].Seq, Sent: true}))
 	got, err := e.s.GetGithubOutbox(e.ctx, "h", "status:g")
 	require.NoError(t, err)
 	require.Equal(t, "pending", got.State, "the newer body is still to send")
@@ -232,7 +232,7 @@ func testGithubOutbox(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	require.Equal(t, `{"state":"success"}`, string(claimed[0].Body))
-	require.NoError(t, e.s.FinishGithubOutbox(e.ctx, claimed[0].ID, claimed[0].Seq, false, Epoch.Add(time.Hour), "502"))
+	require.NoError(t, e.s.FinishGithubOutbox(e.ctx, store.FinishGithubOutboxParams{ID: claimed[0].ID, Seq: claimed[0].Seq, Sent: false, Next: Epoch.Add(time.Hour), Error: "502"}))
 	none, err := e.s.ClaimGithubOutbox(e.ctx, Epoch.Add(time.Minute), Epoch.Add(2*time.Minute), 10)
 	require.NoError(t, err)
 	require.Empty(t, none, "backing off")
@@ -240,7 +240,7 @@ func testGithubOutbox(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	require.Equal(t, "502", claimed[0].LastError)
-	require.NoError(t, e.s.FinishGithubOutbox(e.ctx, claimed[0].ID, claimed[0].Seq, true, time.Time{}, ""))
+	require.NoError(t, e.s.FinishGithubOutbox(e.ctx, store.FinishGithubOutboxParams{ID: claimed[0].ID, Seq: claimed[0].Seq, Sent: true}))
 	got, err = e.s.GetGithubOutbox(e.ctx, "h", "status:g")
 	require.NoError(t, err)
 	require.Equal(t, "sent", got.State)

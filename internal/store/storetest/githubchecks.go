@@ -47,8 +47,8 @@ func testGithubChecks(t *testing.T, open Opener) {
 	_, err = e.s.AdvanceGithubCheck(e.ctx, store.GithubCheck{Host: "github.com", TaskID: "t2", TaskGroupID: "g2", State: "queued"}, Epoch, nil)
 	require.NoError(t, err)
 
-	require.ErrorIs(t, e.s.SetGithubCheckRunID(e.ctx, "github.com", "t9", 0, 5), store.ErrNotFound)
-	require.NoError(t, e.s.SetGithubCheckRunID(e.ctx, "github.com", "t1", 1, 42))
+	require.ErrorIs(t, e.s.SetGithubCheckRunID(e.ctx, store.SetGithubCheckRunIDParams{Host: "github.com", TaskID: "t9", RunID: 0, CheckRunID: 5}), store.ErrNotFound)
+	require.NoError(t, e.s.SetGithubCheckRunID(e.ctx, store.SetGithubCheckRunIDParams{Host: "github.com", TaskID: "t1", RunID: 1, CheckRunID: 42}))
 	got, err := e.s.GetGithubCheck(e.ctx, "github.com", "t1", 1)
 	require.NoError(t, err)
 	require.Equal(t, store.GithubCheck{Host: "github.com", TaskID: "t1", RunID: 1, TaskGroupID: "g1", State: "in_progress", CheckRunID: 42}, *got)

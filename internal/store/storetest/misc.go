@@ -181,7 +181,7 @@ func testExpireData(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.Len(t, qs, 1)
 	require.Equal(t, "prov/newq", qs[0].TaskQueueID)
-	ws, _, err := e.s.ListWorkers(e.ctx, testQueue, Epoch, nil, store.Page{})
+	ws, _, err := e.s.ListWorkers(e.ctx, Epoch, store.WorkerFilter{TaskQueueID: testQueue}, store.Page{})
 	require.NoError(t, err)
 	require.Len(t, ws, 2)
 	require.Equal(t, []string{"w-new", "w-quarantined"}, []string{ws[0].WorkerID, ws[1].WorkerID})

@@ -252,7 +252,7 @@ func testPagination(t *testing.T, open Opener) {
 				require.NoError(e.t, err)
 			},
 			list: func(e *env, page store.Page) ([]string, string, error) {
-				ws, next, err := e.s.ListWorkers(e.ctx, testQueue, Epoch, nil, page)
+				ws, next, err := e.s.ListWorkers(e.ctx, Epoch, store.WorkerFilter{TaskQueueID: testQueue}, page)
 				var keys []string
 				for _, w := range ws {
 					keys = append(keys, w.WorkerGroup+"/"+w.WorkerID)
@@ -456,7 +456,7 @@ func testWorkers(t *testing.T, open Opener) {
 
 	listed := func(now time.Time, quarantined *bool) []string {
 		t.Helper()
-		ws, _, err := e.s.ListWorkers(e.ctx, testQueue, now, quarantined, store.Page{})
+		ws, _, err := e.s.ListWorkers(e.ctx, now, store.WorkerFilter{TaskQueueID: testQueue, Quarantined: quarantined}, store.Page{})
 		require.NoError(t, err)
 		out := []string{}
 		for _, w := range ws {

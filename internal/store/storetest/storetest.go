@@ -129,6 +129,7 @@ func Run(t *testing.T, open Opener) {
 		{"CancelTaskGroup", testCancelTaskGroup},
 		{"TaskGroupResolved", testTaskGroupResolved},
 		{"ClaimOrder", testClaimOrder},
+		{"ClaimRules", testClaimRules},
 		{"ListPending", testListPending},
 		{"TaskQueueCounts", testTaskQueueCounts},
 		{"Pagination", testPagination},

@@ -56,7 +56,10 @@ func testForgedContinuationTokens(t *testing.T, open Opener) {
 			_, _, err := e.s.ListTaskQueues(e.ctx, Epoch, store.TaskQueueFilter{}, p)
 			return err
 		},
-		"ListWorkers": func(p store.Page) error { _, _, err := e.s.ListWorkers(e.ctx, testQueue, Epoch, nil, p); return err },
+		"ListWorkers": func(p store.Page) error {
+			_, _, err := e.s.ListWorkers(e.ctx, Epoch, store.WorkerFilter{TaskQueueID: testQueue}, p)
+			return err
+		},
 		"ListSecrets": func(p store.Page) error { _, _, err := e.s.ListSecrets(e.ctx, Epoch, p); return err },
 		"ListDependents": func(p store.Page) error {
 			_, _, err := e.s.ListDependents(e.ctx, "aaaaaaaaaaaaaaaaaaaaaa", p)

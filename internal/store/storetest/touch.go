@@ -44,7 +44,7 @@ func testTouchMany(t *testing.T, open Opener) {
 	require.True(t, q.Expires.Equal(Epoch.Add(2*time.Hour)), "expires %s", q.Expires)
 	require.Equal(t, "experimental", q.Stability)
 
-	ws, _, err := e.s.ListWorkers(e.ctx, testQueue, Epoch, nil, store.Page{Limit: 1000})
+	ws, _, err := e.s.ListWorkers(e.ctx, Epoch, store.WorkerFilter{TaskQueueID: testQueue}, store.Page{Limit: 1000})
 	require.NoError(t, err)
 	require.Len(t, ws, 1000, "one full page of the %d workers", n)
 	w, err := e.s.GetWorker(e.ctx, key(7), Epoch)

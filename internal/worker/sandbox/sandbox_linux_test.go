@@ -1,20 +1,19 @@
 package sandbox
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
@@ -25,24 +24,6 @@ func TestMain(m *testing.M) {
 		os.Exit(InitMain())
 	}
 	os.Exit(m.Run())
-}
-
-// syncBuffer is an io.Writer safe for the command's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // needStrict skips unless a strict sandbox can be built here (root, PID
@@ -84,7 +65,7 @@ func taskDir(t *testing.T, m *Manager, task *Task) string {
 
 func run(t *testing.T, task *Task, dir, script string) (Result, string) {
 	t.Helper()
-	var out syncBuffer
+	var out e2e.SyncBuffer
 	p, err := task.Start(Command{Argv: []string{"sh", "-c", script}, Dir: dir,
 		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}, Output: &out})
 	require.NoError(t, err)
@@ -156,7 +137,7 @@ func TestKillEndsEverything(t *testing.T) {
 	require.NoError(t, err)
 	defer task.Close()
 	dir := taskDir(t, m, task)
-	var out syncBuffer
+	var out e2e.SyncBuffer
 	p, err := task.Start(Command{Argv: []string{"sh", "-c",
 		`setsid sh -c '` + heartbeat("hb") + `' & sleep 60`}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}, Output: &out})
 	require.NoError(t, err)

@@ -4,7 +4,9 @@
 // against any Taskcluster deployment; hopper's own superseder service is
 // internal/superseder.
 //
-// NewSupersedeFunc returns the hook set as worker.Worker.SupersedeFunc. For
+// The worker runs the step (Step.Run) for every claim it gets; this
+// package knows the worker only through the Host and Claim interfaces,
+// so the dependency points one way (worker → superseding). For
 // a claimed task T0 whose payload has a supersederUrl (and superseding is
 // enabled) it:
 //

@@ -2,11 +2,9 @@ package superseding
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -15,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
-	"github.com/hopper-ci/hopper/internal/worker"
 )
 
 // MaxResponseBytes caps how much of a superseder answer is read; a longer
@@ -47,47 +44,19 @@ const claimTimeout = 2 * time.Minute
 // urlPattern is payload.supersederUrl's schema pattern.
 var urlPattern = regexp.MustCompile(`^https?://[\x20-\x7e]*$`)
 
-// WorkerOptions tune NewSupersedeFunc. The zero value is ready to use.
-type WorkerOptions struct {
-	// Logger receives what happens to the secondaries after the primary's
-	// log was uploaded (nil: discard).
-	Logger *slog.Logger
-	// Transport performs the superseder request (nil: the default
-	// transport). The request never carries credentials.
-	Transport http.RoundTripper
-	// Concurrency bounds claims and resolutions in flight (default 8).
-	Concurrency int
-}
-
 // TaskRef names one run in the superseding artifacts.
 type TaskRef struct {
 	TaskID string `json:"taskId"`
 	RunID  int    `json:"runId"`
 }
 
-// NewSupersedeFunc returns the worker-side superseding step (docs/contract/worker.md
-// §5.2–5.7) for worker.Worker.SupersedeFunc. It reads its settings from the
-// worker's configuration (superseding.*) on every call.
-func NewSupersedeFunc(opts WorkerOptions) worker.SupersedeFunc {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = defaultConcurrency
-	}
-	return func(ctx context.Context, req worker.SupersedeRequest) (worker.SupersedeResult, error) {
-		f := &flow{opts: opts, req: req, cfg: req.Worker.Config().Superseding, w: req.Worker}
-		return f.run(ctx)
-	}
-}
-
 // flow is one superseding step for one initial claim.
 type flow struct {
-	opts WorkerOptions
-	req  worker.SupersedeRequest
-	cfg  worker.SupersedingConfig
-	w    *worker.Worker
-	res  worker.SupersedeResult
+	opts Options
+	req  Request
+	cfg  Settings
+	w    Host
+	res  Result
 }
 
 func (f *flow) info(format string, args ...any) {
@@ -99,15 +68,15 @@ func (f *flow) warn(format string, args ...any) {
 }
 
 // alone returns a result that runs the initial task by itself.
-func (f *flow) alone() (worker.SupersedeResult, error) {
+func (f *flow) alone() (Result, error) {
 	f.res.Primary, f.res.Secondaries = nil, nil
 	return f.res, nil
 }
 
-func (f *flow) run(ctx context.Context) (worker.SupersedeResult, error) {
-	t0 := f.req.Initial.TaskID
+func (f *flow) run(ctx context.Context) (Result, error) {
+	t0 := f.req.Initial.Ref().TaskID
 	rawURL := f.req.SupersederURL
-	if key, ok := queueFlowKey(f.req.Initial.Task.Extra); ok {
+	if key, ok := queueFlowKey(f.req.Initial.Definition().Extra); ok {
 		f.info("Superseding: task %s is under the queue's flow control (extra.flow, key %q); the queue supersedes its tasks, so the worker does not.", t0, key)
 		return f.alone()
 	}
@@ -120,7 +89,7 @@ func (f *flow) run(ctx context.Context) (worker.SupersedeResult, error) {
 		f.warn("Superseding skipped: supersederUrl %s matches none of this worker's allowed superseder URL prefixes; running task %s alone.", rawURL, t0)
 		return f.alone()
 	}
-	body, err := fetch(ctx, f.httpClient(), rawURL, t0, f.cfg.Timeout.Duration)
+	body, err := fetch(ctx, f.httpClient(), rawURL, t0, f.cfg.Timeout, f.cfg.UserAgent)
 	var list []string
 	if err == nil {
 		list, err = ParseList(body, t0, f.cfg.MaxTasks)
@@ -148,14 +117,14 @@ func (f *flow) run(ctx context.Context) (worker.SupersedeResult, error) {
 		// Shutdown while claiming (docs/contract/worker.md §6.2 row 14c): the initial
 		// task is aborted by the worker; every other claim is released
 		// with worker-shutdown so the queue retries it at once.
-		others := make([]*worker.Claim, 0, len(held))
+		others := make([]Claim, 0, len(held))
 		for id, c := range held {
 			if id != t0 {
 				others = append(others, c)
 			}
 		}
 		f.releaseAll(others)
-		return worker.SupersedeResult{}, fmt.Errorf("worker is shutting down: %w", ctx.Err())
+		return Result{}, fmt.Errorf("worker is shutting down: %w", ctx.Err())
 	}
 	primaryIdx, secIdx := ChoosePrimary(list, func(id string) bool { return held[id] != nil })
 	if len(secIdx) == 0 {
@@ -168,13 +137,13 @@ func (f *flow) run(ctx context.Context) (worker.SupersedeResult, error) {
 	for _, i := range secIdx {
 		c := held[list[i]]
 		set.members = append(set.members, c)
-		names = append(names, fmt.Sprintf("%s (run %d)", c.TaskID, c.RunID))
+		names = append(names, fmt.Sprintf("%s (run %d)", c.Ref().TaskID, c.Ref().RunID))
 	}
 	if primary != f.req.Initial {
-		f.info("Superseding: the queue handed this worker task %s; task %s (run %d) supersedes it and runs instead.", t0, primary.TaskID, primary.RunID)
+		f.info("Superseding: the queue handed this worker task %s; task %s (run %d) supersedes it and runs instead.", t0, primary.Ref().TaskID, primary.Ref().RunID)
 		f.res.Primary = primary
 	}
-	f.info("Superseding: primary task %s (run %d) supersedes %s.", primary.TaskID, primary.RunID, strings.Join(names, ", "))
+	f.info("Superseding: primary task %s (run %d) supersedes %s.", primary.Ref().TaskID, primary.Ref().RunID, strings.Join(names, ", "))
 	f.res.Secondaries = set
 	return f.res, nil
 }
@@ -249,7 +218,7 @@ func RequestURL(raw, initial string) (string, error) {
 
 // fetch makes the one superseder request (docs/contract/worker.md §5.2 step 2) and
 // returns the body of a 200 answer; anything else is an *UnusableError.
-func fetch(ctx context.Context, hc *http.Client, raw, initial string, timeout time.Duration) ([]byte, error) {
+func fetch(ctx context.Context, hc *http.Client, raw, initial string, timeout time.Duration, userAgent string) ([]byte, error) {
 	target, err := RequestURL(raw, initial)
 	if err != nil {
 		return nil, unusable("%v", err)
@@ -261,7 +230,7 @@ func fetch(ctx context.Context, hc *http.Client, raw, initial string, timeout ti
 		return nil, unusable("building the request: %v", err)
 	}
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", worker.Version)
+	req.Header.Set("User-Agent", userAgent)
 	resp, err := hc.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -290,8 +259,8 @@ func fetch(ctx context.Context, hc *http.Client, raw, initial string, timeout ti
 // §5.3) with bounded concurrency and returns the held claims by taskId (the
 // initial claim included) and one note per entry for the task log. Calls
 // already started finish even if ctx ends; no new ones start after.
-func (f *flow) claimAll(ctx context.Context, list []string) (map[string]*worker.Claim, []string) {
-	held := map[string]*worker.Claim{f.req.Initial.TaskID: f.req.Initial}
+func (f *flow) claimAll(ctx context.Context, list []string) (map[string]Claim, []string) {
+	held := map[string]Claim{f.req.Initial.Ref().TaskID: f.req.Initial}
 	notes := make([]string, len(list))
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
@@ -301,7 +270,7 @@ func (f *flow) claimAll(ctx context.Context, list []string) (map[string]*worker.
 		sem = make(chan struct{}, f.opts.Concurrency)
 	)
 	for i, id := range list {
-		if id == f.req.Initial.TaskID {
+		if id == f.req.Initial.Ref().TaskID {
 			continue
 		}
 		if ctx.Err() != nil {
@@ -339,9 +308,8 @@ func (f *flow) claimAll(ctx context.Context, list []string) (map[string]*worker.
 
 // claimOne checks and claims one listed task. A claim is held (its
 // reclaimer running) from the moment it is returned.
-func (f *flow) claimOne(ctx context.Context, id string) (*worker.Claim, string) {
-	q := f.w.Queue()
-	cfg := f.w.Config()
+func (f *flow) claimOne(ctx context.Context, id string) (Claim, string) {
+	q, cfg := f.w.Queue(), f.cfg
 	// Hardening (docs/contract/worker.md §5.3 step 1): only tasks this worker could
 	// run and that name the same superseder.
 	def, err := q.Task(ctx, id)
@@ -355,7 +323,7 @@ func (f *flow) claimOne(ctx context.Context, id string) (*worker.Claim, string) 
 	if tq != cfg.TaskQueueID {
 		return nil, fmt.Sprintf("%s skipped: it belongs to task queue %s, not %s", id, tq, cfg.TaskQueueID)
 	}
-	if u := payloadSupersederURL(def.Payload); u != f.req.SupersederURL {
+	if u := PayloadURL(def.Payload); u != f.req.SupersederURL {
 		return nil, fmt.Sprintf("%s skipped: its supersederUrl differs from this task's", id)
 	}
 	if _, ok := queueFlowKey(def.Extra); ok {
@@ -383,7 +351,7 @@ func (f *flow) claimOne(ctx context.Context, id string) (*worker.Claim, string) 
 	if err != nil {
 		return nil, fmt.Sprintf("%s not claimed: %v", id, err)
 	}
-	if err := worker.ValidateClaim(tc); err != nil {
+	if err := f.w.CheckClaim(tc); err != nil {
 		// E.g. the empty answer a quarantined worker may get.
 		return nil, fmt.Sprintf("%s not claimed: the queue's answer is not a usable claim: %v", id, err)
 	}
@@ -399,20 +367,7 @@ func (f *flow) claimOne(ctx context.Context, id string) (*worker.Claim, string) 
 
 // releaseAll resolves claims the worker will not run with worker-shutdown,
 // so the queue retries them at once instead of after claim expiry.
-func (f *flow) releaseAll(claims []*worker.Claim) {
+func (f *flow) releaseAll(claims []Claim) {
 	set := &secondarySet{opts: f.opts, w: f.w, members: claims}
-	set.resolveAll(context.Background(), nil, worker.Outcome{State: tcclient.StateException, Reason: tcclient.ReasonWorkerShutdown, Aborted: true})
-}
-
-// payloadSupersederURL reads payload.supersederUrl leniently, as the worker
-// does before validating the payload.
-func payloadSupersederURL(raw json.RawMessage) string {
-	var loose struct {
-		URL any `json:"supersederUrl"`
-	}
-	if json.Unmarshal(raw, &loose) != nil {
-		return ""
-	}
-	s, _ := loose.URL.(string)
-	return s
+	set.resolveAll(context.Background(), nil, Outcome{State: tcclient.StateException, Reason: tcclient.ReasonWorkerShutdown, Aborted: true})
 }

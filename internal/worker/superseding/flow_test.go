@@ -26,13 +26,13 @@ import (
 const testQueue = "prov/wt"
 
 // harness is a fake queue, a worker configured against it (never Run: the
-// tests drive the superseding hook directly) and a scriptable superseder.
+// tests drive the superseding step directly) and a scriptable superseder.
 type harness struct {
 	t     *testing.T
 	fake  *tcclienttest.Server
 	admin *tcclient.Client
 	w     *worker.Worker
-	fn    worker.SupersedeFunc
+	step  *superseding.Step
 
 	sup      *httptest.Server
 	mu       sync.Mutex
@@ -43,7 +43,7 @@ type harness struct {
 type harnessOptions struct {
 	claimTimeout time.Duration
 	superseding  worker.SupersedingConfig
-	workerOpts   superseding.WorkerOptions
+	stepOpts     superseding.Options
 	// allow, if set, computes superseding.allowedUrlPrefixes from the
 	// superseder's URL.
 	allow func(supURL string) []string
@@ -78,7 +78,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}, nil)
 	require.NoError(t, err)
 	h.w = w
-	h.fn = superseding.NewSupersedeFunc(o.workerOpts)
+	h.step = superseding.New(o.stepOpts)
 	return h
 }
 
@@ -148,11 +148,11 @@ func (h *harness) claimElsewhere(taskID string) *tcclient.TaskClaim {
 	return tc
 }
 
-// supersede runs the hook for the initial claim; secondaries left
+// supersede runs the step for the initial claim; secondaries left
 // unfinished by the test are released at cleanup.
-func (h *harness) supersede(initial *worker.Claim, url string) worker.SupersedeResult {
+func (h *harness) supersede(initial *worker.Claim, url string) superseding.Result {
 	h.t.Helper()
-	res, err := h.fn(context.Background(), worker.SupersedeRequest{Initial: initial, SupersederURL: url, Worker: h.w})
+	res, err := h.step.Run(context.Background(), h.w.SupersedingRequest(initial, url))
 	require.NoError(h.t, err)
 	if res.Primary != nil {
 		h.t.Cleanup(res.Primary.StopReclaiming)
@@ -162,7 +162,7 @@ func (h *harness) supersede(initial *worker.Claim, url string) worker.SupersedeR
 		if primary == nil {
 			primary = initial
 		}
-		h.t.Cleanup(func() { res.Secondaries.Finish(context.Background(), primary, worker.Outcome{Lost: true}) })
+		h.t.Cleanup(func() { res.Secondaries.Finish(context.Background(), primary, superseding.Outcome{Lost: true}) })
 	}
 	return res
 }
@@ -221,8 +221,8 @@ func TestSupersedeSeedExample(t *testing.T) {
 			res := h.supersede(initial, h.url())
 			require.Empty(t, res.Warnings)
 			require.NotNil(t, res.Primary)
-			require.Equal(t, mid, res.Primary.TaskID)
-			require.Equal(t, 0, res.Primary.RunID)
+			require.Equal(t, mid, res.Primary.Ref().TaskID)
+			require.Equal(t, 0, res.Primary.Ref().RunID)
 			require.NotNil(t, res.Secondaries)
 			logText := strings.Join(res.LogLines, "\n")
 			require.Contains(t, logText, "claimed "+mid+" run 0")
@@ -236,7 +236,7 @@ func TestSupersedeSeedExample(t *testing.T) {
 			require.Equal(t, "application/json", reqs[0].Header.Get("Accept"))
 			require.Empty(t, reqs[0].Header.Get("Authorization"), "no credentials sent to the superseder")
 
-			res.Secondaries.Finish(context.Background(), res.Primary, worker.Outcome{State: tcclient.StateCompleted})
+			res.Secondaries.Finish(context.Background(), res.Primary, superseding.Outcome{State: tcclient.StateCompleted})
 			h.requireRunState(t0, tcclient.StateException, tcclient.ReasonSuperseded)
 			var by superseding.TaskRef
 			h.artifactJSON(t0, 0, superseding.SupersededByArtifact, &by)
@@ -449,7 +449,7 @@ func TestSupersedeSkipsUnsuitableEntries(t *testing.T) {
 	res := h.supersede(initial, h.url())
 	require.Empty(t, res.Warnings)
 	require.NotNil(t, res.Primary)
-	require.Equal(t, good, res.Primary.TaskID, "the only claimable entry becomes the primary")
+	require.Equal(t, good, res.Primary.Ref().TaskID, "the only claimable entry becomes the primary")
 	logText := strings.Join(res.LogLines, "\n")
 	for _, want := range []string{
 		otherQueue + " skipped: it belongs to task queue prov/elsewhere",
@@ -464,7 +464,7 @@ func TestSupersedeSkipsUnsuitableEntries(t *testing.T) {
 	for _, id := range []string{otherQueue, otherURL} {
 		require.Equal(t, tcclient.StatePending, h.run0(id).State)
 	}
-	res.Secondaries.Finish(context.Background(), res.Primary, worker.Outcome{State: tcclient.StateFailed})
+	res.Secondaries.Finish(context.Background(), res.Primary, superseding.Outcome{State: tcclient.StateFailed})
 	h.requireRunState(t0, tcclient.StateException, tcclient.ReasonSuperseded)
 	h.requireRunState(running, tcclient.StateRunning, "")
 }
@@ -491,8 +491,8 @@ func TestSupersedeLaterRuns(t *testing.T) {
 				return
 			}
 			require.NotNil(t, res.Primary)
-			require.Equal(t, retried, res.Primary.TaskID)
-			require.Equal(t, 1, res.Primary.RunID)
+			require.Equal(t, retried, res.Primary.Ref().TaskID)
+			require.Equal(t, 1, res.Primary.Ref().RunID)
 		})
 	}
 }
@@ -505,17 +505,17 @@ func TestSupersedeOutcomes(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name       string
-		outcome    worker.Outcome
+		outcome    superseding.Outcome
 		superseded bool
 	}{
-		{name: "completed", outcome: worker.Outcome{State: tcclient.StateCompleted}, superseded: true},
-		{name: "failed by exit code", outcome: worker.Outcome{State: tcclient.StateFailed}, superseded: true},
-		{name: "intermittent-task", outcome: worker.Outcome{State: tcclient.StateException, Reason: tcclient.ReasonIntermittentTask}, superseded: true},
-		{name: "maxRunTime exceeded", outcome: worker.Outcome{State: tcclient.StateFailed, Aborted: true}},
-		{name: "malformed-payload", outcome: worker.Outcome{State: tcclient.StateException, Reason: tcclient.ReasonMalformedPayload}},
-		{name: "internal-error", outcome: worker.Outcome{State: tcclient.StateException, Reason: tcclient.ReasonInternalError}},
-		{name: "worker shutdown", outcome: worker.Outcome{State: tcclient.StateException, Reason: tcclient.ReasonWorkerShutdown, Aborted: true}},
-		{name: "primary lost", outcome: worker.Outcome{Lost: true, Aborted: true}},
+		{name: "completed", outcome: superseding.Outcome{State: tcclient.StateCompleted}, superseded: true},
+		{name: "failed by exit code", outcome: superseding.Outcome{State: tcclient.StateFailed}, superseded: true},
+		{name: "intermittent-task", outcome: superseding.Outcome{State: tcclient.StateException, Reason: tcclient.ReasonIntermittentTask}, superseded: true},
+		{name: "maxRunTime exceeded", outcome: superseding.Outcome{State: tcclient.StateFailed, Aborted: true}},
+		{name: "malformed-payload", outcome: superseding.Outcome{State: tcclient.StateException, Reason: tcclient.ReasonMalformedPayload}},
+		{name: "internal-error", outcome: superseding.Outcome{State: tcclient.StateException, Reason: tcclient.ReasonInternalError}},
+		{name: "worker shutdown", outcome: superseding.Outcome{State: tcclient.StateException, Reason: tcclient.ReasonWorkerShutdown, Aborted: true}},
+		{name: "primary lost", outcome: superseding.Outcome{Lost: true, Aborted: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -527,10 +527,10 @@ func TestSupersedeOutcomes(t *testing.T) {
 			initial := h.claimInitial()
 			h.answerList(t0, a, p)
 			res := h.supersede(initial, h.url())
-			require.Equal(t, p, res.Primary.TaskID)
+			require.Equal(t, p, res.Primary.Ref().TaskID)
 			res.Secondaries.Finish(context.Background(), res.Primary, tt.outcome)
 			// Finish runs once: a second call changes nothing.
-			res.Secondaries.Finish(context.Background(), res.Primary, worker.Outcome{State: tcclient.StateCompleted})
+			res.Secondaries.Finish(context.Background(), res.Primary, superseding.Outcome{State: tcclient.StateCompleted})
 			for _, s := range []string{t0, a} {
 				if tt.superseded {
 					h.requireRunState(s, tcclient.StateException, tcclient.ReasonSuperseded)
@@ -569,7 +569,7 @@ func TestSupersedeLongPrimary(t *testing.T) {
 	h.answerList(t0, cancelled, b, p)
 	start := time.Now()
 	res := h.supersede(initial, h.url())
-	require.Equal(t, p, res.Primary.TaskID)
+	require.Equal(t, p, res.Primary.Ref().TaskID)
 	h.fake.Cancel(cancelled)
 	// Three reclaims each take the secondaries past their first claim's
 	// end (the reclaimer renews at half of the 2 s).
@@ -589,7 +589,7 @@ func TestSupersedeLongPrimary(t *testing.T) {
 	for _, id := range []string{t0, b} {
 		require.Equal(t, tcclient.StateRunning, h.run0(id).State, "%s kept alive by its reclaimer", id)
 	}
-	res.Secondaries.Finish(context.Background(), res.Primary, worker.Outcome{State: tcclient.StateCompleted})
+	res.Secondaries.Finish(context.Background(), res.Primary, superseding.Outcome{State: tcclient.StateCompleted})
 	h.requireRunState(t0, tcclient.StateException, tcclient.ReasonSuperseded)
 	h.requireRunState(b, tcclient.StateException, tcclient.ReasonSuperseded)
 	h.requireRunState(cancelled, tcclient.StateException, "canceled")
@@ -621,11 +621,11 @@ func TestSupersedeLongPrimary(t *testing.T) {
 
 // TestSupersedeShutdownWhileClaiming checks §6.2 row 14c: claims in flight
 // settle, no new one starts, and held claims are released with
-// worker-shutdown; the hook then reports an error so the initial task runs
+// worker-shutdown; the step then reports an error so the initial task runs
 // (and is aborted) alone.
 func TestSupersedeShutdownWhileClaiming(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{workerOpts: superseding.WorkerOptions{Concurrency: 1}})
+	h := newHarness(t, harnessOptions{stepOpts: superseding.Options{Concurrency: 1}})
 	t0 := h.createTask(testQueue, h.url())
 	a := h.createTask(testQueue, h.url())
 	b := h.createTask(testQueue, h.url())
@@ -640,7 +640,7 @@ func TestSupersedeShutdownWhileClaiming(t *testing.T) {
 	})}
 	initial := h.claimInitial()
 	h.answerList(t0, a, b)
-	res, err := h.fn(ctx, worker.SupersedeRequest{Initial: initial, SupersederURL: h.url(), Worker: h.w})
+	res, err := h.step.Run(ctx, h.w.SupersedingRequest(initial, h.url()))
 	require.ErrorContains(t, err, "shutting down")
 	require.Nil(t, res.Primary)
 	require.True(t, fired.Load())

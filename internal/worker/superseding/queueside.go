@@ -1,11 +1,6 @@
 package superseding
 
-import (
-	"encoding/json"
-	"log/slog"
-
-	"github.com/hopper-ci/hopper/internal/worker"
-)
+import "encoding/json"
 
 // queueFlowKey names the flow key a task is under on the queue's side
 // (README "Flow control": extra.flow with a limit, supersede or
@@ -28,19 +23,4 @@ func queueFlowKey(extra json.RawMessage) (string, bool) {
 	}
 	f := loose.Flow
 	return f.Key, f.Limit > 0 || f.Supersede || f.CancelInProgress
-}
-
-// AnnounceAllowList says once, when a worker starts, which superseders its
-// tasks may make it call: a task's supersederUrl is fetched by the worker,
-// so without superseding.allowedUrlPrefixes any task author chooses a URL
-// the worker's network can reach.
-func AnnounceAllowList(log *slog.Logger, cfg worker.SupersedingConfig) {
-	switch {
-	case cfg.Enabled != nil && !*cfg.Enabled:
-		log.Info("superseding is disabled")
-	case len(cfg.AllowedURLPrefixes) == 0:
-		log.Warn("superseding: tasks may name any superseder URL; set superseding.allowedUrlPrefixes (--superseder-allow) to restrict them")
-	default:
-		log.Info("superseding: tasks may name only superseders under the allowed prefixes; others run alone", "allowedUrlPrefixes", cfg.AllowedURLPrefixes)
-	}
 }
