@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -165,6 +166,13 @@ func (s *Server) readBody(c *Call) ([]byte, int64, error) {
 	if c.R.ContentLength > limits.MaxBytes {
 		return nil, 0, bodyRefusal{Errorf(CodeInputTooLarge, "Request body is larger than %d bytes", limits.MaxBytes)}
 	}
+	if c.R.ContentLength == 0 || c.R.Body == nil || c.R.Body == http.NoBody {
+		// No body: nothing is reserved. A call without one may last
+		// (a live stream, a parked claim), and 1,536 streams each
+		// holding a chunk once took the whole budget: every body was
+		// then refused 503.
+		return nil, 0, nil
+	}
 	var (
 		held     int64
 		body     []byte
@@ -176,14 +184,20 @@ func (s *Server) readBody(c *Call) ([]byte, int64, error) {
 		if int64(len(body)) > limits.MaxBytes {
 			return nil, held, bodyRefusal{Errorf(CodeInputTooLarge, "Request body is larger than %d bytes", limits.MaxBytes)}
 		}
-		if cap(body)-len(body) < bodyChunk/2 {
+		if len(body) == cap(body) {
 			// Grow by a chunk at a time (not by doubling), each chunk
-			// reserved before it is filled.
-			if err := s.bodies.acquire(c.Context(), bodyChunk, deadline); err != nil {
+			// reserved before it is filled; a body of declared length
+			// reserves what it declared (and a byte to see its end),
+			// not a whole chunk.
+			step := int64(bodyChunk)
+			if cl := c.R.ContentLength; cl > 0 && cl-int64(len(body))+1 < step {
+				step = max(cl-int64(len(body))+1, 1)
+			}
+			if err := s.bodies.acquire(c.Context(), step, deadline); err != nil {
 				return nil, held, err
 			}
-			held += bodyChunk
-			grown := make([]byte, len(body), cap(body)+bodyChunk)
+			held += step
+			grown := make([]byte, len(body), int64(cap(body))+step)
 			copy(grown, body)
 			body = grown
 		}

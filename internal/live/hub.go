@@ -14,6 +14,7 @@ package live
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 // optionally a relay to and from other replicas. It is an
 // events.Publisher for the queue's event publisher.
 type Hub struct {
-	streams *fanout
+	streams *ring
 	relay   *Relay
 	now     func() time.Time
 	// remoteInterest is when another replica last said it has
@@ -34,7 +35,7 @@ type Hub struct {
 
 // NewHub returns a hub with its own bus and no relay.
 func NewHub() *Hub {
-	return &Hub{streams: newFanout(), now: time.Now}
+	return &Hub{streams: newRing(), now: time.Now}
 }
 
 // Publish implements events.Publisher: msgs go to this process's streams
@@ -58,37 +59,71 @@ func (h *Hub) remoteWanted() bool {
 	return last != 0 && h.now().Sub(time.Unix(0, last)) < interestTTL
 }
 
-// subscribe adds a stream of the messages filter selects; cancel ends it.
-// Other replicas hear of the new subscriber at once.
-func (h *Hub) subscribe(filter events.Filter) (*subscription, func()) {
-	s, cancel := h.streams.subscribe(filter)
-	if h.relay != nil {
+// subscribe adds a reader of the feed at its head (nil once the hub is
+// closed); unsubscribe removes it. Other replicas hear of the new
+// subscriber at once.
+func (h *Hub) subscribe() *cursor {
+	c := h.streams.subscribe()
+	if c != nil && h.relay != nil {
 		h.relay.announceInterest()
 	}
-	return s, cancel
+	return c
 }
 
+func (h *Hub) unsubscribe() { h.streams.unsubscribe() }
+
 // Subscribe returns a channel of the messages filter selects and a
-// function that ends the subscription (for tests and tools; streams use
-// subscribe). The channel closes when the subscriber falls behind.
+// function that ends the subscription (for tests and tools; streams read
+// the ring themselves). The channel closes when the subscriber falls
+// behind, or the hub closes.
 func (h *Hub) Subscribe(filter events.Filter) (<-chan events.Message, func()) {
-	s, cancel := h.subscribe(filter)
-	out := make(chan events.Message, streamBuffer)
+	out := make(chan events.Message, 256)
+	c := h.subscribe()
+	if c == nil {
+		close(out)
+		return out, func() {}
+	}
+	stop := make(chan struct{})
+	var once sync.Once
 	go func() {
 		defer close(out)
+		var (
+			runs   []*run
+			frames []*frame
+			lost   bool
+			more   <-chan struct{}
+		)
 		for {
-			select {
-			case f, open := <-s.frames:
-				if !open {
+			runs, lost, more = h.streams.read(c, runs[:0])
+			if lost {
+				return
+			}
+			frames = frames[:0]
+			for _, r := range runs {
+				frames = append(frames, r.frames...)
+			}
+			clear(runs)
+			for _, f := range frames {
+				if filter != nil && !filter(f.msg) {
+					continue
+				}
+				select {
+				case out <- f.msg:
+				case <-stop:
 					return
 				}
-				out <- f.msg
-			case <-s.overflow:
+			}
+			clear(frames)
+			select {
+			case <-more:
+			case <-stop:
+				return
+			case <-h.streams.done:
 				return
 			}
 		}
 	}()
-	return out, cancel
+	return out, func() { once.Do(func() { close(stop); h.unsubscribe() }) }
 }
 
 // Close ends every stream (their channels close), so that a server

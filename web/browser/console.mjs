@@ -425,7 +425,12 @@ try {
     console.log('READY live');
     const answer = await lines.next();
     expect(answer.value === 'go', `unexpected answer ${answer.value}`);
-    await waitText('.title-row .state', 'completed', 10000);
+    // The task page is in a background tab now, where animation frames
+    // (waitForFunction's default polling) do not run: poll by time. The
+    // events may come a moment after the run resolves (streams are
+    // written at most every 250 ms).
+    await page.waitForFunction((s, t) => [...document.querySelectorAll(s)].some((e) => e.textContent.includes(t)),
+      { timeout: 10000, polling: 100 }, '.title-row .state', 'completed');
     await tab.waitForFunction(() => [...document.querySelectorAll('.card h2')].some((e) => e.textContent.includes('1 / 1 resolved')), { timeout: 10000 });
     await tab.close();
   });
