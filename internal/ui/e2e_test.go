@@ -108,8 +108,8 @@ type fixture struct {
 	DeepGroup string `json:"deepGroup"`
 	DeepLast  string `json:"deepLast"`
 	DeepSize  int    `json:"deepSize"`
-	LiveTask   string            `json:"liveTask"`
-	LogTask    string            `json:"logTask"`
+	LiveTask  string `json:"liveTask"`
+	LogTask   string `json:"logTask"`
 	// StreamTask runs on the real worker, printing, until the console
 	// cancels it.
 	StreamTask  string   `json:"streamTask"`

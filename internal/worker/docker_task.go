@@ -108,6 +108,29 @@ func (t *dockerTask) containerConfig() (*dockerapi.ContainerConfig, error) {
 	}, nil
 }
 
+// startContainer starts the created container t.containerID. A start the
+// runtime failed is tried once more in a new container made from the same
+// configuration (dockerapi.IsRuntimeStartFailure says why a new container
+// can start where the first did not); a command the image lacks fails
+// both times and is the task's failure as before.
+func (t *dockerTask) startContainer(ctx context.Context, name string, cfg *dockerapi.ContainerConfig) error {
+	err := t.e.client.StartContainer(ctx, t.containerID)
+	if err == nil || !dockerapi.IsRuntimeStartFailure(err) {
+		return err
+	}
+	t.r.log.Warnf("The container runtime could not start the command (%v); trying once more in a new container", err)
+	if rmErr := t.e.client.RemoveContainer(ctx, t.containerID); rmErr != nil {
+		t.r.logger.Error("removing a container that did not start; the next start of this worker removes it", "container", t.containerID, "error", rmErr)
+	}
+	t.containerID = ""
+	id, cerr := t.e.client.CreateContainer(ctx, name+"-again", cfg)
+	if cerr != nil {
+		return fmt.Errorf("%w (and creating a new container failed: %v)", err, cerr)
+	}
+	t.containerID = id
+	return t.e.client.StartContainer(ctx, id)
+}
+
 // run creates and starts the container, streams its output into the task
 // log and waits for it; maxRunTime, a cancelled claim and an immediate
 // shutdown kill it (docs/contract/worker.md §6.2 rows 9–14).
@@ -144,7 +167,7 @@ func (t *dockerTask) run() {
 	}
 	t.containerID = id
 	start := time.Now()
-	if err := t.e.client.StartContainer(ctx, id); err != nil {
+	if err := t.startContainer(ctx, name, cfg); err != nil {
 		// As in docker-worker: a command the image does not have is the
 		// task's failure, not the worker's.
 		r.log.Errorf("Failure to properly start execution environment: %v", err)
@@ -153,6 +176,8 @@ func (t *dockerTask) run() {
 		r.record(failure("The container could not be started: %v", err))
 		return
 	}
+	// A start tried once more runs in a new container.
+	id = t.containerID
 	logsDone := make(chan struct{})
 	go func() {
 		defer close(logsDone)

@@ -124,18 +124,15 @@ func (d *Docker) Start(ctx context.Context, pool *workermanager.Pool, w *workerm
 		for k, v := range cfg.Env {
 			env = append(env, k+"="+v)
 		}
-		id, err := c.CreateContainer(ctx, containerName(w), containerSpec{
+		spec := containerSpec{
 			Image: cfg.Image, Cmd: cmd, Env: env,
 			Labels:     map[string]string{labelPool: pool.WorkerPoolID, labelWorker: w.WorkerGroup + "/" + w.WorkerID},
 			HostConfig: hostConfig{NetworkMode: cfg.Network},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("docker host %s: creating the container: %w", h.Endpoint, err)
 		}
+		id, err := startWorkerContainer(ctx, c, containerName(w), spec)
 		data, _ := json.Marshal(dockerData{Host: h.Endpoint, ContainerID: id})
-		if err := c.StartContainer(ctx, id); err != nil {
-			_ = c.RemoveContainer(ctx, id)
-			return data, fmt.Errorf("docker host %s: starting the container: %w", h.Endpoint, err)
+		if err != nil {
+			return data, fmt.Errorf("docker host %s: %w", h.Endpoint, err)
 		}
 		return data, nil
 	}
@@ -143,6 +140,35 @@ func (d *Docker) Start(ctx context.Context, pool *workermanager.Pool, w *workerm
 		return nil, lastErr
 	}
 	return nil, ErrNoRoom
+}
+
+// startWorkerContainer creates and starts a worker's container. A start
+// the runtime failed ("OCI runtime create failed") is tried once more in a
+// new container: on some hosts (Debian's docker.io 20.10 with runc 1.1 on
+// recent kernels) a start now and then fails on a root file system runc
+// did not see whole while other mount namespaces are being created, and a
+// new container then starts. A container that did not start is removed.
+func startWorkerContainer(ctx context.Context, c *DockerClient, name string, spec containerSpec) (string, error) {
+	var startErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		id, err := c.CreateContainer(ctx, name, spec)
+		if err != nil {
+			if startErr != nil {
+				return "", fmt.Errorf("starting the container: %w (and creating a new one failed: %v)", startErr, err)
+			}
+			return "", fmt.Errorf("creating the container: %w", err)
+		}
+		startErr = c.StartContainer(ctx, id)
+		if startErr == nil {
+			return id, nil
+		}
+		_ = c.RemoveContainer(ctx, id)
+		var de *DockerError
+		if !errors.As(startErr, &de) || !strings.Contains(de.Message, "OCI runtime create failed") {
+			break
+		}
+	}
+	return "", fmt.Errorf("starting the container: %w", startErr)
 }
 
 func dataOf(w *workermanager.Worker) (dockerData, error) {

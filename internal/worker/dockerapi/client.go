@@ -84,6 +84,18 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound
 }
 
+// IsRuntimeStartFailure reports whether err is the daemon saying that the
+// OCI runtime could not start a created container's process ("OCI runtime
+// create failed"). Besides a command the image lacks, this is what a start
+// answers when runc set the container up on a root file system it did not
+// see whole: on some hosts (Debian's docker.io 20.10 with runc 1.1 on
+// recent kernels) a start now and then fails so while other mount
+// namespaces are being created, and a new container then starts.
+func IsRuntimeStartFailure(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && strings.Contains(e.Message, "OCI runtime create failed")
+}
+
 // request sends one call and returns the open response for 2xx replies; any
 // other status becomes an *Error carrying the daemon's message.
 func (c *Client) request(ctx context.Context, method, path string, query url.Values, body io.Reader, contentType string) (*http.Response, error) {

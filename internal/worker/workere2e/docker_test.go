@@ -77,6 +77,7 @@ func TestDockerResolutions(t *testing.T) {
 		state        string
 		reason       string
 		logHas       string
+		logAlso      string
 	}{
 		{name: "exit 3 fails", script: "exit 3", state: tcclient.StateFailed, logHas: "The container exited with code 3."},
 		{name: "retry code is intermittent", script: "echo flaky; exit 5",
@@ -100,7 +101,10 @@ func TestDockerResolutions(t *testing.T) {
 			state: tcclient.StateCompleted, logHas: "artifacts skipped"},
 		{name: "unknown command fails", script: "",
 			edit:  func(pl map[string]any) { pl["command"] = []string{"/no/such/binary"} },
-			state: tcclient.StateFailed, logHas: "could not be started"},
+			state: tcclient.StateFailed, logHas: "could not be started",
+			// A start the runtime failed is tried once more in a new
+			// container, which fails the same way for a missing command.
+			logAlso: "trying once more in a new container"},
 	}
 	ids := make([]string, len(cases))
 	for i, c := range cases {
@@ -117,6 +121,9 @@ func TestDockerResolutions(t *testing.T) {
 				require.Equal(t, c.reason, st.Runs[0].ReasonResolved)
 			}
 			require.Contains(t, log, c.logHas)
+			if c.logAlso != "" {
+				require.Contains(t, log, c.logAlso)
+			}
 			require.Empty(t, containersOf(t, labelTask, ids[i]+"/0"))
 		})
 	}
