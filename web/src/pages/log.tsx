@@ -86,7 +86,10 @@ export function LogPanel({ taskId, status, task }: { taskId: string; status: Tas
         const resolvedAt = run.resolved ? Date.parse(run.resolved) : NaN;
         const waitUntil = (Number.isNaN(resolvedAt) ? Date.now() : resolvedAt) + UPLOAD_WAIT_MS;
         let last: unknown;
+        // readable is where the content of name can be read, if it can.
+        const readable = (c: Content | undefined) => (c && c.storageType !== 'reference' && c.storageType !== 'error' ? c.url : undefined);
         for (;;) {
+          let backingAbsent = false;
           for (const name of [names.backing, names.live]) {
             try {
               const c = await content(name);
@@ -94,15 +97,27 @@ export function LogPanel({ taskId, status, task }: { taskId: string; status: Tas
                 setMsg(`The worker could not upload ${name}: ${c.reason ?? ''} ${c.message ?? ''}`);
                 return;
               }
-              if (c.storageType === 'reference' || !c.url) {
+              let url = readable(c);
+              if (!url) {
                 last = new Error(`${name} points at a live-log server that is gone`);
                 continue;
               }
-              setMsg(`Log of run ${run.runId} (${name}).`);
-              await read(c.url, false);
+              let shown = name;
+              if (name !== names.backing && backingAbsent) {
+                // A worker uploads the backing log, then makes the live
+                // log a link to it (which the queue resolves): both can
+                // happen between asking for the backing log and asking
+                // for this one. Ask again, so the log shown is named for
+                // what it is.
+                const backing = readable(await content(names.backing).catch(() => undefined));
+                if (backing) [url, shown] = [backing, names.backing];
+              }
+              setMsg(`Log of run ${run.runId} (${shown}).`);
+              await read(url, false);
               return;
             } catch (e) {
               last = e;
+              if (name === names.backing && e instanceof ApiError && e.status === 404) backingAbsent = true;
             }
           }
           if (ctl.signal.aborted || Date.now() > waitUntil) break;
