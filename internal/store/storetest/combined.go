@@ -54,13 +54,7 @@ func claimWithDependents(t *testing.T, s store.Store, ids, deps []string) {
 			Task: NewTask("prov/deps", Epoch, withGroup("dg"), withDeps(ids[i]))})
 		require.NoError(t, err)
 	}
-	for left := len(ids); left > 0; {
-		res, err := s.ClaimWork(ctx, store.ClaimWorkParams{TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: workerID,
-			Count: 32, Now: Epoch, TakenUntil: Epoch.Add(claimTimeout)})
-		require.NoError(t, err)
-		require.NotEmpty(t, res.Claims)
-		left -= len(res.Claims)
-	}
+	claimAll(t, s, len(ids))
 }
 
 // combinedReport is one report of a burst: the transition, and the state

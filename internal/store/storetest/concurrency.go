@@ -119,6 +119,18 @@ func createMany(t *testing.T, stores []store.Store, taskIDs []string, now time.T
 	errs.require(t)
 }
 
+// claimAll claims n pending tasks of testQueue at Epoch, 32 at a time.
+func claimAll(t *testing.T, s store.Store, n int) {
+	t.Helper()
+	for left := n; left > 0; {
+		res, err := s.ClaimWork(context.Background(), store.ClaimWorkParams{TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: workerID,
+			Count: 32, Now: Epoch, TakenUntil: Epoch.Add(claimTimeout)})
+		require.NoError(t, err)
+		require.NotEmpty(t, res.Claims)
+		left -= len(res.Claims)
+	}
+}
+
 func seqIDs(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -340,13 +352,7 @@ func createExpiryCases(t *testing.T, stores []store.Store, cases []expiryCase, p
 		all = append(all, ids...)
 		if c.state == queue.StateRunning {
 			// Claim this case's tasks before the next case creates more.
-			for left := perCase; left > 0; {
-				res, err := stores[0].ClaimWork(context.Background(), store.ClaimWorkParams{TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: workerID,
-					Count: 32, Now: Epoch, TakenUntil: Epoch.Add(claimTimeout)})
-				require.NoError(t, err)
-				require.NotEmpty(t, res.Claims)
-				left -= len(res.Claims)
-			}
+			claimAll(t, stores[0], perCase)
 		}
 	}
 	return want, all
