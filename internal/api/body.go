@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/schema"
 )
 
 // What a request body may cost. Anyone may send one (anonymous callers
@@ -32,10 +34,49 @@ type BodyLimits struct {
 	MaxDepth int
 }
 
-// DefaultBodyLimits are the limits of a route that sets none: room for a
-// task with 10,000 dependencies, routes and a large payload, far below
-// what decoding can afford.
+// DefaultBodyLimits are the most any route takes: room for a task with
+// 10,000 dependencies, routes and a large payload, far below what decoding
+// can afford. A route whose schema leaves its bodies open gets them.
 var DefaultBodyLimits = BodyLimits{MaxBytes: maxBodyBytes, MaxValues: 200_000, MaxDepth: 100}
+
+// NoBodyLimits are the limits of a route without a request schema, which
+// takes no body (reportCompleted reads a legacy flag from one, if sent).
+var NoBodyLimits = BodyLimits{MaxBytes: minBodyBytes, MaxValues: minBodyValues, MaxDepth: minBodyDepth}
+
+// The least limits a route's schema can set: a body a little off its
+// schema (a property too many, a string too long) is answered by the
+// schema's own 400 naming the problem, not 413, and costs little.
+const (
+	minBodyBytes  = 64 << 10
+	minBodyValues = 1000
+	minBodyDepth  = 16
+)
+
+// bodyLimitsFor derives a route's limits from its request schema: what the
+// largest body valid against it holds (schema.Bounds) with room for its
+// whitespace (a line a value, indented 8 spaces a level), never below the
+// minimums and never above DefaultBodyLimits. A route whose schema bounds
+// its bodies refuses a larger one with 413 before reading it (by its
+// declared length) or as soon as it passes the limit.
+func (s *Server) bodyLimitsFor(input string) BodyLimits {
+	b, err := s.schemas.Bounds(input)
+	if err != nil {
+		return DefaultBodyLimits // the call answers the unknown schema
+	}
+	limits := DefaultBodyLimits
+	limits.MaxDepth = int(clampLimit(b.Depth, minBodyDepth, int64(limits.MaxDepth)))
+	limits.MaxValues = int(clampLimit(b.Values, minBodyValues, int64(limits.MaxValues)))
+	if b.Bytes != schema.Unbounded && b.Values != schema.Unbounded && b.Depth != schema.Unbounded {
+		whitespace := b.Values * (8*b.Depth + 4)
+		limits.MaxBytes = clampLimit(b.Bytes+whitespace, minBodyBytes, limits.MaxBytes)
+	}
+	return limits
+}
+
+// clampLimit is n within [least, most] (schema.Unbounded: most).
+func clampLimit(n, least, most int64) int64 {
+	return min(max(n, least), most)
+}
 
 const (
 	// bodyBudgetBytes is what the bodies of all calls in flight may cost
@@ -103,53 +144,6 @@ func (b *bodyBudget) release(n int64) {
 	b.mu.Unlock()
 }
 
-// bodyScan follows a JSON text as it arrives, counting values and
-// nesting without decoding anything. It trusts no syntax: json.Valid
-// checks that later; it only has to count at least one value per value.
-type bodyScan struct {
-	inString, escaped bool
-	depth, maxDepth   int
-	values            int
-	inScalar          bool // inside a number or literal
-}
-
-func (s *bodyScan) feed(p []byte) {
-	for _, c := range p {
-		if s.inString {
-			switch {
-			case s.escaped:
-				s.escaped = false
-			case c == '\\':
-				s.escaped = true
-			case c == '"':
-				s.inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			s.inString = true
-			s.inScalar = false
-			s.values++
-		case '{', '[':
-			s.values++
-			s.inScalar = false
-			s.depth++
-			s.maxDepth = max(s.maxDepth, s.depth)
-		case '}', ']':
-			s.inScalar = false
-			s.depth--
-		case ',', ':', ' ', '\t', '\r', '\n':
-			s.inScalar = false
-		default:
-			if !s.inScalar {
-				s.inScalar = true
-				s.values++
-			}
-		}
-	}
-}
-
 // bodyRefusal is a body refused for its cost.
 type bodyRefusal struct{ err *Error }
 
@@ -176,7 +170,7 @@ func (s *Server) readBody(c *Call) ([]byte, int64, error) {
 	var (
 		held     int64
 		body     []byte
-		scan     bodyScan
+		scan     schema.Scanner
 		deadline = time.Now().Add(bodyBudgetWait)
 	)
 	src := c.R.Body
@@ -203,13 +197,13 @@ func (s *Server) readBody(c *Call) ([]byte, int64, error) {
 		}
 		n, err := src.Read(body[len(body):cap(body)])
 		if n > 0 {
-			scan.feed(body[len(body) : len(body)+n])
+			scan.Feed(body[len(body) : len(body)+n])
 			body = body[:len(body)+n]
-			if scan.values > limits.MaxValues {
+			if scan.Values > limits.MaxValues {
 				return nil, held, bodyRefusal{Errorf(CodeInputTooLarge,
 					"Request body holds more than %d JSON values", limits.MaxValues)}
 			}
-			if scan.maxDepth > limits.MaxDepth {
+			if scan.MaxDepth > limits.MaxDepth {
 				return nil, held, bodyRefusal{Errorf(CodeMalformedPayload,
 					"Request body nests objects and arrays more than %d deep", limits.MaxDepth)}
 			}
@@ -226,7 +220,7 @@ func (s *Server) readBody(c *Call) ([]byte, int64, error) {
 	}
 	// Decoding and validating the values costs more than their bytes:
 	// hold that too until the call ends.
-	if cost := int64(scan.values)*bytesPerValue - held; cost > 0 && c.Route.Input != "" {
+	if cost := int64(scan.Values)*bytesPerValue - held; cost > 0 && c.Route.Input != "" {
 		if err := s.bodies.acquire(c.Context(), cost, deadline); err != nil {
 			return nil, held, err
 		}

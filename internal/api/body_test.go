@@ -1,8 +1,12 @@
 package api
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/schema"
 )
 
 func TestBodyScanCountsValuesAndDepth(t *testing.T) {
@@ -27,14 +33,14 @@ func TestBodyScanCountsValuesAndDepth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		// Fed whole, and one byte at a time: the same counts.
-		var whole, bytewise bodyScan
-		whole.feed([]byte(tt.json))
+		var whole, bytewise schema.Scanner
+		whole.Feed([]byte(tt.json))
 		for i := range len(tt.json) {
-			bytewise.feed([]byte(tt.json[i : i+1]))
+			bytewise.Feed([]byte(tt.json[i : i+1]))
 		}
-		for _, s := range []bodyScan{whole, bytewise} {
-			require.Equal(t, tt.values, s.values, tt.json)
-			require.Equal(t, tt.depth, s.maxDepth, tt.json)
+		for _, s := range []schema.Scanner{whole, bytewise} {
+			require.Equal(t, tt.values, s.Values, tt.json)
+			require.Equal(t, tt.depth, s.MaxDepth, tt.json)
 		}
 	}
 }
@@ -111,5 +117,87 @@ func TestCallsHoldOnlyWhatTheirBodiesCost(t *testing.T) {
 			got := <-held
 			require.LessOrEqual(t, got, tc.atMost)
 		})
+	}
+}
+
+// TestBodyLimitsFromSchemas: a route's body limits come from its request
+// schema: what the largest valid body holds, within the minimums and
+// DefaultBodyLimits.
+func TestBodyLimitsFromSchemas(t *testing.T) {
+	t.Parallel()
+	srv, err := New(Options{Authorizer: permitAll{}})
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		input string
+		want  BodyLimits
+	}{
+		// Three short properties: the minimums.
+		{"claim-work-request", BodyLimits{MaxBytes: minBodyBytes, MaxValues: minBodyValues, MaxDepth: minBodyDepth}},
+		// A free-form payload: Taskcluster's 10 MB.
+		{"create-task-request", DefaultBodyLimits},
+		// A URL of any length, but a handful of properties.
+		{"post-artifact-request", BodyLimits{MaxBytes: DefaultBodyLimits.MaxBytes, MaxValues: minBodyValues, MaxDepth: minBodyDepth}},
+		// Strings of bounded length, larger than the minimum: subject
+		// 255, content 102,400 characters (12 bytes each escaped), ….
+		{"notify-email-request", BodyLimits{MaxBytes: 1_252_032, MaxValues: minBodyValues, MaxDepth: minBodyDepth}},
+		{"no-such-schema", DefaultBodyLimits},
+	} {
+		require.Equal(t, tt.want, srv.bodyLimitsFor(tt.input), tt.input)
+	}
+}
+
+// TestSmallBodyRouteRefusesLargeBodyEarly: a route whose schema bounds its
+// bodies small (or that has none, taking no body) answers 413
+// InputTooLarge to a larger one before it is sent (by its declared length)
+// or once it passes the limit (sent chunked), where a route that takes
+// large bodies reads the same body.
+func TestSmallBodyRouteRefusesLargeBodyEarly(t *testing.T) {
+	t.Parallel()
+	ok := func(*Call) (any, error) { return map[string]any{}, nil }
+	srv, err := New(Options{Authorizer: permitAll{}, Routes: []Route{
+		{Name: "claimWork", Method: http.MethodPost, Paths: []string{"/api/x/v1/claim"}, Input: "claim-work-request", Handle: ok},
+		{Name: "createTask", Method: http.MethodPost, Paths: []string{"/api/x/v1/task"}, Input: "create-task-request", Handle: ok},
+		{Name: "cancelTask", Method: http.MethodPost, Paths: []string{"/api/x/v1/cancel"}, Handle: ok}, // takes no body
+	}})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+
+	// Declared 1 MiB, nothing sent: the answer comes anyway.
+	conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	// Without the limit the server would wait for the body: fail, not hang.
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err = fmt.Fprintf(conn, "POST /api/x/v1/claim HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", 1<<20)
+	require.NoError(t, err)
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode)
+	res.Body.Close()
+
+	// 100 KB of a valid shape, sent chunked: refused by the small route
+	// once read past its limit, read whole by the large one (which then
+	// finds it invalid).
+	big := `{"workerGroup":"g","workerId":"w","tasks":1,"x":"` + strings.Repeat("x", 100<<10) + `"}`
+	for _, tt := range []struct {
+		path string
+		want int
+		code string
+	}{
+		{"/api/x/v1/claim", http.StatusRequestEntityTooLarge, CodeInputTooLarge},
+		{"/api/x/v1/cancel", http.StatusRequestEntityTooLarge, CodeInputTooLarge},
+		{"/api/x/v1/task", http.StatusBadRequest, "InputValidationError"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, hs.URL+tt.path, io.MultiReader(strings.NewReader(big)))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var body struct{ Code string }
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&body))
+		res.Body.Close()
+		require.Equal(t, tt.want, res.StatusCode, tt.path)
+		require.Equal(t, tt.code, body.Code, tt.path)
 	}
 }

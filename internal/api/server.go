@@ -104,11 +104,18 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("api: an Authorizer is required")
 	}
 	for _, r := range opts.Routes {
+		if r.BodyLimits == nil {
+			limits := NoBodyLimits
+			if r.Input != "" {
+				limits = s.bodyLimitsFor(r.Input)
+			}
+			r.BodyLimits = &limits
+		}
 		if err := s.register(r); err != nil {
 			return nil, err
 		}
+		s.routes = append(s.routes, r)
 	}
-	s.routes = opts.Routes
 	for prefix, h := range opts.Handlers {
 		s.mux.Handle(prefix, h)
 	}
@@ -170,7 +177,9 @@ type Route struct {
 	// SecretParams name URL parameters that are secrets (a webhook
 	// token): the access log shows them redacted.
 	SecretParams []string
-	// BodyLimits bound the request body (nil: DefaultBodyLimits).
+	// BodyLimits bound the request body (nil: derived from the Input
+	// schema, bodyLimitsFor; NoBodyLimits without one). A route that
+	// reads its body raw, without a schema, declares its own.
 	BodyLimits *BodyLimits
 	// CleanPayloadFunc, if set, rewrites the request body an error reply
 	// echoes (requestInfo.payload), to keep secrets out of it.

@@ -1,11 +1,14 @@
 package e2e_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -147,4 +150,44 @@ func BenchmarkHostileBodies(b *testing.B) {
 	}
 	b.ReportMetric(float64(idle)/1024, "idle-MiB")
 	b.ReportMetric(float64(peak)/1024, "peak-MiB")
+}
+
+// TestSmallBodiesAreBoundedByTheirSchemas: a method whose request schema
+// bounds its bodies small, or that takes none, answers an anonymous 10 MB
+// body 413 InputTooLarge from its declared length, before any of it is
+// sent; createTask, whose payload is free-form, reads that much.
+func TestSmallBodiesAreBoundedByTheirSchemas(t *testing.T) {
+	t.Parallel()
+	srv := e2e.StartServer(t, e2e.ServerOptions{})
+	u, err := url.Parse(srv.RootURL)
+	require.NoError(t, err)
+	taskID := tcclient.NewTaskID()
+	for _, tt := range []struct{ method, path, name string }{
+		{"POST", "/api/queue/v1/claim-work/p/w", "claimWork"},
+		{"POST", "/api/queue/v1/task/" + taskID + "/runs/0/exception", "reportException"},
+		{"POST", "/api/queue/v1/task/" + taskID + "/runs/0/completed", "reportCompleted"},
+		{"POST", "/api/queue/v1/task/" + taskID + "/cancel", "cancelTask"},
+		{"PUT", "/api/queue/v1/task/" + taskID + "/runs/0/artifacts/public/x", "finishArtifact"},
+	} {
+		conn, err := net.Dial("tcp", u.Host)
+		require.NoError(t, err)
+		// Were the body read, the answer would wait for it: fail, not hang.
+		require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+		_, err = fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+			tt.method, tt.path, u.Host, 10<<20-1)
+		require.NoError(t, err)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err, tt.name)
+		var e struct {
+			Code        string `json:"code"`
+			RequestInfo struct {
+				Method string `json:"method"`
+			} `json:"requestInfo"`
+		}
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&e), tt.name)
+		conn.Close()
+		require.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode, tt.name)
+		require.Equal(t, "InputTooLarge", e.Code, tt.name)
+		require.Equal(t, tt.name, e.RequestInfo.Method)
+	}
 }

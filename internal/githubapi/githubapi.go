@@ -154,8 +154,10 @@ const (
 func Routes(s *Service, version string, started time.Time) []api.Route {
 	p := func(path string) []string { return []string{BasePath + path} }
 	routes := append(api.ServiceHealthRoutes(BasePath, started, version), []api.Route{
+		// A delivery is read raw (its signature covers its bytes), as
+		// large as any body.
 		{Name: "githubWebHookConsumer", Method: http.MethodPost, Paths: p("/github"), Handle: s.webhook,
-			CleanPayloadFunc: func([]byte) []byte { return []byte(`{}`) }},
+			BodyLimits: &api.DefaultBodyLimits, CleanPayloadFunc: func([]byte) []byte { return []byte(`{}`) }},
 		{Name: "builds", Method: http.MethodGet, Paths: p("/builds"),
 			Query:  []string{"continuationToken", "limit", "organization", "repository", "sha", "pullRequest"},
 			Scopes: scopesListBuilds, EarlyScopes: true, Handle: s.builds},

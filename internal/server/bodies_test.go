@@ -49,10 +49,11 @@ func TestCredentialsAreCheckedBeforeALargeBody(t *testing.T) {
 	require.Contains(t, reply, `"code":"AuthenticationFailed"`)
 
 	// Good credentials whose signed payload hash does not match the
-	// (large) body: refused once the body is read.
-	big := `{"reason":"worker-shutdown","x":"` + strings.Repeat("y", 200<<10) + `"}`
-	wrongHash := hawk.PayloadHash("application/json", []byte(`{"reason":"worker-shutdown"}`))
-	status, reply = send(http.MethodPost, r.rootURL+"/api/queue/v1/task/"+tcclient.NewTaskID()+"/runs/0/exception", hawk.Credentials{ID: server.RootClientID, Key: testRootToken}, strings.NewReader(big), wrongHash)
+	// (large) body: refused once the body is read (by createArtifact,
+	// whose URL may be that long).
+	big := `{"storageType":"reference","expires":"2030-01-01T00:00:00Z","contentType":"text/plain","url":"https://example.com/` + strings.Repeat("y", 200<<10) + `"}`
+	wrongHash := hawk.PayloadHash("application/json", []byte(`{"storageType":"reference"}`))
+	status, reply = send(http.MethodPost, r.rootURL+"/api/queue/v1/task/"+tcclient.NewTaskID()+"/runs/0/artifacts/public/x", hawk.Credentials{ID: server.RootClientID, Key: testRootToken}, strings.NewReader(big), wrongHash)
 	require.Equal(t, http.StatusUnauthorized, status, reply[:min(len(reply), 300)])
 	require.True(t, strings.Contains(reply, "Invalid payload hash"), "the payload hash was checked against the body")
 }
