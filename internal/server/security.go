@@ -30,7 +30,10 @@ const (
 // creates it: reading tasks, statuses, public artifacts, queue metadata
 // and the index, as a public Taskcluster deployment does (auth spec §4.6),
 // and listing tasks (hopper's own /api/hopper/v1/tasks). An
-// operator may change the role; hopper never overwrites it.
+// operator may change the role; hopper never overwrites it at startup.
+// Changing these defaults needs a migration that gives them to roles an
+// earlier hopper created and nobody changed, as migration 019 does
+// (TestAnonymousRoleUpgradeGivesTodaysDefaults fails until there is one).
 var DefaultAnonymousScopes = []string{
 	"auth:current-scopes", "auth:expand-scopes", "auth:get-client:*", "auth:get-role:*", "auth:list-clients", "auth:list-roles",
 	"queue:get-artifact:public/*", "queue:get-provisioner:*", "queue:get-task:*", "queue:get-task-queue:*",

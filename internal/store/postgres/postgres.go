@@ -124,10 +124,18 @@ func Open(ctx context.Context, url string, opts Options) (*store.DB, error) {
 	// come in many texts (one per number of rows), most of which never
 	// reach five calls on one connection; a parameter's value never changes
 	// which index a hopper query should use.
+	//
+	// A generic plan does not know a page's LIMIT and assumes a tenth of
+	// the table: on a million tasks the task history's pages were planned
+	// as parallel queries, whose two workers took 40–200 ms to start for
+	// under a millisecond of work (BenchmarkListTasksMillion). hopper's
+	// queries each read a few rows through an index, so none runs in
+	// parallel.
 	for param, value := range map[string]string{
-		"enable_seqscan":    "off",
-		"enable_bitmapscan": "off",
-		"plan_cache_mode":   "force_generic_plan",
+		"enable_seqscan":                  "off",
+		"enable_bitmapscan":               "off",
+		"plan_cache_mode":                 "force_generic_plan",
+		"max_parallel_workers_per_gather": "0",
 	} {
 		if _, set := cfg.ConnConfig.RuntimeParams[param]; !set {
 			cfg.ConnConfig.RuntimeParams[param] = value
