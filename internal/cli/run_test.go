@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,9 +233,16 @@ func TestRunInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.exec(ctx, "run", "--task-queue-id", "nobody/serves-this", "sleep", "1") }()
-	// No worker serves the queue: the CLI waits until interrupted.
-	require.Eventually(t, func() bool { return len(fake.Requests()) >= 3 }, 10*time.Second, 5*time.Millisecond)
-	require.Contains(t, h.stderr.String(), "Waiting for a worker to claim task")
+	// No worker serves the queue: the CLI waits until interrupted. Wait
+	// for the notice itself, not for a count of requests: the fake records
+	// a request before it answers, so the CLI may not have printed the
+	// notice yet when the request that precedes it is counted.
+	require.Eventually(t, func() bool {
+		return strings.Contains(h.stderr.String(), "Waiting for a worker to claim task")
+	}, 10*time.Second, 5*time.Millisecond)
+	// And it keeps polling after saying so.
+	seen := len(fake.Requests())
+	require.Eventually(t, func() bool { return len(fake.Requests()) > seen }, 10*time.Second, 5*time.Millisecond)
 	cancel()
 	err := <-done
 	require.Equal(t, ExitInterrupted, exitCode(err))

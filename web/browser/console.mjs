@@ -479,6 +479,10 @@ try {
       }
       await page.click('.tabs a[href$="/graph"]');
       await page.waitForSelector('.graph svg a.node');
+      // The graph opens fitted to the width, where all of it is in view:
+      // scrolling (and drawing only what is in view) is at full size.
+      await page.click('[data-zoom="actual"]');
+      await page.waitForSelector('.zoom-level[data-scale="1.000"]', { timeout: T });
       const t2 = Date.now();
       await page.$eval('.graph', (e) => { e.scrollTop = e.scrollHeight / 2; e.scrollLeft = e.scrollWidth / 2; });
       await page.waitForFunction(() => document.querySelector('.graph').scrollTop > 0 && document.querySelectorAll('.graph a.node').length > 0);
