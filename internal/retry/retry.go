@@ -1,8 +1,9 @@
 // Package retry is the one loop that calls an operation again after a
 // failure, waiting between calls: the client's API calls and uploads, the
 // worker's downloads, image pulls, reclaims, proxied calls and task users,
-// and the live relay's reconnections each say only how often, how long to
-// wait and which errors are final. It is a leaf every side may use; its
+// the live relay's reconnections, and the store's contended transactions,
+// raced object creates and PostgreSQL listener each say only how often,
+// how long to wait and which errors are final. It is a leaf every side may use; its
 // waits go through an injectable sleep, so tests of a policy do not sleep.
 package retry
 

@@ -107,6 +107,26 @@ func (db *DB) runUpdates(calls []*updateCall) {
 // dependents read together, and when no dependent becomes ready the saves
 // and the task-group check go with the COMMIT.
 func (t *txn) updateBatch(ctx context.Context, calls []*updateCall) (finish func(), err error) {
+	tasks, edges, err := t.lockBatchTasks(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
+	changed := t.applyBatch(calls, tasks)
+	if err := t.saveBatch(changed); err != nil {
+		return nil, err
+	}
+	return t.resolveBatch(ctx, changed, edges)
+}
+
+// updatedTask is a task a batched call changed: as loaded and as saved.
+type updatedTask struct {
+	call          *updateCall
+	before, after *queue.TaskState
+}
+
+// lockBatchTasks locks the calls' tasks and reads the unsatisfied edges of
+// their dependents, in one round trip.
+func (t *txn) lockBatchTasks(ctx context.Context, calls []*updateCall) (map[string]*queue.TaskState, []dependencyEdge, error) {
 	ids := make([]string, len(calls))
 	for i, c := range calls {
 		ids[i] = c.p.TaskID
@@ -132,14 +152,16 @@ func (t *txn) updateBatch(ctx context.Context, calls []*updateCall) (finish func
 	var edges []dependencyEdge
 	t.send(t.dependentsOfStatement(ids, &edges))
 	if err := t.flush(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	return tasks, edges, nil
+}
 
-	type saved struct {
-		call          *updateCall
-		before, after *queue.TaskState
-	}
-	var changed []saved
+// applyBatch applies each call's transition to its loaded task, setting
+// the call's result or its own error, queues the notifications of the
+// changes, and returns the tasks that changed.
+func (t *txn) applyBatch(calls []*updateCall, tasks map[string]*queue.TaskState) []updatedTask {
+	var changed []updatedTask
 	for _, c := range calls {
 		c.res, c.err = nil, nil
 		task := tasks[c.p.TaskID]
@@ -159,28 +181,35 @@ func (t *txn) updateBatch(ctx context.Context, calls []*updateCall) (finish func
 			continue
 		}
 		c.res.Changes = append(c.res.Changes, t.change(task, tr.Events, c.p.Now))
-		changed = append(changed, saved{call: c, before: before, after: task})
+		changed = append(changed, updatedTask{call: c, before: before, after: task})
 	}
+	return changed
+}
+
+// saveBatch queues the changed tasks' saves: together, but a task with a
+// new pending run alone.
+func (t *txn) saveBatch(changed []updatedTask) error {
 	var bulk []*queue.TaskState
 	for _, s := range changed {
 		if d := derive(s.after); d.pending && !samePendingRun(s.before, s.after) {
 			// A new pending run takes the next place in the queue: saved
 			// on its own (rare in a batch: a retry after an exception).
 			if err := t.saveTask(s.before, s.after); err != nil {
-				return nil, err
+				return err
 			}
 			continue
 		}
 		bulk = append(bulk, s.after)
 	}
-	if err := t.saveMany(bulk); err != nil {
-		return nil, err
-	}
+	return t.saveMany(bulk)
+}
 
-	// The consequences of resolutions: dependents to schedule, and groups
-	// left with no unresolved member (read after the saves, so this batch's
-	// resolutions count).
-	var resolved []saved
+// resolveBatch queues the consequences of the batch's resolutions: the
+// completed tasks' index entries, dependents to schedule, and the check of
+// groups left with no unresolved member (read after the saves, so this
+// batch's resolutions count), which finish reports.
+func (t *txn) resolveBatch(ctx context.Context, changed []updatedTask, edges []dependencyEdge) (finish func(), err error) {
+	var resolved []updatedTask
 	var groupIDs []string
 	for _, s := range changed {
 		if queue.BecameResolved(s.before, s.after) {
@@ -210,27 +239,34 @@ func (t *txn) updateBatch(ctx context.Context, calls []*updateCall) (finish func
 			return nil, err
 		}
 	}
-	return func() {
-		groups := map[string]*TaskGroup{}
-		var recheck []string
-		for id, c := range checks {
-			switch {
-			case c.unresolved == 0:
-				groups[id] = c.group
-			case c.unresolved <= groupRecheckLimit:
-				recheck = append(recheck, id)
-			}
+	return func() { t.reportResolvedGroups(ctx, checks, resolved) }, nil
+}
+
+// reportResolvedGroups, after the commit, adds each group the batch left
+// with no unresolved member to the result of the first call that resolved
+// one of its tasks; a group the check saw with a few unresolved members is
+// read again (another transaction may have resolved them; see
+// groupRecheckLimit).
+func (t *txn) reportResolvedGroups(ctx context.Context, checks map[string]groupCheck, resolved []updatedTask) {
+	groups := map[string]*TaskGroup{}
+	var recheck []string
+	for id, c := range checks {
+		switch {
+		case c.unresolved == 0:
+			groups[id] = c.group
+		case c.unresolved <= groupRecheckLimit:
+			recheck = append(recheck, id)
 		}
-		slices.Sort(recheck)
-		maps.Copy(groups, t.db.recheckGroups(ctx, recheck))
-		for _, s := range resolved {
-			if g := groups[s.after.Task.TaskGroupID]; g != nil {
-				// Reported once, with the first of the group's resolutions.
-				s.call.res.Changes[0].GroupResolved = g
-				delete(groups, s.after.Task.TaskGroupID)
-			}
+	}
+	slices.Sort(recheck)
+	maps.Copy(groups, t.db.recheckGroups(ctx, recheck))
+	for _, s := range resolved {
+		if g := groups[s.after.Task.TaskGroupID]; g != nil {
+			// Reported once, with the first of the group's resolutions.
+			s.call.res.Changes[0].GroupResolved = g
+			delete(groups, s.after.Task.TaskGroupID)
 		}
-	}, nil
+	}
 }
 
 // dependencyEdge is an unsatisfied edge from a dependent to the task it

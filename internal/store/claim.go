@@ -53,73 +53,9 @@ func (db *DB) claimWork(ctx context.Context, p ClaimWorkParams, generation uint6
 	}
 	err = db.tx(ctx, func(tx *txn) error {
 		res = &ClaimResult{}
-		// The plain tasks a claim may take (queue.PlanClaim's rules 1 and
-		// 2), first in claim order: the index tasks_pending holds them in
-		// that order, leaving out tasks under a flow key's policy.
-		var plain []claimCandidate
-		tx.send(Statement{Query: "SELECT " + taskColumns + `, pending_seq FROM tasks
-			WHERE task_queue_id = ? AND pending_seq IS NOT NULL AND flow_key IS NULL AND deadline > ?
-			ORDER BY priority DESC, pending_seq LIMIT ?` + db.dialect.LockSkip,
-			Args: []any{p.TaskQueueID, ms(p.Now), p.Count},
-			What: "selecting pending tasks of " + p.TaskQueueID,
-			Rows: func(rows Rows) error {
-				var err error
-				plain, err = db.readPlainCandidates(rows)
-				return err
-			}})
-		// Tasks under a flow key's policy are found through their keys, in
-		// the same round trip (flow.go).
-		var keyed []claimCandidate
-		if flows {
-			tx.send(tx.flowCandidatesStatement(p, &keyed))
-		}
-		var worker workerClaimRecord
-		if p.RecordRecentTasks || p.CheckQuarantine {
-			tx.send(tx.workerClaimRecordStatement(key, &worker, false))
-		}
-		if err := tx.flush(ctx); err != nil {
-			return err
-		}
-		if p.CheckQuarantine && worker.found && worker.quarantineUntil > ms(p.Now) {
-			res.QuarantinedUntil = fromMS(worker.quarantineUntil)
-			return nil
-		}
-		var keyedClaims []claimCandidate
-		for _, c := range mergeClaimable(plain, keyed, p.Count) {
-			task := c.task
-			last := task.LastRun()
-			if last == nil || last.State != queue.StatePending {
-				continue
-			}
-			var tr queue.Transition
-			if err := task.Claim(last.RunID, p.WorkerGroup, p.WorkerID, p.Now, p.TakenUntil, &tr); err != nil {
-				continue // lost a race or past deadline: skip silently
-			}
-			res.Claims = append(res.Claims, Claimed{Task: task, RunID: last.RunID})
-			res.Changes = append(res.Changes, tx.change(task, tr.Events, p.Now))
-			if c.run.FlowKey != "" {
-				keyedClaims = append(keyedClaims, c)
-			}
-		}
-		if err := tx.finishFlowClaims(ctx, p, keyedClaims, res); err != nil {
-			return err
-		}
-		claimed := make([]*queue.TaskState, len(res.Claims))
-		for i, cl := range res.Claims {
-			claimed[i] = cl.Task
-		}
-		if err := tx.saveMany(claimed); err != nil {
-			return err
-		}
-		recent = nil
-		res.WorkerUnknown = p.RecordRecentTasks && !worker.found
-		if p.RecordRecentTasks && worker.found && len(res.Claims) > 0 {
-			for _, cl := range res.Claims {
-				recent = append(recent, RecentTask{TaskID: cl.Task.TaskID, RunID: cl.RunID})
-			}
-			return tx.sendRecentTasks(key, worker.recentTasks, recent, &recorded)
-		}
-		return nil
+		var err error
+		recent, err = tx.claimRuns(ctx, p, flows, key, res, &recorded)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -129,6 +65,102 @@ func (db *DB) claimWork(ctx context.Context, p ClaimWorkParams, generation uint6
 		// bookkeeping.
 		_ = db.AddRecentTasks(ctx, key, recent)
 	}
+	db.noteClaim(p, res, generation)
+	return res, nil
+}
+
+// claimRuns claims the runs in this transaction, into res, unless the
+// worker is quarantined, and queues the save of the claimed tasks and of
+// the worker's recent tasks (*recorded says, after the commit, whether
+// they were written). It returns those recent tasks.
+func (t *txn) claimRuns(ctx context.Context, p ClaimWorkParams, flows bool, key WorkerKey, res *ClaimResult, recorded *bool) ([]RecentTask, error) {
+	plain, keyed, worker, err := t.readClaimCandidates(ctx, p, flows, key)
+	if err != nil {
+		return nil, err
+	}
+	if p.CheckQuarantine && worker.found && worker.quarantineUntil > ms(p.Now) {
+		res.QuarantinedUntil = fromMS(worker.quarantineUntil)
+		return nil, nil
+	}
+	keyedClaims := t.claimCandidates(p, mergeClaimable(plain, keyed, p.Count), res)
+	if err := t.finishFlowClaims(ctx, p, keyedClaims, res); err != nil {
+		return nil, err
+	}
+	claimed := make([]*queue.TaskState, len(res.Claims))
+	for i, cl := range res.Claims {
+		claimed[i] = cl.Task
+	}
+	if err := t.saveMany(claimed); err != nil {
+		return nil, err
+	}
+	res.WorkerUnknown = p.RecordRecentTasks && !worker.found
+	if !p.RecordRecentTasks || !worker.found || len(res.Claims) == 0 {
+		return nil, nil
+	}
+	recent := make([]RecentTask, 0, len(res.Claims))
+	for _, cl := range res.Claims {
+		recent = append(recent, RecentTask{TaskID: cl.Task.TaskID, RunID: cl.RunID})
+	}
+	return recent, t.sendRecentTasks(key, worker.recentTasks, recent, recorded)
+}
+
+// readClaimCandidates reads, in one round trip, the plain tasks a claim
+// may take, the tasks under a flow key's policy it may take (if the queue
+// has flow keys), and the worker's record (when the claim needs it).
+func (t *txn) readClaimCandidates(ctx context.Context, p ClaimWorkParams, flows bool, key WorkerKey) (plain, keyed []claimCandidate, worker workerClaimRecord, err error) {
+	// The plain tasks a claim may take (queue.PlanClaim's rules 1 and 2),
+	// first in claim order: the index tasks_pending holds them in that
+	// order, leaving out tasks under a flow key's policy.
+	t.send(Statement{Query: "SELECT " + taskColumns + `, pending_seq FROM tasks
+		WHERE task_queue_id = ? AND pending_seq IS NOT NULL AND flow_key IS NULL AND deadline > ?
+		ORDER BY priority DESC, pending_seq LIMIT ?` + t.db.dialect.LockSkip,
+		Args: []any{p.TaskQueueID, ms(p.Now), p.Count},
+		What: "selecting pending tasks of " + p.TaskQueueID,
+		Rows: func(rows Rows) error {
+			var err error
+			plain, err = t.db.readPlainCandidates(rows)
+			return err
+		}})
+	// Tasks under a flow key's policy are found through their keys, in
+	// the same round trip (flow.go).
+	if flows {
+		t.send(t.flowCandidatesStatement(p, &keyed))
+	}
+	if p.RecordRecentTasks || p.CheckQuarantine {
+		t.send(t.workerClaimRecordStatement(key, &worker, false))
+	}
+	err = t.flush(ctx)
+	return plain, keyed, worker, err
+}
+
+// claimCandidates claims the pending run of each candidate, in order, for
+// the worker, adding the claims and their changes to res; a candidate lost
+// to a race or past its deadline is skipped. It returns the claimed
+// candidates under a flow key's policy.
+func (t *txn) claimCandidates(p ClaimWorkParams, candidates []claimCandidate, res *ClaimResult) []claimCandidate {
+	var keyedClaims []claimCandidate
+	for _, c := range candidates {
+		task := c.task
+		last := task.LastRun()
+		if last == nil || last.State != queue.StatePending {
+			continue
+		}
+		var tr queue.Transition
+		if err := task.Claim(last.RunID, p.WorkerGroup, p.WorkerID, p.Now, p.TakenUntil, &tr); err != nil {
+			continue // lost a race or past deadline: skip silently
+		}
+		res.Claims = append(res.Claims, Claimed{Task: task, RunID: last.RunID})
+		res.Changes = append(res.Changes, t.change(task, tr.Events, p.Now))
+		if c.run.FlowKey != "" {
+			keyedClaims = append(keyedClaims, c)
+		}
+	}
+	return keyedClaims
+}
+
+// noteClaim tells this process's hub, after the commit, what the claim
+// learned of the queue.
+func (db *DB) noteClaim(p ClaimWorkParams, res *ClaimResult, generation uint64) {
 	if !res.QuarantinedUntil.IsZero() && p.Woken {
 		db.hub.forgetEmpty(p.TaskQueueID)
 	}
@@ -144,7 +176,6 @@ func (db *DB) claimWork(ctx context.Context, p ClaimWorkParams, generation uint6
 		// been coalesced).
 		db.hub.Notify(p.TaskQueueID, 1)
 	}
-	return res, nil
 }
 
 // claimCandidate is a task a claim may take, with its pending run as the

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/retry"
 )
 
 // ObjectStore persists the object service's objects (package object holds
@@ -66,13 +68,23 @@ func scanObject(r interface{ Scan(...any) error }) (*Object, error) {
 // PutObject implements ObjectStore. A first creation that races another
 // (both saw no row) is re-run, so fn then sees the winner's row.
 func (db *DB) PutObject(ctx context.Context, name string, fn func(existing *Object) (*Object, error)) (*Object, error) {
-	for attempt := 0; ; attempt++ {
-		out, err := db.putObject(ctx, name, fn)
-		if errors.Is(err, errObjectInsertRaced) && attempt < 3 {
-			continue
+	var out *Object
+	err := retry.Do(ctx, putObjectRetry, func(int) error {
+		var err error
+		out, err = db.putObject(ctx, name, fn)
+		if err != nil && !errors.Is(err, errObjectInsertRaced) {
+			return retry.Stop(err)
 		}
-		return out, err
-	}
+		return err
+	})
+	return out, err
+}
+
+// putObjectRetry re-runs a raced first creation at once (the winner has
+// committed, so the next run sees its row), at most three times.
+var putObjectRetry = retry.Policy{
+	Attempts: 4,
+	Sleep:    func(context.Context, time.Duration) error { return nil },
 }
 
 func (db *DB) putObject(ctx context.Context, name string, fn func(existing *Object) (*Object, error)) (*Object, error) {

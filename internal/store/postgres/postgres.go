@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/hopper-ci/hopper/internal/retry"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -220,21 +221,22 @@ type listener struct {
 func (l *listener) run(ctx context.Context, ready chan struct{}) {
 	defer l.wg.Done()
 	var once sync.Once
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
+	// Until the store closes (ctx ends): listen returns only on a failure,
+	// and Do waits out its delay or ctx.
+	_ = retry.Do(ctx, listenRetry, func(n int) error {
 		err := l.listen(ctx, func() { once.Do(func() { close(ready) }) })
 		if ctx.Err() != nil {
-			return
+			return retry.Stop(ctx.Err())
 		}
-		l.log.Warn("PostgreSQL LISTEN connection lost; reconnecting", "error", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
+		l.log.Warn("PostgreSQL LISTEN connection lost; reconnecting", "error", err, "backoff", listenRetry.Delay(n))
+		return err
+	})
 }
+
+// listenRetry reconnects the listener without end, 100 ms after its first
+// loss, doubling to 5 s. The delay grows over the process's life, not per
+// outage: a connection that keeps dropping is retried at most every 5 s.
+var listenRetry = retry.Policy{Delay: retry.Doubling(100*time.Millisecond, 5*time.Second)}
 
 func (l *listener) listen(ctx context.Context, ready func()) error {
 	conn, err := pgx.ConnectConfig(ctx, l.cfg)

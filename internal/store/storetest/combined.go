@@ -22,11 +22,29 @@ import (
 // completed ones releases a dependent. Every dependent is scheduled once,
 // and the group's resolution is reported once, by the last resolution.
 func testCombinedUpdates(t *testing.T, stores []store.Store) {
-	ctx := context.Background()
 	s := stores[0]
 	const n = 48
 	ids := seqIDs("comb-", n)
 	deps := seqIDs("dep-", n)
+	claimWithDependents(t, s, ids, deps)
+	now := Epoch.Add(time.Minute)
+	out := reportAtOnce(t, s, combinedReports(ids, now), now)
+	checkCombinedReports(t, s, ids, deps, out)
+	// A quarter of the group is still running: the group is not resolved.
+	require.Empty(t, out.groupResolved)
+	// The rest resolve at once: exactly one of them reports the group.
+	var rest []string
+	for i := 3; i < n; i += 4 {
+		rest = append(rest, ids[i])
+	}
+	groupResolved := failAtOnce(t, s, rest, now)
+	require.Len(t, groupResolved, 1, "the group's resolution is reported once: %v", groupResolved)
+}
+
+// claimWithDependents creates the tasks ids in group "cg", each with a
+// dependent (deps[i] requires ids[i], in group "dg"), and claims them all.
+func claimWithDependents(t *testing.T, s store.Store, ids, deps []string) {
+	ctx := context.Background()
 	for _, id := range ids {
 		_, err := s.CreateTask(ctx, store.CreateTaskParams{TaskID: id, Task: NewTask(testQueue, Epoch, withGroup("cg")), Now: Epoch})
 		require.NoError(t, err)
@@ -36,39 +54,55 @@ func testCombinedUpdates(t *testing.T, stores []store.Store) {
 			Task: NewTask("prov/deps", Epoch, withGroup("dg"), withDeps(ids[i]))})
 		require.NoError(t, err)
 	}
-	for left := n; left > 0; {
-		res, err := s.ClaimWork(ctx, store.ClaimWorkParams{TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: workerID,
-			Count: 32, Now: Epoch, TakenUntil: Epoch.Add(claimTimeout)})
-		require.NoError(t, err)
-		require.NotEmpty(t, res.Claims)
-		left -= len(res.Claims)
-	}
+	claimAll(t, s, len(ids))
+}
 
-	now := Epoch.Add(time.Minute)
-	type call struct {
-		id    string
-		apply func(*queue.TaskState, *queue.Transition) error
-		kind  string
-	}
-	var calls []call
+// combinedReport is one report of a burst: the transition, and the state
+// it reports ("refused" for a run that does not exist).
+type combinedReport struct {
+	id    string
+	apply func(*queue.TaskState, *queue.Transition) error
+	kind  string
+}
+
+// combinedReports reports the running tasks ids, by their index modulo 4:
+// completed (0, 1), failed and completed at once (2), or run 7, which does
+// not exist (3).
+func combinedReports(ids []string, now time.Time) []combinedReport {
+	var calls []combinedReport
 	for i, id := range ids {
 		switch i % 4 {
 		case 0, 1:
-			calls = append(calls, call{id, report(queue.StateCompleted, 0, now), queue.StateCompleted})
+			calls = append(calls, combinedReport{id, report(queue.StateCompleted, 0, now), queue.StateCompleted})
 		case 2:
-			calls = append(calls, call{id, report(queue.StateFailed, 0, now), queue.StateFailed})
-			calls = append(calls, call{id, report(queue.StateCompleted, 0, now), queue.StateCompleted})
+			calls = append(calls, combinedReport{id, report(queue.StateFailed, 0, now), queue.StateFailed})
+			calls = append(calls, combinedReport{id, report(queue.StateCompleted, 0, now), queue.StateCompleted})
 		case 3:
-			calls = append(calls, call{id, report(queue.StateCompleted, 7, now), "refused"})
+			calls = append(calls, combinedReport{id, report(queue.StateCompleted, 7, now), "refused"})
 		}
 	}
+	return calls
+}
+
+// combinedOutcome is what a burst of reports answered: per task the
+// states whose reports won, the tasks whose results reported their group
+// resolved, and how often each dependent was scheduled.
+type combinedOutcome struct {
+	winners       map[string][]string
+	groupResolved []string
+	scheduled     map[string]int
+}
+
+// reportAtOnce sends the reports together and checks each answer on its
+// own: a refused report is not found, a losing one conflicts, and a
+// winner's result is about its own task.
+func reportAtOnce(t *testing.T, s store.Store, calls []combinedReport, now time.Time) combinedOutcome {
+	ctx := context.Background()
+	out := combinedOutcome{winners: map[string][]string{}, scheduled: map[string]int{}}
 	var (
-		mu            sync.Mutex
-		winners       = map[string][]string{}
-		groupResolved []string
-		scheduled     = map[string]int{}
-		errs          errorList
-		wg            sync.WaitGroup
+		mu   sync.Mutex
+		errs errorList
+		wg   sync.WaitGroup
 	)
 	start := make(chan struct{})
 	for _, c := range calls {
@@ -90,13 +124,13 @@ func testCombinedUpdates(t *testing.T, stores []store.Store) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			winners[c.id] = append(winners[c.id], c.kind)
+			out.winners[c.id] = append(out.winners[c.id], c.kind)
 			for i, ch := range res.Changes {
 				if i > 0 {
-					scheduled[ch.Task.TaskID]++
+					out.scheduled[ch.Task.TaskID]++
 				}
 				if ch.GroupResolved != nil {
-					groupResolved = append(groupResolved, ch.Task.TaskID)
+					out.groupResolved = append(out.groupResolved, ch.Task.TaskID)
 				}
 			}
 			if res.Task == nil || res.Task.TaskID != c.id || res.Changes[0].Task.TaskID != c.id {
@@ -107,8 +141,14 @@ func testCombinedUpdates(t *testing.T, stores []store.Store) {
 	close(start)
 	wg.Wait()
 	errs.require(t)
+	return out
+}
 
-	tasks, err := s.GetTasks(ctx, append(append([]string{}, ids...), deps...))
+// checkCombinedReports checks the stored tasks against the burst's
+// outcome: a refused report leaves its task running, every other task took
+// exactly one report, and a completed task's dependent was scheduled once.
+func checkCombinedReports(t *testing.T, s store.Store, ids, deps []string, out combinedOutcome) {
+	tasks, err := s.GetTasks(context.Background(), append(append([]string{}, ids...), deps...))
 	require.NoError(t, err)
 	byID := map[string]*queue.TaskState{}
 	for _, ts := range tasks {
@@ -118,26 +158,34 @@ func testCombinedUpdates(t *testing.T, stores []store.Store) {
 		ts, dep := byID[id], byID[deps[i]]
 		if i%4 == 3 {
 			require.Equal(t, queue.StateRunning, ts.State(), "a refused report leaves %s running", id)
-			require.Empty(t, winners[id])
+			require.Empty(t, out.winners[id])
 			require.Equal(t, queue.StateUnscheduled, dep.State())
 			continue
 		}
-		require.Len(t, winners[id], 1, "reports that won on %s: %v", id, winners[id])
-		require.Equal(t, winners[id][0], ts.State())
+		require.Len(t, out.winners[id], 1, "reports that won on %s: %v", id, out.winners[id])
+		require.Equal(t, out.winners[id][0], ts.State())
 		if ts.State() == queue.StateCompleted {
 			require.Equal(t, queue.StatePending, dep.State(), "%s completed: its dependent is scheduled", id)
-			require.Equal(t, 1, scheduled[deps[i]], "%s scheduled once", deps[i])
+			require.Equal(t, 1, out.scheduled[deps[i]], "%s scheduled once", deps[i])
 		} else {
 			require.Equal(t, queue.StateUnscheduled, dep.State())
-			require.Zero(t, scheduled[deps[i]])
+			require.Zero(t, out.scheduled[deps[i]])
 		}
 	}
-	// A quarter of the group is still running: the group is not resolved.
-	require.Empty(t, groupResolved)
-	// The rest resolve at once: exactly one of them reports the group.
-	for i := 3; i < n; i += 4 {
+}
+
+// failAtOnce reports run 0 of each running task ids failed, together, and
+// returns the tasks whose results reported a group resolved.
+func failAtOnce(t *testing.T, s store.Store, ids []string, now time.Time) []string {
+	var (
+		mu            sync.Mutex
+		groupResolved []string
+		errs          errorList
+		wg            sync.WaitGroup
+	)
+	for _, id := range ids {
 		wg.Go(func() {
-			res, err := s.UpdateTask(ctx, store.UpdateTaskParams{TaskID: ids[i], Now: now, Apply: report(queue.StateFailed, 0, now)})
+			res, err := s.UpdateTask(context.Background(), store.UpdateTaskParams{TaskID: id, Now: now, Apply: report(queue.StateFailed, 0, now)})
 			errs.add(err)
 			if err != nil {
 				return
@@ -149,7 +197,7 @@ func testCombinedUpdates(t *testing.T, stores []store.Store) {
 	}
 	wg.Wait()
 	errs.require(t)
-	require.Len(t, groupResolved, 1, "the group's resolution is reported once: %v", groupResolved)
+	return groupResolved
 }
 
 // testCombinedCreates: a burst of creates on one replica (which the store

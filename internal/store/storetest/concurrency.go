@@ -119,6 +119,18 @@ func createMany(t *testing.T, stores []store.Store, taskIDs []string, now time.T
 	errs.require(t)
 }
 
+// claimAll claims n pending tasks of testQueue at Epoch, 32 at a time.
+func claimAll(t *testing.T, s store.Store, n int) {
+	t.Helper()
+	for left := n; left > 0; {
+		res, err := s.ClaimWork(context.Background(), store.ClaimWorkParams{TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: workerID,
+			Count: 32, Now: Epoch, TakenUntil: Epoch.Add(claimTimeout)})
+		require.NoError(t, err)
+		require.NotEmpty(t, res.Claims)
+		left -= len(res.Claims)
+	}
+}
+
 func seqIDs(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -131,45 +143,59 @@ func seqIDs(prefix string, n int) []string {
 // is claimed exactly once, by the worker the store records, and none is
 // left behind.
 func testClaimRace(t *testing.T, fx Fixture, opts ConcurrencyOptions) {
-	ctx := context.Background()
-	stores := fx.Stores
-	priorities := []string{"lowest", "low", "high"}
-	var taskIDs []string
-	if fx.Fill != nil {
-		// One task per priority through createTask, the rest bulk copies.
-		began := time.Now()
-		for i, p := range priorities {
-			seed := "claim-" + p
-			_, err := stores[0].CreateTask(ctx, store.CreateTaskParams{TaskID: seed, Task: NewTask(testQueue, Epoch, withGroup("claim"), withPriority(p)), Now: Epoch})
-			require.NoError(t, err)
-			copies := opts.Tasks/len(priorities) - 1
-			if i == 0 {
-				copies += opts.Tasks % len(priorities)
-			}
-			fx.Fill(t, seed, copies)
-			taskIDs = append(taskIDs, seed)
-			for c := 1; c <= copies; c++ {
-				taskIDs = append(taskIDs, fmt.Sprintf("%s-%d", seed, c))
-			}
-		}
-		t.Logf("filled %d tasks in %s", len(taskIDs), time.Since(began))
-	} else {
-		taskIDs = seqIDs("claim", opts.Tasks)
-		createMany(t, stores, taskIDs, Epoch, func(i int) []func(*queue.Task) {
-			return []func(*queue.Task){withPriority(priorities[i%len(priorities)])}
-		})
-	}
-	pending, _, err := stores[0].TaskQueueCounts(ctx, testQueue, Epoch)
+	taskIDs := fillClaimRace(t, fx, opts.Tasks)
+	require.Len(t, taskIDs, opts.Tasks)
+	pending, _, err := fx.Stores[0].TaskQueueCounts(context.Background(), testQueue, Epoch)
 	require.NoError(t, err)
 	require.Equal(t, opts.Tasks, pending)
-
 	now := Epoch.Add(time.Minute)
-	claimed := make([][]string, opts.Claimers)
+	claimed := claimUntilEmpty(t, fx.Stores, opts.Claimers, now)
+	checkClaimedOnce(t, fx.Stores, taskIDs, claimed, now)
+}
+
+// fillClaimRace creates n pending tasks of three priorities, through the
+// bulk filler if the driver has one, and returns their ids.
+func fillClaimRace(t *testing.T, fx Fixture, n int) []string {
+	priorities := []string{"lowest", "low", "high"}
+	if fx.Fill == nil {
+		taskIDs := seqIDs("claim", n)
+		createMany(t, fx.Stores, taskIDs, Epoch, func(i int) []func(*queue.Task) {
+			return []func(*queue.Task){withPriority(priorities[i%len(priorities)])}
+		})
+		return taskIDs
+	}
+	// One task per priority through createTask, the rest bulk copies.
+	var taskIDs []string
+	began := time.Now()
+	for i, p := range priorities {
+		seed := "claim-" + p
+		_, err := fx.Stores[0].CreateTask(context.Background(), store.CreateTaskParams{TaskID: seed, Task: NewTask(testQueue, Epoch, withGroup("claim"), withPriority(p)), Now: Epoch})
+		require.NoError(t, err)
+		copies := n/len(priorities) - 1
+		if i == 0 {
+			copies += n % len(priorities)
+		}
+		fx.Fill(t, seed, copies)
+		taskIDs = append(taskIDs, seed)
+		for c := 1; c <= copies; c++ {
+			taskIDs = append(taskIDs, fmt.Sprintf("%s-%d", seed, c))
+		}
+	}
+	t.Logf("filled %d tasks in %s", len(taskIDs), time.Since(began))
+	return taskIDs
+}
+
+// claimUntilEmpty starts the claimers together, spread over the stores,
+// each claiming 1 to 4 at a time until nothing is pending, and returns
+// what each (worker "claimer-<n>") claimed.
+func claimUntilEmpty(t *testing.T, stores []store.Store, claimers int, now time.Time) [][]string {
+	ctx := context.Background()
+	claimed := make([][]string, claimers)
 	var errs errorList
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	began := time.Now()
-	for c := range opts.Claimers {
+	for c := range claimers {
 		wg.Go(func() {
 			s := stores[c%len(stores)]
 			<-start
@@ -204,8 +230,19 @@ func testClaimRace(t *testing.T, fx Fixture, opts ConcurrencyOptions) {
 	close(start)
 	wg.Wait()
 	errs.require(t)
-	t.Logf("%d claimers on %d store(s) claimed %d tasks in %s", opts.Claimers, len(stores), opts.Tasks, time.Since(began))
+	n := 0
+	for _, list := range claimed {
+		n += len(list)
+	}
+	t.Logf("%d claimers on %d store(s) claimed %d tasks in %s", claimers, len(stores), n, time.Since(began))
+	return claimed
+}
 
+// checkClaimedOnce checks that each of taskIDs was claimed exactly once,
+// that the store records its claimer, and that every replica counts them
+// all claimed.
+func checkClaimedOnce(t *testing.T, stores []store.Store, taskIDs []string, claimed [][]string, now time.Time) {
+	ctx := context.Background()
 	byTask := map[string]int{}
 	owner := map[string]string{}
 	for c, list := range claimed {
@@ -214,13 +251,13 @@ func testClaimRace(t *testing.T, fx Fixture, opts ConcurrencyOptions) {
 			owner[id] = fmt.Sprintf("claimer-%d", c)
 		}
 	}
-	require.Len(t, byTask, opts.Tasks, "every task claimed")
+	require.Len(t, byTask, len(taskIDs), "every task claimed")
 	for id, n := range byTask {
 		require.Equal(t, 1, n, "task %s claimed %d times", id, n)
 	}
 	tasks, err := stores[len(stores)-1].GetTasks(ctx, taskIDs)
 	require.NoError(t, err)
-	require.Len(t, tasks, opts.Tasks)
+	require.Len(t, tasks, len(taskIDs))
 	for _, ts := range tasks {
 		require.Equal(t, queue.StateRunning, ts.State(), ts.TaskID)
 		require.Len(t, ts.Runs, 1, ts.TaskID)
@@ -230,7 +267,7 @@ func testClaimRace(t *testing.T, fx Fixture, opts ConcurrencyOptions) {
 		pending, claimedCount, err := s.TaskQueueCounts(ctx, testQueue, now)
 		require.NoError(t, err)
 		require.Zero(t, pending)
-		require.Equal(t, opts.Tasks, claimedCount)
+		require.Equal(t, len(taskIDs), claimedCount)
 	}
 }
 
@@ -250,9 +287,32 @@ type expiryCase struct {
 // once over the same due tasks resolve each exactly once, with exactly the
 // expected runs.
 func testExpiryRace(t *testing.T, stores []store.Store) {
-	ctx := context.Background()
 	const perCase = 40
-	cases := []expiryCase{
+	want, all := createExpiryCases(t, stores, expiryCases(), perCase)
+	now := Epoch.Add(30 * time.Minute)
+	changes := sweepAtOnce(t, stores, now)
+	seen := map[string]int{}
+	for _, c := range changes {
+		id := c.Task.TaskID
+		seen[id]++
+		var kinds []string
+		for _, e := range c.Events {
+			kinds = append(kinds, e.Kind)
+		}
+		require.Equal(t, want[id].events, kinds, "events of %s", id)
+	}
+	require.Len(t, seen, len(all), "every due task was resolved")
+	for id, n := range seen {
+		require.Equal(t, 1, n, "task %s resolved %d times", id, n)
+	}
+	checkExpired(t, stores, want, all, now, perCase)
+}
+
+// expiryCases are the kinds of task the expiry race resolves: claims that
+// expire with retries left or none, and deadlines that pass while running,
+// pending or unscheduled (Epoch+25m).
+func expiryCases() []expiryCase {
+	return []expiryCase{
 		{"retry", queue.StateRunning, []func(*queue.Task){withRetries(2)},
 			[]queue.Run{{State: queue.StateException, ReasonCreated: queue.ReasonScheduled, ReasonResolved: queue.ReasonClaimExpired}, {State: queue.StatePending, ReasonCreated: queue.ReasonRetry}},
 			[]string{queue.EventTaskException, queue.EventTaskPending}},
@@ -269,6 +329,12 @@ func testExpiryRace(t *testing.T, stores []store.Store) {
 			[]queue.Run{{State: queue.StateException, ReasonCreated: queue.ReasonException, ReasonResolved: queue.ReasonDeadlineExceeded}},
 			[]string{queue.EventTaskException}},
 	}
+}
+
+// createExpiryCases creates perCase tasks of each case, in its state
+// (claimed at Epoch until Epoch+20m), and returns each task's case and
+// all the ids.
+func createExpiryCases(t *testing.T, stores []store.Store, cases []expiryCase, perCase int) (map[string]expiryCase, []string) {
 	want := map[string]expiryCase{}
 	var all []string
 	for _, c := range cases {
@@ -286,17 +352,17 @@ func testExpiryRace(t *testing.T, stores []store.Store) {
 		all = append(all, ids...)
 		if c.state == queue.StateRunning {
 			// Claim this case's tasks before the next case creates more.
-			for left := perCase; left > 0; {
-				res, err := stores[0].ClaimWork(ctx, store.ClaimWorkParams{TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: workerID,
-					Count: 32, Now: Epoch, TakenUntil: Epoch.Add(claimTimeout)})
-				require.NoError(t, err)
-				require.NotEmpty(t, res.Claims)
-				left -= len(res.Claims)
-			}
+			claimAll(t, stores[0], perCase)
 		}
 	}
+	return want, all
+}
 
-	now := Epoch.Add(30 * time.Minute)
+// sweepAtOnce runs, on every store at once, two claim-expiry and two
+// deadline sweepers, each sweeping three times, and returns every change
+// they made.
+func sweepAtOnce(t *testing.T, stores []store.Store, now time.Time) []store.Change {
+	ctx := context.Background()
 	var (
 		mu      sync.Mutex
 		changes []store.Change
@@ -335,22 +401,13 @@ func testExpiryRace(t *testing.T, stores []store.Store) {
 	close(start)
 	wg.Wait()
 	errs.require(t)
+	return changes
+}
 
-	seen := map[string]int{}
-	for _, c := range changes {
-		id := c.Task.TaskID
-		seen[id]++
-		var kinds []string
-		for _, e := range c.Events {
-			kinds = append(kinds, e.Kind)
-		}
-		require.Equal(t, want[id].events, kinds, "events of %s", id)
-	}
-	require.Len(t, seen, len(all), "every due task was resolved")
-	for id, n := range seen {
-		require.Equal(t, 1, n, "task %s resolved %d times", id, n)
-	}
-
+// checkExpired checks that the sweeps left nothing due and that every
+// task has its case's runs; only the retries are pending.
+func checkExpired(t *testing.T, stores []store.Store, want map[string]expiryCase, all []string, now time.Time, perCase int) {
+	ctx := context.Background()
 	// Nothing was left for a later sweep.
 	for _, s := range stores {
 		res, err := s.ExpireClaims(ctx, now, 1000)

@@ -137,119 +137,144 @@ func eventKinds(changes []store.Change, taskID string) []string {
 // and every task is claimed at most once, by the claimer the store records,
 // and every task not cancelled is claimed.
 func testHandoverRace(t *testing.T, stores []store.Store) {
-	ctx := context.Background()
 	const (
 		tasks    = 240
 		creators = 4
 		claimers = 8
 	)
-	now := Epoch.Add(time.Minute)
-	var (
-		mu      sync.Mutex
-		owner   = map[string]string{}
-		claims  = map[string]int{}
-		settled atomic.Int64 // claimed or cancelled before a claim
-		errs    errorList
-		wg      sync.WaitGroup
-	)
-	done := make(chan struct{})
-	record := func(worker string, res *store.ClaimResult) {
-		mu.Lock()
-		for _, cl := range res.Claims {
-			claims[cl.Task.TaskID]++
-			owner[cl.Task.TaskID] = worker
-		}
-		mu.Unlock()
-		settled.Add(int64(len(res.Claims)))
-	}
+	r := &handoverRace{now: Epoch.Add(time.Minute), owner: map[string]string{}, claims: map[string]int{}, done: make(chan struct{})}
+	var wg sync.WaitGroup
 	for c := range claimers {
-		wg.Go(func() {
-			s := stores[c%len(stores)]
-			worker := fmt.Sprintf("claimer-%d", c)
-			// Half the claimers wait as claimWork does, armed: creates in
-			// their process claim for them (direct.go). Each long-poll
-			// ends after 50 ms and takes what was claimed for it as it
-			// leaves.
-			var claimant *store.Claimant
-			if c%2 == 0 {
-				claimant = &store.Claimant{WorkerGroup: workerGroup, WorkerID: worker, ClaimTimeout: claimTimeout}
-			}
-			for {
-				waiting := hubOf(s).WaitForWork(testQueue, 1+c%3, claimant, nil)
-				woken := false
-				for poll := time.After(50 * time.Millisecond); ; {
-					res := waiting.Claimed()
-					if res == nil {
-						var err error
-						res, err = s.ClaimWork(ctx, store.ClaimWorkParams{
-							TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: worker, Count: 1 + c%3,
-							Now: now, TakenUntil: now.Add(claimTimeout), CheckQuarantine: true, SkipKnownEmpty: true, Woken: woken,
-						})
-						if err != nil {
-							errs.add(fmt.Errorf("%s: %w", worker, err))
-							waiting.Leave()
-							return
-						}
-					}
-					record(worker, res)
-					if len(res.Claims) > 0 {
-						break // answered: the worker polls again
-					}
-					waiting.Arm()
-					select {
-					case <-waiting.C:
-						woken = true
-						continue
-					case <-poll:
-					case <-done:
-					}
-					break
-				}
-				if res := waiting.Leave(); res != nil {
-					record(worker, res)
-				}
-				select {
-				case <-done:
-					return
-				default:
-				}
-			}
-		})
+		wg.Go(func() { r.claimer(stores[c%len(stores)], c) })
 	}
-	var cancelled sync.Map
 	var created sync.WaitGroup
 	for c := range creators {
-		created.Go(func() {
-			s := stores[c%len(stores)]
-			for i := c; i < tasks; i += creators {
-				id := fmt.Sprintf("handover-%03d", i)
-				_, err := s.CreateTask(ctx, store.CreateTaskParams{TaskID: id, Task: NewTask(testQueue, Epoch, withGroup("handover"),
-					withPriority([]string{"low", "high"}[i%2])), Now: Epoch})
-				if err != nil {
-					errs.add(err)
-					return
-				}
-				if i%10 == 0 {
-					res, err := s.UpdateTask(ctx, store.UpdateTaskParams{TaskID: id, Now: now, Apply: cancel(now)})
-					if err != nil {
-						errs.add(err)
-						return
-					}
-					if res.Task != nil && len(res.Task.Runs) == 1 && res.Task.Runs[0].WorkerID == "" {
-						cancelled.Store(id, true) // cancelled while pending
-						settled.Add(1)
-					}
-				}
-			}
-		})
+		created.Go(func() { r.creator(stores[c%len(stores)], c, creators, tasks) })
 	}
 	created.Wait()
-	require.Eventually(t, func() bool { return settled.Load() >= tasks }, 30*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return r.settled.Load() >= tasks }, 30*time.Second, 10*time.Millisecond,
 		"every task not cancelled is claimed")
-	close(done)
+	close(r.done)
 	wg.Wait()
-	errs.require(t)
+	r.errs.require(t)
+	r.check(t, stores, tasks)
+}
 
+// handoverRace is the shared state of testHandoverRace's claimers and
+// creators.
+type handoverRace struct {
+	now       time.Time
+	mu        sync.Mutex
+	owner     map[string]string // task → the worker that claimed it
+	claims    map[string]int    // task → how often it was claimed
+	settled   atomic.Int64      // claimed or cancelled before a claim
+	cancelled sync.Map          // tasks cancelled while pending
+	errs      errorList
+	done      chan struct{} // closed once every task is settled
+}
+
+// record counts the claims worker got.
+func (r *handoverRace) record(worker string, res *store.ClaimResult) {
+	r.mu.Lock()
+	for _, cl := range res.Claims {
+		r.claims[cl.Task.TaskID]++
+		r.owner[cl.Task.TaskID] = worker
+	}
+	r.mu.Unlock()
+	r.settled.Add(int64(len(res.Claims)))
+}
+
+// claimer c long-polls as a worker "claimer-<c>" would, for 1 to 3 runs,
+// until the race is done.
+func (r *handoverRace) claimer(s store.Store, c int) {
+	worker := fmt.Sprintf("claimer-%d", c)
+	// Half the claimers wait as claimWork does, armed: creates in their
+	// process claim for them (direct.go).
+	var claimant *store.Claimant
+	if c%2 == 0 {
+		claimant = &store.Claimant{WorkerGroup: workerGroup, WorkerID: worker, ClaimTimeout: claimTimeout}
+	}
+	for {
+		if !r.longPoll(s, worker, 1+c%3, claimant) {
+			return
+		}
+		select {
+		case <-r.done:
+			return
+		default:
+		}
+	}
+}
+
+// longPoll is one claimWork call: it claims from the database, waits on
+// the hub for up to 50 ms between tries, and takes what was claimed for it
+// as it leaves. It reports false after an error.
+func (r *handoverRace) longPoll(s store.Store, worker string, count int, claimant *store.Claimant) bool {
+	waiting := hubOf(s).WaitForWork(testQueue, count, claimant, nil)
+	woken := false
+	for poll := time.After(50 * time.Millisecond); ; {
+		res := waiting.Claimed()
+		if res == nil {
+			var err error
+			res, err = s.ClaimWork(context.Background(), store.ClaimWorkParams{
+				TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: worker, Count: count,
+				Now: r.now, TakenUntil: r.now.Add(claimTimeout), CheckQuarantine: true, SkipKnownEmpty: true, Woken: woken,
+			})
+			if err != nil {
+				r.errs.add(fmt.Errorf("%s: %w", worker, err))
+				waiting.Leave()
+				return false
+			}
+		}
+		r.record(worker, res)
+		if len(res.Claims) > 0 {
+			break // answered: the worker polls again
+		}
+		waiting.Arm()
+		select {
+		case <-waiting.C:
+			woken = true
+			continue
+		case <-poll:
+		case <-r.done:
+		}
+		break
+	}
+	if res := waiting.Leave(); res != nil {
+		r.record(worker, res)
+	}
+	return true
+}
+
+// creator c creates every creators-th of the tasks, alternating low and
+// high priority, and cancels every tenth as it arrives.
+func (r *handoverRace) creator(s store.Store, c, creators, tasks int) {
+	ctx := context.Background()
+	for i := c; i < tasks; i += creators {
+		id := fmt.Sprintf("handover-%03d", i)
+		_, err := s.CreateTask(ctx, store.CreateTaskParams{TaskID: id, Task: NewTask(testQueue, Epoch, withGroup("handover"),
+			withPriority([]string{"low", "high"}[i%2])), Now: Epoch})
+		if err != nil {
+			r.errs.add(err)
+			return
+		}
+		if i%10 == 0 {
+			res, err := s.UpdateTask(ctx, store.UpdateTaskParams{TaskID: id, Now: r.now, Apply: cancel(r.now)})
+			if err != nil {
+				r.errs.add(err)
+				return
+			}
+			if res.Task != nil && len(res.Task.Runs) == 1 && res.Task.Runs[0].WorkerID == "" {
+				r.cancelled.Store(id, true) // cancelled while pending
+				r.settled.Add(1)
+			}
+		}
+	}
+}
+
+// check checks that every task was claimed once, by the claimer the store
+// records, or, if cancelled while pending, never.
+func (r *handoverRace) check(t *testing.T, stores []store.Store, tasks int) {
 	var handedOver, atCreate uint64
 	for _, s := range stores {
 		if c, ok := s.(interface{ CombinedStats() store.CombinedStats }); ok {
@@ -258,22 +283,22 @@ func testHandoverRace(t *testing.T, stores []store.Store) {
 		}
 	}
 	n := 0
-	cancelled.Range(func(any, any) bool { n++; return true })
+	r.cancelled.Range(func(any, any) bool { n++; return true })
 	t.Logf("%d tasks on %d replica(s): %d cancelled while pending, %d runs handed over, %d claimed at create", tasks, len(stores), n, handedOver, atCreate)
 	ids := make([]string, 0, tasks)
 	for i := range tasks {
 		ids = append(ids, fmt.Sprintf("handover-%03d", i))
 	}
-	all, err := stores[0].GetTasks(ctx, ids)
+	all, err := stores[0].GetTasks(context.Background(), ids)
 	require.NoError(t, err)
 	require.Len(t, all, tasks)
 	for _, ts := range all {
-		if _, ok := cancelled.Load(ts.TaskID); ok {
-			require.Zero(t, claims[ts.TaskID], "%s was claimed after it was cancelled", ts.TaskID)
+		if _, ok := r.cancelled.Load(ts.TaskID); ok {
+			require.Zero(t, r.claims[ts.TaskID], "%s was claimed after it was cancelled", ts.TaskID)
 			continue
 		}
-		require.Equal(t, 1, claims[ts.TaskID], "%s claimed %d times", ts.TaskID, claims[ts.TaskID])
+		require.Equal(t, 1, r.claims[ts.TaskID], "%s claimed %d times", ts.TaskID, r.claims[ts.TaskID])
 		require.Len(t, ts.Runs, 1, ts.TaskID)
-		require.Equal(t, owner[ts.TaskID], ts.Runs[0].WorkerID, "the store records the claimer that got %s", ts.TaskID)
+		require.Equal(t, r.owner[ts.TaskID], ts.Runs[0].WorkerID, "the store records the claimer that got %s", ts.TaskID)
 	}
 }

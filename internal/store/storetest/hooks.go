@@ -102,6 +102,9 @@ func testHooks(t *testing.T, open Opener) {
 	require.Empty(t, fires)
 }
 
+// testHookSchedule walks three scheduled hooks ("first" due at +1m,
+// "later" at +2m, "never" unscheduled) through claims, leases, fires and
+// releases, as replicas of the hooks scheduler would.
 func testHookSchedule(t *testing.T, open Opener) {
 	e := setup(t, open)
 	for _, h := range []*store.Hook{
@@ -114,7 +117,16 @@ func testHookSchedule(t *testing.T, open Opener) {
 	}
 	now := Epoch.Add(90 * time.Second)
 	lease := now.Add(10 * time.Second)
+	claimDueHookLeased(t, e, now, lease)
+	fire := finishFireOnce(t, e, now, lease)
+	finishStaleFire(t, e, now, fire)
+	reclaimWhenNextDue(t, e, lease)
+	retryReleasedClaim(t, e)
+}
 
+// claimDueHookLeased: a hook is claimed once due, for a lease nobody else
+// gets; once the lease has run out another replica takes it over.
+func claimDueHookLeased(t *testing.T, e *env, now, lease time.Time) {
 	// Nothing is due before its time.
 	h, err := e.s.ClaimDueHook(e.ctx, Epoch, Epoch.Add(10*time.Second))
 	require.NoError(t, err)
@@ -137,9 +149,12 @@ func testHookSchedule(t *testing.T, open Opener) {
 	require.NotNil(t, h2)
 	require.Equal(t, "first", h2.HookID)
 	require.Equal(t, lease, h2.LastClaimEnd, "the dead replica's lease is where the claim before ended")
+}
 
-	// The fire moves the hook on and is recorded, once: the second replica
-	// finishing the same fire changes nothing.
+// finishFireOnce: the fire moves the hook on and is recorded, once: the
+// second replica finishing the same fire changes nothing. It returns the
+// fire recorded.
+func finishFireOnce(t *testing.T, e *env, now, lease time.Time) *store.LastFire {
 	fire := &store.LastFire{HookGroupID: "g", HookID: "first", FiredBy: "schedule", TaskID: "t-first",
 		TaskCreateTime: now, Result: "success"}
 	params := store.FinishFireParams{HookGroupID: "g", HookID: "first", FiredTaskID: "t-first",
@@ -159,46 +174,55 @@ func testHookSchedule(t *testing.T, open Opener) {
 	require.Equal(t, "t-first-2", got.NextTaskID)
 	require.Equal(t, Epoch.Add(time.Hour), got.NextScheduled)
 	require.Equal(t, lease.Add(time.Second), got.ClaimedUntil, "the claim ended when the fire did")
+	return fire
+}
 
-	// A fire that ends after the hook was updated (a new taskId awaits)
-	// moves nothing on but is still recorded, once.
-	_, err = e.s.UpdateHook(e.ctx, "g", "first", func(h *store.Hook) error { h.NextTaskID = "t-updated"; return nil })
+// finishStaleFire: a fire that ends after the hook was updated (a new
+// taskId awaits) moves nothing on but is still recorded, once, after fire;
+// a removed hook records nothing.
+func finishStaleFire(t *testing.T, e *env, now time.Time, fire *store.LastFire) {
+	_, err := e.s.UpdateHook(e.ctx, "g", "first", func(h *store.Hook) error { h.NextTaskID = "t-updated"; return nil })
 	require.NoError(t, err)
 	late := &store.LastFire{HookGroupID: "g", HookID: "first", FiredBy: "schedule", TaskID: "t-first-2",
 		TaskCreateTime: now, Result: "success"}
 	for range 2 {
-		applied, err = e.s.FinishScheduledFire(e.ctx, store.FinishFireParams{HookGroupID: "g", HookID: "first", FiredTaskID: "t-first-2",
+		applied, err := e.s.FinishScheduledFire(e.ctx, store.FinishFireParams{HookGroupID: "g", HookID: "first", FiredTaskID: "t-first-2",
 			NextTaskID: "t-other", NextScheduled: Epoch.Add(2 * time.Hour), Fire: late})
 		require.NoError(t, err)
 		require.False(t, applied)
 	}
-	fires, _, err = e.s.ListLastFires(e.ctx, "g", "first", store.Page{})
+	fires, _, err := e.s.ListLastFires(e.ctx, "g", "first", store.Page{})
 	require.NoError(t, err)
 	require.Equal(t, []store.LastFire{*late, *fire}, fires)
-	got, err = e.s.GetHook(e.ctx, "g", "first")
+	got, err := e.s.GetHook(e.ctx, "g", "first")
 	require.NoError(t, err)
 	require.Equal(t, "t-updated", got.NextTaskID)
 	// A removed hook records nothing.
-	applied, err = e.s.FinishScheduledFire(e.ctx, store.FinishFireParams{HookGroupID: "g", HookID: "gone", FiredTaskID: "x", Fire: late})
+	applied, err := e.s.FinishScheduledFire(e.ctx, store.FinishFireParams{HookGroupID: "g", HookID: "gone", FiredTaskID: "x", Fire: late})
 	require.NoError(t, err)
 	require.False(t, applied)
+}
 
-	// A hook whose fire was recorded is claimed again when next due; the
-	// claim before it ended when the fire was recorded.
-	_, err = e.s.UpdateHook(e.ctx, "g", "first", func(h *store.Hook) error { h.NextScheduled = lease.Add(5 * time.Second); return nil })
+// reclaimWhenNextDue: a hook whose fire was recorded is claimed again when
+// next due; the claim before it ended when the fire was recorded.
+func reclaimWhenNextDue(t *testing.T, e *env, lease time.Time) {
+	_, err := e.s.UpdateHook(e.ctx, "g", "first", func(h *store.Hook) error { h.NextScheduled = lease.Add(5 * time.Second); return nil })
 	require.NoError(t, err)
-	h, err = e.s.ClaimDueHook(e.ctx, lease.Add(5*time.Second), lease.Add(15*time.Second))
+	h, err := e.s.ClaimDueHook(e.ctx, lease.Add(5*time.Second), lease.Add(15*time.Second))
 	require.NoError(t, err)
 	require.Equal(t, "first", h.HookID)
 	require.Equal(t, lease.Add(time.Second), h.LastClaimEnd)
-	applied, err = e.s.FinishScheduledFire(e.ctx, store.FinishFireParams{HookGroupID: "g", HookID: "first", FiredTaskID: "t-updated",
+	applied, err := e.s.FinishScheduledFire(e.ctx, store.FinishFireParams{HookGroupID: "g", HookID: "first", FiredTaskID: "t-updated",
 		NextTaskID: "t-first-3", NextScheduled: Epoch.Add(time.Hour), Finished: lease.Add(6 * time.Second)})
 	require.NoError(t, err)
 	require.True(t, applied)
+}
 
-	// A released claim is retried at once, the claim before it standing.
+// retryReleasedClaim: a released claim is retried at once, the claim
+// before it standing.
+func retryReleasedClaim(t *testing.T, e *env) {
 	later := Epoch.Add(3 * time.Minute)
-	h, err = e.s.ClaimDueHook(e.ctx, later, later.Add(time.Minute))
+	h, err := e.s.ClaimDueHook(e.ctx, later, later.Add(time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, "later", h.HookID)
 	require.NoError(t, e.s.ReleaseHookClaim(e.ctx, "g", "later", "t-later", later.Add(-time.Second)))

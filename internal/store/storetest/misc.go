@@ -94,8 +94,51 @@ func testArtifacts(t *testing.T, open Opener) {
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
+// testExpireData: one sweep at +30h expires every kind of row whose time
+// has come (tasks with their groups, dependents' edges and artifacts, task
+// queues, workers, clients) and nothing else; a later sweep takes the
+// worker whose quarantine kept it.
 func testExpireData(t *testing.T, open Opener) {
 	e := setup(t, open)
+	storeExpiring(t, e)
+	now := Epoch.Add(30 * time.Hour)
+	res, err := expireAll(e.ctx, e.s, now)
+	require.NoError(t, err)
+	var blobs []string
+	for _, b := range res.Blobs {
+		blobs = append(blobs, b.TaskID+"/"+b.Name)
+		require.Equal(t, "reference", b.StorageType)
+		require.Equal(t, `{"url":"https://example.com/`+b.Name+`"}`, string(b.Details))
+		require.Equal(t, 0, b.RunID)
+	}
+	sort.Strings(blobs)
+	require.Equal(t, []string{"new/b1", "old/a1", "old/a2", "old/a3"}, blobs)
+	res.Blobs = nil
+	require.Equal(t, expired{Tasks: 2, TaskGroups: 2, Artifacts: 4, TaskQueues: 1, Workers: 1, Clients: 1}, *res)
+	checkUnexpired(t, e)
+
+	// Nothing more at the same time; once the quarantine is over the
+	// worker goes too.
+	res, err = expireAll(e.ctx, e.s, now)
+	require.NoError(t, err)
+	require.Equal(t, expired{}, *res)
+	res, err = expireAll(e.ctx, e.s, Epoch.Add(73*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Workers, "w-new and, its quarantine over, w-quarantined")
+	require.Equal(t, 1, res.Tasks)
+	require.Len(t, res.Blobs, 1)
+	_, err = e.s.GetWorker(e.ctx, expiryWorker("w-quarantined"), Epoch)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// expiryWorker is the key of testExpireData's worker id.
+func expiryWorker(id string) store.WorkerKey {
+	return store.WorkerKey{TaskQueueID: testQueue, WorkerGroup: "g", WorkerID: id}
+}
+
+// storeExpiring stores testExpireData's rows: of each kind, some that
+// expire by +30h and some that do not.
+func storeExpiring(t *testing.T, e *env) {
 	// "old" and its dependent "dep-old" expire at +2h; "new" lives 48h.
 	e.bring("old", queue.StateRunning, withExpires(Epoch.Add(2*time.Hour)))
 	e.bring("new", queue.StateRunning)
@@ -115,18 +158,15 @@ func testExpireData(t *testing.T, open Opener) {
 		_, err := e.s.TouchTaskQueue(e.ctx, store.TouchTaskQueueParams{TaskQueueID: q.id, Now: Epoch, Expires: Epoch.Add(q.expires)})
 		require.NoError(t, err)
 	}
-	wkey := func(id string) store.WorkerKey {
-		return store.WorkerKey{TaskQueueID: testQueue, WorkerGroup: "g", WorkerID: id}
-	}
 	for _, w := range []struct {
 		id      string
 		expires time.Duration
 	}{{"w-old", time.Hour}, {"w-quarantined", time.Hour}, {"w-new", 48 * time.Hour}} {
-		_, err := e.s.TouchWorker(e.ctx, store.TouchWorkerParams{Key: wkey(w.id), Now: Epoch, Expires: Epoch.Add(w.expires)})
+		_, err := e.s.TouchWorker(e.ctx, store.TouchWorkerParams{Key: expiryWorker(w.id), Now: Epoch, Expires: Epoch.Add(w.expires)})
 		require.NoError(t, err)
 	}
 	// Quarantine extends expiry to +24h only; the quarantine lasts to +72h.
-	_, err := e.s.QuarantineWorker(e.ctx, store.QuarantineWorkerParams{Key: wkey("w-quarantined"), Now: Epoch, QuarantineUntil: Epoch.Add(72 * time.Hour)})
+	_, err := e.s.QuarantineWorker(e.ctx, store.QuarantineWorkerParams{Key: expiryWorker("w-quarantined"), Now: Epoch, QuarantineUntil: Epoch.Add(72 * time.Hour)})
 	require.NoError(t, err)
 	for _, c := range []struct {
 		id       string
@@ -138,22 +178,11 @@ func testExpireData(t *testing.T, open Opener) {
 		_, err := e.s.CreateClient(e.ctx, cl, nil)
 		require.NoError(t, err)
 	}
+}
 
-	now := Epoch.Add(30 * time.Hour)
-	res, err := expireAll(e.ctx, e.s, now)
-	require.NoError(t, err)
-	var blobs []string
-	for _, b := range res.Blobs {
-		blobs = append(blobs, b.TaskID+"/"+b.Name)
-		require.Equal(t, "reference", b.StorageType)
-		require.Equal(t, `{"url":"https://example.com/`+b.Name+`"}`, string(b.Details))
-		require.Equal(t, 0, b.RunID)
-	}
-	sort.Strings(blobs)
-	require.Equal(t, []string{"new/b1", "old/a1", "old/a2", "old/a3"}, blobs)
-	res.Blobs = nil
-	require.Equal(t, expired{Tasks: 2, TaskGroups: 2, Artifacts: 4, TaskQueues: 1, Workers: 1, Clients: 1}, *res)
-
+// checkUnexpired checks what the sweep at +30h left: exactly the rows
+// storeExpiring made to outlive it.
+func checkUnexpired(t *testing.T, e *env) {
 	for _, id := range []string{"old", "dep-old"} {
 		_, err := e.s.GetTask(e.ctx, id)
 		require.ErrorIs(t, err, store.ErrNotFound)
@@ -161,7 +190,7 @@ func testExpireData(t *testing.T, open Opener) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	}
 	e.get("new")
-	_, err = e.s.GetTaskGroup(e.ctx, "new")
+	_, err := e.s.GetTaskGroup(e.ctx, "new")
 	require.NoError(t, err)
 	deps, _, err := e.s.ListDependents(e.ctx, "new", store.Page{})
 	require.NoError(t, err)
@@ -189,19 +218,6 @@ func testExpireData(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.Len(t, cs, 2)
 	require.Equal(t, []string{"c-future", "c-keep"}, []string{cs[0].ClientID, cs[1].ClientID})
-
-	// Nothing more at the same time; once the quarantine is over the
-	// worker goes too.
-	res, err = expireAll(e.ctx, e.s, now)
-	require.NoError(t, err)
-	require.Equal(t, expired{}, *res)
-	res, err = expireAll(e.ctx, e.s, Epoch.Add(73*time.Hour))
-	require.NoError(t, err)
-	require.Equal(t, 2, res.Workers, "w-new and, its quarantine over, w-quarantined")
-	require.Equal(t, 1, res.Tasks)
-	require.Len(t, res.Blobs, 1)
-	_, err = e.s.GetWorker(e.ctx, wkey("w-quarantined"), Epoch)
-	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
 // signalWait bounds how long a wake-up may take to arrive; quietWait is how

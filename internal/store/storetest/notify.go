@@ -113,10 +113,26 @@ func testNotifyOutbox(t *testing.T, open Opener) {
 // per-address rate limit are applied at claim time.
 func testNotifyClaims(t *testing.T, open Opener) {
 	e := setup(t, open)
+	notifyLeases(t, e)
+	notifyDenylist(t, e)
+	notifyRateLimit(t, e)
+	// Expiry removes the rows of expired tasks.
+	e.create("gone", Epoch, withRoutes("notify.email.a@b.org.on-defined"))
+	n, err := e.s.ExpireNotifications(e.ctx, Epoch.Add(49*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}
+
+// mail is an email notification.
+func mail(to, subject string) *notify.Message {
+	return &notify.Message{Email: &notify.Email{Address: to, Subject: subject, Content: "hi"}}
+}
+
+// notifyLeases: a duplicate request within the window is not stored;
+// claims lease due notifications to one sender, a lost lease refuses the
+// outcome, and a retry waits for its time.
+func notifyLeases(t *testing.T, e *env) {
 	ctx := e.ctx
-	mail := func(to, subject string) *notify.Message {
-		return &notify.Message{Email: &notify.Email{Address: to, Subject: subject, Content: "hi"}}
-	}
 	id1, dup, err := e.s.EnqueueNotification(ctx, mail("a@x.org", "one"), Epoch)
 	require.NoError(t, err)
 	require.False(t, dup)
@@ -175,8 +191,12 @@ func testNotifyClaims(t *testing.T, open Opener) {
 	states, err := e.s.NotificationStates(ctx)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{notify.StateSent: 2}, states)
+}
 
-	// The denylist.
+// notifyDenylist: addresses are denylisted per channel, listed in pages
+// and removed (a missing one too).
+func notifyDenylist(t *testing.T, e *env) {
+	ctx := e.ctx
 	require.NoError(t, e.s.AddDenylistAddress(ctx, notify.ChannelEmail, "spam@x.org"))
 	require.NoError(t, e.s.AddDenylistAddress(ctx, notify.ChannelEmail, "spam@x.org"), "twice is fine")
 	require.NoError(t, e.s.AddDenylistAddress(ctx, notify.ChannelSlack, "C999"))
@@ -197,9 +217,15 @@ func testNotifyClaims(t *testing.T, open Opener) {
 	require.Empty(t, next)
 	require.NoError(t, e.s.DeleteDenylistAddress(ctx, notify.ChannelPulse, "spam@x.org"))
 	require.NoError(t, e.s.DeleteDenylistAddress(ctx, notify.ChannelPulse, "never@x.org"), "deleting a missing address is fine")
+}
 
+// notifyRateLimit: at claim time a denylisted address is denied and one
+// address gets no more than the rate limit within its window (the
+// denylist of notifyDenylist).
+func notifyRateLimit(t *testing.T, e *env) {
+	ctx := e.ctx
 	now := Epoch.Add(time.Hour)
-	_, _, err = e.s.EnqueueNotification(ctx, mail("spam@x.org", "x"), now)
+	_, _, err := e.s.EnqueueNotification(ctx, mail("spam@x.org", "x"), now)
 	require.NoError(t, err)
 	// The rate limit: 3 of 5 to one address go out; 2 to another do.
 	for i := range 5 {
@@ -224,7 +250,7 @@ func testNotifyClaims(t *testing.T, open Opener) {
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
-	states, err = e.s.NotificationStates(ctx)
+	states, err := e.s.NotificationStates(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, states[notify.StateDenied])
 	require.Equal(t, 2, states[notify.StateRateLimited])
@@ -240,12 +266,6 @@ func testNotifyClaims(t *testing.T, open Opener) {
 	claimed, err = e.s.ClaimNotifications(ctx, p)
 	require.NoError(t, err)
 	require.Len(t, claimed, 1, "the window has passed")
-
-	// Expiry removes the rows of expired tasks.
-	e.create("gone", Epoch, withRoutes("notify.email.a@b.org.on-defined"))
-	n, err := e.s.ExpireNotifications(ctx, Epoch.Add(49*time.Hour))
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
 }
 
 // testNotifyClaimRace: senders on every replica claim and finish at once;

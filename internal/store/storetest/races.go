@@ -19,99 +19,103 @@ import (
 // exactly one of them resolves the run, the reporters that lose are refused
 // with a conflict, and the expiry that loses changes nothing.
 func testReportRace(t *testing.T, stores []store.Store) {
-	ctx := context.Background()
 	const n = 60
 	taskIDs := seqIDs("report-", n)
 	createMany(t, stores, taskIDs, Epoch, func(int) []func(*queue.Task) { return []func(*queue.Task){withRetries(1)} })
-	for left := n; left > 0; {
-		res, err := stores[0].ClaimWork(ctx, store.ClaimWorkParams{TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: workerID,
-			Count: 32, Now: Epoch, TakenUntil: Epoch.Add(claimTimeout)})
-		require.NoError(t, err)
-		require.NotEmpty(t, res.Claims)
-		left -= len(res.Claims)
-	}
+	claimAll(t, stores[0], n)
 
-	now := Epoch.Add(claimTimeout + time.Minute)
-	reports := []string{queue.StateCompleted, queue.StateFailed, queue.ReasonWorkerShutdown}
-	type outcome struct {
-		winners []string
-	}
-	var (
-		mu       sync.Mutex
-		outcomes = map[string]*outcome{}
-		errs     errorList
-		wg       sync.WaitGroup
-	)
-	for _, id := range taskIDs {
-		outcomes[id] = &outcome{}
-	}
-	win := func(id, by string) {
-		mu.Lock()
-		outcomes[id].winners = append(outcomes[id].winners, by)
-		mu.Unlock()
-	}
-	start := make(chan struct{})
+	r := &reportRace{now: Epoch.Add(claimTimeout + time.Minute), winners: map[string][]string{}, start: make(chan struct{})}
 	for i, id := range taskIDs {
-		for k, kind := range reports {
-			s := stores[(i+k)%len(stores)]
-			wg.Go(func() {
-				<-start
-				_, err := s.UpdateTask(ctx, store.UpdateTaskParams{TaskID: id, Now: now, Apply: report(kind, 0, now)})
-				var qe *queue.Error
-				switch {
-				case err == nil:
-					win(id, kind)
-				case errors.As(err, &qe) && qe.Kind == queue.KindConflict:
-				default:
-					errs.add(fmt.Errorf("reporting %s on %s: %w", kind, id, err))
-				}
-			})
+		for k, kind := range []string{queue.StateCompleted, queue.StateFailed, queue.ReasonWorkerShutdown} {
+			r.wg.Go(func() { r.report(stores[(i+k)%len(stores)], id, kind) })
 		}
 	}
 	// The sweeps work through the tasks one by one, mostly behind the
 	// reporters; so each task also gets an expirer of its own, doing what
 	// the sweep does for one task, to race the reporters head-on.
-	takenUntil := Epoch.Add(claimTimeout)
 	for i, id := range taskIDs {
-		s := stores[i%len(stores)]
-		wg.Go(func() {
-			<-start
-			res, err := s.UpdateTask(ctx, store.UpdateTaskParams{TaskID: id, Now: now, Apply: func(ts *queue.TaskState, tr *queue.Transition) error {
-				ts.ExpireClaim(takenUntil, now, tr)
-				return nil
-			}})
-			errs.add(err)
-			if err == nil && len(res.Changes) > 0 {
-				win(id, queue.ReasonClaimExpired)
-			}
-		})
+		r.wg.Go(func() { r.expire(stores[i%len(stores)], id, Epoch.Add(claimTimeout)) })
 	}
 	for _, s := range stores {
 		for range 2 {
-			wg.Go(func() {
-				<-start
-				for range 5 {
-					res, err := s.ExpireClaims(ctx, now, 1000)
-					errs.add(err)
-					if res == nil {
-						continue
-					}
-					for _, c := range res.Changes {
-						win(c.Task.TaskID, queue.ReasonClaimExpired)
-					}
-				}
-			})
+			r.wg.Go(func() { r.sweep(s) })
 		}
 	}
-	close(start)
-	wg.Wait()
-	errs.require(t)
+	close(r.start)
+	r.wg.Wait()
+	r.errs.require(t)
+	r.check(t, stores[0], taskIDs)
+}
 
+// reportRace is the shared state of testReportRace's racers, which start
+// together when start closes.
+type reportRace struct {
+	now     time.Time
+	start   chan struct{}
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	winners map[string][]string // task → what resolved its run
+	errs    errorList
+}
+
+// win records that by resolved task id's run.
+func (r *reportRace) win(id, by string) {
+	r.mu.Lock()
+	r.winners[id] = append(r.winners[id], by)
+	r.mu.Unlock()
+}
+
+// report reports run 0 of task id resolved as kind; losing is a conflict.
+func (r *reportRace) report(s store.Store, id, kind string) {
+	<-r.start
+	_, err := s.UpdateTask(context.Background(), store.UpdateTaskParams{TaskID: id, Now: r.now, Apply: report(kind, 0, r.now)})
+	var qe *queue.Error
+	switch {
+	case err == nil:
+		r.win(id, kind)
+	case errors.As(err, &qe) && qe.Kind == queue.KindConflict:
+	default:
+		r.errs.add(fmt.Errorf("reporting %s on %s: %w", kind, id, err))
+	}
+}
+
+// expire expires task id's claim (taken until takenUntil) as the sweep
+// would; losing changes nothing.
+func (r *reportRace) expire(s store.Store, id string, takenUntil time.Time) {
+	<-r.start
+	res, err := s.UpdateTask(context.Background(), store.UpdateTaskParams{TaskID: id, Now: r.now, Apply: func(ts *queue.TaskState, tr *queue.Transition) error {
+		ts.ExpireClaim(takenUntil, r.now, tr)
+		return nil
+	}})
+	r.errs.add(err)
+	if err == nil && len(res.Changes) > 0 {
+		r.win(id, queue.ReasonClaimExpired)
+	}
+}
+
+// sweep runs the claim-expiry sweep five times.
+func (r *reportRace) sweep(s store.Store) {
+	<-r.start
+	for range 5 {
+		res, err := s.ExpireClaims(context.Background(), r.now, 1000)
+		r.errs.add(err)
+		if res == nil {
+			continue
+		}
+		for _, c := range res.Changes {
+			r.win(c.Task.TaskID, queue.ReasonClaimExpired)
+		}
+	}
+}
+
+// check checks that exactly one racer resolved each task, and the task's
+// runs are what that racer makes of them.
+func (r *reportRace) check(t *testing.T, s store.Store, taskIDs []string) {
 	tally := map[string]int{}
-	tasks, err := stores[0].GetTasks(ctx, taskIDs)
+	tasks, err := s.GetTasks(context.Background(), taskIDs)
 	require.NoError(t, err)
 	for _, ts := range tasks {
-		winners := outcomes[ts.TaskID].winners
+		winners := r.winners[ts.TaskID]
 		require.Len(t, winners, 1, "winners on %s: %v", ts.TaskID, winners)
 		by := winners[0]
 		tally[by]++
@@ -127,7 +131,7 @@ func testReportRace(t *testing.T, stores []store.Store) {
 			require.Equal(t, queue.StatePending, ts.Runs[1].State)
 		}
 	}
-	t.Logf("report race winners over %d tasks: %v", n, tally)
+	t.Logf("report race winners over %d tasks: %v", len(taskIDs), tally)
 }
 
 // testCreateRace: the same createTask sent many times at once (a client
@@ -188,13 +192,7 @@ func testDependencyRace(t *testing.T, stores []store.Store) {
 		y = append(y, fmt.Sprintf("y-%03d", i))
 	}
 	createMany(t, stores, append(append([]string{}, d1...), d2...), Epoch, nil)
-	for left := 2 * n; left > 0; {
-		res, err := stores[0].ClaimWork(ctx, store.ClaimWorkParams{TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: workerID,
-			Count: 32, Now: Epoch, TakenUntil: Epoch.Add(claimTimeout)})
-		require.NoError(t, err)
-		require.NotEmpty(t, res.Claims)
-		left -= len(res.Claims)
-	}
+	claimAll(t, stores[0], 2*n)
 	createMany(t, stores, x, Epoch, func(i int) []func(*queue.Task) {
 		return []func(*queue.Task){withDeps(d1[i], d2[i])}
 	})
