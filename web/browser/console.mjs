@@ -191,6 +191,8 @@ try {
     await waitText('pre.log', '=== Task Stopped ===');
     const after = await page.$eval('pre.log', (e) => e.textContent);
     expect(after.includes('streamed before the cancel'), after);
+    // The artifacts card lists the uploaded log without a reload.
+    await page.waitForFunction(() => [...document.querySelectorAll('.mono')].some((e) => e.textContent === 'public/logs/live_backing.log'), { timeout: T });
   });
 
   await check('group as a dependency graph with the critical path', async () => {

@@ -1,6 +1,6 @@
 // A task: its definition, runs, artifacts, log and dependencies, the
 // actions an operator takes on it, and live updates pushed by the server.
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { artifactUrl, call, enc, get, listAll } from '../api';
 import { Action, Badge, Card, ErrorBox, GroupLink, Kv, Loading, QueueLink, TaskLink, safeHref, useAsync } from '../components';
 import { fmtDuration, fmtTime } from '../format';
@@ -25,7 +25,19 @@ export function TaskPage({ taskId }: { taskId: string }) {
   }, [taskId]);
   const [live, setLive] = useState(false);
   const [cancelled, setCancelled] = useState(false);
+  // Artifacts created after the page loaded (a cancelled run's uploaded
+  // log, the live log turned into a link to it) change no state; the card
+  // lists them again at most once a second.
+  const [artifactsChanged, setArtifactsChanged] = useState(0);
+  const artifactsTimer = useRef<number | undefined>(undefined);
+  useEffect(() => () => window.clearTimeout(artifactsTimer.current), []);
   useEffect(() => subscribe({ taskId }, (e) => {
+    if (e.exchange === 'artifact-created' && artifactsTimer.current === undefined) {
+      artifactsTimer.current = window.setTimeout(() => {
+        artifactsTimer.current = undefined;
+        setArtifactsChanged((n) => n + 1);
+      }, 1000);
+    }
     if (e.payload?.status && data.data) data.set({ ...data.data, status: e.payload.status });
     else void data.reload();
   }, () => void data.reload(), setLive), [taskId, data.data === undefined]);
@@ -112,7 +124,7 @@ export function TaskPage({ taskId }: { taskId: string }) {
           )}
         </Card>
       </div>
-      {latest && <Artifacts taskId={taskId} runId={latest.runId} state={latest.state} />}
+      {latest && <Artifacts taskId={taskId} runId={latest.runId} state={latest.state} changed={artifactsChanged} />}
       <Card title="Log"><LogPanel taskId={taskId} status={status} task={task} /></Card>
       {(task.routes ?? []).some((r) => r.startsWith('notify.')) && <Notifications taskId={taskId} state={status.state} runs={status.runs.length} />}
       <Dependencies task={task} taskId={taskId} />
@@ -166,8 +178,8 @@ function Superseded({ taskId, runId }: { taskId: string; runId: number }) {
   );
 }
 
-function Artifacts({ taskId, runId, state }: { taskId: string; runId: number; state: string }) {
-  const list = useAsync(() => listAll<Artifact>('queue', `/task/${enc(taskId)}/runs/${runId}/artifacts`, 'artifacts', 5000), [taskId, runId, state]);
+function Artifacts({ taskId, runId, state, changed }: { taskId: string; runId: number; state: string; changed: number }) {
+  const list = useAsync(() => listAll<Artifact>('queue', `/task/${enc(taskId)}/runs/${runId}/artifacts`, 'artifacts', 5000), [taskId, runId, state, changed]);
   const [urls, setUrls] = useState<Record<string, string>>({});
   const creds = useSession();
   useEffect(() => {
