@@ -133,6 +133,16 @@ func fuzzRoutes(t *testing.T, rootURL string, routes []api.Route, ordinaryValues
 	return sent, failures
 }
 
+// fuzzDrivers are the stores the whole-server tests below run on: an
+// embedded SQLite (the empty DB setting) and a fresh PostgreSQL schema.
+var fuzzDrivers = []struct {
+	name string
+	db   func(t *testing.T) string
+}{
+	{"sqlite", func(*testing.T) string { return "" }},
+	{"postgres", func(t *testing.T) string { return e2e.FreshPostgres(t) }},
+}
+
 // TestFuzzEveryRouteAnswersNo5xx: every route of a whole server, on each
 // driver, answers hostile path parameters and query values with a 4xx (or
 // a success), never a 5xx. It found forged continuation tokens (500 on 12
@@ -140,14 +150,7 @@ func fuzzRoutes(t *testing.T, rootURL string, routes []api.Route, ordinaryValues
 // artifact methods on PostgreSQL).
 func TestFuzzEveryRouteAnswersNo5xx(t *testing.T) {
 	t.Parallel()
-	drivers := []struct {
-		name string
-		db   func(t *testing.T) string
-	}{
-		{"sqlite", func(*testing.T) string { return "" }},
-		{"postgres", func(t *testing.T) string { return e2e.FreshPostgres(t) }},
-	}
-	for _, d := range drivers {
+	for _, d := range fuzzDrivers {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			var routes []api.Route
@@ -177,14 +180,7 @@ func TestFuzzEveryRouteAnswersNo5xx(t *testing.T) {
 // answered 500 for values from 2^31 on.
 func TestRunIDsOutsideTheSchemaAreRefused(t *testing.T) {
 	t.Parallel()
-	drivers := []struct {
-		name string
-		db   func(t *testing.T) string
-	}{
-		{"sqlite", func(*testing.T) string { return "" }},
-		{"postgres", func(t *testing.T) string { return e2e.FreshPostgres(t) }},
-	}
-	for _, d := range drivers {
+	for _, d := range fuzzDrivers {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			var routes []api.Route
