@@ -33,21 +33,10 @@ tasks:
 	gh.Install("Codertocat", "Hello-World", 1)
 	gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", tcyml)
 	dir := t.TempDir()
-	key := filepath.Join(dir, "app.pem")
-	require.NoError(t, os.WriteFile(key, gh.PEM, 0o600))
 	yml := filepath.Join(dir, "tcyml")
 	require.NoError(t, os.WriteFile(yml, []byte(tcyml), 0o600))
-	config := filepath.Join(dir, "forges.yml")
-	require.NoError(t, os.WriteFile(config, []byte(`forges:
-  - host: github.com
-    kind: github
-    apiUrl: `+gh.Server.URL+`
-    appId: 4242
-    privateKey: {file: `+key+`}
-    webhookSecrets: [{env: E2E_GITHUB_WEBHOOK_SECRET}]
-`), 0o600))
 	const secret = "e2e webhook secret"
-	srv := e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--forge-config", config}, Env: []string{"E2E_GITHUB_WEBHOOK_SECRET=" + secret}})
+	srv := startGithubAppServer(t, gh, secret)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out := e2e.RunNode(ctx, t, "github.mjs", append(srv.Env(), "GITHUB_WEBHOOK_SECRET="+secret, "GITHUB_E2E_QUEUE="+tq, "GITHUB_E2E_TCYML="+yml)...)
@@ -88,4 +77,24 @@ tasks:
 	// No secret reaches the log.
 	require.NotContains(t, srv.Logs(), secret)
 	require.NotContains(t, srv.Logs(), "PRIVATE KEY")
+}
+
+// startGithubAppServer starts hopper serve with one forge, github.com as
+// the GitHub App served by gh (app 4242, its key in a file), whose
+// webhooks are signed with secret.
+func startGithubAppServer(t *testing.T, gh *forgetest.GitHub, secret string) *e2e.Server {
+	t.Helper()
+	dir := t.TempDir()
+	key := filepath.Join(dir, "app.pem")
+	require.NoError(t, os.WriteFile(key, gh.PEM, 0o600))
+	config := filepath.Join(dir, "forges.yml")
+	require.NoError(t, os.WriteFile(config, []byte(`forges:
+  - host: github.com
+    kind: github
+    apiUrl: `+gh.Server.URL+`
+    appId: 4242
+    privateKey: {file: `+key+`}
+    webhookSecrets: [{env: E2E_GITHUB_WEBHOOK_SECRET}]
+`), 0o600))
+	return e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--forge-config", config}, Env: []string{"E2E_GITHUB_WEBHOOK_SECRET=" + secret}})
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/forge/forgetest"
 	"github.com/hopper-ci/hopper/internal/github"
 	"github.com/hopper-ci/hopper/internal/tcclient"
@@ -57,20 +56,8 @@ tasks:
     payload: {}
     metadata: {name: e2e-checks, description: '${tasks_for}', owner: 'ci@example.com', source: '${event.repository.html_url}'}
 `)
-	dir := t.TempDir()
-	key := filepath.Join(dir, "app.pem")
-	require.NoError(t, os.WriteFile(key, gh.PEM, 0o600))
-	config := filepath.Join(dir, "forges.yml")
-	require.NoError(t, os.WriteFile(config, []byte(`forges:
-  - host: github.com
-    kind: github
-    apiUrl: `+gh.Server.URL+`
-    appId: 4242
-    privateKey: {file: `+key+`}
-    webhookSecrets: [{env: E2E_GITHUB_WEBHOOK_SECRET}]
-`), 0o600))
 	const secret = "e2e checks webhook secret"
-	srv := e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--forge-config", config}, Env: []string{"E2E_GITHUB_WEBHOOK_SECRET=" + secret}})
+	srv := startGithubAppServer(t, gh, secret)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	root := rootClient(srv)
