@@ -90,6 +90,14 @@ type Config struct {
 	// recorded, and fail saying their channel is not configured.
 	Notify           *notifysend.Config
 	NotifyConfigFile string
+	// Kubeconfig, if set, names the cluster the kubernetes provider runs
+	// pools' Pods in (default: the cluster hopper runs in, through its
+	// service account).
+	Kubeconfig string
+	// ProvisionInterval and ScanInterval are the provisioner's and the
+	// worker scanner's cadence (defaults maintenance.DefaultProvisionTick
+	// and maintenance.DefaultScanTick).
+	ProvisionInterval, ScanInterval time.Duration
 }
 
 // Run serves until ctx is cancelled, then drains: open long-polls end with

@@ -26,7 +26,10 @@ import (
 const (
 	ProviderTypeStatic = "static"
 	ProviderTypeDocker = "docker"
-	NullProvider       = "null-provider"
+	// ProviderTypeKubernetes pools run each worker as a Pod, which
+	// proves itself with a service-account token bound to it.
+	ProviderTypeKubernetes = "kubernetes"
+	NullProvider                 = "null-provider"
 )
 
 // poolIDPattern is Taskcluster's workerPoolId: <provisionerId>/<workerType>.
@@ -200,7 +203,7 @@ func CheckConfig(providerType string, config json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	if providerType == ProviderTypeDocker && c.MinCapacity > c.MaxCapacity {
+	if providerType != ProviderTypeStatic && c.MinCapacity > c.MaxCapacity {
 		return fmt.Errorf("minCapacity (%d) is greater than maxCapacity (%d)", c.MinCapacity, c.MaxCapacity)
 	}
 	return nil

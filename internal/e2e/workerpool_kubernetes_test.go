@@ -1,0 +1,196 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hopper-ci/hopper/internal/e2e"
+	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/workermanager"
+	"github.com/hopper-ci/hopper/internal/workerprovider"
+	"github.com/hopper-ci/hopper/internal/workerprovider/kubetest"
+)
+
+// hopperRBAC grants the user hopper what docs/worker-pools.md says its
+// service account needs: Pods in the pool's namespace, TokenReviews.
+func hopperRBAC(t *testing.T, ctx context.Context, c *kubetest.Cluster, namespace string) {
+	t.Helper()
+	rbac := c.Client.RbacV1()
+	_, err := rbac.Roles(namespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "hopper-workers"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "watch", "delete"}}}},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = rbac.RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "hopper-workers"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "hopper-workers"},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: "hopper"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "hopper-token-review"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}}},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "hopper-token-review"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "hopper-token-review"},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: "hopper"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// poolPods counts the pool's Pods that are not being deleted.
+func poolPods(ctx context.Context, c *kubetest.Cluster, namespace, pool string) ([]corev1.Pod, error) {
+	list, err := c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: workerprovider.LabelPool + "=" + workerprovider.PoolLabel(pool)})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// TestKubernetesPoolScales runs a kubernetes pool on a real control plane
+// (etcd and kube-apiserver; the node's part played by kubetest.Node, which
+// runs each Pod's `hopper worker` as a local process with the token the
+// kubelet would project): a backlog grows the pool to maxCapacity and
+// never past it; each Pod's worker registers with its bound token, which
+// hopper has the cluster review (a forged token, and the real one
+// replayed, are refused); a Pod deleted under a running task has the run
+// resolved worker-shutdown and retried on another Pod; idle, the pool
+// returns to zero. hopper talks to the cluster as a user holding only the
+// RBAC docs/worker-pools.md lists.
+func TestKubernetesPoolScales(t *testing.T) {
+	t.Parallel()
+	c := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const ns, pool = "ci", "e2e-kube/builders"
+	c.Namespace(t, ns)
+	hopperRBAC(t, ctx, c, ns)
+	srv := e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--kubeconfig", c.Kubeconfig(t, "hopper"), "--worker-scan-interval", "2s"}})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("hopper serve logs:\n%s", srv.Logs())
+		}
+	})
+	bin := e2e.Binary(t)
+	workDirs := t.TempDir()
+	var podsRun atomic.Int32
+	node := c.StartNode(t, ns, kubetest.NodeOptions{Rewrite: func(cmd []string) []string {
+		require.Equal(t, "/hopper", cmd[0])
+		n := podsRun.Add(1)
+		return append(append([]string{bin}, cmd[1:]...), "--work-dir", filepath.Join(workDirs, fmt.Sprintf("w%d", n)), "--log-level", "debug")
+	}})
+	root := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
+	config := map[string]any{
+		"minCapacity": 0, "maxCapacity": 3, "namespace": ns,
+		"pod":          map[string]any{"image": "hopper-worker:e2e", "imagePullPolicy": "Never", "hostNetwork": true},
+		"lifecycle":    map[string]any{"registrationTimeout": 60, "queueInactivityTimeout": 10},
+		"workerConfig": map[string]any{"hopperWorker": map[string]any{"claimInterval": "200ms", "isolation": "none"}},
+	}
+	raw, err := json.Marshal(config)
+	require.NoError(t, err)
+	_, err = root.CreateWorkerPool(ctx, pool, &tcclient.WorkerPoolDefinition{ProviderID: "kubernetes", Description: "Pods",
+		Owner: "ops@example.com", Config: raw})
+	require.NoError(t, err)
+
+	var most atomic.Int32
+	watch, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		sample := time.NewTicker(50 * time.Millisecond)
+		defer sample.Stop()
+		for {
+			if pods, err := poolPods(watch, c, ns, pool); err == nil && int32(len(pods)) > most.Load() {
+				most.Store(int32(len(pods)))
+			}
+			select {
+			case <-watch.Done():
+				return
+			case <-sample.C:
+			}
+		}
+	}()
+
+	created := time.Now()
+	var ids []string
+	for range 8 {
+		ids = append(ids, createShellTask(t, ctx, root, pool, "sleep 2"))
+	}
+	firstStarted := waitForRun(t, ctx, root, ids[0], 0, "running", 2*time.Minute)
+	t.Logf("pending task -> Pod -> first claim: %s", firstStarted.Sub(created))
+	for _, id := range ids {
+		waitForRun(t, ctx, root, id, 0, "completed", 2*time.Minute)
+	}
+	require.LessOrEqual(t, most.Load(), int32(3), "never more Pods than maxCapacity")
+	require.Equal(t, int32(3), most.Load(), "the backlog grew the pool to its maximum")
+
+	// A running worker: a forged token, and its own token presented again,
+	// register nothing.
+	victim := createShellTask(t, ctx, root, pool, "sleep 60")
+	waitForRun(t, ctx, root, victim, 0, "running", time.Minute)
+	status, err := root.Status(ctx, victim)
+	require.NoError(t, err)
+	group, workerID := status.Runs[0].WorkerGroup, status.Runs[0].WorkerID
+	w, err := root.GetPoolWorker(ctx, pool, group, workerID)
+	require.NoError(t, err)
+	require.Equal(t, "running", w.State)
+	podName := workerprovider.PodName(workermanager.Key{WorkerPoolID: pool, WorkerGroup: group, WorkerID: workerID})
+	pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+	require.NoError(t, err)
+	realToken, err := c.Token(ctx, pod)
+	require.NoError(t, err)
+	anon := &tcclient.Client{RootURL: srv.RootURL}
+	for name, tok := range map[string]string{
+		"forged":   "eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJodHRwczovL2t1YmVybmV0ZXMuZGVmYXVsdC5zdmMifQ.AAAA",
+		"replayed": realToken,
+	} {
+		_, err := anon.RegisterWorker(ctx, pool, "kubernetes", group, workerID, map[string]string{workerprovider.ProofToken: tok})
+		require.Error(t, err, name)
+		t.Logf("%s token: %v", name, err)
+	}
+
+	// Delete the Pod under its running task.
+	deleted := time.Now()
+	require.NoError(t, c.Client.CoreV1().Pods(ns).Delete(ctx, podName, metav1.DeleteOptions{}))
+	waitForRun(t, ctx, root, victim, 1, "running", 2*time.Minute)
+	t.Logf("Pod deleted -> run resolved worker-shutdown -> retried on another Pod: %s", time.Since(deleted))
+	status, err = root.Status(ctx, victim)
+	require.NoError(t, err)
+	require.Equal(t, "worker-shutdown", status.Runs[0].ReasonResolved)
+	require.NotEqual(t, workerID, status.Runs[1].WorkerID, "another worker took the retry")
+	errs, err := root.ListWorkerPoolErrors(ctx, pool, 10)
+	require.NoError(t, err)
+	found := false
+	for _, e := range errs {
+		found = found || e.Kind == "worker-died"
+	}
+	require.True(t, found, "the deleted Pod is a pool error: %+v", errs)
+	_, err = root.CancelTask(ctx, victim)
+	require.NoError(t, err)
+
+	// Idle: back to zero.
+	require.Eventually(t, func() bool {
+		pods, err := poolPods(ctx, c, ns, pool)
+		return err == nil && len(pods) == 0
+	}, 2*time.Minute, 500*time.Millisecond, "the idle pool shrinks to zero")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		p, err := root.GetWorkerPool(ctx, pool)
+		if assert.NoError(c, err) {
+			assert.Equal(c, 0, p.RunningCount+p.RequestedCount, "no worker left in the pool's accounting")
+		}
+	}, time.Minute, 500*time.Millisecond)
+	require.LessOrEqual(t, most.Load(), int32(3))
+	_ = node
+}
