@@ -29,7 +29,7 @@ const (
 	// ProviderTypeKubernetes pools run each worker as a Pod, which
 	// proves itself with a service-account token bound to it.
 	ProviderTypeKubernetes = "kubernetes"
-	NullProvider                 = "null-provider"
+	NullProvider           = "null-provider"
 )
 
 // poolIDPattern is Taskcluster's workerPoolId: <provisionerId>/<workerType>.

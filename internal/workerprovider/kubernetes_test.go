@@ -72,12 +72,14 @@ func TestKubernetesProvider(t *testing.T) {
 	var wakes atomic.Int32
 	k := workerprovider.NewKubernetesForClient(c.Client, testAudience)
 	k.Wake = func() { wakes.Add(1) }
-	k.Accounted = func(_ context.Context, key workermanager.Key) (bool, error) { return !strings.HasPrefix(key.WorkerID, "orphan"), nil }
+	k.Accounted = func(_ context.Context, key workermanager.Key) (bool, error) {
+		return !strings.HasPrefix(key.WorkerID, "orphan"), nil
+	}
 	t.Cleanup(k.Close)
 	pool := kubePool(t, "builds", map[string]any{"command": []string{"/hopper", "worker"}, "env": map[string]string{"EXTRA": "1"},
 		"resources":    map[string]any{"requests": map[string]string{"cpu": "100m", "memory": "64Mi"}, "limits": map[string]string{"memory": "256Mi"}},
 		"nodeSelector": map[string]string{"pool": "ci"}, "labels": map[string]string{"team": "infra"},
-		"tolerations":  []map[string]any{{"key": "ci", "operator": "Exists", "effect": "NoSchedule"}}})
+		"tolerations": []map[string]any{{"key": "ci", "operator": "Exists", "effect": "NoSchedule"}}})
 
 	w := requestedWorker(pool, "w-one")
 	p := started(t, ctx, k, pool, w)

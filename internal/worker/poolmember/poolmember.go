@@ -39,7 +39,7 @@ type Options struct {
 	// of the static secret (a Kubernetes Pod's token: {"kubernetesToken": …}).
 	Proof      map[string]string
 	HTTPClient *http.Client
-	Logger       *slog.Logger
+	Logger     *slog.Logger
 	// CheckEvery is how often the member asks whether it was removed
 	// (default DefaultCheckEvery).
 	CheckEvery time.Duration
