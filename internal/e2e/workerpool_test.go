@@ -45,7 +45,7 @@ config:
   workerConfig:
     hopperWorker:
       claimInterval: 200ms
-      capacity: 1
+      capacity: 2
 `), 0o600))
 	out, errOut, code := hopperCLI(t, env, "pool", "create", pool, "-f", def)
 	require.Equal(t, 0, code, errOut)
@@ -106,6 +106,23 @@ config:
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "rack-1/build-2")
 	require.Contains(t, out, "running")
+	// The pool counts the machine at the capacity it runs with (the
+	// pool's workerConfig), as the queue sees it ask for work.
+	pw, err := root.GetPoolWorker(ctx, pool, "rack-1", "build-2")
+	require.NoError(t, err)
+	require.Equal(t, 2, pw.Capacity)
+	// The queue's listWorkers says the worker's pool state.
+	queueState := func() tcclient.QueueWorker {
+		t.Helper()
+		ws, err := root.ListWorkers(ctx, pool, tcclient.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, ws.Workers, 1)
+		return ws.Workers[0]
+	}
+	qw := queueState()
+	require.Equal(t, "running", qw.State)
+	require.Equal(t, "static", qw.ProviderID)
+	require.Equal(t, 2, qw.Capacity, "the worker asks for what the pool counts")
 
 	long := run("sleep 120")
 	waitRun(long, 0, "running")
@@ -124,6 +141,7 @@ config:
 		t.Fatal("the removed worker did not stop")
 	}
 	require.True(t, strings.Contains(w.Logs(), "removed from the worker pool"), "the worker says why it stopped")
+	require.Equal(t, "stopped", queueState().State)
 
 	// Its secret no longer registers anything.
 	_, err = (&tcclient.Client{RootURL: srv.RootURL}).RegisterStaticWorker(ctx, pool, "static", "rack-1", "build-2", readSecret(t, secretFile))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/secretsapi"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/supersederapi"
+	"github.com/hopper-ci/hopper/internal/workermanager"
 )
 
 // service is one of hopper's services as the composition root runs it:
@@ -163,7 +165,7 @@ func (w *wiring) queueService() (service, error) {
 	q, err := queueapi.New(queueapi.Options{
 		Config: queueapi.Config{RootURL: w.cfg.RootURL, ClaimTimeout: w.cfg.ClaimTimeout, LongPoll: w.cfg.LongPoll, Version: w.cfg.Version},
 		Store:  w.store, Hub: w.hub, Clock: w.cfg.Clock, Issuer: w.sec.Issuer, Publisher: pub, Logger: w.log, Metrics: metrics,
-		Schemas: w.schemas, Artifacts: w.blobs, Objects: w.objects,
+		Schemas: w.schemas, Artifacts: w.blobs, Objects: w.objects, PoolState: w.poolState,
 	})
 	if err != nil {
 		return service{}, err
@@ -235,4 +237,17 @@ func (w *wiring) hopperService() (service, error) {
 func (w *wiring) liveService() (service, error) {
 	hub := w.live
 	return service{routes: live.Routes(hub, w.cfg.Version), drain: func() { _ = hub.Close() }}, nil
+}
+
+// poolState is a queue worker's state in its worker pool, for the queue's
+// listWorkers: "standalone" (provider "none") when no pool knows it.
+func (w *wiring) poolState(ctx context.Context, key store.WorkerKey) (state, providerID string, err error) {
+	pw, err := w.store.GetPoolWorker(ctx, workermanager.Key{WorkerPoolID: key.TaskQueueID, WorkerGroup: key.WorkerGroup, WorkerID: key.WorkerID})
+	if errors.Is(err, store.ErrNotFound) {
+		return "standalone", "none", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return string(pw.State), pw.ProviderID, nil
 }
