@@ -377,8 +377,8 @@ func workerPodRef(pool *workermanager.Pool, w *workermanager.Worker) (kubernetes
 }
 
 // Check implements Provider, from the watch's cache once it is in step
-// with the cluster (a scan of a thousand Pods then asks the API server
-// nothing), else with a GET.
+// with the cluster (a scan of a thousand running Pods then asks the API
+// server nothing), else, and for a Pod the cache lacks, with a GET.
 func (k *Kubernetes) Check(ctx context.Context, pool *workermanager.Pool, w *workermanager.Worker) (Status, error) {
 	ref, err := workerPodRef(pool, w)
 	if err != nil {
@@ -390,7 +390,9 @@ func (k *Kubernetes) Check(ctx context.Context, pool *workermanager.Pool, w *wor
 	}
 	k.ensureWatch(ref.Namespace)
 	pod, found, cached := k.cachedPod(ref.Namespace, ref.Pod)
-	if !cached {
+	// A Pod the cache lacks may be one just made that the watch has not
+	// delivered yet: only the API server may say it is gone.
+	if !cached || !found {
 		pod, err = client.CoreV1().Pods(ref.Namespace).Get(ctx, ref.Pod, metav1.GetOptions{})
 		found = err == nil
 		if err != nil && !apierrors.IsNotFound(err) {
