@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/ident"
@@ -65,6 +67,9 @@ func (w *wiring) workerManagerService() (service, error) {
 	queue := queueWorkers{store: w.store, queue: w.queue,
 		resolver: &maintenance.WorkerRunResolver{Store: w.store, Publisher: w.queue}}
 	k8s := workerprovider.NewKubernetes(w.cfg.Kubeconfig, w.cfg.RootURL)
+	// client-go logs (a watch that lost its connection, …) through klog:
+	// into hopper's log, not unstructured onto stderr.
+	klog.SetSlogLogger(w.log.With("component", "kubernetes"))
 	routes, err := workermanagerapi.Routes(workermanagerapi.Deps{Store: w.store, Queue: queue, Resolver: queue.resolver,
 		Issuer: workerIssuer{w.sec.Issuer}, Providers: apiProviders(k8s), Publisher: publisher,
 		Caller: w.sec.Authorizer.Caller, Logger: w.log, Version: w.cfg.Version})

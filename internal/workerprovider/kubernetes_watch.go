@@ -130,3 +130,12 @@ func (k *Kubernetes) Close() {
 		delete(k.watchers, ns)
 	}
 }
+
+// Synced says whether the namespace's watch has listed its Pods (its
+// cache then serves the checks).
+func (k *Kubernetes) Synced(namespace string) bool {
+	k.mu.Lock()
+	w := k.watchers[namespace]
+	k.mu.Unlock()
+	return w != nil && w.synced()
+}
