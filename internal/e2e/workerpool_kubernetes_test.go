@@ -24,7 +24,7 @@ import (
 
 // hopperRBAC grants the user hopper what docs/worker-pools.md says its
 // service account needs: Pods in the pool's namespace, TokenReviews.
-func hopperRBAC(t *testing.T, ctx context.Context, c *kubetest.Cluster, namespace string) {
+func hopperRBAC(t testing.TB, ctx context.Context, c *kubetest.Cluster, namespace string) {
 	t.Helper()
 	rbac := c.Client.RbacV1()
 	_, err := rbac.Roles(namespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "hopper-workers"},
@@ -60,25 +60,27 @@ func poolPods(ctx context.Context, c *kubetest.Cluster, namespace, pool string) 
 	return out, nil
 }
 
-// TestKubernetesPoolScales runs a kubernetes pool on a real control plane
-// (etcd and kube-apiserver; the node's part played by kubetest.Node, which
-// runs each Pod's `hopper worker` as a local process with the token the
-// kubelet would project): a backlog grows the pool to maxCapacity and
-// never past it; each Pod's worker registers with its bound token, which
-// hopper has the cluster review (a forged token, and the real one
-// replayed, are refused); a Pod deleted under a running task has the run
-// resolved worker-shutdown and retried on another Pod; idle, the pool
-// returns to zero. hopper talks to the cluster as a user holding only the
-// RBAC docs/worker-pools.md lists.
-func TestKubernetesPoolScales(t *testing.T) {
-	t.Parallel()
+// kubePool is a hopper serving a kubernetes pool on a real control plane,
+// with the node played by test code running each Pod's `hopper worker`.
+type kubePool struct {
+	c    *kubetest.Cluster
+	srv  *e2e.Server
+	root *tcclient.Client
+	node *kubetest.Node
+	ns   string
+	pool string
+}
+
+// startKubePool starts the control plane, hopper (talking to the cluster
+// as a user holding only the RBAC docs/worker-pools.md lists) and the
+// node, and declares the pool.
+func startKubePool(t testing.TB, ctx context.Context, maxCapacity, inactivity int, serveArgs ...string) *kubePool {
+	t.Helper()
 	c := kubetest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	const ns, pool = "ci", "e2e-kube/builders"
 	c.Namespace(t, ns)
 	hopperRBAC(t, ctx, c, ns)
-	srv := e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--kubeconfig", c.Kubeconfig(t, "hopper"), "--worker-scan-interval", "2s"}})
+	srv := e2e.StartServer(t, e2e.ServerOptions{Args: append([]string{"--kubeconfig", c.Kubeconfig(t, "hopper")}, serveArgs...)})
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("hopper serve logs:\n%s", srv.Logs())
@@ -88,15 +90,17 @@ func TestKubernetesPoolScales(t *testing.T) {
 	workDirs := t.TempDir()
 	var podsRun atomic.Int32
 	node := c.StartNode(t, ns, kubetest.NodeOptions{Rewrite: func(cmd []string) []string {
-		require.Equal(t, "/hopper", cmd[0])
 		n := podsRun.Add(1)
-		return append(append([]string{bin}, cmd[1:]...), "--work-dir", filepath.Join(workDirs, fmt.Sprintf("w%d", n)), "--log-level", "debug")
+		if cmd[0] == "/hopper" {
+			cmd = append([]string{bin}, cmd[1:]...)
+		}
+		return append(cmd, "--work-dir", filepath.Join(workDirs, fmt.Sprintf("w%d", n)))
 	}})
 	root := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
 	config := map[string]any{
-		"minCapacity": 0, "maxCapacity": 3, "namespace": ns,
+		"minCapacity": 0, "maxCapacity": maxCapacity, "namespace": ns,
 		"pod":          map[string]any{"image": "hopper-worker:e2e", "imagePullPolicy": "Never", "hostNetwork": true},
-		"lifecycle":    map[string]any{"registrationTimeout": 60, "queueInactivityTimeout": 10},
+		"lifecycle":    map[string]any{"registrationTimeout": 60, "queueInactivityTimeout": inactivity},
 		"workerConfig": map[string]any{"hopperWorker": map[string]any{"claimInterval": "200ms", "isolation": "none"}},
 	}
 	raw, err := json.Marshal(config)
@@ -104,24 +108,47 @@ func TestKubernetesPoolScales(t *testing.T) {
 	_, err = root.CreateWorkerPool(ctx, pool, &tcclient.WorkerPoolDefinition{ProviderID: "kubernetes", Description: "Pods",
 		Owner: "ops@example.com", Config: raw})
 	require.NoError(t, err)
+	return &kubePool{c: c, srv: srv, root: root, node: node, ns: ns, pool: pool}
+}
 
+// sampleMost records the most Pods the pool had at once until ctx ends.
+func (k *kubePool) sampleMost(ctx context.Context) *atomic.Int32 {
 	var most atomic.Int32
-	watch, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
 	go func() {
 		sample := time.NewTicker(50 * time.Millisecond)
 		defer sample.Stop()
 		for {
-			if pods, err := poolPods(watch, c, ns, pool); err == nil && int32(len(pods)) > most.Load() {
+			if pods, err := poolPods(ctx, k.c, k.ns, k.pool); err == nil && int32(len(pods)) > most.Load() {
 				most.Store(int32(len(pods)))
 			}
 			select {
-			case <-watch.Done():
+			case <-ctx.Done():
 				return
 			case <-sample.C:
 			}
 		}
 	}()
+	return &most
+}
+
+// TestKubernetesPoolScales runs a kubernetes pool on a real control plane
+// (etcd and kube-apiserver; the node's part played by kubetest.Node, which
+// runs each Pod's `hopper worker` as a local process with the token the
+// kubelet would project): a backlog grows the pool to maxCapacity and
+// never past it; each Pod's worker registers with its bound token, which
+// hopper has the cluster review (a forged token, and the real one
+// replayed, are refused); a Pod deleted under a running task has the run
+// resolved worker-shutdown and retried on another Pod; idle, the pool
+// returns to zero.
+func TestKubernetesPoolScales(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	k := startKubePool(t, ctx, 3, 10, "--worker-scan-interval", "2s")
+	c, srv, root, ns, pool := k.c, k.srv, k.root, k.ns, k.pool
+	watch, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	most := k.sampleMost(watch)
 
 	created := time.Now()
 	var ids []string
@@ -192,5 +219,44 @@ func TestKubernetesPoolScales(t *testing.T) {
 		}
 	}, time.Minute, 500*time.Millisecond)
 	require.LessOrEqual(t, most.Load(), int32(3))
-	_ = node
+}
+
+// BenchmarkKubernetesBacklog: 100 pending tasks against a kubernetes
+// pool of maxCapacity 10 (each task `true`): the time from the tasks'
+// creation to the first claim (a Pod made, its worker registered), to the
+// last task resolved, and until the idle pool is back to zero Pods; the
+// most Pods seen at once (never above 10). Run with -benchtime=1x.
+func BenchmarkKubernetesBacklog(b *testing.B) {
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		k := startKubePool(b, ctx, 10, 5)
+		watch, stopWatch := context.WithCancel(ctx)
+		most := k.sampleMost(watch)
+		created := time.Now()
+		ids := make([]string, 100)
+		for i := range ids {
+			ids[i] = createShellTask(b, ctx, k.root, k.pool, "true")
+		}
+		var first time.Time
+		for _, id := range ids {
+			if s := waitForRun(b, ctx, k.root, id, 0, "completed", 5*time.Minute); first.IsZero() || s.Before(first) {
+				first = s
+			}
+		}
+		drained := time.Since(created)
+		require.Eventually(b, func() bool {
+			pods, err := poolPods(ctx, k.c, k.ns, k.pool)
+			return err == nil && len(pods) == 0
+		}, 5*time.Minute, 100*time.Millisecond)
+		zero := time.Since(created)
+		stopWatch()
+		if most.Load() > 10 {
+			b.Fatalf("%d Pods at once, above maxCapacity 10", most.Load())
+		}
+		b.ReportMetric(first.Sub(created).Seconds(), "s-to-first-claim")
+		b.ReportMetric(drained.Seconds(), "s-to-drain-100")
+		b.ReportMetric(zero.Seconds(), "s-back-to-zero")
+		b.ReportMetric(float64(most.Load()), "most-pods")
+		cancel()
+	}
 }
