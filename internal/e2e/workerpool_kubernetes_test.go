@@ -260,3 +260,90 @@ func BenchmarkKubernetesBacklog(b *testing.B) {
 		cancel()
 	}
 }
+
+// TestKubernetesPoolReplicas: two hopper replicas on one PostgreSQL both
+// run the provisioner against the same cluster; a backlog grows the pool
+// to maxCapacity and never past it. Then the replica that provisioned is
+// restarted while the Pods work: the new process adopts what the database
+// and the cluster hold, and creates no Pod more.
+func TestKubernetesPoolReplicas(t *testing.T) {
+	t.Parallel()
+	db := e2e.FreshPostgres(t)
+	c := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const ns, pool = "ci", "e2e-kube/replicas"
+	c.Namespace(t, ns)
+	hopperRBAC(t, ctx, c, ns)
+	env := []string{"HOPPER_SECRET_KEY=" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"}
+	kubeconfig := c.Kubeconfig(t, "hopper")
+	// The workers reach the replicas at one root URL, b's (one address
+	// behind a load balancer in production); both replicas name it.
+	b := e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--db", db, "--kubeconfig", kubeconfig, "--provision-interval", "1s"}, Env: env})
+	replicaArgs := []string{"--db", db, "--kubeconfig", kubeconfig, "--provision-interval", "1s", "--root-url", b.RootURL}
+	a := e2e.StartServer(t, e2e.ServerOptions{Args: replicaArgs, Env: env})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replica a:\n%s\nreplica b:\n%s", a.Logs(), b.Logs())
+		}
+	})
+	bin := e2e.Binary(t)
+	workDirs := t.TempDir()
+	var podsRun atomic.Int32
+	c.StartNode(t, ns, kubetest.NodeOptions{Rewrite: func(cmd []string) []string {
+		n := podsRun.Add(1)
+		return append(append([]string{bin}, cmd[1:]...), "--work-dir", filepath.Join(workDirs, fmt.Sprintf("w%d", n)))
+	}})
+	root := rootClient(b)
+	raw, err := json.Marshal(map[string]any{
+		"minCapacity": 0, "maxCapacity": 3, "namespace": ns,
+		"pod":          map[string]any{"image": "hopper-worker:e2e", "hostNetwork": true},
+		"lifecycle":    map[string]any{"registrationTimeout": 60, "queueInactivityTimeout": 60},
+		"workerConfig": map[string]any{"hopperWorker": map[string]any{"claimInterval": "200ms", "isolation": "none"}},
+	})
+	require.NoError(t, err)
+	_, err = root.CreateWorkerPool(ctx, pool, &tcclient.WorkerPoolDefinition{ProviderID: "kubernetes", Description: "Pods",
+		Owner: "ops@example.com", Config: raw})
+	require.NoError(t, err)
+	k := &kubePool{c: c, ns: ns, pool: pool}
+	watch, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	most := k.sampleMost(watch)
+
+	var ids []string
+	for range 6 {
+		ids = append(ids, createShellTask(t, ctx, root, pool, "sleep 1"))
+	}
+	for _, id := range ids {
+		waitForRun(t, ctx, root, id, 0, "completed", 2*time.Minute)
+	}
+	require.Equal(t, int32(3), most.Load(), "the backlog grew the pool to its maximum, and not past it")
+
+	// Restart replica a while three Pods work.
+	ids = nil
+	for range 3 {
+		ids = append(ids, createShellTask(t, ctx, root, pool, "sleep 8"))
+	}
+	for _, id := range ids {
+		waitForRun(t, ctx, root, id, 0, "running", time.Minute)
+	}
+	before, err := poolPods(ctx, c, ns, pool)
+	require.NoError(t, err)
+	a.Stop()
+	a2 := e2e.StartServer(t, e2e.ServerOptions{Args: replicaArgs, Env: env})
+	for _, id := range ids {
+		waitForRun(t, ctx, root, id, 0, "completed", 2*time.Minute)
+	}
+	after, err := poolPods(ctx, c, ns, pool)
+	require.NoError(t, err)
+	names := func(pods []corev1.Pod) []string {
+		var out []string
+		for _, p := range pods {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	require.ElementsMatch(t, names(before), names(after), "the restarted replica started no Pod")
+	require.Equal(t, int32(3), most.Load(), "never more than maxCapacity Pods")
+	_ = a2
+}
