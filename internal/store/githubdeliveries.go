@@ -151,7 +151,6 @@ func (db *DB) RetryGithubDelivery(ctx context.Context, p RetryGithubDeliveryPara
 	})
 }
 
-
 // ListFailedGithubDeliveries implements GithubStore: the deliveries of a
 // host ("" every host) whose processing ended in an error or is being
 // tried again after one, newest first.
