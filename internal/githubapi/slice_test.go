@@ -362,14 +362,26 @@ func TestPushErrors(t *testing.T) {
 	errs := b.gh.Calls("/statuses/")
 	require.Len(t, errs, 2, "each delivery's error status")
 	require.Equal(t, "error", errs[0].Body["state"])
-	// The status links to the delivery's record, holding the whole error.
-	resp, err := http.Get(errs[0].Body["target_url"].(string))
+	// The status links to the delivery's page in the console, which
+	// reads the delivery's record, holding the whole error; the console's
+	// Builds page lists it among the deliveries that failed.
+	target := errs[0].Body["target_url"].(string)
+	page, ok := strings.CutPrefix(target, b.url+"/ui/#/delivery/github.com/")
+	require.True(t, ok, target)
+	resp, err := http.Get(b.url + BasePath + "/deliveries/github.com/" + page)
 	require.NoError(t, err)
 	var record map[string]any
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&record))
 	resp.Body.Close()
 	require.Equal(t, "done", record["state"])
+	require.Equal(t, "Codertocat/Hello-World", record["repository"])
 	require.Contains(t, record["outcome"], "InterpreterError at template.tasks[0]")
+	require.Contains(t, record["error"], "InterpreterError at template.tasks[0]")
+	failed, _, err := b.root.GithubFailedDeliveries(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, failed, 2)
+	require.Contains(t, []string{failed[0].DeliveryID, failed[1].DeliveryID}, page)
+	require.Equal(t, "Codertocat/Hello-World", failed[0].Repository)
 
 	// Without the branch's role the queue refuses the task.
 	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", decisionTask)

@@ -93,6 +93,17 @@ try {
     await waitText('table.queues a', 'ui-test/graph');
   });
 
+  await check('signed out, the Pools and Builds pages ask to sign in (no scope list, no Create form)', async () => {
+    await go('#/pools');
+    await waitText('.signin-needed', 'Sign in to see the worker pools');
+    expect(!(await page.$('textarea.pool-yaml')), 'no Create form signed out');
+    expect(!(await page.$('.error')), 'no raw 403');
+    await go('#/github');
+    await waitText('.signin-needed', 'Sign in to see the builds');
+    expect(!(await page.$('.error')), 'no raw 403');
+    await go('#/');
+  });
+
   await check('sign-in with a client that may only read; cancel is refused with the queue\'s error', async () => {
     await signIn(fx.limited);
     await go(`#/task/${fx.cancelTask}`);

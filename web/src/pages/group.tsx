@@ -6,7 +6,7 @@ import { call, enc, get, listAll } from '../api';
 import { Action, Badge, Card, ErrorBox, Kv, Loading, Tabs, TaskLink, VirtualList } from '../components';
 import { fmtTime } from '../format';
 import { subscribe, taskIdOf } from '../live';
-import { RESOLVED, STATES, type GroupMember, type State, type TaskDefinition } from '../types';
+import { RESOLVED, STATES, anyUnresolved, type GroupMember, type State, type TaskDefinition } from '../types';
 import { Graph } from './graph';
 import { sortMembers, type MemberOrder } from '../graph';
 import { fmtDuration } from '../format';
@@ -93,11 +93,13 @@ export function GroupPage({ taskGroupId, view }: { taskGroupId: string; view: st
             setInfo(r);
             return `Sealed at ${fmtTime(r.sealed)}.`;
           }} />
-          <Action label="Cancel group" id="cancel-group" danger confirm="Cancel every unresolved task of this (sealed) group?" run={async () => {
-            const r = await call<{ cancelledCount?: number; taskGroupSize?: number }>('queue', 'POST', `/task-group/${enc(taskGroupId)}/cancel`);
-            void load();
-            return `Cancelled ${r.cancelledCount ?? '?'} of ${r.taskGroupSize ?? members.length} tasks.`;
-          }} />
+          {anyUnresolved(members.map((m) => m.status.state)) && (
+            <Action label="Cancel group" id="cancel-group" danger confirm="Cancel every unresolved task of this (sealed) group?" run={async () => {
+              const r = await call<{ cancelledCount?: number; taskGroupSize?: number }>('queue', 'POST', `/task-group/${enc(taskGroupId)}/cancel`);
+              void load();
+              return `Cancelled ${r.cancelledCount ?? '?'} of ${r.taskGroupSize ?? members.length} tasks.`;
+            }} />
+          )}
         </div>
       }>
         <div class="progress" role="img" aria-label="progress">
