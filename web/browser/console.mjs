@@ -256,6 +256,12 @@ try {
     const cancelled = await act('cancel-group', true);
     expect(cancelled.includes('Cancelled 2 of 2'), cancelled);
     await waitText('.card h2', '2 / 2 resolved');
+    // Opened again, the resolved group has nothing left to cancel.
+    await go('#/');
+    await go(`#/group/${fx.groupToEnd}`);
+    await waitText('.card h2', '2 / 2 resolved');
+    await page.waitForSelector('[data-action="seal-group"]', { timeout: T });
+    expect(!(await page.$('[data-action="cancel-group"]')), 'a resolved group offers Cancel group');
   });
 
   await check('workers: provisioner → worker type → worker; quarantine', async () => {

@@ -25,6 +25,7 @@ export function GroupPage({ taskGroupId, view }: { taskGroupId: string; view: st
   const [info, setInfo] = useState<GroupInfo | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [loaded, setLoaded] = useState(0);
+  const [cancelUsed, setCancelUsed] = useState(false);
   const [live, setLive] = useState(false);
   const index = useRef(new Map<string, GroupMember>());
   const pending = useRef<Map<string, GroupMember>>(new Map());
@@ -93,8 +94,9 @@ export function GroupPage({ taskGroupId, view }: { taskGroupId: string; view: st
             setInfo(r);
             return `Sealed at ${fmtTime(r.sealed)}.`;
           }} />
-          {anyUnresolved(members.map((m) => m.status.state)) && (
+          {(cancelUsed || anyUnresolved(members.map((m) => m.status.state))) && (
             <Action label="Cancel group" id="cancel-group" danger confirm="Cancel every unresolved task of this (sealed) group?" run={async () => {
+              setCancelUsed(true); // keeps its outcome in view once all is resolved
               const r = await call<{ cancelledCount?: number; taskGroupSize?: number }>('queue', 'POST', `/task-group/${enc(taskGroupId)}/cancel`);
               void load();
               return `Cancelled ${r.cancelledCount ?? '?'} of ${r.taskGroupSize ?? members.length} tasks.`;
