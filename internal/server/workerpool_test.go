@@ -171,3 +171,48 @@ func TestClaimLandingAsAWorkerIsRemoved(t *testing.T) {
 		})
 	}
 }
+
+// TestReregistrationAnswerLost: a worker whose reregisterWorker answer
+// never arrived asks again with the secret it holds, on each driver, and
+// is answered (it was refused, and the worker could not register again);
+// once it uses the secret it then got, the older ones are refused.
+func TestReregistrationAnswerLost(t *testing.T) {
+	t.Parallel()
+	for _, d := range fuzzDrivers {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			r := start(t, server.Config{DB: d.db(t)})
+			ctx := context.Background()
+			const pool = "reregister/static"
+			_, err := r.client.CreateWorkerPool(ctx, pool, &tcclient.WorkerPoolDefinition{ProviderID: "static", Description: "lost answers",
+				Config: json.RawMessage(`{}`), Owner: "ops@example.com"})
+			require.NoError(t, err)
+			static := tcclient.NewTaskID() + tcclient.NewTaskID()
+			_, err = r.client.CreateStaticWorker(ctx, pool, "rack", "m1", tcclient.NewTime(time.Now().Add(time.Hour)), 1, static)
+			require.NoError(t, err)
+			reg, err := (&tcclient.Client{RootURL: r.rootURL}).RegisterStaticWorker(ctx, pool, "static", "rack", "m1", static)
+			require.NoError(t, err)
+			as := func(reg *tcclient.WorkerRegistration) *tcclient.Client {
+				creds := reg.Credentials
+				return &tcclient.Client{RootURL: r.rootURL, Credentials: &creds, MaxRetries: -1}
+			}
+			first := reg.Secret
+			lost, err := as(reg).ReregisterWorker(ctx, pool, "rack", "m1", first)
+			require.NoError(t, err)
+			// Its answer is lost: the worker asks again with what it has.
+			again, err := as(reg).ReregisterWorker(ctx, pool, "rack", "m1", first)
+			require.NoError(t, err, "a worker whose reregistration answer was lost")
+			require.NotEqual(t, lost.Secret, again.Secret)
+			_, err = as(again).ReregisterWorker(ctx, pool, "rack", "m1", lost.Secret)
+			requireStatus(t, http.StatusBadRequest, err, "the lost secret, replaced")
+			next, err := as(again).ReregisterWorker(ctx, pool, "rack", "m1", again.Secret)
+			require.NoError(t, err)
+			for _, old := range []string{first, lost.Secret} {
+				_, err = as(next).ReregisterWorker(ctx, pool, "rack", "m1", old)
+				requireStatus(t, http.StatusBadRequest, err, "a secret retired by the use of its successor")
+			}
+			_, err = as(next).ReregisterWorker(ctx, pool, "rack", "m1", next.Secret)
+			require.NoError(t, err)
+		})
+	}
+}
