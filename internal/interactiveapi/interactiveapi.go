@@ -197,4 +197,3 @@ func (h *handlers) workerSession(c *api.Call) (any, error) {
 	}
 	return &api.Response{Status: http.StatusSwitchingProtocols, Streamed: true}, nil
 }
-

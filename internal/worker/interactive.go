@@ -290,4 +290,3 @@ func (s *shells) serve(path string, size *interactive.Size) {
 	_ = conn.Write(wctx, websocket.MessageText, interactive.Control{Exit: &code}.Encode())
 	_ = conn.Close(websocket.StatusNormalClosure, "the shell ended")
 }
-
