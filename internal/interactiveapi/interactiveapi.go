@@ -183,17 +183,23 @@ func (h *handlers) workerSession(c *api.Call) (any, error) {
 	if !isWebSocket(c.R) {
 		return nil, notWebSocket("workerSession")
 	}
+	p := h.Relay.takeSession(runOf(c), id)
+	if p == nil {
+		return nil, api.NotFoundf("No viewer waits for session %s of task %s run %s", id, c.Params["taskId"], c.Params["runId"])
+	}
 	conn, err := websocket.Accept(c.W, c.R, nil)
 	if err != nil {
+		close(p.worker)
 		return &api.Response{Status: http.StatusBadRequest, Streamed: true}, nil
 	}
 	if err := h.Relay.track(conn); err != nil {
+		close(p.worker)
 		_ = conn.Close(websocket.StatusGoingAway, err.Error())
 		return &api.Response{Status: http.StatusSwitchingProtocols, Streamed: true}, nil
 	}
 	defer h.Relay.untrack(conn)
-	if err := h.Relay.claimSession(runOf(c), id, conn); err != nil {
-		_ = conn.Close(websocket.StatusPolicyViolation, err.Error())
-	}
+	// Closed here too: the viewer may have given up just before.
+	defer conn.CloseNow()
+	p.join(conn)
 	return &api.Response{Status: http.StatusSwitchingProtocols, Streamed: true}, nil
 }

@@ -171,7 +171,11 @@ func (r *Relay) openSession(ctx context.Context, run runKey, id string) (*websoc
 	timer := time.NewTimer(sessionWait)
 	defer timer.Stop()
 	select {
-	case w := <-p.worker:
+	case w, ok := <-p.worker:
+		if !ok {
+			end()
+			return nil, nil, errors.New("the worker's side of the shell failed to connect")
+		}
 		return w, end, nil
 	case <-timer.C:
 		end()
@@ -182,23 +186,24 @@ func (r *Relay) openSession(ctx context.Context, run runKey, id string) (*websoc
 	}
 }
 
-// claimSession hands the worker's WebSocket to the viewer waiting for
-// session id of run; it returns when the session has ended.
-func (r *Relay) claimSession(run runKey, id string, c *websocket.Conn) error {
+// takeSession takes the pending session id of run, which the worker is
+// about to join; nil if no viewer waits for it.
+func (r *Relay) takeSession(run runKey, id string) *pendingSession {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	p := r.pending[id]
-	if p != nil && p.run == run {
-		delete(r.pending, id)
-	} else {
-		p = nil
+	if p == nil || p.run != run {
+		return nil
 	}
-	r.mu.Unlock()
-	if p == nil {
-		return errors.New("no viewer waits for this session")
-	}
+	delete(r.pending, id)
+	return p
+}
+
+// join hands the worker's WebSocket to the viewer waiting for p; it
+// returns when the session has ended.
+func (p *pendingSession) join(c *websocket.Conn) {
 	p.worker <- c
 	<-p.done
-	return nil
 }
 
 // splice copies messages both ways between the viewer and the worker

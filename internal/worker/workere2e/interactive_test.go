@@ -3,7 +3,10 @@ package workere2e
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,8 +14,10 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/creack/pty"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/interactive"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/testclock"
@@ -170,27 +175,84 @@ echo "escapes ""tried"`)
 	require.WithinDuration(t, time.Now(), e.Created, 5*time.Minute)
 }
 
-// TestInteractiveShellEndsWithTheTask: cancelling the task ends its shell.
-func TestInteractiveShellEndsWithTheTask(t *testing.T) {
+// cliEnv is the environment of a `hopper task` command as the root client.
+func cliEnv() []string {
+	return append(os.Environ(), "TASKCLUSTER_ROOT_URL="+shared.rootURL, "TASKCLUSTER_CLIENT_ID="+rootClientID,
+		"TASKCLUSTER_ACCESS_TOKEN="+shared.token)
+}
+
+// TestInteractiveCopyAndShellFromATerminal: `hopper task interactive`
+// copies a failed task with features.interactive on; `hopper task shell`,
+// run on a real terminal, opens a shell in the copy, where typing
+// echo $TASK_ID shows the copy's id; cancelling the copy ends the shell
+// and the command.
+func TestInteractiveCopyAndShellFromATerminal(t *testing.T) {
 	t.Parallel()
 	needStrictSandbox(t)
-	queue := uniqueQueue("shellend")
-	w := strictWorker(t, queue, "shellend", 1, nil)
-	id := createTaskWith(t, queue, map[string]any{
-		"command":    [][]string{{"true"}},
-		"features":   map[string]bool{"interactive": true},
-		"maxRunTime": 60,
+	queue := uniqueQueue("shellcli")
+	w := strictWorker(t, queue, "shellcli", 2, nil)
+	failed := createTaskWith(t, queue, map[string]any{
+		"command": [][]string{{"sh", "-c", "echo broken; exit 1"}}, "maxRunTime": 60,
 	}, nil)
-	sh := openShell(t, shared.admin, id)
-	sh.send(t, `echo "in $TASK_ID"; sleep 600`)
-	sh.await(t, "in "+id)
-	_, err := shared.admin.CancelTask(context.Background(), id)
+	testclock.WaitFor(t, 2*time.Minute, "the task to fail", func() bool { return status(t, failed).State == tcclient.StateFailed })
+
+	cmd := exec.Command(shared.bin, "task", "interactive", failed)
+	cmd.Env = cliEnv()
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	copyID := strings.TrimSpace(string(out))
+	def, err := shared.admin.Task(context.Background(), copyID)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"command":[["sh","-c","echo broken; exit 1"]],"maxRunTime":60,"features":{"interactive":true}}`, string(def.Payload))
+	require.Equal(t, "Interactive: e2e", def.Metadata.Name)
+	waitLiveLog(t, copyID, "hopper task shell "+copyID)
+
+	var term *os.File
+	var screen e2e.SyncBuffer
+	var shell *exec.Cmd
+	done := make(chan error, 1)
+	testclock.WaitFor(t, 2*time.Minute, "hopper task shell to connect", func() bool {
+		screen.Reset()
+		shell = exec.Command(shared.bin, "task", "shell", copyID)
+		shell.Env = cliEnv()
+		var err error
+		term, err = pty.StartWithSize(shell, &pty.Winsize{Cols: 100, Rows: 30})
+		require.NoError(t, err)
+		copied := make(chan struct{})
+		go func() {
+			defer close(copied)
+			_, _ = io.Copy(&screen, term)
+		}()
+		_, err = io.WriteString(term, "echo \"in $TASK_ID cols=$(tput cols 2>/dev/null || stty size)\"\n")
+		require.NoError(t, err)
+		ended := make(chan error, 1)
+		go func() { ended <- shell.Wait() }()
+		for {
+			select {
+			case err := <-ended:
+				// Refused (the worker not connected yet): try again.
+				term.Close()
+				<-copied
+				require.Contains(t, screen.String(), "not connected", "hopper task shell: %v", err)
+				return false
+			case <-time.After(50 * time.Millisecond):
+				if strings.Contains(screen.String(), "in "+copyID) {
+					go func() { done <- <-ended }()
+					return true
+				}
+			}
+		}
+	})
+	defer term.Close()
+	_, err = shared.admin.CancelTask(context.Background(), copyID)
 	require.NoError(t, err)
 	select {
-	case <-sh.exit:
+	case err := <-done:
+		var exitErr *exec.ExitError
+		require.ErrorAs(t, err, &exitErr, "the shell's end ends the command with the shell's failure")
 	case <-time.After(2 * time.Minute):
-		t.Fatal("the shell outlived its task")
+		t.Fatalf("hopper task shell outlived the task; screen: %s", screen.String())
 	}
 	require.Equal(t, 0, w.wait(t, 2*time.Minute))
-	require.Equal(t, tcclient.StateException, status(t, id).State)
+	require.Equal(t, tcclient.StateException, status(t, copyID).State)
 }
