@@ -82,7 +82,11 @@ Exit codes: 0 success, 1 task failed or an error, 2 task exception,
 				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 				defer stop()
 			}
-			return body(ctx, a, args)
+			err = body(ctx, a, args)
+			if a.client.Credentials == nil {
+				err = withoutCredentials(err)
+			}
+			return err
 		}
 	}
 
