@@ -101,6 +101,8 @@ Exit codes: 0 success, 1 task failed or an error, 2 task exception,
 		simpleCommand(run, "rerun", "Add a new run to a resolved task", (*app).rerun),
 		groupCommand(run),
 		listCommand(run),
+		shellCommand(run),
+		interactiveCommand(run),
 	)
 	return root
 }
