@@ -44,7 +44,6 @@ var blocksNotYetRun = map[string]string{
 	"docs/history.md:export TASKCLUSTER_ROOT_URL=https://hopper.example.com":                                                                                    "not yet run",
 	"docs/performance.md:hopper bench --db sqlite --server-process --only lifecycle --tasks 8000 --creators 8 --workers 8":                                      "not yet run",
 	"docs/performance.md:ulimit -n 20000":                                                                                                                       "not yet run",
-	"docs/production.md:HOPPER_ROOT_ACCESS_TOKEN=…":                                                                                                             "not yet run",
 	"docs/production.md:install -m 0755 hopper /usr/local/bin/hopper":                                                                                           "not yet run",
 	"docs/production.md:CGO_ENABLED=0 go build -trimpath -o deploy/container/hopper ./cmd/hopper":                                                               "not yet run",
 	"docs/production.md:hopper serve --listen 0.0.0.0:443 --root-url https://hopper.example.com \\":                                                             "not yet run",
