@@ -230,6 +230,12 @@ func (k *Kubernetes) podSpec(cfg *KubernetesConfig, w *workermanager.Worker, roo
 	}
 	labels[LabelManagedBy] = managedBy
 	labels[LabelPool] = PoolLabel(w.WorkerPoolID)
+	// A projected token needs the account named (the ServiceAccount
+	// admission plugin would name "default", where it runs).
+	sa := t.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
 	expiry := int64(identityTokenExpiry)
 	noAutomount := false
 	return &corev1.Pod{
@@ -240,7 +246,7 @@ func (k *Kubernetes) podSpec(cfg *KubernetesConfig, w *workermanager.Worker, roo
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
-			ServiceAccountName:            t.ServiceAccountName,
+			ServiceAccountName:            sa,
 			AutomountServiceAccountToken:  &noAutomount,
 			NodeSelector:                  t.NodeSelector,
 			Tolerations:                   t.Tolerations,

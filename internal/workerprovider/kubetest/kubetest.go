@@ -69,7 +69,7 @@ func Start(t testing.TB) *Cluster {
 		t.Skip(m)
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: BinDir(),
-		ControlPlaneStartTimeout: 3 * time.Minute, ControlPlaneStopTimeout: time.Minute}
+		ControlPlaneStartTimeout: 3 * time.Minute, ControlPlaneStopTimeout: 15 * time.Second}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting the control plane: %v", err)
