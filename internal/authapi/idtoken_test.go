@@ -57,7 +57,7 @@ func (b *identityBundle) runningTask(t *testing.T, mutate func(*tcclient.TaskDef
 	q = strings.NewReplacer("_", "x", "-", "y").Replace(q)
 	now := time.Now()
 	def := &tcclient.TaskDefinition{TaskQueueID: q, Created: tcclient.NewTime(now), Deadline: tcclient.NewTime(now.Add(time.Hour)),
-		Payload:  json.RawMessage(`{}`), ProjectID: "web",
+		Payload: json.RawMessage(`{}`), ProjectID: "web",
 		Metadata: tcclient.TaskMetadata{Name: "id", Description: "identity test", Owner: "e2e@example.com", Source: "https://example.com"}}
 	if mutate != nil {
 		mutate(def)
