@@ -108,3 +108,19 @@ func TestS3SessionPolicy(t *testing.T) {
 		require.Error(t, err, "%v", bad)
 	}
 }
+
+// BenchmarkSignIDToken is the signing alone (RS256 over a task's claims),
+// of BenchmarkCreateIDToken's whole call (internal/authapi).
+func BenchmarkSignIDToken(b *testing.B) {
+	now := time.Now()
+	key, err := NewSigningKey(1, now)
+	require.NoError(b, err)
+	r := TokenRequest{Issuer: "https://hopper.example.com", Audience: "sts.amazonaws.com", TaskID: "fN1SbArXTPSVFNUvaOlinQ", TaskGroupID: "fN1SbArXTPSVFNUvaOlinQ",
+		TaskQueueID: "proj/linux", ProjectID: "proj", SchedulerID: "-", WorkerGroup: "wg", WorkerID: "w1", Now: now, TakenUntil: now.Add(20 * time.Minute),
+		Forge: &ForgeClaims{Host: "github.com", Repository: "acme/app", Ref: "refs/heads/main", SHA: "0123456789abcdef0123456789abcdef01234567", Event: "push", Role: "repo:github.com/acme/app:branch:main"}}
+	for b.Loop() {
+		if _, err := Sign(key, r.Claims()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

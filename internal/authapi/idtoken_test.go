@@ -37,7 +37,7 @@ func identityDeps(s *apitest.Server, s3 *authapi.S3STS) authapi.Deps {
 			Tasks: s.Store, Forge: s.Store, RunIssuer: server.QueueClientID}}
 }
 
-func startIdentity(t *testing.T, s3 *authapi.S3STS) *identityBundle {
+func startIdentity(t testing.TB, s3 *authapi.S3STS) *identityBundle {
 	t.Helper()
 	logs := &e2e.SyncBuffer{}
 	srv := apitest.Start(t, apitest.Options{Clock: &testclock.Shifted{},
@@ -50,7 +50,7 @@ func startIdentity(t *testing.T, s3 *authapi.S3STS) *identityBundle {
 
 // runningTask creates a task with scopes in a queue of its own and claims
 // it; it returns the task's id and the run's credentials.
-func (b *identityBundle) runningTask(t *testing.T, mutate func(*tcclient.TaskDefinition)) (string, *tcclient.Client) {
+func (b *identityBundle) runningTask(t testing.TB, mutate func(*tcclient.TaskDefinition)) (string, *tcclient.Client) {
 	t.Helper()
 	ctx := context.Background()
 	q := "id-test/q" + strings.ToLower(tcclient.NewTaskID()[:8])
