@@ -60,10 +60,13 @@ func TestAWSS3CredentialsFromMinIO(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "sccache/a", string(data))
 	for name, err := range map[string]error{
-		"another prefix":    putObject(rw, "cache", "other/x"),
-		"a sibling name":    putObject(rw, "cache", "sccache-evil"),
-		"another bucket":    putObject(rw, "elsewhere", "sccache/a"),
-		"reading elsewhere": func() error { _, err := rw.StatObject(ctx, "cache", "other/secret", minio.StatObjectOptions{}); return err }(),
+		"another prefix": putObject(rw, "cache", "other/x"),
+		"a sibling name": putObject(rw, "cache", "sccache-evil"),
+		"another bucket": putObject(rw, "elsewhere", "sccache/a"),
+		"reading elsewhere": func() error {
+			_, err := rw.StatObject(ctx, "cache", "other/secret", minio.StatObjectOptions{})
+			return err
+		}(),
 	} {
 		require.Error(t, err, name)
 		require.Equal(t, "AccessDenied", minio.ToErrorResponse(err).Code, name)
