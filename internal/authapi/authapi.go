@@ -65,6 +65,10 @@ type Deps struct {
 	// answered ResourceNotFound, as Taskcluster answers a bucket it has
 	// no credentials for.
 	S3 *S3STS
+	// Azure, if set, backs the Azure methods; without it they know no
+	// account (ResourceNotFound, as Taskcluster answers an account it has
+	// no key for).
+	Azure *AzureStorage
 }
 
 // handlers serves the routes with the dependencies.

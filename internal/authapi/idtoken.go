@@ -59,6 +59,7 @@ func IdentityRoutes(d Deps) []api.Route {
 	h := &handlers{Deps: d}
 	routes := []api.Route{{Name: "awsS3Credentials", Method: http.MethodGet, Paths: []string{BasePath + "/aws/s3/{level}/{bucket}/{prefix...}"},
 		Query: []string{"format"}, Scopes: scopesAWSS3, Handle: h.awsS3Credentials}}
+	routes = append(routes, h.azureRoutes()...)
 	if d.Identity.Keys == nil {
 		return routes
 	}

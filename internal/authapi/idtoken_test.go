@@ -39,11 +39,24 @@ func identityDeps(s *apitest.Server, s3 *authapi.S3STS) authapi.Deps {
 
 func startIdentity(t testing.TB, s3 *authapi.S3STS) *identityBundle {
 	t.Helper()
+	return startIdentityWith(t, func(d *authapi.Deps) { d.S3 = s3 })
+}
+
+// startIdentityAzure serves the Azure methods over az.
+func startIdentityAzure(t testing.TB, az *authapi.AzureStorage) *identityBundle {
+	t.Helper()
+	return startIdentityWith(t, func(d *authapi.Deps) { d.Azure = az })
+}
+
+func startIdentityWith(t testing.TB, tune func(*authapi.Deps)) *identityBundle {
+	t.Helper()
 	logs := &e2e.SyncBuffer{}
 	srv := apitest.Start(t, apitest.Options{Clock: &testclock.Shifted{},
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Routes: func(s *apitest.Server) []api.Route {
-			return append(s.AuthRoutes(), authapi.IdentityRoutes(identityDeps(s, s3))...)
+			d := identityDeps(s, nil)
+			tune(&d)
+			return append(s.AuthRoutes(), authapi.IdentityRoutes(d)...)
 		}})
 	return &identityBundle{Server: srv, logs: logs}
 }
@@ -78,7 +91,7 @@ func withScopes(scopes ...string) func(*tcclient.TaskDefinition) {
 
 // requireRefused checks a call failed with Taskcluster's error code and
 // status, and that the refusal is in the audit log under the caller.
-func (b *identityBundle) requireRefused(t *testing.T, err error, status int, code, caller string) {
+func (b *identityBundle) requireRefused(t testing.TB, err error, status int, code, caller string) {
 	t.Helper()
 	var apiErr *tcclient.APIError
 	require.True(t, errors.As(err, &apiErr), "an API error: %v", err)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,8 +20,9 @@ import (
 
 // TestAuthReferenceOfficialClient calls every method of the official
 // client's Auth reference (e2e/node/authreference.mjs): what hopper serves
-// answers, awsS3Credentials with credentials from a real STS (MinIO), and
-// the rest 404.
+// answers, awsS3Credentials with credentials from a real STS (MinIO), the
+// Azure methods over Azure storage's emulator (Azurite, when installed),
+// and the rest 404.
 func TestAuthReferenceOfficialClient(t *testing.T) {
 	t.Parallel()
 	e2e.RequireNode(t)
@@ -29,11 +32,22 @@ func TestAuthReferenceOfficialClient(t *testing.T) {
 	s3, err := minio.New(m.URL[len("http://"):], &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
 	require.NoError(t, err)
 	require.NoError(t, s3.MakeBucket(ctx, "ref", minio.MakeBucketOptions{}))
-	srv := e2e.StartServer(t, e2e.ServerOptions{Env: []string{
+	env := []string{
 		"HOPPER_AWS_S3_STS_ENDPOINT=" + m.URL, "HOPPER_AWS_S3_BUCKETS=ref",
 		"HOPPER_AWS_S3_ACCESS_KEY_ID=" + m.AccessKey, "HOPPER_AWS_S3_SECRET_ACCESS_KEY=" + m.SecretKey,
-	}})
-	out := e2e.RunNode(ctx, t, "authreference.mjs", srv.Env()...)
+	}
+	var scriptEnv []string
+	if e2e.AzuriteBinary() != "" {
+		blob, table := e2e.StartAzurite(t)
+		accounts := filepath.Join(t.TempDir(), "azure.json")
+		require.NoError(t, os.WriteFile(accounts, []byte(`{"`+e2e.AzuriteAccount+`":"`+e2e.AzuriteKey+`"}`), 0o600))
+		env = append(env, "HOPPER_AZURE_ACCOUNTS_FILE="+accounts, "HOPPER_AZURE_BLOB_ENDPOINT="+blob, "HOPPER_AZURE_TABLE_ENDPOINT="+table)
+		scriptEnv = append(scriptEnv, "AZURE_ACCOUNT="+e2e.AzuriteAccount)
+	} else {
+		t.Log("Azurite is not installed: the Azure methods are called with no account configured")
+	}
+	srv := e2e.StartServer(t, e2e.ServerOptions{Env: env})
+	out := e2e.RunNode(ctx, t, "authreference.mjs", append(srv.Env(), scriptEnv...)...)
 	t.Log(out)
 	require.Contains(t, out, "ok - the whole Auth reference", "the script ran to its end")
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,6 +108,19 @@ func (m *MinIO) Logs() string { return m.logs.String() }
 // AddPolicy creates (or replaces) a named policy through MinIO's admin
 // API, as `mc admin policy create` does.
 func (m *MinIO) AddPolicy(ctx context.Context, name, policy string) error {
+	// MinIO answers 503 until its IAM subsystem is initialized, a moment
+	// after it reports ready.
+	var err error
+	if pollErr := testclock.Poll(ctx, time.Minute, func() bool {
+		err = m.addPolicy(ctx, name, policy)
+		return err == nil || !strings.Contains(err.Error(), "XMinioServerNotInitialized")
+	}); pollErr != nil {
+		return fmt.Errorf("%w (%w)", err, pollErr)
+	}
+	return err
+}
+
+func (m *MinIO) addPolicy(ctx context.Context, name, policy string) error {
 	u := m.URL + "/minio/admin/v3/add-canned-policy?name=" + url.QueryEscape(name)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, bytes.NewReader([]byte(policy)))
 	if err != nil {

@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -19,26 +18,31 @@ import (
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
-// sccacheScript compiles one C file through sccache, with S3 credentials
-// the task asks for through its proxy (awsS3Credentials), and checks what
-// sccache reports; it then shows the credentials cannot write outside
-// their prefix, with awscli. stats is the line sccache must report.
+// sccacheScript compiles one C file through Debian's sccache, its cache
+// kept in S3 under cache/sccache/ with credentials the task asks for
+// through its proxy (awsS3Credentials): Debian builds sccache without its
+// S3 backend, so awscli carries sccache's disk cache to and from the
+// bucket. It checks what sccache reports (STATS), then shows the
+// credentials cannot write outside their prefix.
 const sccacheScript = `set -eu
 curl -sf "$TASKCLUSTER_PROXY_URL/api/auth/v1/aws/s3/read-write/cache/sccache/" > creds.json
 export AWS_ACCESS_KEY_ID="$(jq -r .credentials.accessKeyId creds.json)"
 export AWS_SECRET_ACCESS_KEY="$(jq -r .credentials.secretAccessKey creds.json)"
 export AWS_SESSION_TOKEN="$(jq -r .credentials.sessionToken creds.json)"
 rm creds.json
-export SCCACHE_BUCKET=cache SCCACHE_S3_KEY_PREFIX=sccache/ SCCACHE_REGION=us-east-1 SCCACHE_S3_USE_SSL=false
-export SCCACHE_ENDPOINT="$MINIO" SCCACHE_IDLE_TIMEOUT=0 SCCACHE_DIR="$PWD/local"
+s3() { aws --endpoint-url "$MINIO" --region us-east-1 s3 "$@"; }
+export SCCACHE_DIR="$PWD/sccache" SCCACHE_IDLE_TIMEOUT=0
+mkdir -p "$SCCACHE_DIR"
+s3 sync --only-show-errors s3://cache/sccache/ "$SCCACHE_DIR/"
 printf 'int shared(int x) { return x * 7; }\n' > shared.c
 sccache --start-server
 sccache gcc -c shared.c -o shared.o
 sccache --show-stats | tee stats.txt
-sccache --stop-server || true
+sccache --stop-server >/dev/null || true
 grep -E "$STATS" stats.txt
+s3 sync --only-show-errors "$SCCACHE_DIR/" s3://cache/sccache/
 echo outside > outside.txt
-if aws --endpoint-url "$MINIO" --region us-east-1 s3 cp outside.txt s3://cache/elsewhere/outside.txt 2> denied.txt; then
+if s3 cp outside.txt s3://cache/elsewhere/outside.txt 2> denied.txt; then
   echo "wrote outside the prefix"; exit 1
 fi
 grep -q AccessDenied denied.txt
@@ -97,7 +101,7 @@ func TestSccacheSharedThroughAWSS3Credentials(t *testing.T) {
 			"command":    [][]string{{"sh", "-c", sccacheScript}},
 			"maxRunTime": 240,
 			"features":   map[string]bool{"taskclusterProxy": true},
-			"env":        map[string]string{"MINIO": m.URL, "STATS": stats, "SCCACHE_SERVER_PORT": fmt.Sprint(4300 + time.Now().UnixNano()%500)},
+			"env":        map[string]string{"MINIO": m.URL, "STATS": stats, "SCCACHE_SERVER_PORT": strings.TrimPrefix(e2e.FreePort(t), "127.0.0.1:")},
 		})
 		require.NoError(t, err)
 		task.Payload = payload
@@ -118,8 +122,8 @@ func TestSccacheSharedThroughAWSS3Credentials(t *testing.T) {
 			}
 		}
 	}
-	first := build("w1", `Cache misses +1`)
-	second := build("w2", `Cache hits +1`)
+	first := build("w1", `Cache misses +1$`)
+	second := build("w2", `Cache hits +1$`)
 	require.Equal(t, "w1", first.Runs[0].WorkerID)
 	require.Equal(t, "w2", second.Runs[0].WorkerID)
 	n := 0

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -29,9 +30,19 @@ func (w *wiring) identityService() (service, error) {
 	if sts != nil {
 		w.log.Info("awsS3Credentials on", "sts", sts.Endpoint, "buckets", sts.Buckets)
 	}
+	azure := w.cfg.Azure
+	if azure == nil {
+		var err error
+		if azure, err = LoadAzure(os.Getenv); err != nil {
+			return service{}, err
+		}
+	}
+	if azure != nil {
+		w.log.Info("Azure methods on", "azure", azure.String())
+	}
 	keys := authapi.NewKeyring(w.store, w.sec.Sealer, w.cfg.Clock)
 	sec := w.sec
-	routes := authapi.IdentityRoutes(authapi.Deps{Store: w.store, Caller: sec.Authorizer.Caller, Logger: w.log, S3: sts,
+	routes := authapi.IdentityRoutes(authapi.Deps{Store: w.store, Caller: sec.Authorizer.Caller, Logger: w.log, S3: sts, Azure: azure,
 		Identity: authapi.Identity{RootURL: w.cfg.RootURL, Keys: keys, Tasks: w.store, Forge: w.store, RunIssuer: QueueClientID}})
 	return service{
 		routes: routes,
@@ -43,6 +54,30 @@ func (w *wiring) identityService() (service, error) {
 			{Service: "identity", Run: w.store.ExpireTaskIdentities},
 		},
 	}, nil
+}
+
+// LoadAzure reads the Azure methods' storage accounts from the
+// environment: HOPPER_AZURE_ACCOUNTS_FILE names a JSON file mapping each
+// account's name to its access key (Taskcluster's azureAccounts; a file,
+// never a flag), and HOPPER_AZURE_BLOB_ENDPOINT and
+// HOPPER_AZURE_TABLE_ENDPOINT, with {account} where the name goes, point
+// elsewhere than Azure's public cloud (Azurite, a sovereign cloud).
+// Without the file it returns nil: the Azure methods know no account.
+func LoadAzure(getenv func(string) string) (*authapi.AzureStorage, error) {
+	path := getenv("HOPPER_AZURE_ACCOUNTS_FILE")
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("Azure methods: reading HOPPER_AZURE_ACCOUNTS_FILE: %w", err)
+	}
+	a := &authapi.AzureStorage{BlobEndpoint: getenv("HOPPER_AZURE_BLOB_ENDPOINT"), TableEndpoint: getenv("HOPPER_AZURE_TABLE_ENDPOINT")}
+	if err := json.Unmarshal(b, &a.Accounts); err != nil {
+		// The error would quote the file, keys and all: say where only.
+		return nil, fmt.Errorf("Azure methods: %s is not a JSON object of account names and keys", path)
+	}
+	return a, nil
 }
 
 // LoadS3STS reads awsS3Credentials' STS from the environment: its

@@ -95,6 +95,9 @@ type Config struct {
 	// environment's HOPPER_AWS_S3_* (LoadS3STS), and without those
 	// awsS3Credentials has no bucket.
 	S3STS *authapi.S3STS
+	// Azure backs the Azure methods; when nil it is read from the
+	// environment's HOPPER_AZURE_* (LoadAzure).
+	Azure *authapi.AzureStorage
 }
 
 // Run serves until ctx is cancelled, then drains: open long-polls end with

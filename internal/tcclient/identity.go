@@ -54,3 +54,9 @@ func (c *Client) AWSS3Credentials(ctx context.Context, level, bucket, prefix str
 	}
 	return &out, nil
 }
+
+// DoAuth calls the Auth API as Do calls the queue's: method and path
+// relative to the Auth API's base URL, JSON in and out.
+func (c *Client) DoAuth(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	return c.doAuth(ctx, method, path, query, in, out)
+}
