@@ -18,9 +18,11 @@ type AuditStore interface {
 	// ListAuditHistory lists entries oldest first, of one entity (Entity)
 	// or made by one client (ByClient).
 	ListAuditHistory(ctx context.Context, q AuditQuery, page Page) ([]AuditEntry, string, error)
-	// RecordAudit records an entry that goes with no change: a refusal
-	// (an identity token or cloud credentials a caller may not have), so
-	// misuse is in the log beside the changes.
+	// RecordAudit writes the entry of an event that changes no row of its
+	// own, in a transaction of its own: an interactive shell opened in a
+	// task (AuditTask), whose entry must be written before the shell opens;
+	// a refusal (an identity token or cloud credentials a caller may not
+	// have), so misuse is in the log beside the changes.
 	RecordAudit(ctx context.Context, entityType, entityID string, a Audit) error
 	// ExpireAuditHistory deletes entries made before cutoff; it returns how
 	// many.
@@ -31,6 +33,8 @@ type AuditStore interface {
 const (
 	AuditClient = "client"
 	AuditRole   = "role"
+	// AuditTask entries are interactive shells opened in a task.
+	AuditTask = "task"
 	// AuditIDToken entries are refused identity tokens (entity: the
 	// run, <taskId>/<runId>); AuditCloudCredentials refused cloud
 	// credentials (entity: what was asked for, <service>:<resource>).
