@@ -130,7 +130,7 @@ func TestDeployWithIdentityToken(t *testing.T) {
 	e2e.StartWorker(t, srv, e2e.WorkerOptions{TaskQueueID: tq, Args: []string{"--isolation", "none"}})
 	root := rootClient(srv)
 	script := e2e.DocExample(t, "identity-token-deploy").Replace(t,
-		append([]string{`{"audience":"sts.amazonaws.com"}`, `{"audience":"minio"}`}, awsAt("aws sts", "aws s3 sync")...)...)
+		append([]string{"audience=sts.amazonaws.com", "audience=minio"}, awsAt("aws sts", "aws s3 sync")...)...)
 
 	taskID, state := runDeployTask(ctx, t, root, tq, "site", m.URL, script, "auth:create-id-token:minio")
 	require.Equal(t, tcclient.StateCompleted, state, taskLog(ctx, t, root, taskID))
