@@ -72,12 +72,12 @@ func IdentityRoutes(d Deps) []api.Route {
 }
 
 // discovery is the OpenID provider metadata clouds read (OpenID Connect
-// Discovery 1.0 §3): hopper only issues ID tokens to tasks, so there is
-// no authorization or token endpoint a client could use.
+// Discovery 1.0 §3). hopper only issues ID tokens to tasks, so it names
+// no authorization or token endpoint, as GitHub Actions' issuer names
+// none: verifiers need the issuer and the keys.
 type discovery struct {
 	Issuer                           string   `json:"issuer"`
 	JWKSURI                          string   `json:"jwks_uri"`
-	AuthorizationEndpoint            string   `json:"authorization_endpoint"`
 	ResponseTypesSupported           []string `json:"response_types_supported"`
 	SubjectTypesSupported            []string `json:"subject_types_supported"`
 	IDTokenSigningAlgValuesSupported []string `json:"id_token_signing_alg_values_supported"`
@@ -89,9 +89,6 @@ func (h *handlers) openidConfiguration(c *api.Call) (any, error) {
 	root := strings.TrimRight(h.Identity.RootURL, "/")
 	return discovery{
 		Issuer: root, JWKSURI: root + JWKSPath,
-		// Required by the specification, though no person signs in here:
-		// it names the Auth API, which is where tokens come from.
-		AuthorizationEndpoint:            root + BasePath + "/task",
 		ResponseTypesSupported:           []string{"id_token"},
 		SubjectTypesSupported:            []string{"public"},
 		IDTokenSigningAlgValuesSupported: []string{auth.SigningAlgorithm},
