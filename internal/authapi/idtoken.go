@@ -109,6 +109,10 @@ func (h *handlers) jwks(c *api.Call) (any, error) {
 
 type idTokenInput struct {
 	Audience string `json:"audience"`
+	// Subject, if set, is the subject the caller expects: a run whose
+	// subject differs (a fork's pull request asking for a branch's) is
+	// refused rather than given a token a cloud would refuse later.
+	Subject string `json:"subject"`
 }
 
 type idTokenReply struct {
@@ -174,6 +178,9 @@ func (h *handlers) createIDToken(c *api.Call) (any, error) {
 		ProjectID: ts.Task.ProjectID, WorkerGroup: r.WorkerGroup, WorkerID: r.WorkerID, Now: c.Now, TakenUntil: r.TakenUntil.Time}
 	if req.Forge, err = h.forgeClaims(c.Context(), taskID); err != nil {
 		return nil, err
+	}
+	if in.Subject != "" && in.Subject != req.Subject() {
+		return refuse(forbidden("run %s has the subject %s, not %s", run, req.Subject(), in.Subject))
 	}
 	keys, now, err := h.Identity.Keys.Schedule(c.Context())
 	if err != nil {

@@ -195,7 +195,8 @@ func TestIDTokenRefusals(t *testing.T) {
 // TestIDTokenForgeClaims: a task the forge integration vouched for
 // carries its repository, ref, commit and event, and its subject is the
 // role its scopes came from, so a fork's pull request carries the
-// untrusted subject whatever its ref.
+// untrusted subject whatever its ref, and asking for a branch's subject
+// is refused and audited.
 func TestIDTokenForgeClaims(t *testing.T) {
 	t.Parallel()
 	b := startIdentity(t, nil)
@@ -206,7 +207,10 @@ func TestIDTokenForgeClaims(t *testing.T) {
 		Role: "repo:github.com/acme/app:pull-request-untrusted"})
 	require.NoError(t, err)
 	require.NoError(t, b.Store.PutTaskIdentity(ctx, &store.TaskIdentity{TaskID: taskID, Claims: claims, Expires: time.Now().Add(time.Hour)}))
-	tok, err := run.CreateIDToken(ctx, taskID, 0, "minio")
+	_, err = run.CreateIDToken(ctx, taskID, 0, "minio", "repo:github.com/acme/app:branch:main")
+	b.requireRefused(t, err, 403, "InsufficientScopes", run.Credentials.ClientID)
+	require.Contains(t, err.Error(), "has the subject repo:github.com/acme/app:pull-request-untrusted, not repo:github.com/acme/app:branch:main")
+	tok, err := run.CreateIDToken(ctx, taskID, 0, "minio", "repo:github.com/acme/app:pull-request-untrusted")
 	require.NoError(t, err)
 	require.Equal(t, "repo:github.com/acme/app:pull-request-untrusted", tok.Subject)
 	provider, err := oidc.NewProvider(ctx, b.URL)

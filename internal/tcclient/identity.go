@@ -20,10 +20,15 @@ type IDToken struct {
 // CreateIDToken asks hopper for an identity token of the run, for an
 // audience (docs/identity.md). Only the run's own credentials get one,
 // while it runs, with the scope auth:create-id-token:<audience>.
-func (c *Client) CreateIDToken(ctx context.Context, taskID string, runID int, audience string) (*IDToken, error) {
+// A subject, if given, must be the run's, or the call is refused.
+func (c *Client) CreateIDToken(ctx context.Context, taskID string, runID int, audience string, subject ...string) (*IDToken, error) {
 	var out IDToken
 	path := "/task/" + url.PathEscape(taskID) + "/runs/" + strconv.Itoa(runID) + "/id-token"
-	if err := c.doAuth(ctx, http.MethodPost, path, nil, map[string]string{"audience": audience}, &out); err != nil {
+	in := map[string]string{"audience": audience}
+	if len(subject) > 0 {
+		in["subject"] = subject[0]
+	}
+	if err := c.doAuth(ctx, http.MethodPost, path, nil, in, &out); err != nil {
 		return nil, fmt.Errorf("asking for an identity token of %s/%d for %s: %w", taskID, runID, audience, err)
 	}
 	return &out, nil

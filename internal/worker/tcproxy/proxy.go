@@ -218,14 +218,19 @@ func (p *Proxy) serveBewit(w http.ResponseWriter, r *http.Request) {
 // ?audience= (Auth's createIdToken for this task and run), so task code
 // needs neither its taskId nor its runId: GET
 // $TASKCLUSTER_PROXY_URL/id-token?audience=sts.amazonaws.com answers
-// {"token", "subject", "expires"}, or the Auth API's refusal.
+// {"token", "subject", "expires"}, or the Auth API's refusal; &subject=
+// asks for the token only if the run has that subject.
 func (p *Proxy) serveIDToken(w http.ResponseWriter, r *http.Request) {
 	audience := r.URL.Query().Get("audience")
 	if audience == "" || p.opts.TaskID == "" {
 		writeJSONError(w, http.StatusBadRequest, "GET /id-token?audience=<audience> asks for the run's identity token for an audience")
 		return
 	}
-	body, err := json.Marshal(map[string]string{"audience": audience})
+	in := map[string]string{"audience": audience}
+	if subject := r.URL.Query().Get("subject"); subject != "" {
+		in["subject"] = subject
+	}
+	body, err := json.Marshal(in)
 	if err != nil {
 		writeJSONError(w, http.StatusInternalServerError, err.Error())
 		return
