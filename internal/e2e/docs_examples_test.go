@@ -16,9 +16,7 @@ import (
 // docsNotYetRun are the documents whose blocks no test runs yet, each with
 // why. The list only shrinks: a guide leaves it once every block of it is
 // marked and run.
-var docsNotYetRun = map[string]string{
-	"docs/github.md": "the forge guide's examples are being marked by the forge work",
-}
+var docsNotYetRun = map[string]string{}
 
 // blocksNotYetRun are single blocks no test runs yet, by "file:first line
 // of the block"; the list only shrinks.
@@ -44,7 +42,6 @@ var blocksNotYetRun = map[string]string{
 	"docs/history.md:export TASKCLUSTER_ROOT_URL=https://hopper.example.com":                                                                                    "not yet run",
 	"docs/performance.md:hopper bench --db sqlite --server-process --only lifecycle --tasks 8000 --creators 8 --workers 8":                                      "not yet run",
 	"docs/performance.md:ulimit -n 20000":                                                                                                                       "not yet run",
-	"docs/production.md:HOPPER_ROOT_ACCESS_TOKEN=…":                                                                                                             "not yet run",
 	"docs/production.md:install -m 0755 hopper /usr/local/bin/hopper":                                                                                           "not yet run",
 	"docs/production.md:CGO_ENABLED=0 go build -trimpath -o deploy/container/hopper ./cmd/hopper":                                                               "not yet run",
 	"docs/production.md:hopper serve --listen 0.0.0.0:443 --root-url https://hopper.example.com \\":                                                             "not yet run",
