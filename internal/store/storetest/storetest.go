@@ -166,6 +166,8 @@ func Run(t *testing.T, open Opener) {
 		{"HookLastFires", testHookLastFires},
 		{"GithubDeliveries", testGithubDeliveries},
 		{"GithubDeliveryClaimRace", testGithubDeliveryClaimRace},
+		{"GithubReplays", testGithubReplays},
+		{"GithubFailedDeliveries", testGithubFailedDeliveries},
 		{"GithubBuilds", testGithubBuilds},
 		{"GithubOutbox", testGithubOutbox},
 		{"GithubExpiry", testGithubExpiry},
