@@ -31,6 +31,10 @@ func TestUsageErrorsExit64(t *testing.T) {
 		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag (see hopper --help)"},
 		{[]string{"serve", "--no-such-flag"}, "unknown flag: --no-such-flag (see hopper serve --help)"},
 		{[]string{"task", "nope"}, `unknown command "nope" for "hopper task" (see hopper task --help)`},
+		{[]string{"task", "rn"}, `unknown command "rn" for "hopper task"; did you mean "run"? (see hopper task --help)`},
+		{[]string{"role", "creat"}, `unknown command "creat" for "hopper role"; did you mean "create"? (see hopper role --help)`},
+		{[]string{"serve", "--lisen", "127.0.0.1:1"}, "unknown flag: --lisen; did you mean --listen? (see hopper serve --help)"},
+		{[]string{"task", "run", "--task-queue", "a/b"}, "unknown flag: --task-queue; did you mean --task-queue-id? (see hopper task run --help)"},
 		{[]string{"client", "create", "ci/builder"}, `required flag(s) "description" not set (see hopper client create --help)`},
 		{[]string{"hook", "fires"}, "accepts 2 arg(s), received 0 (see hopper hook fires --help)"},
 		{[]string{"worker", "--root-url", "http://127.0.0.1:1", "--client-id", "c", "--access-token", "t"},
@@ -218,4 +222,35 @@ func TestWorkerLogShowsMissingScopes(t *testing.T) {
 	require.Equal(t, 1, w.ExitCode())
 	require.Contains(t, w.Logs(), "is missing the following scopes: queue:claim-work:cli-test/scopes")
 	require.NotContains(t, w.Logs(), "errorCode")
+}
+
+// TestEnvCommentsRefused: an environment file's "# comment" after a value
+// reaches hopper as part of the value (systemd's EnvironmentFile and
+// docker --env-file keep it); hopper says so, naming the setting and never
+// its value, instead of refusing the value or cutting it short.
+func TestEnvCommentsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"HOPPER_LISTEN": "127.0.0.1:8080 # behind the proxy"}, "HOPPER_LISTEN has a comment after its value"},
+		{map[string]string{"HOPPER_SECRET_KEY": "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\t# optional"}, "HOPPER_SECRET_KEY has a comment"},
+		{map[string]string{"HOPPER_DB": "postgres://hopper@db/hopper   # optional"}, "HOPPER_DB has a comment"},
+		{map[string]string{"HOPPER_DB": "postgres://hopper@db/hopper#frag", "HOPPER_LISTEN": "127.0.0.1:8080"}, ""},
+		{map[string]string{"HOPPER_DATA_DIR": "/srv/hopper # data"}, ""},
+	} {
+		err := checkEnvComments(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+		if tc.want == "" {
+			require.NoError(t, err)
+			continue
+		}
+		require.ErrorContains(t, err, tc.want)
+		for _, v := range tc.env {
+			require.NotContains(t, err.Error(), strings.Fields(v)[0], "the value is never shown")
+		}
+		var coded interface{ ExitCode() int }
+		require.True(t, asExitCode(err, &coded))
+		require.Equal(t, 64, coded.ExitCode())
+	}
 }

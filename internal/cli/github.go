@@ -34,8 +34,8 @@ func NewGithubCommand() *cobra.Command {
 			"hooks it triggers. The event is either mocked (--event github-push, github-pull-request,\n" +
 			"github-pull-request-untrusted, github-release or github-issue-comment, with --action and\n" +
 			"--overrides merged into it) or a delivery the server stored (--delivery <host>/<deliveryId>,\n" +
-			"which needs the scope github:get-delivery:<host>; " + authCLIEnvHelp + ")\n" +
-			"Task ids are fresh on every run; nothing is created.",
+			"which needs the scope github:get-delivery:<host>). Task ids are fresh on every run; nothing is\n" +
+			"created.\n\n" + authCLIEnvHelp,
 		Example: "  hopper github render --event github-push\n" +
 			"  hopper github render --event github-pull-request --action synchronize --overrides pr.json\n" +
 			"  hopper github render --delivery github.com/72d3162e-cc78-11e3-81ab-4c9367dc0958",

@@ -92,8 +92,13 @@ type processTask struct {
 func (t processTask) run() {
 	t.r.openSandbox(t.sandbox)
 	if len(t.r.errs) == 0 && !t.r.lost() {
+		if t.r.pl.Features.Interactive {
+			t.r.startShells(t.r.sandboxShellStarter(t.r.box))
+		}
 		t.r.runCommands()
+		t.r.keepAlive(keepAliveOf(t.r.pl.Interactive.KeepAlive))
 	}
+	t.r.closeShells()
 	t.r.closeSandbox()
 }
 
@@ -135,7 +140,10 @@ func confineUploads(dir string, ups []artifactUpload) {
 
 // cleanup kills what a panicking run may have left in the sandbox; the
 // caches are taskRun.cleanup's, which predates engines.
-func (t processTask) cleanup() { t.r.closeSandbox() }
+func (t processTask) cleanup() {
+	t.r.closeShells()
+	t.r.closeSandbox()
+}
 
 // commandResult is how one command ended.
 type commandResult struct {
