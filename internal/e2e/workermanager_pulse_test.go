@@ -89,7 +89,7 @@ func TestWorkerManagerPublishesPulseEvents(t *testing.T) {
 	// (and should announce) a provisioning-error.
 	_, err = c.CreateWorkerPool(ctx, docker, &tcclient.WorkerPoolDefinition{ProviderID: "docker", Description: "pulse",
 		Config: json.RawMessage(`{"minCapacity":1,"maxCapacity":1,"image":"none:1","hosts":[{"endpoint":"unix://` + t.TempDir() + `/none.sock"}]}`),
-		Owner: "ops@example.com"})
+		Owner:  "ops@example.com"})
 	require.NoError(t, err)
 
 	type got struct {
