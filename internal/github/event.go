@@ -188,6 +188,12 @@ func readPush(e *Event, body map[string]any) string {
 	if isZeroSHA(e.SHA) {
 		return "Skipping push event: the ref was deleted"
 	}
+	if before := str(body, "before"); before == e.SHA && e.SHA != "" {
+		// No push moves a ref to where it was: this is a forge's test
+		// delivery (Gitea's and Forgejo's Test delivery send the
+		// branch's head so), which must not start a second build.
+		return "Skipping push event: before and after are the same commit (a test delivery)"
+	}
 	return ""
 }
 

@@ -80,6 +80,8 @@ func TestClassifyGitHub(t *testing.T) {
 			require.Equal(t, "simple-tag", e.Tag)
 		}},
 		{name: "deleted ref", event: "push", body: ex["push"][1], reply: "Skipping push event: the ref was deleted"},
+		{name: "a test delivery (Gitea's: the head pushed again, before = after)", event: "push", body: with(push, []string{"before"}, push["after"]),
+			reply: "Skipping push event: before and after are the same commit (a test delivery)"},
 		{name: "[skip ci] in the head commit", event: "push", body: with(push, []string{"head_commit", "message"}, "wip [skip ci]"), reply: "Skipping push event"},
 		{name: "[CI SKIP] in the last commit", event: "push",
 			body: with(with(push, []string{"head_commit"}, nil), []string{"commits"}, []any{map[string]any{"message": "x [CI SKIP]"}}), reply: "Skipping push event"},
