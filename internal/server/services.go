@@ -54,6 +54,7 @@ func (w *wiring) services() []func() (service, error) {
 		w.objectService,
 		w.queueService,
 		w.authService,
+		w.identityService,
 		w.indexService,
 		w.secretsService,
 		w.hooksService,
