@@ -58,7 +58,7 @@ func (w *wiring) githubService() (service, error) {
 	}
 	deliveries.Processor, reports.Reporter = s, s
 	svc.routes = githubapi.Routes(s, w.cfg.Version, time.Now())
-	svc.duties = []maintenance.Service{deliveries, reports}
+	svc.duties = []maintenance.Service{deliveries, reports, &maintenance.GithubInstallations{Syncer: s, Logger: log}}
 	svc.expiries = []maintenance.Expiry{{Service: "github", Run: w.store.ExpireGithubRecords}}
 	return svc, nil
 }
