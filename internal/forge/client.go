@@ -393,6 +393,70 @@ func (f *Forge) Statuses(ctx context.Context, installation int64, owner, repo, r
 	return out, err
 }
 
+// CheckRuns returns the check runs of a ref made by this forge's GitHub
+// App (none on Gitea and Forgejo, which have no checks API, nor for a
+// token forge, whose check runs cannot be told from others').
+func (f *Forge) CheckRuns(ctx context.Context, installation int64, owner, repo, ref string) ([]map[string]any, error) {
+	if f.Kind != KindGitHub || f.AppID == 0 {
+		return nil, nil
+	}
+	var out struct {
+		CheckRuns []map[string]any `json:"check_runs"`
+	}
+	_, err := f.call(ctx, installation, http.MethodGet, repoPath(owner, repo)+"/commits/"+url.PathEscape(ref)+"/check-runs?per_page=100", nil, &out)
+	if err != nil {
+		return nil, err
+	}
+	var ours []map[string]any
+	for _, c := range out.CheckRuns {
+		if app, _ := c["app"].(map[string]any); app != nil {
+			if id, _ := app["id"].(float64); int64(id) == f.AppID {
+				ours = append(ours, c)
+			}
+		}
+	}
+	return ours, nil
+}
+
+// AppInstallation is where the GitHub App is installed: an account and
+// the installation's id.
+type AppInstallation struct {
+	Owner string
+	ID    int64
+}
+
+// Installations lists the GitHub App's installations (nil for a token
+// forge), a hundred a page.
+func (f *Forge) Installations(ctx context.Context) ([]AppInstallation, error) {
+	if f.AppID == 0 {
+		return nil, nil
+	}
+	var all []AppInstallation
+	for page := 1; ; page++ {
+		jwt, err := f.AppJWT()
+		if err != nil {
+			return nil, err
+		}
+		var out []struct {
+			ID      int64 `json:"id"`
+			Account struct {
+				Login string `json:"login"`
+			} `json:"account"`
+		}
+		if _, err := f.send(ctx, "Bearer "+jwt, http.MethodGet, fmt.Sprintf("/app/installations?per_page=100&page=%d", page), nil, &out); err != nil {
+			return nil, err
+		}
+		for _, i := range out {
+			if i.Account.Login != "" && i.ID != 0 {
+				all = append(all, AppInstallation{Owner: i.Account.Login, ID: i.ID})
+			}
+		}
+		if len(out) < 100 || page >= 100 {
+			return all, nil
+		}
+	}
+}
+
 // RepositoryInstallation returns the GitHub App's installation on a
 // repository (0 when the App is not installed there).
 func (f *Forge) RepositoryInstallation(ctx context.Context, owner, repo string) (int64, error) {

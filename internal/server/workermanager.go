@@ -82,12 +82,13 @@ func (w *wiring) workerManagerService() (service, error) {
 	}
 	c := w.cfg
 	events := maintenance.NewEventsPublisher(publisher, workermanagerapi.Message, w.log)
+	errorEvents := maintenance.NewErrorEventsPublisher(publisher, workermanagerapi.ErrorMessage, w.log)
 	holder := leaseHolder()
 	providers := dynamicProviders(k8s)
 	provisioner := &maintenance.Provisioner{Store: w.store, Providers: providers, RootURL: c.RootURL, Holder: holder, Events: events,
-		Clock: c.Clock, Logger: w.log, Interval: c.ProvisionInterval}
+		ErrorEvents: errorEvents, Clock: c.Clock, Logger: w.log, Interval: c.ProvisionInterval}
 	scanner := &maintenance.WorkerScanner{Store: w.store, Providers: providers, Resolver: queue.resolver, Holder: holder, Events: events,
-		Clock: c.Clock, Logger: w.log, Interval: c.ScanInterval}
+		ErrorEvents: errorEvents, Clock: c.Clock, Logger: w.log, Interval: c.ScanInterval}
 	// A Pod that ends or goes is settled at once, not at the next scan; a
 	// task that becomes pending is provisioned for at once, not at the
 	// next tick (on this replica; another holding the lease ticks).
@@ -157,6 +158,16 @@ func (q queueWorkers) ListHeldRuns(ctx context.Context, hq store.HeldRunsQuery, 
 // GetTask implements workermanagerapi.QueueWorkers.
 func (q queueWorkers) GetTask(ctx context.Context, taskID string) (*queue.TaskState, error) {
 	return q.store.GetTask(ctx, taskID)
+}
+
+// CredentialsRevoked reports whether clientID names a registered
+// worker's credentials whose worker the Worker Manager stopped.
+func (p poolStanding) CredentialsRevoked(ctx context.Context, clientID string) (bool, error) {
+	k, ok := workermanager.KeyOfClientID(clientID)
+	if !ok {
+		return false, nil
+	}
+	return p.WorkerStopped(ctx, store.WorkerKey{TaskQueueID: k.WorkerPoolID, WorkerGroup: k.WorkerGroup, WorkerID: k.WorkerID})
 }
 
 // workerIssuer signs registered workers' credentials with the queue's

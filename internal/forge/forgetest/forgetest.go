@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,6 +167,13 @@ type GitHub struct {
 	// checkRuns are the ids of the check runs created, per repository:
 	// an update of any other is refused, as GitHub answers 404.
 	checkRuns map[string]bool
+	// runBodies are the check runs as created and updated, for listing.
+	runBodies []checkRun
+}
+
+type checkRun struct {
+	repo string
+	run  map[string]any
 }
 
 // Start starts a local GitHub; the test skips when @octokit/openapi is
@@ -299,7 +307,7 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 		body, _ = raw.(map[string]any)
 	}
 	auth := r.Header.Get("Authorization")
-	if template == "/app/installations/{installation_id}/access_tokens" || template == "/repos/{owner}/{repo}/installation" {
+	if template == "/app/installations/{installation_id}/access_tokens" || template == "/repos/{owner}/{repo}/installation" || template == "/app/installations" {
 		if err := g.checkJWT(strings.TrimPrefix(auth, "Bearer ")); err != nil || !strings.HasPrefix(auth, "Bearer ") {
 			g.refuse(w, r, "the App's call needs a valid RS256 JWT: %v", err)
 			return
@@ -339,6 +347,21 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 				g.checkRuns = map[string]bool{}
 			}
 			g.checkRuns[fmt.Sprintf("%s/%s/%d", owner, repo, g.nextID)] = true
+			run := map[string]any{"id": g.nextID, "app": map[string]any{"id": g.AppID},
+				"html_url": fmt.Sprintf("https://github.com/%s/%s/runs/%d", owner, repo, g.nextID), "conclusion": nil}
+			for k, v := range body {
+				run[k] = v
+			}
+			g.runBodies = append(g.runBodies, checkRun{owner + "/" + repo, run})
+		}
+		if template == "/repos/{owner}/{repo}/check-runs/{check_run_id}" {
+			for _, cr := range g.runBodies {
+				if cr.repo == owner+"/"+repo && fmt.Sprint(cr.run["id"]) == parts[4] {
+					for k, v := range body {
+						cr.run[k] = v
+					}
+				}
+			}
 		}
 		g.reply(w, http.StatusCreated, map[string]any{"id": g.nextID})
 		return
@@ -391,6 +414,18 @@ func (g *GitHub) read(w http.ResponseWriter, r *http.Request, template, owner, r
 			return
 		}
 		g.reply(w, http.StatusOK, map[string]any{"sha": sha})
+	case "/repos/{owner}/{repo}/commits/{ref}/check-runs":
+		sha := parts[4]
+		if c, ok := g.commits[key+"@"+parts[4]]; ok {
+			sha = c
+		}
+		runs := []any{}
+		for _, cr := range g.runBodies {
+			if cr.repo == key && cr.run["head_sha"] == sha {
+				runs = append(runs, cr.run)
+			}
+		}
+		g.reply(w, http.StatusOK, map[string]any{"total_count": len(runs), "check_runs": runs})
 	case "/repos/{owner}/{repo}/commits/{ref}/statuses":
 		var out []any
 		for i := len(g.calls) - 1; i >= 0; i-- {
@@ -423,6 +458,25 @@ func (g *GitHub) app(w http.ResponseWriter, r *http.Request, template string) {
 		g.tokens[token] = id
 		g.TokensIssued++
 		g.reply(w, http.StatusCreated, map[string]any{"token": token, "expires_at": g.now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	case "/app/installations":
+		// One installation per account, as GitHub has; no second page.
+		seen := map[string]bool{}
+		out := []any{}
+		if r.URL.Query().Get("page") == "1" {
+			keys := make([]string, 0, len(g.installations))
+			for k := range g.installations {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				owner, _, _ := strings.Cut(k, "/")
+				if !seen[owner] {
+					seen[owner] = true
+					out = append(out, map[string]any{"id": g.installations[k], "account": map[string]any{"login": owner}})
+				}
+			}
+		}
+		g.reply(w, http.StatusOK, out)
 	default:
 		id, ok := g.installations[parts[1]+"/"+parts[2]]
 		if !ok {

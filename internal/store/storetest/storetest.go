@@ -143,6 +143,9 @@ func Run(t *testing.T, open Opener) {
 		{"Clients", testClients},
 		{"Roles", testRoles},
 		{"AuditHistory", testAuditHistory},
+		{"RecordAudit", testRecordAudit},
+		{"SigningKeys", testSigningKeys},
+		{"TaskIdentities", testTaskIdentities},
 		{"ListTasks", testListTasks},
 		{"WorkerCapacity", testWorkerCapacity},
 		{"ListWorkersSeen", testListWorkersSeen},
@@ -181,6 +184,7 @@ func Run(t *testing.T, open Opener) {
 		{"NotifyOutbox", testNotifyOutbox},
 		{"NotifyClaims", testNotifyClaims},
 		{"RequestUnderLease", testRequestUnderLease},
+		{"TextNUL", testTextNUL},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
