@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hopper-ci/hopper/internal/e2e"
@@ -22,27 +22,15 @@ import (
 	"github.com/hopper-ci/hopper/internal/workerprovider/kubetest"
 )
 
-// hopperRBAC grants the user hopper what docs/worker-pools.md says its
-// service account needs: Pods in the pool's namespace, TokenReviews.
-func hopperRBAC(t testing.TB, ctx context.Context, c *kubetest.Cluster, namespace string) {
+// hopperAccess applies the RBAC docs/worker-pools.md lists for hopper's
+// service account (hopper/hopper), and returns a kubeconfig holding a token
+// of that account, as hopper's own Pod would.
+func hopperAccess(t testing.TB, c *kubetest.Cluster) string {
 	t.Helper()
-	rbac := c.Client.RbacV1()
-	_, err := rbac.Roles(namespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "hopper-workers"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "watch", "delete"}}}},
-		metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = rbac.RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "hopper-workers"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "hopper-workers"},
-		Subjects: []rbacv1.Subject{{Kind: "User", Name: "hopper"}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "hopper-token-review"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}}},
-		metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "hopper-token-review"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "hopper-token-review"},
-		Subjects: []rbacv1.Subject{{Kind: "User", Name: "hopper"}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	c.Namespace(t, "hopper")
+	c.ServiceAccount(t, "hopper", "hopper")
+	c.Apply(t, e2e.DocExample(t, "worker-pools-k8s-rbac").Text)
+	return c.ServiceAccountKubeconfig(t, "hopper", "hopper")
 }
 
 // poolPods counts the pool's Pods that are not being deleted.
@@ -72,15 +60,15 @@ type kubePool struct {
 }
 
 // startKubePool starts the control plane, hopper (talking to the cluster
-// as a user holding only the RBAC docs/worker-pools.md lists) and the
-// node, and declares the pool.
+// as a service account holding only the RBAC docs/worker-pools.md lists)
+// and the node, and declares the guide's pool with the given limits.
 func startKubePool(t testing.TB, ctx context.Context, maxCapacity, inactivity int, serveArgs ...string) *kubePool {
 	t.Helper()
 	c := kubetest.Start(t)
-	const ns, pool = "ci", "e2e-kube/builders"
+	const ns, pool = "ci", "proj/k8s"
 	c.Namespace(t, ns)
-	hopperRBAC(t, ctx, c, ns)
-	srv := e2e.StartServer(t, e2e.ServerOptions{Args: append([]string{"--kubeconfig", c.Kubeconfig(t, "hopper")}, serveArgs...)})
+	c.ServiceAccount(t, ns, "ci-builder")
+	srv := e2e.StartServer(t, e2e.ServerOptions{Args: append([]string{"--kubeconfig", hopperAccess(t, c)}, serveArgs...)})
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("hopper serve logs:\n%s", srv.Logs())
@@ -97,16 +85,23 @@ func startKubePool(t testing.TB, ctx context.Context, maxCapacity, inactivity in
 		return append(cmd, "--work-dir", filepath.Join(workDirs, fmt.Sprintf("w%d", n)))
 	}})
 	root := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
-	config := map[string]any{
-		"minCapacity": 0, "maxCapacity": maxCapacity, "namespace": ns,
-		"pod":          map[string]any{"image": "hopper-worker:e2e", "imagePullPolicy": "Never", "hostNetwork": true},
-		"lifecycle":    map[string]any{"registrationTimeout": 60, "queueInactivityTimeout": inactivity},
-		"workerConfig": map[string]any{"hopperWorker": map[string]any{"claimInterval": "200ms", "isolation": "none"}},
+	doc := e2e.DocExample(t, "worker-pools-k8s-pool").Replace(t,
+		"maxCapacity: 10", fmt.Sprintf("maxCapacity: %d", maxCapacity),
+		"registry.example.com/hopper-worker:1", "hopper-worker:e2e",
+		"queueInactivityTimeout: 300", fmt.Sprintf("queueInactivityTimeout: %d", inactivity),
+		"isolation: none}", "isolation: none, claimInterval: 200ms}")
+	var def struct {
+		ProviderID   string         `yaml:"providerId"`
+		Description  string         `yaml:"description"`
+		Owner        string         `yaml:"owner"`
+		EmailOnError bool           `yaml:"emailOnError"`
+		Config       map[string]any `yaml:"config"`
 	}
-	raw, err := json.Marshal(config)
+	require.NoError(t, yaml.Unmarshal([]byte(doc), &def))
+	raw, err := json.Marshal(def.Config)
 	require.NoError(t, err)
-	_, err = root.CreateWorkerPool(ctx, pool, &tcclient.WorkerPoolDefinition{ProviderID: "kubernetes", Description: "Pods",
-		Owner: "ops@example.com", Config: raw})
+	_, err = root.CreateWorkerPool(ctx, pool, &tcclient.WorkerPoolDefinition{ProviderID: def.ProviderID, Description: def.Description,
+		Owner: def.Owner, EmailOnError: def.EmailOnError, Config: raw})
 	require.NoError(t, err)
 	return &kubePool{c: c, srv: srv, root: root, node: node, ns: ns, pool: pool}
 }
@@ -274,9 +269,8 @@ func TestKubernetesPoolReplicas(t *testing.T) {
 	defer cancel()
 	const ns, pool = "ci", "e2e-kube/replicas"
 	c.Namespace(t, ns)
-	hopperRBAC(t, ctx, c, ns)
+	kubeconfig := hopperAccess(t, c)
 	env := []string{"HOPPER_SECRET_KEY=" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"}
-	kubeconfig := c.Kubeconfig(t, "hopper")
 	// The workers reach the replicas at one root URL, b's (one address
 	// behind a load balancer in production); both replicas name it.
 	b := e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--db", db, "--kubeconfig", kubeconfig, "--provision-interval", "1s"}, Env: env})

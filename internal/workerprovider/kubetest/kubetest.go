@@ -9,15 +9,20 @@ package kubetest
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -126,4 +131,65 @@ func (c *Cluster) ServiceAccount(t testing.TB, namespace, name string) {
 	if err != nil {
 		t.Fatalf("creating service account %s/%s: %v", namespace, name, err)
 	}
+}
+
+// Apply creates the objects of a YAML document of several (separated by
+// "---"), as `kubectl create -f` would: namespaces, service accounts and
+// RBAC.
+func (c *Cluster) Apply(t testing.TB, doc string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, part := range strings.Split(doc, "\n---\n") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(part), nil, nil)
+		if err != nil {
+			t.Fatalf("decoding %q: %v", part, err)
+		}
+		switch o := obj.(type) {
+		case *corev1.Namespace:
+			_, err = c.Client.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.ServiceAccount:
+			_, err = c.Client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = c.Client.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = c.Client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = c.Client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = c.Client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("kubetest.Apply does not create %T", obj)
+		}
+		if err != nil {
+			t.Fatalf("creating %T: %v", obj, err)
+		}
+	}
+}
+
+// ServiceAccountKubeconfig writes a kubeconfig that authenticates as a
+// service account (a token the cluster issues it, as hopper's own Pod
+// would hold) and returns its path.
+func (c *Cluster) ServiceAccountKubeconfig(t testing.TB, namespace, name string) string {
+	t.Helper()
+	expiry := int64(3 * 3600)
+	tr, err := c.Client.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
+		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a token for %s/%s: %v", namespace, name, err)
+	}
+	doc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: %q, certificate-authority-data: %q}}]
+users: [{name: %s, user: {token: %q}}]
+contexts: [{name: test, context: {cluster: test, user: %s}}]
+current-context: test
+`, c.Config.Host, base64.StdEncoding.EncodeToString(c.Config.CAData), name, tr.Status.Token, name)
+	path := filepath.Join(c.dir, namespace+"-"+name+".kubeconfig")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
