@@ -62,13 +62,19 @@ type bundle struct {
 
 func setup(t testing.TB) *bundle {
 	t.Helper()
-	gh := forgetest.Start(t)
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, t.TempDir()+"/hopper.db")
+	db, err := sqlite.Open(context.Background(), t.TempDir()+"/hopper.db")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
+	return setupOn(t, db)
+}
+
+// setupOn is setup over the store db.
+func setupOn(t testing.TB, db store.Store) *bundle {
+	t.Helper()
+	gh := forgetest.Start(t)
+	ctx := context.Background()
 	var key [32]byte
-	_, err = rand.Read(key[:])
+	_, err := rand.Read(key[:])
 	require.NoError(t, err)
 	clock := testclock.New(time.Now().UTC())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
