@@ -13,6 +13,7 @@ package githubapi
 
 import (
 	"context"
+	"github.com/google/uuid"
 	"log/slog"
 	"net/http"
 	"time"
@@ -79,6 +80,7 @@ type Store interface {
 	store.GithubStore
 	store.GithubCheckStore
 	store.TaskGroupStore
+	store.OutboxStore
 }
 
 // Service is the github service of one hopper: its forges, and what its
@@ -114,6 +116,9 @@ type Service struct {
 	Kick func()
 	// Lease is how long a processor holds a delivery (default 2 min).
 	Lease time.Duration
+	// Owner names this replica's reporter in the outbox's leases
+	// (default: a random id).
+	Owner string
 }
 
 // NewService checks and indexes the forges.
@@ -123,6 +128,9 @@ func NewService(s Service, forges []*forge.Forge) (*Service, error) {
 	}
 	if s.Lease <= 0 {
 		s.Lease = 2 * time.Minute
+	}
+	if s.Owner == "" {
+		s.Owner = "forge-" + uuid.NewString()
 	}
 	s.Forges = map[string]*forge.Forge{}
 	for _, f := range forges {

@@ -13,12 +13,16 @@ import (
 	"github.com/hopper-ci/hopper/internal/forge"
 	"github.com/hopper-ci/hopper/internal/github"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/retry"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
 // maxSendAttempts bounds how often a status or comment is tried before it
 // is given up (recorded as failed, with the forge's last answer).
 const maxSendAttempts = 20
+
+// sendRetry is the back-off of a send after its n-th failed attempt.
+var sendRetry = retry.Doubling(time.Second, 15*time.Minute)
 
 // Report moves pending builds on as their task groups resolve (queueing
 // each new state's status in the same transaction) and sends what the
@@ -34,24 +38,75 @@ func (s *Service) Report(ctx context.Context) error {
 	return err
 }
 
-// UpdateBuilds looks at every pending build's task group.
+// Leases of the groups the reporter looks at: renewed every
+// groupRenewal while it works, so a replica that dies holds its groups
+// for groupLease at most.
+const (
+	groupLease   = 30 * time.Second
+	groupRenewal = 10 * time.Second
+	groupBatch   = 50
+)
+
+// groupRetry is the back-off of a group whose look failed (the store or
+// the artifacts did not answer), after its n-th failed claim.
+var groupRetry = retry.Doubling(time.Second, 5*time.Minute)
+
+// UpdateBuilds looks at the task groups of the builds whose tasks changed
+// since they were last looked at: every change of a forge build's task
+// queues a message for its group in the change's transaction (and so
+// does recording the build), which one replica claims. Its database load
+// grows with the changes, not with the builds pending.
 func (s *Service) UpdateBuilds(ctx context.Context) error {
-	page := store.Page{Limit: 100}
-	for {
-		builds, next, err := s.Store.ListGithubBuilds(ctx, store.GithubBuildFilter{State: github.StatePending}, page)
-		if err != nil {
+	for ctx.Err() == nil {
+		now := s.Clock.Now()
+		claimed, err := s.Store.ClaimOutbox(ctx, store.ClaimOutboxParams{Service: store.GithubService, Kind: store.GithubGroupChanged,
+			Owner: s.Owner, Now: now, Lease: groupLease, Limit: groupBatch})
+		if err != nil || len(claimed) == 0 {
 			return err
 		}
-		for _, b := range builds {
-			if err := s.updateBuild(ctx, &b); err != nil {
-				return err
-			}
+		stop := store.KeepLeases(ctx, groupRenewal, func(ctx context.Context) error {
+			_, err := s.Store.RenewOutbox(ctx, claimed, s.Clock.Now().Add(groupLease))
+			return err
+		})
+		err = s.updateGroups(ctx, claimed)
+		stop()
+		if err != nil || len(claimed) < groupBatch {
+			return err
 		}
-		if next == "" {
-			return nil
-		}
-		page.ContinuationToken = next
 	}
+	return ctx.Err()
+}
+
+// updateGroups looks at each claimed group and records the outcome.
+func (s *Service) updateGroups(ctx context.Context, claimed []store.OutboxMessage) error {
+	for i := range claimed {
+		m := &claimed[i]
+		err := s.updateGroup(ctx, m.Key)
+		if ctx.Err() != nil {
+			return ctx.Err() // stopping: the lease runs out and another replica looks
+		}
+		o := store.OutboxOutcome{Done: err == nil, Now: s.Clock.Now()}
+		if err != nil {
+			o.Error, o.Next = err.Error(), o.Now.Add(groupRetry(m.Attempts-1))
+			s.Log.Warn("looking at a build's task group failed; trying again", "taskGroupId", m.Key, "at", o.Next, "error", err)
+		}
+		if _, err := s.Store.FinishOutbox(ctx, m, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// updateGroup moves a task group's build on, if it has one still pending.
+func (s *Service) updateGroup(ctx context.Context, taskGroupID string) error {
+	b, err := s.Store.GetGithubBuild(ctx, taskGroupID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // not recorded yet: recording it queues another look
+	}
+	if err != nil || b.State != github.StatePending {
+		return err
+	}
+	return s.updateBuild(ctx, b)
 }
 
 func (s *Service) updateBuild(ctx context.Context, b *store.GithubBuild) error {
@@ -114,7 +169,7 @@ func (s *Service) SendDue(ctx context.Context) (int, error) {
 			case err == nil:
 				sent++
 			case forge.Temporary(err) && e.Attempts < maxSendAttempts:
-				next = s.Clock.Now().Add(min(time.Duration(1<<min(e.Attempts, 12))*time.Second, 15*time.Minute))
+				next = s.Clock.Now().Add(sendRetry(e.Attempts))
 				s.Log.Info("sending to the forge failed; trying again", "host", e.Host, "kind", e.Kind, "key", e.Key, "at", next, "error", err)
 			default:
 				s.Log.Warn("sending to the forge failed for good", "host", e.Host, "kind", e.Kind, "key", e.Key, "error", err)

@@ -6,10 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/retry"
 )
 
 // The states of a notification in the outbox.
@@ -51,10 +52,10 @@ const (
 // attempts (1 → FirstRetry), jittered by up to a tenth either way from
 // jitter in [0,1) so retries of many notifications spread out.
 func Backoff(attempts int, jitter float64) time.Duration {
-	d := float64(FirstRetry) * math.Pow(2, float64(max(attempts-1, 0)))
-	d = min(d, float64(MaxRetry))
-	return time.Duration(d * (0.9 + 0.2*jitter))
+	return time.Duration(float64(doubling(max(attempts-1, 0))) * (0.9 + 0.2*jitter))
 }
+
+var doubling = retry.Doubling(FirstRetry, MaxRetry)
 
 // PermanentError marks a send that will fail the same way however often
 // it is tried (a 4xx answer other than 408/429, an address the server

@@ -126,13 +126,19 @@ func scanNotification(row rowScanner) (Notification, error) {
 	return n, nil
 }
 
-// change builds the Change of a task's transition at now and queues the
-// notifications its events produce (the task's notify.* routes), in this
-// transaction. A task without such a route costs a scan of its routes.
+// change builds the Change of a task's transition at now and queues, in
+// this transaction, what other services owe because of it: the
+// notifications its events produce (the task's notify.* routes), and a
+// look at its group by the forge reporter (a task of a forge build,
+// forgeReported). A task with neither costs a scan of its routes and a
+// comparison.
 func (t *txn) change(task *queue.TaskState, events []queue.Event, now time.Time) Change {
 	events = withStatus(events, task)
 	if notify.HasRoutes(&task.Task) {
 		t.queueNotifications(task, events, now)
+	}
+	if forgeReported(&task.Task) {
+		t.enqueue([]OutboxMessage{groupChanged(task.Task.TaskGroupID, now)}, now)
 	}
 	return Change{Task: task, Events: events}
 }

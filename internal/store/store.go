@@ -71,6 +71,10 @@ type Store interface {
 	// The Notify service's outbox and denylist (notify.go).
 	NotifyStore
 
+	// The services' outbox: work owed because of a change elsewhere,
+	// claimed under a lease (outbox.go).
+	OutboxStore
+
 	Close() error
 }
 
