@@ -70,6 +70,9 @@ type NotifySender struct {
 	Concurrency int
 	// Owner names this sender in leases (default: a random id).
 	Owner string
+	// LeaseRenewal is how often the leases of the notifications being
+	// sent are renewed (default notify.LeaseRenewal).
+	LeaseRenewal time.Duration
 	loop
 }
 
@@ -143,6 +146,23 @@ func (s *NotifySender) Pass(ctx context.Context) (int, error) {
 		}
 		targets[j] = append(targets[j], n)
 	}
+	if len(claimed) == 0 {
+		return 0, nil
+	}
+	// The leases last while the sends do, and no longer (notify.Lease).
+	ids := make([]string, len(claimed))
+	for i := range claimed {
+		ids[i] = claimed[i].ID
+	}
+	renewal := s.LeaseRenewal
+	if renewal <= 0 {
+		renewal = notify.LeaseRenewal
+	}
+	stop := store.KeepLeases(ctx, renewal, func(ctx context.Context) error {
+		_, err := s.Store.RenewNotifications(ctx, s.owner(), ids, s.now().Add(notify.Lease))
+		return err
+	})
+	defer stop()
 	sem := make(chan struct{}, max(s.Concurrency, 1))
 	var wg sync.WaitGroup
 	for _, list := range targets {

@@ -31,11 +31,14 @@ const (
 	// doubles it, up to MaxRetry.
 	FirstRetry = 10 * time.Second
 	MaxRetry   = 30 * time.Minute
-	// SendTimeout bounds one send; Lease, the time a sender holds a
-	// notification it claimed, is far longer, so that no other sender
-	// takes it while the send can still be under way.
-	SendTimeout = 30 * time.Second
-	Lease       = 5 * time.Minute
+	// SendTimeout bounds one send. Lease is how long a sender holds a
+	// notification it claimed without renewing it; a sender renews the
+	// leases of what it holds every LeaseRenewal while it sends, so a
+	// live sender keeps them however long its sends take, and a sender
+	// that dies (a killed replica) holds them for Lease at most.
+	SendTimeout  = 30 * time.Second
+	Lease        = 30 * time.Second
+	LeaseRenewal = 10 * time.Second
 	// RateLimitCount notifications per RateLimitWindow to one email
 	// address, across every replica (Taskcluster's default: 50 per 10
 	// minutes). Messages past it are dropped and recorded as rate-limited.

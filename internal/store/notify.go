@@ -38,6 +38,9 @@ type NotifyStore interface {
 	// given for. It reports false, recording nothing, if the lease was lost
 	// (it ran out and another sender claimed the row).
 	FinishNotification(ctx context.Context, n *Notification, o notify.Outcome, now time.Time) (bool, error)
+	// RenewNotifications moves the lease of the notifications owner holds
+	// (of ids) to until; it reports how many it still holds.
+	RenewNotifications(ctx context.Context, owner string, ids []string, until time.Time) (int, error)
 	// GetNotification returns one notification; ErrNotFound if none.
 	GetNotification(ctx context.Context, id string) (*Notification, error)
 	// ListTaskNotifications lists a task's notifications, oldest first.
@@ -405,6 +408,26 @@ func (db *DB) FinishNotification(ctx context.Context, n *Notification, o notify.
 		return nil
 	})
 	return done, err
+}
+
+// RenewNotifications implements NotifyStore. A leased row's next_attempt
+// is its lease's end.
+func (db *DB) RenewNotifications(ctx context.Context, owner string, ids []string, until time.Time) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	held := 0
+	err := db.tx(ctx, func(tx *txn) error {
+		cond, args := db.inList("id", ids)
+		res, err := tx.exec(ctx, "UPDATE notify_outbox SET next_attempt = ? WHERE state = 'pending' AND lease_owner = ? AND "+cond,
+			append([]any{ms(until), owner}, args...)...)
+		if err != nil {
+			return fmt.Errorf("renewing the leases of %d notifications: %w", len(ids), err)
+		}
+		held = int(res.affected)
+		return nil
+	})
+	return held, err
 }
 
 // GetNotification implements NotifyStore.

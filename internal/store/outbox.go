@@ -173,7 +173,7 @@ func (db *DB) FinishOutbox(ctx context.Context, m *OutboxMessage, o OutboxOutcom
 		// A newer version (seq moved on) is due at once, whatever became
 		// of this one.
 		res, err := tx.exec(ctx, `UPDATE outbox SET state = CASE WHEN seq = ? THEN ? ELSE 'pending' END,
-			next_attempt = CASE WHEN seq = ? THEN ? ELSE ? END, attempts = CASE WHEN seq = ? THEN attempts ELSE 0 END,
+			next_attempt = CASE WHEN seq = ? THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END, attempts = CASE WHEN seq = ? THEN attempts ELSE 0 END,
 			lease_owner = '', last_error = ?, updated = ?
 			WHERE service = ? AND kind = ? AND msg_key = ? AND state = 'pending' AND lease_owner = ? AND attempts = ?`,
 			m.Seq, state, m.Seq, ms(next), ms(o.Now), m.Seq, truncateText(o.Error, 1000), ms(o.Now),
