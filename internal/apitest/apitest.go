@@ -22,7 +22,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/authapi"
-	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -39,7 +39,7 @@ type Options struct {
 	// Store is served (default: SQLite(t)).
 	Store store.Store
 	// Clock is the server's (default: the system clock).
-	Clock queue.Clock
+	Clock clock.Clock
 	// Logger receives the server's log (default: discarded).
 	Logger *slog.Logger
 	// Routes are served beside the queue's; they may use what Start has
@@ -54,7 +54,7 @@ type Server struct {
 	Key      [32]byte
 	Security *server.Security
 	Queue    *queueapi.Server
-	Clock    queue.Clock
+	Clock    clock.Clock
 	Logger   *slog.Logger
 	// Root calls the API as the static root client, without retries.
 	Root *tcclient.Client
@@ -68,7 +68,7 @@ func Start(t testing.TB, o Options) *Server {
 		s.Store = SQLite(t)
 	}
 	if s.Clock == nil {
-		s.Clock = queue.SystemClock{}
+		s.Clock = clock.System{}
 	}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

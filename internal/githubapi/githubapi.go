@@ -13,13 +13,15 @@ package githubapi
 
 import (
 	"context"
-	"github.com/google/uuid"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/forge"
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -91,7 +93,7 @@ type Service struct {
 	Tasks   TaskCreator
 	Roles   auth.ExpanderSource
 	Schemas *schema.Registry
-	Clock   queue.Clock
+	Clock   clock.Clock
 	Log     *slog.Logger
 	// RootURL is hopper's public root URL (links in statuses, the
 	// templates' taskcluster_root_url).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/hooks"
 	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -42,7 +43,7 @@ type Firer struct {
 	Store store.HookStore
 	Tasks TaskCreator
 	Roles auth.ExpanderSource
-	Clock queue.Clock
+	Clock clock.Clock
 	Log   *slog.Logger
 	// Lease is how long a replica holds a due hook while firing it
 	// (default 10 s); if it dies meanwhile another replica fires the same

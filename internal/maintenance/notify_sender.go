@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -60,7 +61,7 @@ type NotifySender struct {
 	RootURL string
 	// LogTail returns the last lines of a run's log (optional).
 	LogTail func(ctx context.Context, taskID string, runID int) (string, error)
-	Clock   queue.Clock
+	Clock   clock.Clock
 	Logger  *slog.Logger
 	Metrics *NotifyMetrics
 	// Interval between looks at the outbox when it was found empty;
@@ -91,7 +92,7 @@ func (s *NotifySender) Start(ctx context.Context) {
 		s.Owner = "sender-" + uuid.NewString()
 	}
 	if s.Clock == nil {
-		s.Clock = queue.SystemClock{}
+		s.Clock = clock.System{}
 	}
 	s.start(ctx, s.Logger, "sending notifications", s.Interval, true, func(ctx context.Context) error {
 		_, err := s.Drain(ctx)

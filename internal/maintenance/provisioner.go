@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -64,7 +65,7 @@ type Provisioner struct {
 	// Holder names this replica in the lease (unique per process).
 	Holder string
 	Events WorkerEvents
-	Clock  queue.Clock
+	Clock  clock.Clock
 	Logger *slog.Logger
 	// Interval is the cadence (default DefaultProvisionTick); LeaseFor the
 	// lease's length (default DefaultLeaseFor).

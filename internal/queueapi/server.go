@@ -17,6 +17,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/schema"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -101,7 +102,7 @@ type Server struct {
 	cfg     Config
 	store   Store
 	hub     store.WorkHub
-	clock   queue.Clock
+	clock   clock.Clock
 	schemas *schema.Registry
 	creds   CredentialIssuer
 	pub     Publisher
@@ -130,7 +131,7 @@ type Options struct {
 	// Hub wakes waiting claimWork calls (default: Store's, when it has
 	// one, as *store.DB does).
 	Hub       store.WorkHub
-	Clock     queue.Clock
+	Clock     clock.Clock
 	Issuer    CredentialIssuer
 	Publisher Publisher
 	Logger    *slog.Logger
@@ -179,7 +180,7 @@ func New(opts Options) (*Server, error) {
 		s.metrics.queues.liveness = s.live
 	}
 	if s.clock == nil {
-		s.clock = queue.SystemClock{}
+		s.clock = clock.System{}
 	}
 	if s.log == nil {
 		s.log = slog.Default()
