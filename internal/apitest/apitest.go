@@ -5,8 +5,10 @@
 package apitest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -177,4 +179,32 @@ func OpenStore(t testing.TB, driver string) (db store.Store, open func() store.S
 	}
 	t.Fatalf("unknown driver %q", driver)
 	return nil, nil
+}
+
+// Call sends method to path (below the root URL, path parameters
+// escaped) with in as its JSON body (nil: none), signed with creds
+// restricted to authorizedScopes (creds nil: anonymous; scopes nil: all
+// of the client's), and returns the status and the body of the reply.
+func (s *Server) Call(t testing.TB, creds *tcclient.Credentials, authorizedScopes []string, method, path string, in any) (int, []byte) {
+	t.Helper()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		require.NoError(t, err)
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.URL+path, body)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if creds != nil {
+		header, err := tcclient.AuthorizationHeader(creds, authorizedScopes, method, req.URL.String())
+		require.NoError(t, err)
+		req.Header.Set("Authorization", header)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, out
 }
