@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/hopper-ci/hopper/internal/buildinfo"
 	"github.com/hopper-ci/hopper/internal/cli"
@@ -76,18 +77,50 @@ func rootCommand() *cobra.Command {
 	}
 	root.SetVersionTemplate("hopper version {{.Version}}\n")
 	root.SuggestionsMinimumDistance = 2
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("%v (see %s --help)", err, c.CommandPath()), Err: err}
-	})
 	root.AddCommand(subcommands()...)
 	argsAreUsage(root)
 	return root
+}
+
+// flagError makes a flag mistake a usage mistake (exit 64), with the
+// closest flag for a mistyped one.
+func flagError(c *cobra.Command, err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "unknown flag: --"); ok {
+		if s := suggestFlag(c, name); s != "" {
+			msg += fmt.Sprintf("; did you mean --%s?", s)
+		}
+	}
+	return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("%s (see %s --help)", msg, c.CommandPath()), Err: err}
 }
 
 // argsAreUsage makes every command's argument check a usage mistake (exit
 // 64): cobra's own checks ("accepts 2 arg(s), received 0") return plain
 // errors, which would exit 1.
 func argsAreUsage(c *cobra.Command) {
+	c.SetFlagErrorFunc(flagError)
+	if c.HasSubCommands() && c.HasParent() {
+		// A command that only groups others: an unknown word is a
+		// mistyped subcommand (cobra would print the help and exit 0).
+		c.SuggestionsMinimumDistance = 2
+		check := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				if check != nil {
+					return check(cmd, args)
+				}
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf("; did you mean %q?", s[0])
+			}
+			return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("%s (see %s --help)", msg, cmd.CommandPath())}
+		}
+		if !c.Runnable() {
+			c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		}
+	}
 	if check := c.Args; check != nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			err := check(cmd, args)
@@ -206,4 +239,42 @@ func newLogger(level string) *slog.Logger {
 		l = slog.LevelInfo
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// suggestFlag returns the flag of c (its own or inherited) closest to the
+// mistyped name (within two edits, or the typed name cut short), or "".
+func suggestFlag(c *cobra.Command, name string) string {
+	name, _, _ = strings.Cut(name, "=")
+	best, bestDist := "", 3
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		d := editDistance(name, f.Name)
+		if len(name) >= 3 && strings.HasPrefix(f.Name, name) {
+			d = 1 // a name cut short
+		}
+		if d < bestDist {
+			best, bestDist = f.Name, d
+		}
+	})
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

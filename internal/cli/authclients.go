@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -47,6 +48,10 @@ func authCLIError(doing string, err error) error {
 	if !errors.As(err, &apiErr) {
 		// failure keeps only the innermost cause and says what to check.
 		return failure(doing, err)
+	}
+	if (apiErr.StatusCode == http.StatusForbidden || apiErr.StatusCode == http.StatusUnauthorized) &&
+		os.Getenv("TASKCLUSTER_CLIENT_ID") == "" && os.Getenv("TASKCLUSTER_ACCESS_TOKEN") == "" {
+		return withoutCredentials(&ExitError{Msg: doing, Err: err})
 	}
 	summary, details := tcclient.ErrorDigest(apiErr.Message)
 	code := apiErr.Code

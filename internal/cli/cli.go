@@ -195,6 +195,24 @@ func usagef(format string, args ...any) error {
 	return &ExitError{Code: ExitUsage, Msg: oneLine(fmt.Sprintf(format, args...))}
 }
 
+// withoutCredentials turns the server's refusal of a request sent with no
+// credentials into the missing setting (exit 64): a newcomer who did not
+// paste the export line is told so, not shown a list of missing scopes.
+// Other errors are returned as they are.
+func withoutCredentials(err error) error {
+	var apiErr *tcclient.APIError
+	if err == nil || !errors.As(err, &apiErr) || (apiErr.StatusCode != http.StatusForbidden && apiErr.StatusCode != http.StatusUnauthorized) {
+		return err
+	}
+	doing := "the request"
+	var exit *ExitError
+	if errors.As(err, &exit) {
+		doing, _, _ = strings.Cut(exit.Msg, ": ")
+	}
+	return &ExitError{Code: ExitUsage, Err: err, Msg: "TASKCLUSTER_CLIENT_ID is not set: " + doing +
+		" needs credentials, and the server refused it without them; set TASKCLUSTER_CLIENT_ID and TASKCLUSTER_ACCESS_TOKEN (hopper dev prints the export line)"}
+}
+
 // failure turns an error from the client into an ExitFailed error: what was
 // being done, then the cause in the API's own words, then what to check
 // when the cause is one a user can fix (credentials, the root URL); an API

@@ -82,7 +82,11 @@ Exit codes: 0 success, 1 task failed or an error, 2 task exception,
 				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 				defer stop()
 			}
-			return body(ctx, a, args)
+			err = body(ctx, a, args)
+			if a.client.Credentials == nil {
+				err = withoutCredentials(err)
+			}
+			return err
 		}
 	}
 
@@ -97,6 +101,8 @@ Exit codes: 0 success, 1 task failed or an error, 2 task exception,
 		simpleCommand(run, "rerun", "Add a new run to a resolved task", (*app).rerun),
 		groupCommand(run),
 		listCommand(run),
+		shellCommand(run),
+		interactiveCommand(run),
 	)
 	return root
 }

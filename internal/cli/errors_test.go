@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -95,4 +96,43 @@ func TestClientCommandErrorsSayWhatToCheck(t *testing.T) {
 		err := cmd.Execute()
 		require.EqualError(t, err, tt.want)
 	}
+}
+
+// TestWithoutCredentialsSaysWhichSettingIsMissing: a newcomer who did not
+// paste the export line is told the variable is not set (exit 64), not
+// shown the server's list of missing scopes; with credentials the refusal
+// stays the server's.
+func TestWithoutCredentialsSaysWhichSettingIsMissing(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"code":"InsufficientScopes","message":"Client ID anonymous does not have sufficient scopes\n\n---\n\n* scope: queue:create-task:lowest:hopper/default"}`))
+	}))
+	t.Cleanup(srv.Close)
+	const want = "TASKCLUSTER_CLIENT_ID is not set: %s needs credentials, and the server refused it without them; " +
+		"set TASKCLUSTER_CLIENT_ID and TASKCLUSTER_ACCESS_TOKEN (hopper dev prints the export line)"
+
+	h := newHarness(t, srv.URL, nil)
+	err := h.exec(context.Background(), "run", "--", "echo", "hi")
+	require.Equal(t, ExitUsage, exitCode(err))
+	require.Regexp(t, `^TASKCLUSTER_CLIENT_ID is not set: creating task \S+ needs credentials`, err.Error())
+	require.NotContains(t, err.Error(), "\n")
+
+	h = newHarness(t, srv.URL, &tcclient.Credentials{ClientID: "someone", AccessToken: "token"})
+	err = h.exec(context.Background(), "run", "--", "echo", "hi")
+	require.Equal(t, ExitFailed, exitCode(err))
+	require.Contains(t, err.Error(), "InsufficientScopes (HTTP 403)")
+
+	t.Setenv("TASKCLUSTER_ROOT_URL", srv.URL)
+	t.Setenv("TASKCLUSTER_CLIENT_ID", "")
+	t.Setenv("TASKCLUSTER_ACCESS_TOKEN", "")
+	cmd := NewRoleCommand()
+	cmd.SetArgs([]string{"list"})
+	var out strings.Builder
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err = cmd.Execute()
+	require.EqualError(t, err, fmt.Sprintf(want, "listing roles"))
+	require.Equal(t, ExitUsage, exitCode(err))
 }

@@ -34,8 +34,8 @@ func NewGithubCommand() *cobra.Command {
 			"hooks it triggers. The event is either mocked (--event github-push, github-pull-request,\n" +
 			"github-pull-request-untrusted, github-release or github-issue-comment, with --action and\n" +
 			"--overrides merged into it) or a delivery the server stored (--delivery <host>/<deliveryId>,\n" +
-			"which needs the scope github:get-delivery:<host>; " + authCLIEnvHelp + ")\n" +
-			"Task ids are fresh on every run; nothing is created.",
+			"which needs the scope github:get-delivery:<host>). Task ids are fresh on every run; nothing is\n" +
+			"created.\n\n" + authCLIEnvHelp,
 		Example: "  hopper github render --event github-push\n" +
 			"  hopper github render --event github-pull-request --action synchronize --overrides pr.json\n" +
 			"  hopper github render --delivery github.com/72d3162e-cc78-11e3-81ab-4c9367dc0958",
@@ -48,8 +48,8 @@ func NewGithubCommand() *cobra.Command {
 	f.StringVar(&o.action, "action", "", "the mocked event's action (pull requests, releases, comments)")
 	f.StringVar(&o.overridesFile, "overrides", "", "YAML or JSON mapping merged into the mocked event")
 	f.StringVar(&o.delivery, "delivery", "", "render against a stored delivery: <host>/<deliveryId>")
-	f.StringVar(&o.org, "org", "org", "the mocked event's organization")
-	f.StringVar(&o.repo, "repo", "repo", "the mocked event's repository")
+	f.StringVar(&o.org, "org", "taskcluster", "the mocked event's organization")
+	f.StringVar(&o.repo, "repo", "testing", "the mocked event's repository")
 	f.StringVar(&o.host, "host", "github.com", "the mocked event's forge host (roles are repo:<host>/…)")
 	f.StringVar(&o.now, "now", "", "render as if it were this RFC 3339 time (default: now)")
 	cmd.AddCommand(render)

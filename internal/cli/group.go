@@ -20,6 +20,9 @@ type GroupTask struct {
 	TaskID string `json:"taskId"`
 	Name   string `json:"name"`
 	State  string `json:"state"`
+	// BlockedBy is set on an unscheduled task that can never run: the
+	// dependency that failed, ended in exception or is itself blocked.
+	BlockedBy string `json:"blockedBy,omitempty"`
 }
 
 // GroupSummary is a task group at one moment; `group --json` prints the
@@ -30,32 +33,82 @@ type GroupSummary struct {
 	// failed or exception.
 	Total    int `json:"total"`
 	Resolved int `json:"resolved"`
+	// Blocked is the number of unscheduled tasks that can never run
+	// (GroupTask.BlockedBy).
+	Blocked int `json:"blocked"`
 	// Counts has an entry for every state, zero or not.
 	Counts map[string]int `json:"counts"`
 	// Done is set once every task is resolved; Success additionally
-	// requires every task to have completed.
+	// requires every task to have completed. Stuck is set once nothing
+	// more can run: every task is resolved or blocked, and some are
+	// blocked (they resolve exception only at their deadlines).
 	Done    bool        `json:"done"`
+	Stuck   bool        `json:"stuck"`
 	Success bool        `json:"success"`
 	Tasks   []GroupTask `json:"tasks"`
 }
 
-// SummarizeGroup counts a task group's members by state.
-func SummarizeGroup(taskGroupID string, members []tcclient.TaskGroupMember) GroupSummary {
+// SummarizeGroup counts a task group's members by state and finds the
+// blocked ones; outside holds what is known of dependencies that are not
+// members (nil: nothing).
+func SummarizeGroup(taskGroupID string, members []tcclient.TaskGroupMember, outside map[string]depNode) GroupSummary {
 	s := GroupSummary{TaskGroupID: taskGroupID, Counts: map[string]int{}, Tasks: []GroupTask{}}
 	for _, st := range groupStates {
 		s.Counts[st] = 0
 	}
+	nodes := groupNodes(members)
+	for id, n := range outside {
+		if _, member := nodes[id]; !member {
+			nodes[id] = n
+		}
+	}
+	blocked := blockedBy(nodes)
 	for _, m := range members {
 		s.Counts[m.Status.State]++
-		s.Tasks = append(s.Tasks, GroupTask{TaskID: m.Status.TaskID, Name: m.Task.Metadata.Name, State: m.Status.State})
+		t := GroupTask{TaskID: m.Status.TaskID, Name: m.Task.Metadata.Name, State: m.Status.State}
+		if by, ok := blocked[t.TaskID]; ok {
+			t.BlockedBy = by
+			s.Blocked++
+		}
+		s.Tasks = append(s.Tasks, t)
 		if isResolved(m.Status.State) {
 			s.Resolved++
 		}
 	}
 	s.Total = len(members)
 	s.Done = s.Resolved == s.Total
+	s.Stuck = s.Blocked > 0 && s.Resolved+s.Blocked == s.Total
 	s.Success = s.Done && s.Counts[tcclient.StateCompleted] == s.Total
 	return s
+}
+
+// groupNodes is the dependency graph of a group's members.
+func groupNodes(members []tcclient.TaskGroupMember) map[string]depNode {
+	nodes := make(map[string]depNode, len(members))
+	for _, m := range members {
+		nodes[m.Status.TaskID] = depNode{ID: m.Status.TaskID, Name: m.Task.Metadata.Name, State: m.Status.State,
+			Requires: m.Task.Requires, Deps: m.Task.Dependencies}
+	}
+	return nodes
+}
+
+// outsideDeps looks up the dependencies of a group's unscheduled members
+// that are not members themselves; resolved ones are kept in cache
+// between polls.
+func (a *app) outsideDeps(ctx context.Context, members []tcclient.TaskGroupMember, cache map[string]depNode) map[string]depNode {
+	nodes := groupNodes(members)
+	member := make(map[string]bool, len(nodes))
+	for id := range nodes {
+		member[id] = true
+	}
+	a.lookUpDeps(ctx, nodes, cache)
+	outside := map[string]depNode{}
+	for id, n := range nodes {
+		if !member[id] {
+			outside[id] = n
+		}
+	}
+	return outside
 }
 
 // progressBar draws resolved/total as a bar of width cells.
@@ -88,6 +141,9 @@ func RenderGroupFrame(s GroupSummary, color bool) []string {
 	for _, state := range groupStates {
 		row := fmt.Sprintf("  %s%s %5d", paintState(state, color),
 			strings.Repeat(" ", len(tcclient.StateUnscheduled)-len(state)), s.Counts[state])
+		if state == tcclient.StateUnscheduled && s.Blocked > 0 {
+			row += fmt.Sprintf("  %d blocked", s.Blocked)
+		}
 		if state == tcclient.StateRunning || state == tcclient.StateFailed || state == tcclient.StateException {
 			var names []string
 			for _, t := range s.Tasks {
@@ -120,6 +176,9 @@ func RenderGroupLine(s GroupSummary) string {
 	parts := make([]string, len(groupStates))
 	for i, st := range groupStates {
 		parts[i] = fmt.Sprintf("%s %d", st, s.Counts[st])
+	}
+	if s.Blocked > 0 {
+		parts[0] += fmt.Sprintf(" (%d blocked)", s.Blocked)
 	}
 	return fmt.Sprintf("Task group %s: %d/%d resolved (%s)", s.TaskGroupID, s.Resolved, s.Total, strings.Join(parts, ", "))
 }
@@ -166,10 +225,11 @@ func (a *app) group(ctx context.Context, taskGroupID string, watch bool) error {
 		if err != nil {
 			return failure("listing task group "+taskGroupID, err)
 		}
-		return a.groupListing(SummarizeGroup(taskGroupID, list.Tasks))
+		return a.groupListing(SummarizeGroup(taskGroupID, list.Tasks, a.outsideDeps(ctx, list.Tasks, nil)))
 	}
 	frame := &frameWriter{w: a.env.Stdout}
 	lastLine := ""
+	resolvedDeps := map[string]depNode{}
 	for {
 		list, err := a.client.ListAllTaskGroup(ctx, taskGroupID)
 		if err != nil {
@@ -178,7 +238,7 @@ func (a *app) group(ctx context.Context, taskGroupID string, watch bool) error {
 			}
 			return failure("listing task group "+taskGroupID, err)
 		}
-		s := SummarizeGroup(taskGroupID, list.Tasks)
+		s := SummarizeGroup(taskGroupID, list.Tasks, a.outsideDeps(ctx, list.Tasks, resolvedDeps))
 		switch {
 		case a.json:
 		case a.env.TTY:
@@ -189,7 +249,7 @@ func (a *app) group(ctx context.Context, taskGroupID string, watch bool) error {
 				lastLine = line
 			}
 		}
-		if s.Done {
+		if s.Done || s.Stuck {
 			return a.groupResult(s)
 		}
 		if err := tcclient.SleepContext(ctx, a.env.pollInterval()); err != nil {
@@ -209,15 +269,47 @@ func (a *app) groupListing(s GroupSummary) error {
 	} else {
 		fmt.Fprintln(a.env.Stdout, RenderGroupLine(s))
 		for _, t := range s.Tasks {
-			fmt.Fprintf(a.env.Stdout, "%s%s  %s  %s\n", paintState(t.State, a.env.color()),
-				strings.Repeat(" ", len(tcclient.StateUnscheduled)-len(t.State)), t.TaskID, t.Name)
+			fmt.Fprintf(a.env.Stdout, "%s%s  %s  %s%s\n", paintState(t.State, a.env.color()),
+				strings.Repeat(" ", len(tcclient.StateUnscheduled)-len(t.State)), t.TaskID, t.Name, blockedNote(s, t))
 		}
 	}
 	if bad := s.Counts[tcclient.StateFailed] + s.Counts[tcclient.StateException]; bad > 0 {
-		return &ExitError{Code: ExitFailed, Msg: fmt.Sprintf("task group %s: %d of %d tasks did not complete (%d failed, %d exception)",
-			s.TaskGroupID, bad, s.Total, s.Counts[tcclient.StateFailed], s.Counts[tcclient.StateException])}
+		return &ExitError{Code: ExitFailed, Msg: groupFailure(s)}
 	}
 	return nil
+}
+
+// blockedNote is what a listing adds after a blocked task.
+func blockedNote(s GroupSummary, t GroupTask) string {
+	if t.BlockedBy == "" {
+		return ""
+	}
+	label := t.BlockedBy
+	for _, d := range s.Tasks {
+		if d.TaskID == t.BlockedBy {
+			label = d.TaskID + " (" + taskLabel(d) + ", " + d.State
+			if d.BlockedBy != "" {
+				label += ", blocked"
+			}
+			label += ")"
+		}
+	}
+	return "  blocked by " + label
+}
+
+// groupFailure words a group that did not complete.
+func groupFailure(s GroupSummary) string {
+	bad := s.Counts[tcclient.StateFailed] + s.Counts[tcclient.StateException]
+	msg := fmt.Sprintf("task group %s: %d of %d tasks did not complete (%d failed, %d exception)",
+		s.TaskGroupID, bad+s.Blocked, s.Total, s.Counts[tcclient.StateFailed], s.Counts[tcclient.StateException])
+	if s.Blocked > 0 {
+		msg = fmt.Sprintf("task group %s: %d of %d tasks did not complete (%d failed, %d exception, %d blocked)",
+			s.TaskGroupID, bad+s.Blocked, s.Total, s.Counts[tcclient.StateFailed], s.Counts[tcclient.StateException], s.Blocked)
+		if s.Stuck {
+			msg += "; nothing more can run"
+		}
+	}
+	return msg
 }
 
 // groupResult prints the final summary and maps it to an exit code.
@@ -229,14 +321,12 @@ func (a *app) groupResult(s GroupSummary) error {
 	} else {
 		for _, t := range s.Tasks {
 			if t.State != tcclient.StateCompleted {
-				fmt.Fprintf(a.env.Stdout, "%s  %s  %s\n", paintState(t.State, a.env.color()), t.TaskID, t.Name)
+				fmt.Fprintf(a.env.Stdout, "%s  %s  %s%s\n", paintState(t.State, a.env.color()), t.TaskID, t.Name, blockedNote(s, t))
 			}
 		}
 	}
 	if s.Success {
 		return nil
 	}
-	bad := s.Total - s.Counts[tcclient.StateCompleted]
-	return &ExitError{Code: ExitFailed, Msg: fmt.Sprintf("task group %s: %d of %d tasks did not complete (%d failed, %d exception)",
-		s.TaskGroupID, bad, s.Total, s.Counts[tcclient.StateFailed], s.Counts[tcclient.StateException])}
+	return &ExitError{Code: ExitFailed, Msg: groupFailure(s)}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -30,7 +31,7 @@ func TestSummarizeAndRenderGroup(t *testing.T) {
 		member("t7", "a", tcclient.StateRunning),
 		member("t8", "b", tcclient.StateRunning),
 	}
-	s := SummarizeGroup(taskB, members)
+	s := SummarizeGroup(taskB, members, nil)
 	require.Equal(t, 8, s.Total)
 	require.Equal(t, 2, s.Resolved)
 	require.False(t, s.Done)
@@ -53,12 +54,12 @@ func TestSummarizeAndRenderGroup(t *testing.T) {
 	colored := RenderGroupFrame(s, true)
 	require.Equal(t, "  \x1b[31mfailed\x1b[0m          1  lint", colored[6])
 
-	done := SummarizeGroup(taskB, []tcclient.TaskGroupMember{member("t1", "x", tcclient.StateCompleted)})
+	done := SummarizeGroup(taskB, []tcclient.TaskGroupMember{member("t1", "x", tcclient.StateCompleted)}, nil)
 	require.True(t, done.Done)
 	require.True(t, done.Success)
 	require.Equal(t, "[########################################] 100%", RenderGroupFrame(done, false)[1])
 
-	empty := SummarizeGroup(taskB, nil)
+	empty := SummarizeGroup(taskB, nil, nil)
 	require.True(t, empty.Success, "an empty group has nothing left to do")
 	require.Equal(t, []GroupTask{}, empty.Tasks)
 }
@@ -175,4 +176,101 @@ pending      `+taskB+`  test
 		require.Equal(t, ExitFailed, exitCode(err))
 		require.EqualError(t, err, "listing task group "+taskA+": ResourceNotFound (HTTP 404): no such thing")
 	})
+}
+
+// dependent is a member that waits for deps.
+func dependent(taskID, name, state, requires string, deps ...string) tcclient.TaskGroupMember {
+	m := member(taskID, name, state)
+	m.Task.Dependencies, m.Task.Requires = deps, requires
+	return m
+}
+
+const taskC = "ZB6WE4WJS9i0ZljHLp1TfQ"
+
+func TestBlockedBy(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		members []tcclient.TaskGroupMember
+		blocked map[string]string
+		stuck   bool
+	}{
+		{"a failed dependency blocks, transitively", []tcclient.TaskGroupMember{
+			member(taskA, "build", tcclient.StateFailed),
+			dependent(taskB, "test", tcclient.StateUnscheduled, "", taskA),
+			dependent(taskC, "deploy", tcclient.StateUnscheduled, "all-completed", taskB),
+		}, map[string]string{taskB: taskA, taskC: taskB}, true},
+		{"an exception blocks", []tcclient.TaskGroupMember{
+			member(taskA, "build", tcclient.StateException),
+			dependent(taskB, "test", tcclient.StateUnscheduled, "", taskA),
+		}, map[string]string{taskB: taskA}, true},
+		{"all-resolved waits for the blocked task's deadline", []tcclient.TaskGroupMember{
+			member(taskA, "build", tcclient.StateFailed),
+			dependent(taskB, "test", tcclient.StateUnscheduled, "", taskA),
+			dependent(taskC, "report", tcclient.StateUnscheduled, "all-resolved", taskB),
+		}, map[string]string{taskB: taskA}, false},
+		{"a running dependency blocks nothing", []tcclient.TaskGroupMember{
+			member(taskA, "build", tcclient.StateRunning),
+			dependent(taskB, "test", tcclient.StateUnscheduled, "", taskA),
+		}, map[string]string{}, false},
+		{"a task may name itself", []tcclient.TaskGroupMember{
+			dependent(taskA, "self", tcclient.StateUnscheduled, "", taskA),
+		}, map[string]string{}, false},
+		{"something else can still run", []tcclient.TaskGroupMember{
+			member(taskA, "build", tcclient.StateFailed),
+			dependent(taskB, "test", tcclient.StateUnscheduled, "", taskA),
+			member(taskC, "lint", tcclient.StatePending),
+		}, map[string]string{taskB: taskA}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := SummarizeGroup(taskB, tc.members, nil)
+			got := map[string]string{}
+			for _, task := range s.Tasks {
+				if task.BlockedBy != "" {
+					got[task.TaskID] = task.BlockedBy
+				}
+			}
+			require.Equal(t, tc.blocked, got)
+			require.Equal(t, len(tc.blocked), s.Blocked)
+			require.Equal(t, tc.stuck, s.Stuck)
+		})
+	}
+	t.Run("a dependency outside the group", func(t *testing.T) {
+		t.Parallel()
+		s := SummarizeGroup(taskB, []tcclient.TaskGroupMember{dependent(taskB, "test", tcclient.StateUnscheduled, "", taskA)},
+			map[string]depNode{taskA: {ID: taskA, State: tcclient.StateFailed}})
+		require.Equal(t, taskA, s.Tasks[0].BlockedBy)
+		require.True(t, s.Stuck)
+	})
+}
+
+// TestGroupWatchEndsWhenNothingMoreCanRun: a failed step leaves its
+// dependents unscheduled until their deadlines; the watch ends at once,
+// exits 1 and says which task blocked which.
+func TestGroupWatchEndsWhenNothingMoreCanRun(t *testing.T) {
+	t.Parallel()
+	canned := newCannedQueue(t)
+	canned.groupPolls = func(n int) []tcclient.TaskGroupMember {
+		build := tcclient.StateRunning
+		if n > 0 {
+			build = tcclient.StateFailed
+		}
+		return []tcclient.TaskGroupMember{
+			member(taskA, "build", build),
+			dependent(taskC, "test", tcclient.StateUnscheduled, "", taskA),
+		}
+	}
+	h := newHarness(t, canned.URL, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := h.exec(ctx, "group", "--watch", taskB)
+	require.NoError(t, ctx.Err(), "the watch ended by itself")
+	require.Equal(t, ExitFailed, exitCode(err))
+	require.EqualError(t, err, "task group "+taskB+": 2 of 2 tasks did not complete (1 failed, 0 exception, 1 blocked); nothing more can run")
+	require.Equal(t, `Task group aGQjzPjDTCGGZHZdHO9Jkw: 0/2 resolved (unscheduled 1, pending 0, running 1, completed 0, failed 0, exception 0)
+Task group aGQjzPjDTCGGZHZdHO9Jkw: 1/2 resolved (unscheduled 1 (1 blocked), pending 0, running 0, completed 0, failed 1, exception 0)
+failed  `+taskA+`  build
+unscheduled  `+taskC+`  test  blocked by `+taskA+` (build, failed)
+`, h.stdout.String())
 }

@@ -81,7 +81,10 @@ func (a *app) status(ctx context.Context, taskID string) error {
 	if err != nil {
 		return failure("getting task "+taskID, err)
 	}
-	return RenderStatus(a.env.Stdout, st, def, a.env.now(), a.env.color())
+	if err := RenderStatus(a.env.Stdout, st, def, a.env.now(), a.env.color()); err != nil {
+		return err
+	}
+	return a.printBlocked(ctx, a.env.Stdout, st, def)
 }
 
 // RenderStatus writes the human view of a task: identity, state, timing

@@ -30,6 +30,10 @@ type Options struct {
 	Out io.Writer
 	// SandboxInit starts the worker's sandbox init (worker.Config).
 	SandboxInit []string
+	// Command is how the banner tells the reader to run hopper's CLI
+	// ("hopper" when it is on the PATH, "./hopper", a path…); default
+	// "hopper".
+	Command string
 }
 
 // RootToken returns the root access token: HOPPER_ROOT_ACCESS_TOKEN if set,
@@ -97,7 +101,11 @@ func Run(ctx context.Context, opts Options) error {
 	fmt.Fprintf(out, "  worker:     %s (capacity %d, work dir %s)\n\n", opts.TaskQueueID, opts.Capacity, workDir)
 	fmt.Fprintf(out, "export TASKCLUSTER_ROOT_URL=%s TASKCLUSTER_CLIENT_ID=%s TASKCLUSTER_ACCESS_TOKEN=%s\n\n",
 		rootURL, server.RootClientID, cfg.RootAccessToken)
-	fmt.Fprintf(out, "Then try:   hopper task run -- echo hello\n\nPress Ctrl-C to stop.\n")
+	command := opts.Command
+	if command == "" {
+		command = "hopper"
+	}
+	fmt.Fprintf(out, "Then try:   %s task run -- echo hello\n\nPress Ctrl-C to stop.\n", command)
 
 	w, err := worker.New(worker.Config{
 		RootURL:     rootURL,

@@ -42,7 +42,7 @@ func TestHookCLI(t *testing.T) {
 	t.Parallel()
 	srv := e2e.StartServer(t, e2e.ServerOptions{})
 	root := srv.Env()
-	nightlyHook := readmeBlock(t, "internal/e2e/hooks_test.go creates this hook", "yaml")
+	nightlyHook := e2e.DocExample(t, "services-nightly-hook").Text
 	dir := t.TempDir()
 	file := filepath.Join(dir, "nightly.yaml")
 	require.NoError(t, os.WriteFile(file, []byte(nightlyHook), 0o600))

@@ -22,7 +22,7 @@ func TestPipelineFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skips running the hopper binary")
 	}
-	pipeline := readmeBlock(t, "internal/e2e/pipeline_test.go creates this pipeline", "yaml")
+	pipeline := e2e.DocExample(t, "readme-pipeline").Text
 	srv := e2e.StartServer(t, e2e.ServerOptions{})
 	e2e.StartWorker(t, srv, e2e.WorkerOptions{TaskQueueID: "hopper/default"})
 	file := filepath.Join(t.TempDir(), "pipeline.yaml")

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,25 +14,6 @@ import (
 	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
-
-// readmeBlock returns the lang code block that follows a
-// "<!-- README example: marker -->" line of the README or of a guide in
-// docs/, so tests run the documentation's examples exactly as written.
-func readmeBlock(t *testing.T, marker, lang string) string {
-	t.Helper()
-	guides, err := filepath.Glob(filepath.Join(e2e.RepoRoot(), "docs", "*.md"))
-	require.NoError(t, err)
-	block := regexp.MustCompile("(?s)<!-- README example: " + regexp.QuoteMeta(marker) + " -->\n```" + lang + "\n(.*?)```")
-	for _, path := range append([]string{filepath.Join(e2e.RepoRoot(), "README.md")}, guides...) {
-		doc, err := os.ReadFile(path)
-		require.NoError(t, err)
-		if m := block.FindSubmatch(doc); m != nil {
-			return string(m[1])
-		}
-	}
-	require.Failf(t, "no example", "neither README.md nor docs/*.md has a %s block marked %q", lang, marker)
-	return ""
-}
 
 // TestReadmeJavaScriptExample runs the README's example exactly as written,
 // as `node hi.mjs`, with each taskcluster-client line the README names
@@ -47,7 +27,7 @@ func TestReadmeJavaScriptExample(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("node not installed")
 	}
-	example := readmeBlock(t, "internal/e2e/readme_test.go runs this block", "js")
+	example := e2e.DocExample(t, "readme-hi-mjs").Text
 	srv := e2e.StartServer(t, e2e.ServerOptions{})
 	client := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
 	for _, dir := range []string{"node", "node-client55"} {

@@ -22,7 +22,7 @@ func TestSecretsGuideExample(t *testing.T) {
 		t.Skip("-short: skips running the hopper binary")
 	}
 	needTool(t, "curl", "sh", "wc")
-	task := readmeBlock(t, "internal/e2e/secrets_doc_test.go runs this task", "yaml")
+	task := e2e.DocExample(t, "services-deploy-task").Text
 	srv := e2e.StartServer(t, e2e.ServerOptions{})
 	e2e.StartWorker(t, srv, e2e.WorkerOptions{TaskQueueID: "hopper/default"})
 	dir := t.TempDir()

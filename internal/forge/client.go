@@ -283,16 +283,36 @@ func (f *Forge) DefaultBranch(ctx context.Context, installation int64, owner, re
 	return b, nil
 }
 
+// PermissionError is a permission the forge would not tell: the bot's
+// account may not read collaborators' permissions (Gitea and Forgejo
+// answer 403 unless it administers the repository). It is not "none":
+// the user may well be trusted.
+type PermissionError struct {
+	Host, Owner, Repo, User string
+	Err                     error
+}
+
+func (e *PermissionError) Error() string {
+	return fmt.Sprintf("%s would not tell %s's permission on %s/%s (%v): the bot's account must be allowed to read collaborators' permissions (on Gitea and Forgejo, an administrator of the repository)",
+		e.Host, e.User, e.Owner, e.Repo, e.Err)
+}
+
+func (e *PermissionError) Unwrap() error { return e.Err }
+
 // Permission returns a user's permission on a repository ("admin",
 // "write", "read", "none"; Gitea also says "owner"). A user the forge
-// does not know has "none".
+// does not know has "none"; a permission the forge refuses to tell is a
+// *PermissionError.
 func (f *Forge) Permission(ctx context.Context, installation int64, owner, repo, user string) (string, error) {
 	var out struct {
 		Permission string `json:"permission"`
 	}
 	_, err := f.call(ctx, installation, http.MethodGet, repoPath(owner, repo)+"/collaborators/"+url.PathEscape(user)+"/permission", nil, &out)
-	if IsStatus(err, http.StatusNotFound) || IsStatus(err, http.StatusForbidden) && !Temporary(err) {
+	if IsStatus(err, http.StatusNotFound) {
 		return "none", nil
+	}
+	if IsStatus(err, http.StatusForbidden) && !Temporary(err) {
+		return "", &PermissionError{Host: f.Host, Owner: owner, Repo: repo, User: user, Err: err}
 	}
 	if err != nil {
 		return "", err

@@ -1,52 +1,69 @@
 package github
 
 import (
+	"bytes"
+	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 )
 
-// FakeEvent builds a plausible event of a tasks_for kind for rendering a
+// fakeEvents are complete example deliveries of each event that can start
+// tasks: GitHub's webhook payloads as published (every property a real
+// delivery has), with the names, owners, commits and numbers
+// Taskcluster's own preview uses, so that a template renders in the
+// preview as it does on a real event and as it does in Taskcluster's
+// preview. $ORGANIZATION, $REPOSITORY and $BRANCH are filled in.
+//
+//go:embed fakeevents/*.json
+var fakeEvents embed.FS
+
+// fakeEventFiles maps a tasks_for to its example and X-GitHub-Event name.
+var fakeEventFiles = map[string]string{
+	TasksForPush:                 "push",
+	TasksForPullRequest:          "pull_request",
+	TasksForPullRequestUntrusted: "pull_request",
+	TasksForRelease:              "release",
+	TasksForIssueComment:         "issue_comment",
+}
+
+// FakeBranch is the mocked event's branch unless the overrides name
+// another (overrides.branch), as in Taskcluster's preview.
+const FakeBranch = "main"
+
+// FakeEvent builds the event of a tasks_for kind for rendering a
 // `.taskcluster.yml` without a forge (renderTaskclusterYml, `hopper
-// github render`); overrides replace the mocked event's top-level
-// properties.
+// github render`): the complete example delivery, its action set to
+// action (when given) and its top-level properties replaced by
+// overrides. A branch outside printable ASCII is refused as Taskcluster
+// refuses it.
 func FakeEvent(tasksFor, action, org, repo string, overrides map[string]any) (*Event, error) {
-	const sha, before = "0123456789abcdef0123456789abcdef01234567", "fedcba9876543210fedcba9876543210fedcba98"
-	user := map[string]any{"login": org, "id": json.Number("1"), "type": "User"}
-	repository := map[string]any{"name": repo, "full_name": org + "/" + repo, "owner": map[string]any{"login": org, "name": org, "id": json.Number("1")},
-		"html_url": "https://github.com/" + org + "/" + repo, "clone_url": "https://github.com/" + org + "/" + repo + ".git",
-		"git_url": "git://github.com/" + org + "/" + repo + ".git", "ssh_url": "git@github.com:" + org + "/" + repo + ".git",
-		"url": "https://api.github.com/repos/" + org + "/" + repo, "default_branch": "main", "private": false}
-	pull := map[string]any{"number": json.Number("1"), "title": "A pull request", "state": "open", "user": user,
-		"html_url": "https://github.com/" + org + "/" + repo + "/pull/1",
-		"head":     map[string]any{"ref": "feature", "sha": sha, "label": org + ":feature", "user": user, "repo": repository},
-		"base":     map[string]any{"ref": "main", "sha": before, "label": org + ":main", "user": user, "repo": repository}}
-	body := map[string]any{"repository": repository, "sender": user}
-	name := ""
-	switch tasksFor {
-	case TasksForPush:
-		name = "push"
-		body["ref"], body["before"], body["after"] = "refs/heads/main", before, sha
-		body["pusher"] = map[string]any{"name": org, "email": org + "@users.noreply.github.com"}
-		body["head_commit"] = map[string]any{"id": sha, "message": "A commit"}
-		body["commits"] = []any{map[string]any{"id": sha, "message": "A commit"}}
-	case TasksForPullRequest, TasksForPullRequestUntrusted:
-		name = "pull_request"
-		body["action"], body["number"], body["pull_request"] = action, json.Number("1"), pull
-	case TasksForRelease:
-		name = "release"
-		body["action"] = action
-		body["release"] = map[string]any{"tag_name": "v1.0.0", "name": "v1.0.0", "target_commitish": "main", "draft": false, "prerelease": false,
-			"url": "https://api.github.com/repos/" + org + "/" + repo + "/releases/1", "tarball_url": "", "zipball_url": ""}
-	case TasksForIssueComment:
-		name = "issue_comment"
-		body["action"] = action
-		body["issue"] = map[string]any{"number": json.Number("1"), "state": "open", "pull_request": map[string]any{"url": pull["html_url"]}}
-		body["comment"] = map[string]any{"id": json.Number("1"), "body": "/taskcluster run", "user": user}
-	default:
+	name, ok := fakeEventFiles[tasksFor]
+	if !ok {
 		return nil, fmt.Errorf("unknown event type %q", tasksFor)
+	}
+	branch := FakeBranch
+	if b, ok := overrides["branch"].(string); ok && b != "" {
+		branch = b
+	}
+	if !printable(branch) {
+		return nil, errors.New("Must have only ascii-printable chars in branch names!")
+	}
+	body, err := fakeBody(name, org, repo, branch)
+	if err != nil {
+		return nil, err
+	}
+	if action != "" {
+		body["action"] = action
 	}
 	for k, v := range overrides {
 		body[k] = v
+	}
+	if tasksFor == TasksForIssueComment {
+		if commandPattern.FindStringSubmatch(str(body, "comment", "body")) == nil {
+			return nil, errors.New("No taskcluster command found")
+		}
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {
@@ -60,12 +77,64 @@ func FakeEvent(tasksFor, action, org, repo string, overrides map[string]any) (*E
 		return nil, fmt.Errorf("the mocked event is skipped: %s", dec.Reply)
 	}
 	e := dec.Event
-	if tasksFor == TasksForIssueComment {
+	switch tasksFor {
+	case TasksForIssueComment:
+		// The service loads the comment's pull request into the event
+		// before rendering; the preview gives the example one.
+		pr, err := fakeBody("pull_request", org, repo, branch)
+		if err != nil {
+			return nil, err
+		}
+		pull, _ := pr["pull_request"].(map[string]any)
 		e.Body["pull_request"], e.Body["taskcluster_comment"] = pull, e.Command
-		e.SHA = sha
-	}
-	if tasksFor == TasksForRelease {
-		e.SHA = sha
+		e.SHA, e.Branch = str(pull, "head", "sha"), str(pull, "head", "ref")
+	case TasksForRelease:
+		push, err := fakeBody("push", org, repo, branch)
+		if err != nil {
+			return nil, err
+		}
+		e.SHA = str(push, "after")
 	}
 	return e, nil
+}
+
+// fakeBody is the example delivery of an event, names filled in.
+func fakeBody(name, org, repo, branch string) (map[string]any, error) {
+	text, err := fakeEvents.ReadFile("fakeevents/" + name + ".json")
+	if err != nil {
+		return nil, err
+	}
+	r := strings.NewReplacer("$ORGANIZATION", jsonString(org), "$REPOSITORY", jsonString(repo), "$BRANCH", jsonString(encodeURI(branch)))
+	var body map[string]any
+	dec := json.NewDecoder(strings.NewReader(r.Replace(string(text))))
+	dec.UseNumber()
+	if err := dec.Decode(&body); err != nil {
+		return nil, fmt.Errorf("the %s example: %w", name, err)
+	}
+	return body, nil
+}
+
+// jsonString is s as it appears inside a JSON string literal.
+func jsonString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(strings.TrimSuffix(b.String(), "\n"), `"`)[1:]
+}
+
+// encodeURI escapes a printable-ASCII branch as JavaScript's encodeURI
+// does (Taskcluster's preview puts it in the ref so).
+func encodeURI(s string) string {
+	const keep = "-_.!~*'();/?:@&=+$,#"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(keep, c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -318,40 +320,86 @@ func compileV1(defs []map[string]any, route string, p RenderParams) ([]Task, err
 }
 
 // dependenciesFirst orders task ids so that each comes after the tasks of
-// this set it depends on.
+// this set it depends on. It sorts as Taskcluster's service does (Kahn's
+// algorithm with a stack, over every id named, then reversed) so the
+// preview lists tasks in Taskcluster's order, and it refuses a cycle in
+// Taskcluster's words, naming every task that waits on it.
 func dependenciesFirst(order []string, deps map[string][]string, known map[string]map[string]any) ([]string, error) {
-	const (
-		visiting = 1
-		done     = 2
-	)
-	state := map[string]int{}
-	out := make([]string, 0, len(order))
-	var visit func(id string) error
-	visit = func(id string) error {
-		switch state[id] {
-		case done:
-			return nil
-		case visiting:
-			return configErrorf("render", "the tasks' dependencies form a cycle through %s", id)
+	var nodes []string
+	ins := map[string]int{}
+	touch := func(id string) {
+		if _, ok := ins[id]; !ok {
+			nodes = append(nodes, id)
+			ins[id] = 0
 		}
-		state[id] = visiting
+	}
+	edges := map[string][]string{}
+	for _, id := range order {
+		touch(id)
 		for _, d := range deps[id] {
-			if _, ok := known[d]; ok {
-				if err := visit(d); err != nil {
-					return err
-				}
+			touch(d)
+			ins[d]++
+		}
+		edges[id] = append(edges[id], deps[id]...)
+	}
+	nodes = jsKeyOrder(nodes)
+	var stack, sorted []string
+	for _, id := range nodes {
+		if ins[id] == 0 {
+			stack = append(stack, id)
+		}
+	}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		sorted = append(sorted, n)
+		for _, m := range edges[n] {
+			if ins[m]--; ins[m] == 0 {
+				stack = append(stack, m)
 			}
 		}
-		state[id] = done
-		out = append(out, id)
-		return nil
 	}
-	for _, id := range order {
-		if err := visit(id); err != nil {
-			return nil, err
+	if len(sorted) != len(nodes) {
+		var circular []string
+		for _, id := range nodes {
+			if ins[id] != 0 {
+				circular = append(circular, id)
+			}
+		}
+		return nil, configErrorf("render", "At least 1 circular dependency in nodes: \n\n%s\n\nGraph cannot be sorted!", strings.Join(circular, "\n"))
+	}
+	out := make([]string, 0, len(order))
+	for i := len(sorted) - 1; i >= 0; i-- {
+		if _, ok := known[sorted[i]]; ok {
+			out = append(out, sorted[i])
 		}
 	}
 	return out, nil
+}
+
+// jsKeyOrder orders ids as a JavaScript object's keys are: array indexes
+// (canonical integers below 2^32-1) first, ascending, then the rest in
+// insertion order.
+func jsKeyOrder(ids []string) []string {
+	var idx []uint64
+	var rest []string
+	for _, id := range ids {
+		n, err := strconv.ParseUint(id, 10, 32)
+		if err == nil && n < 1<<32-1 && strconv.FormatUint(n, 10) == id {
+			idx = append(idx, n)
+			continue
+		}
+		rest = append(rest, id)
+	}
+	if len(idx) == 0 {
+		return ids
+	}
+	slices.Sort(idx)
+	out := make([]string, 0, len(ids))
+	for _, n := range idx {
+		out = append(out, strconv.FormatUint(n, 10))
+	}
+	return append(out, rest...)
 }
 
 // v1Scopes are the scopes a v1 render's tasks are created with.

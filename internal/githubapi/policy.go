@@ -2,8 +2,10 @@ package githubapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/hopper-ci/hopper/internal/forge"
 	"github.com/hopper-ci/hopper/internal/github"
 )
 
@@ -42,6 +44,19 @@ func (j *job) trusted(ctx context.Context, user string) (bool, error) {
 	return github.Trusted(perm), nil
 }
 
+// unreadablePermission turns a permission the forge would not tell into
+// an error on the commit (status and comment), in the log and on the
+// delivery's record, so that nobody reads it as an untrusted user; other
+// errors pass through.
+func (j *job) unreadablePermission(err error) error {
+	var pe *forge.PermissionError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	j.s.Log.Warn("the forge would not tell a permission", "host", pe.Host, "repository", pe.Owner+"/"+pe.Repo, "user", pe.User, "error", pe.Err)
+	return j.userError("Taskcluster could not read "+pe.User+"'s permission on this repository", pe)
+}
+
 // pullPolicy applies the default branch's pull-request policy: whether
 // tasks run, and with which tasks_for.
 func (j *job) pullPolicy(ctx context.Context) (bool, string, error) {
@@ -56,12 +71,12 @@ func (j *job) pullPolicy(ctx context.Context) (bool, string, error) {
 	}
 	openerTrusted, err := j.trusted(ctx, e.Opener)
 	if err != nil {
-		return false, "", err
+		return false, "", j.unreadablePermission(err)
 	}
 	headTrusted := openerTrusted
 	if e.HeadOwner != e.Opener {
 		if headTrusted, err = j.trusted(ctx, e.HeadOwner); err != nil {
-			return false, "", err
+			return false, "", j.unreadablePermission(err)
 		}
 	}
 	trusted := github.PullTrust(openerTrusted, headTrusted, e.HeadOwner != "" && e.HeadOwner == e.BaseOwner)
@@ -97,7 +112,7 @@ func (j *job) commentPolicy(ctx context.Context) (bool, error) {
 	}
 	ok, err := j.trusted(ctx, e.Commenter)
 	if err != nil {
-		return false, err
+		return false, j.unreadablePermission(err)
 	}
 	if !ok {
 		j.out.summary = e.Commenter + " may not start tasks with comments"

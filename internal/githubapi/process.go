@@ -35,6 +35,9 @@ type permanent struct{ error }
 // queues, written in one transaction.
 type outcome struct {
 	summary string
+	// failure is set when the event ends in an error its repository's
+	// users are shown (the delivery's record keeps it as its error).
+	failure string
 	builds  []store.GithubBuild
 	outbox  []store.GithubOutboxEntry
 }
@@ -71,6 +74,7 @@ func (s *Service) processClaimed(ctx context.Context, d *store.GithubDelivery, l
 	switch {
 	case err == nil:
 		finish.State, finish.Outcome, finish.Builds, finish.Outbox = store.DeliveryDone, out.summary, out.builds, out.outbox
+		finish.Error = out.failure
 	case errors.As(err, &perm) || d.Attempts >= maxDeliveryAttempts:
 		finish.State, finish.Error = store.DeliveryFailed, err.Error()
 		s.Log.Warn("a webhook delivery failed", "host", d.Host, "delivery", d.DeliveryID, "attempts", d.Attempts, "error", err)
@@ -262,12 +266,36 @@ func (j *job) createTasks(ctx context.Context, r *github.Rendered, tasksFor stri
 	}
 	if refused != nil {
 		j.out.summary = fmt.Sprintf("the queue refused a task: %s", refused.Code)
-		return j.userError("Taskcluster could not create the tasks of this event", errors.New(refused.Message))
+		return j.userError("Taskcluster could not create the tasks of this event", errors.New(roleRefusal(refused, r.Scopes)))
 	}
 	if hookErr != nil {
 		return j.userError("Taskcluster could not trigger a hook of this event", hookErr)
 	}
 	return nil
+}
+
+// roleRefusal is the queue's refusal of a task as the repository's users
+// must read it: a lack of scopes is the role's (repo:…, whose scopes the
+// tasks are created with), not the service's client's, which they cannot
+// change.
+func roleRefusal(refused *api.Refusal, scopes []string) string {
+	var roles []string
+	for _, s := range scopes {
+		if r, ok := strings.CutPrefix(s, "assume:"); ok {
+			roles = append(roles, "`"+r+"`")
+		}
+	}
+	if refused.Code != "InsufficientScopes" || len(roles) == 0 {
+		return refused.Message
+	}
+	who := "The role " + strings.Join(roles, ", ")
+	msg := strings.Replace(refused.Message, "Client ID "+ClientID+" does not have sufficient scopes",
+		who+" does not have sufficient scopes to create the tasks of this event", 1)
+	msg = strings.Replace(msg, "requires the client to satisfy", "requires the role to satisfy", 1)
+	if msg == refused.Message {
+		msg = who + " does not have sufficient scopes to create the tasks of this event:\n\n" + msg
+	}
+	return msg
 }
 
 // cancelClass is the class of pull-request event types whose builds
@@ -398,7 +426,12 @@ func (s *Service) statusEntry(f *forge.Forge, owner, repo, sha, groupID, eventTy
 func (j *job) userError(summary string, err error) error {
 	e := j.e
 	j.out.summary = summary + ": " + err.Error()
-	j.comment(summary, "```\n"+err.Error()+"\n```")
+	j.out.failure = j.out.summary
+	if e.PullNumber != 0 || j.f.Kind != forge.KindGitea {
+		// Gitea and Forgejo take no comment on a commit: there the
+		// error status's page says it.
+		j.comment(summary, "```\n"+err.Error()+"\n```")
+	}
 	body, _ := json.Marshal(map[string]string{"state": "error", "target_url": j.s.deliveryURL(e.Host, e.DeliveryID),
 		"description": truncate(summary, 140), "context": github.StatusContext(j.f.Name(), e.Type)})
 	j.out.outbox = append(j.out.outbox, store.GithubOutboxEntry{Host: e.Host, Key: "status:error:" + e.DeliveryID, Kind: "status",

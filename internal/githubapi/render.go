@@ -26,7 +26,7 @@ func (s *Service) renderTaskclusterYml(c *api.Call) (any, error) {
 		in.Organization = "taskcluster"
 	}
 	if in.Repository == "" {
-		in.Repository = "taskcluster"
+		in.Repository = "testing"
 	}
 	e, err := github.FakeEvent(in.FakeEvent.Type, in.FakeEvent.Action, in.Organization, in.Repository, in.FakeEvent.Overrides)
 	if err != nil {

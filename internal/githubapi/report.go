@@ -168,7 +168,7 @@ func (s *Service) SendDue(ctx context.Context) (int, error) {
 			switch {
 			case err == nil:
 				sent++
-			case forge.Temporary(err) && e.Attempts < maxSendAttempts:
+			case forge.Temporary(err) && !errors.As(err, new(refusal)) && e.Attempts < maxSendAttempts:
 				next = s.Clock.Now().Add(sendRetry(e.Attempts))
 				s.Log.Info("sending to the forge failed; trying again", "host", e.Host, "kind", e.Kind, "key", e.Key, "at", next, "error", err)
 			default:
@@ -186,10 +186,14 @@ func (s *Service) SendDue(ctx context.Context) (int, error) {
 	return sent, ctx.Err()
 }
 
+// refusal is an entry that can never be sent, whatever the forge's
+// state: it is not tried again.
+type refusal struct{ error }
+
 func (s *Service) send(ctx context.Context, e *store.GithubOutboxEntry) error {
 	f := s.Forges[e.Host]
 	if f == nil {
-		return fmt.Errorf("forge %s is no longer configured", e.Host)
+		return refusal{fmt.Errorf("forge %s is no longer configured", e.Host)}
 	}
 	switch e.Kind {
 	case "status":
@@ -197,13 +201,13 @@ func (s *Service) send(ctx context.Context, e *store.GithubOutboxEntry) error {
 	case "comment":
 		if sha, ok := strings.CutPrefix(e.Target, "sha:"); ok {
 			if f.Kind == forge.KindGitea {
-				return errors.New("gitea and forgejo have no commit comments: the error is on the status's page")
+				return refusal{errors.New("gitea and forgejo have no commit comments: the error is on the status's page")}
 			}
 			return f.CreateCommitComment(ctx, e.InstallationID, e.Owner, e.Repo, sha, json.RawMessage(e.Body))
 		}
 		n, err := strconv.Atoi(e.Target)
 		if err != nil {
-			return fmt.Errorf("comment target %q: %w", e.Target, err)
+			return refusal{fmt.Errorf("comment target %q: %w", e.Target, err)}
 		}
 		return f.CreateComment(ctx, e.InstallationID, e.Owner, e.Repo, n, json.RawMessage(e.Body))
 	case "check_run":
@@ -211,9 +215,9 @@ func (s *Service) send(ctx context.Context, e *store.GithubOutboxEntry) error {
 	case "reaction":
 		id, err := strconv.ParseInt(e.Target, 10, 64)
 		if err != nil {
-			return fmt.Errorf("reaction target %q: %w", e.Target, err)
+			return refusal{fmt.Errorf("reaction target %q: %w", e.Target, err)}
 		}
 		return f.CreateReaction(ctx, e.InstallationID, e.Owner, e.Repo, id, json.RawMessage(e.Body))
 	}
-	return fmt.Errorf("unknown outbox entry kind %q", e.Kind)
+	return refusal{fmt.Errorf("unknown outbox entry kind %q", e.Kind)}
 }

@@ -38,6 +38,7 @@ type PoolStore interface {
 	store.WorkerManagerStore
 	TaskQueueCounts(ctx context.Context, taskQueueID string, now time.Time) (pending, claimed int, err error)
 	ListWorkers(ctx context.Context, now time.Time, filter store.WorkerFilter, page store.Page) ([]store.Worker, string, error)
+	ListHeldRuns(ctx context.Context, q store.HeldRunsQuery, now time.Time) ([]store.HeldRun, error)
 	GetTask(ctx context.Context, taskID string) (*queue.TaskState, error)
 }
 

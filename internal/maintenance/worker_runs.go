@@ -13,7 +13,7 @@ import (
 // WorkerRunStore is what resolving a removed worker's runs needs of the
 // queue's store.
 type WorkerRunStore interface {
-	ListClaimed(ctx context.Context, taskQueueID string, now time.Time, page store.Page) ([]store.ClaimedEntry, string, error)
+	ListHeldRuns(ctx context.Context, q store.HeldRunsQuery, now time.Time) ([]store.HeldRun, error)
 	UpdateTask(ctx context.Context, p store.UpdateTaskParams) (*store.Result, error)
 }
 
@@ -23,7 +23,10 @@ type WorkerRunStore interface {
 // run while the task has retries left, as Taskcluster's worker-removed
 // resolver does, instead of waiting for the claim to expire. Each task
 // changes in a transaction of its own; a run the worker resolved (or
-// that was claimed again) meanwhile is left alone.
+// that was claimed again) meanwhile is left alone, so resolving again is
+// harmless: the worker scanner does it for every stopped worker that
+// still holds runs, whichever call stopped it (a removeWorker cut short
+// between its two steps leaves them to it).
 type WorkerRunResolver struct {
 	Store     WorkerRunStore
 	Publisher EventPublisher
@@ -35,26 +38,18 @@ var errRunMoved = errors.New("the run is no longer claimed by the worker")
 // ResolveWorkerRuns resolves the worker's claimed runs and returns how
 // many it resolved.
 func (r *WorkerRunResolver) ResolveWorkerRuns(ctx context.Context, key store.WorkerKey, now time.Time) (int, error) {
-	var runs []store.ClaimedEntry
-	page := store.Page{}
-	for {
-		claimed, next, err := r.Store.ListClaimed(ctx, key.TaskQueueID, now, page)
-		if err != nil {
-			return 0, fmt.Errorf("listing the runs claimed in %s: %w", key.TaskQueueID, err)
-		}
-		for _, c := range claimed {
-			if c.WorkerGroup == key.WorkerGroup && c.WorkerID == key.WorkerID {
-				runs = append(runs, c)
-			}
-		}
-		if next == "" {
-			break
-		}
-		page.ContinuationToken = next
+	held, err := r.Store.ListHeldRuns(ctx, store.HeldRunsQuery{Worker: &key}, now)
+	if err != nil {
+		return 0, fmt.Errorf("listing the runs %s/%s holds in %s: %w", key.WorkerGroup, key.WorkerID, key.TaskQueueID, err)
 	}
+	return r.resolve(ctx, key, held, now)
+}
+
+// resolve resolves the runs of held that are still the worker's.
+func (r *WorkerRunResolver) resolve(ctx context.Context, key store.WorkerKey, runs []store.HeldRun, now time.Time) (int, error) {
 	n := 0
 	for _, c := range runs {
-		res, err := r.Store.UpdateTask(ctx, store.UpdateTaskParams{TaskID: c.Task.TaskID, Now: now,
+		res, err := r.Store.UpdateTask(ctx, store.UpdateTaskParams{TaskID: c.TaskID, Now: now,
 			Apply: func(t *queue.TaskState, tr *queue.Transition) error {
 				if c.RunID >= len(t.Runs) {
 					return errRunMoved
@@ -69,7 +64,7 @@ func (r *WorkerRunResolver) ResolveWorkerRuns(ctx context.Context, key store.Wor
 			continue
 		}
 		if err != nil {
-			return n, fmt.Errorf("resolving run %d of %s: %w", c.RunID, c.Task.TaskID, err)
+			return n, fmt.Errorf("resolving run %d of %s: %w", c.RunID, c.TaskID, err)
 		}
 		if r.Publisher != nil {
 			r.Publisher.Publish(ctx, res.Changes)

@@ -93,7 +93,11 @@ func (s *WorkerScanner) scanPool(ctx context.Context, pool *workermanager.Pool) 
 	if err != nil {
 		return 0, err
 	}
-	ps := &poolScan{pool: pool, seen: seen, lifecycle: pool.Lifecycle(), minCapacity: pool.Capacity().Min}
+	held, err := s.heldRuns(ctx, pool.WorkerPoolID)
+	if err != nil {
+		return 0, err
+	}
+	ps := &poolScan{pool: pool, seen: seen, held: held, lifecycle: pool.Lifecycle(), minCapacity: pool.Capacity().Min}
 	for _, w := range workers {
 		if w.State == workermanager.StateRunning && w.ProviderID == pool.ProviderID {
 			ps.running += w.Capacity
@@ -121,7 +125,9 @@ func (s *WorkerScanner) scanPool(ctx context.Context, pool *workermanager.Pool) 
 type poolScan struct {
 	pool *workermanager.Pool
 	// seen holds the queue's records of the pool's workers.
-	seen        map[string]*store.Worker
+	seen map[string]*store.Worker
+	// held holds the runs the pool's workers hold in the queue, by worker.
+	held        map[string][]store.HeldRun
 	lifecycle   workermanager.Lifecycle
 	minCapacity int
 	// running is the capacity of the pool's running workers, less those
@@ -154,6 +160,15 @@ func (s *WorkerScanner) scanWorker(ctx context.Context, ps *poolScan, w *workerm
 	log := logger(s.Logger)
 	now := s.Clock.Now()
 	prov, dynamic := s.Providers[w.ProviderID]
+	if w.State == workermanager.StateStopped || w.State == workermanager.StateStopping {
+		// Whatever stopped the worker, the runs it still holds are resolved
+		// here too: the call that stopped it may have ended before it
+		// resolved them (a replica killed inside removeWorker), and a
+		// claim that was in flight as it stopped may have landed since.
+		if err := s.resolveHeld(ctx, ps, w); err != nil {
+			return false, err
+		}
+	}
 	switch w.State {
 	case workermanager.StateStopped:
 		return false, nil // expiry deletes it (ExpireWorkerManager)
@@ -231,6 +246,37 @@ func (s *WorkerScanner) queueWorkers(ctx context.Context, poolID string) (map[st
 		}
 		page.ContinuationToken = next
 	}
+}
+
+// heldRuns lists the runs the pool's workers hold, by worker.
+func (s *WorkerScanner) heldRuns(ctx context.Context, poolID string) (map[string][]store.HeldRun, error) {
+	runs, err := s.Store.ListHeldRuns(ctx, store.HeldRunsQuery{TaskQueueID: poolID}, s.Clock.Now())
+	if err != nil {
+		return nil, fmt.Errorf("listing the runs held in %s: %w", poolID, err)
+	}
+	out := map[string][]store.HeldRun{}
+	for _, r := range runs {
+		k := r.Worker.WorkerGroup + "/" + r.Worker.WorkerID
+		out[k] = append(out[k], r)
+	}
+	return out, nil
+}
+
+// resolveHeld resolves the runs a stopped or stopping worker still holds.
+func (s *WorkerScanner) resolveHeld(ctx context.Context, ps *poolScan, w *workermanager.Worker) error {
+	runs := ps.held[w.WorkerGroup+"/"+w.WorkerID]
+	if len(runs) == 0 || s.Resolver == nil {
+		return nil
+	}
+	key := store.WorkerKey{TaskQueueID: w.WorkerPoolID, WorkerGroup: w.WorkerGroup, WorkerID: w.WorkerID}
+	n, err := s.Resolver.resolve(ctx, key, runs, s.Clock.Now())
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		logger(s.Logger).Info("resolved the runs a stopped worker still held exception/worker-shutdown", "worker", w.Key().String(), "state", string(w.State), "runs", n)
+	}
+	return nil
 }
 
 // activity is what the worker last did: when it last held a claimed run

@@ -266,3 +266,21 @@ func TestRenderHugeOverrides(t *testing.T) {
 	require.LessOrEqual(t, len(m.Matrix.Body), notify.MaxMatrixBody)
 	require.True(t, utf8.ValidString(m.Matrix.Body))
 }
+
+// TestDenylistKey: email addresses are compared without ASCII case, the
+// local part too; other channels' addresses as given.
+func TestDenylistKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ channel, address, want string }{
+		{notify.ChannelEmail, "deny@example.com", "deny@example.com"},
+		{notify.ChannelEmail, "DENY@example.com", "deny@example.com"},
+		{notify.ChannelEmail, "Deny@Example.COM", "deny@example.com"},
+		{notify.ChannelEmail, "Élan@Bücher.de", "Élan@bücher.de"},
+		{notify.ChannelSlack, "C0ABC", "C0ABC"},
+		{notify.ChannelMatrix, "!Room:Example.org", "!Room:Example.org"},
+		{notify.ChannelPulse, "Builds.X", "Builds.X"},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, notify.DenylistKey(tt.channel, tt.address), "%s %s", tt.channel, tt.address)
+	}
+}

@@ -263,3 +263,23 @@ func ValidateEmail(address string) error {
 	}
 	return nil
 }
+
+// DenylistKey is what the denylist compares an address of a channel by.
+// An email address is compared with its ASCII letters in lower case, the
+// local part included: mail systems treat a domain without case, and the
+// ones people use deliver DENY@example.com to deny@example.com, so a
+// denylisted address spelled otherwise must still be denied (Taskcluster
+// compares the text as given). Other channels' addresses (Slack and
+// Matrix ids, routing keys, webhook names) are compared as given.
+func DenylistKey(channel, address string) string {
+	if channel != ChannelEmail {
+		return address
+	}
+	b := []byte(address)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

@@ -65,6 +65,7 @@ func (w *wiring) services() []func() (service, error) {
 		w.liveService,
 		w.workerManagerService,
 		w.notifyService,
+		w.interactiveService,
 	}
 }
 

@@ -18,6 +18,10 @@ type AuditStore interface {
 	// ListAuditHistory lists entries oldest first, of one entity (Entity)
 	// or made by one client (ByClient).
 	ListAuditHistory(ctx context.Context, q AuditQuery, page Page) ([]AuditEntry, string, error)
+	// RecordAudit writes the entry of an event that changes no row of its
+	// own, in a transaction of its own: an interactive shell opened in a
+	// task (AuditTask), whose entry must be written before the shell opens.
+	RecordAudit(ctx context.Context, entityType, entityID string, a Audit) error
 	// ExpireAuditHistory deletes entries made before cutoff; it returns how
 	// many.
 	ExpireAuditHistory(ctx context.Context, cutoff time.Time) (int, error)
@@ -27,6 +31,8 @@ type AuditStore interface {
 const (
 	AuditClient = "client"
 	AuditRole   = "role"
+	// AuditTask entries are interactive shells opened in a task.
+	AuditTask = "task"
 )
 
 // Audit says who makes a change, what kind of change it is (Taskcluster's
@@ -62,6 +68,14 @@ func (t *txn) sendAudit(entityType, entityID string, a *Audit) {
 	t.send(Statement{Query: "INSERT INTO audit_history (entity_type, entity_id, client_id, action_type, created) VALUES (?, ?, ?, ?, ?)",
 		Args: []any{entityType, entityID, a.ClientID, a.Action, ms(a.At)},
 		What: "recording the audit entry of " + entityType + " " + entityID})
+}
+
+// RecordAudit implements AuditStore.
+func (db *DB) RecordAudit(ctx context.Context, entityType, entityID string, a Audit) error {
+	return db.tx(ctx, func(tx *txn) error {
+		tx.sendAudit(entityType, entityID, &a)
+		return nil
+	})
 }
 
 // ListAuditHistory implements AuditStore.

@@ -216,13 +216,18 @@ func (db *DB) EnqueueNotification(ctx context.Context, m *notify.Message, now ti
 	id := newNotificationID()
 	duplicate := false
 	err = db.tx(ctx, func(tx *txn) error {
-		var n int
-		err := tx.queryRow(ctx, "SELECT COUNT(*) FROM notify_outbox WHERE dedup = ? AND created > ?",
-			dedup, ms(now.Add(-notify.DuplicateWindow))).Scan(&n)
+		// One upsert decides: it inserts the request's hash, or moves one
+		// stored before the window forward, and returns it; a hash stored
+		// within the window is left as it is and nothing returned. Racing
+		// identical requests wait on the hash's row (PostgreSQL) or the
+		// one writer (SQLite), so exactly one of them stores.
+		fresh, err := tx.queryStrings(ctx, `INSERT INTO notify_dedup (dedup, created) VALUES (?, ?)
+			ON CONFLICT (dedup) DO UPDATE SET created = excluded.created WHERE notify_dedup.created <= ?
+			RETURNING dedup`, dedup, ms(now), ms(now.Add(-notify.DuplicateWindow)))
 		if err != nil {
 			return fmt.Errorf("looking for a duplicate notification: %w", err)
 		}
-		if duplicate = n > 0; duplicate {
+		if duplicate = len(fresh) == 0; duplicate {
 			return nil
 		}
 		_, err = tx.exec(ctx, `INSERT INTO notify_outbox (id, channel, target, task_id, run_id, event, route, status, message, dedup,
@@ -318,21 +323,21 @@ func (t *txn) settle(id, state, reason string, now time.Time) {
 // denylisted returns the ids of the notifications whose address is on the
 // denylist.
 func (t *txn) denylisted(ctx context.Context, due []Notification) (map[string]bool, error) {
-	var targets []string
+	var keys []string
 	for _, n := range due {
-		if !slices.Contains(targets, n.Target) {
-			targets = append(targets, n.Target)
+		if k := notify.DenylistKey(n.Channel, n.Target); !slices.Contains(keys, k) {
+			keys = append(keys, k)
 		}
 	}
-	cond, args := t.db.inList("notification_address", targets)
+	cond, args := t.db.inList("address_key", keys)
 	deny := map[[2]string]bool{}
-	err := t.queryEach(ctx, "SELECT notification_type, notification_address FROM notify_denylist WHERE "+cond, args, func(rows Rows) error {
+	err := t.queryEach(ctx, "SELECT notification_type, address_key FROM notify_denylist WHERE "+cond, args, func(rows Rows) error {
 		for rows.Next() {
-			var typ, addr string
-			if err := rows.Scan(&typ, &addr); err != nil {
+			var typ, key string
+			if err := rows.Scan(&typ, &key); err != nil {
 				return err
 			}
-			deny[[2]string{typ, addr}] = true
+			deny[[2]string{typ, key}] = true
 		}
 		return rows.Err()
 	})
@@ -341,7 +346,7 @@ func (t *txn) denylisted(ctx context.Context, due []Notification) (map[string]bo
 	}
 	out := map[string]bool{}
 	for _, n := range due {
-		if deny[[2]string{n.Channel, n.Target}] {
+		if deny[[2]string{n.Channel, notify.DenylistKey(n.Channel, n.Target)}] {
 			out[n.ID] = true
 		}
 	}
@@ -479,8 +484,8 @@ func (db *DB) NotificationStates(ctx context.Context) (map[string]int, error) {
 // AddDenylistAddress implements NotifyStore.
 func (db *DB) AddDenylistAddress(ctx context.Context, typ, address string) error {
 	return db.tx(ctx, func(tx *txn) error {
-		_, err := tx.exec(ctx, `INSERT INTO notify_denylist (notification_type, notification_address) VALUES (?, ?)
-			ON CONFLICT (notification_type, notification_address) DO NOTHING`, typ, address)
+		_, err := tx.exec(ctx, `INSERT INTO notify_denylist (notification_type, address_key, notification_address) VALUES (?, ?, ?)
+			ON CONFLICT (notification_type, address_key) DO NOTHING`, typ, notify.DenylistKey(typ, address), address)
 		if err != nil {
 			return fmt.Errorf("denylisting a %s address: %w", typ, err)
 		}
@@ -491,7 +496,7 @@ func (db *DB) AddDenylistAddress(ctx context.Context, typ, address string) error
 // DeleteDenylistAddress implements NotifyStore.
 func (db *DB) DeleteDenylistAddress(ctx context.Context, typ, address string) error {
 	return db.tx(ctx, func(tx *txn) error {
-		_, err := tx.exec(ctx, "DELETE FROM notify_denylist WHERE notification_type = ? AND notification_address = ?", typ, address)
+		_, err := tx.exec(ctx, "DELETE FROM notify_denylist WHERE notification_type = ? AND address_key = ?", typ, notify.DenylistKey(typ, address))
 		if err != nil {
 			return fmt.Errorf("removing a %s address from the denylist: %w", typ, err)
 		}
@@ -501,19 +506,28 @@ func (db *DB) DeleteDenylistAddress(ctx context.Context, typ, address string) er
 
 // ListDenylist implements NotifyStore.
 func (db *DB) ListDenylist(ctx context.Context, page Page) ([]DenylistAddress, string, error) {
-	out, next, err := listPageFields(ctx, db, page, 2,
+	// Paged by the key, which is unique; an entry reads as first added.
+	type entry struct {
+		d   DenylistAddress
+		key string
+	}
+	list, next, err := listPageFields(ctx, db, page, 2,
 		func(cursor string) (string, []any, error) {
-			typ, addr, _ := strings.Cut(cursor, "\x00")
-			return `SELECT notification_type, notification_address FROM notify_denylist
-				WHERE notification_type > ? OR (notification_type = ? AND notification_address > ?)
-				ORDER BY notification_type, notification_address LIMIT ?`, []any{typ, typ, addr}, nil
+			typ, key, _ := strings.Cut(cursor, "\x00")
+			return `SELECT notification_type, address_key, notification_address FROM notify_denylist
+				WHERE notification_type > ? OR (notification_type = ? AND address_key > ?)
+				ORDER BY notification_type, address_key LIMIT ?`, []any{typ, typ, key}, nil
 		},
-		func(row rowScanner) (DenylistAddress, error) {
-			var d DenylistAddress
-			err := row.Scan(&d.NotificationType, &d.NotificationAddress)
-			return d, err
+		func(row rowScanner) (entry, error) {
+			var e entry
+			err := row.Scan(&e.d.NotificationType, &e.key, &e.d.NotificationAddress)
+			return e, err
 		},
-		func(d DenylistAddress) string { return d.NotificationType + "\x00" + d.NotificationAddress })
+		func(e entry) string { return e.d.NotificationType + "\x00" + e.key })
+	out := make([]DenylistAddress, 0, len(list))
+	for _, e := range list {
+		out = append(out, e.d)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("listing the denylist: %w", err)
 	}
@@ -523,7 +537,7 @@ func (db *DB) ListDenylist(ctx context.Context, page Page) ([]DenylistAddress, s
 // IsDenylisted implements NotifyStore.
 func (db *DB) IsDenylisted(ctx context.Context, typ, address string) (bool, error) {
 	var n int
-	err := db.queryRow(ctx, "SELECT COUNT(*) FROM notify_denylist WHERE notification_type = ? AND notification_address = ?", typ, address).Scan(&n)
+	err := db.queryRow(ctx, "SELECT COUNT(*) FROM notify_denylist WHERE notification_type = ? AND address_key = ?", typ, notify.DenylistKey(typ, address)).Scan(&n)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return false, fmt.Errorf("reading the denylist: %w", err)
 	}
@@ -536,7 +550,9 @@ func (db *DB) IsDenylisted(ctx context.Context, typ, address string) (bool, erro
 func (db *DB) ExpireNotifications(ctx context.Context, now time.Time) (int, error) {
 	var n int
 	err := db.expireRows(ctx, "notifications", func() []expireStep {
-		return []expireStep{{&n, "DELETE FROM notify_outbox WHERE expires < ?", []any{ms(now)}}}
+		return []expireStep{{&n, "DELETE FROM notify_outbox WHERE expires < ?", []any{ms(now)}},
+			// A request hash older than the window stops no duplicate.
+			{nil, "DELETE FROM notify_dedup WHERE created <= ?", []any{ms(now.Add(-notify.DuplicateWindow))}}}
 	})
 	return n, err
 }

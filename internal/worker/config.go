@@ -115,8 +115,10 @@ type Config struct {
 	// 127.0.0.1).
 	LiveLogBindAddress string `yaml:"liveLogBindAddress" json:"liveLogBindAddress,omitempty"`
 	LiveLogPublicHost  string `yaml:"liveLogPublicHost" json:"liveLogPublicHost,omitempty"`
-	// ClaimInterval is the minimum time between the starts of consecutive
-	// claimWork calls (default 5 s; tests use less).
+	// ClaimInterval is the minimum time between the start of a claimWork
+	// call that brought no task and the next (default 5 s; tests use
+	// less). After a call that brought tasks, the next starts as soon as
+	// there is free capacity: the queue's long poll does the waiting.
 	ClaimInterval Duration `yaml:"claimInterval" json:"claimInterval,omitzero"`
 	// MaxClaimBackoff caps the back-off after consecutive claimWork
 	// errors (default 60 s).

@@ -92,8 +92,11 @@ type processTask struct {
 func (t processTask) run() {
 	t.r.openSandbox(t.sandbox)
 	if len(t.r.errs) == 0 && !t.r.lost() {
+		t.r.startShells()
 		t.r.runCommands()
+		t.r.keepAlive()
 	}
+	t.r.closeShells()
 	t.r.closeSandbox()
 }
 
@@ -135,7 +138,10 @@ func confineUploads(dir string, ups []artifactUpload) {
 
 // cleanup kills what a panicking run may have left in the sandbox; the
 // caches are taskRun.cleanup's, which predates engines.
-func (t processTask) cleanup() { t.r.closeSandbox() }
+func (t processTask) cleanup() {
+	t.r.closeShells()
+	t.r.closeSandbox()
+}
 
 // commandResult is how one command ended.
 type commandResult struct {

@@ -54,7 +54,7 @@ func (r *taskRun) prepare() {
 	if len(pl.Mounts) > 0 && !boolOr(cfg.EnableMounts, true) {
 		bad = append(bad, fmt.Sprintf("payload.mounts is used but mounts are disabled on worker pool %s", cfg.TaskQueueID))
 	}
-	for name, on := range map[string]bool{"interactive": pl.Features.Interactive,
+	for name, on := range map[string]bool{
 		"loopbackVideo": pl.Features.LoopbackVideo, "loopbackAudio": pl.Features.LoopbackAudio} {
 		if on {
 			bad = append(bad, fmt.Sprintf("features.%s is not supported by this worker", name))

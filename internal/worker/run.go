@@ -96,6 +96,8 @@ type taskRun struct {
 	proxyListen   func(address string) (net.Listener, error)
 	watchStop     chan struct{}
 	watchOnce     sync.Once
+	// shells are the run's interactive shells (features.interactive).
+	shells *shells
 }
 
 func (r *taskRun) record(e runErr) {

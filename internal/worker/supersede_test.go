@@ -201,3 +201,27 @@ func TestHoldClaimRefusesARunAlreadyHeld(t *testing.T) {
 	require.Equal(t, tcclient.StateCompleted, b.status(t, id).State)
 	require.Equal(t, 1, strings.Count(b.backingLog(t, id, 0), "ran\n"))
 }
+
+// TestClaimAgainAtOnceAfterWork: a worker whose last claimWork brought a
+// task asks again as soon as it has free capacity, however long
+// claimInterval is; only after an empty answer does it keep the gap. (A
+// dependent task used to wait for the rest of a 5 s interval after its
+// dependency completed.)
+func TestClaimAgainAtOnceAfterWork(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.cfg.ClaimInterval = Duration{time.Hour}
+	b.cfg.Capacity = 1
+	b.cfg.NumberOfTasksToRun = 2
+	first := b.createTask(t, map[string]any{"command": [][]string{sh("echo one")}, "maxRunTime": 30}, taskOpts{})
+	second := b.createTask(t, map[string]any{"command": [][]string{sh("echo two")}, "maxRunTime": 30}, taskOpts{})
+	w := b.newWorker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code, err := w.Run(ctx)
+	require.NoError(t, ctx.Err(), "the second claim waited for claimInterval")
+	require.NoError(t, err)
+	require.Equal(t, ExitOK, code)
+	require.Equal(t, tcclient.StateCompleted, b.status(t, first).State)
+	require.Equal(t, tcclient.StateCompleted, b.status(t, second).State)
+}

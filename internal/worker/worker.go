@@ -187,6 +187,10 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 		lastStart         time.Time
 		lastWork          = time.Now()
 		firstCall         = true
+		// lastGotTasks: the last claimWork answered with tasks, so the
+		// queue may well have more; the next call, once there is free
+		// capacity, starts at once and its long poll does any waiting.
+		lastGotTasks bool
 	)
 	for {
 		if closed(w.drain) || w.limitReached() {
@@ -205,7 +209,7 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 			w.logger.Info("idle timeout reached")
 			break
 		}
-		if !w.waitClaimGap(lastStart, consecutiveErrors) {
+		if !lastGotTasks && !w.waitClaimGap(lastStart, consecutiveErrors) {
 			continue // draining
 		}
 		if n := w.cfg.NumberOfTasksToRun; n > 0 {
@@ -226,11 +230,13 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 				return 1, fmt.Errorf("the queue rejected the worker's credentials: %w", err)
 			}
 			consecutiveErrors++
+			lastGotTasks = false
 			w.logger.Error("claimWork failed", "error", err, "consecutiveErrors", consecutiveErrors)
 			continue
 		}
 		firstCall = false
 		consecutiveErrors = 0
+		lastGotTasks = len(resp.Tasks) > 0
 		for _, tc := range resp.Tasks {
 			lastWork = time.Now()
 			w.startRun(tc)
@@ -273,8 +279,10 @@ func (w *Worker) endClaimsOnShutdown(ctx context.Context, cancelClaims context.C
 	}
 }
 
-// waitClaimGap keeps the configured gap between the starts of claimWork
-// calls (the last at lastStart), longer after consecutive errors. It
+// waitClaimGap keeps the configured gap between the start of a claimWork
+// call that brought no task (the last at lastStart) and the next, longer
+// after consecutive errors: it spares a queue that answers an empty poll
+// at once, or keeps failing, a hot loop. It
 // returns false if a drain began meanwhile.
 func (w *Worker) waitClaimGap(lastStart time.Time, consecutiveErrors int) bool {
 	gap := w.cfg.ClaimInterval.Duration

@@ -185,13 +185,20 @@ func (h *handlers) removeWorker(c *api.Call) (any, error) {
 	}
 	if removed {
 		h.audit(c, "worker removed", "worker", k.String())
-		h.workerRemoved(c, w, "workerManager.removeWorker API call")
+	}
+	// A repeat resolves too: the first call may have stopped the worker
+	// and ended (its replica killed) before resolving its runs. Resolving
+	// is idempotent; the worker scanner does the same for any stopped
+	// worker that still holds runs.
+	h.resolveRuns(c, w)
+	if removed {
+		h.announceRemoved(c, w, "workerManager.removeWorker API call")
 	}
 	return map[string]any{}, nil
 }
 
-// workerRemoved resolves what the worker had claimed and announces it.
-func (h *handlers) workerRemoved(c *api.Call, w *workermanager.Worker, reason string) {
+// resolveRuns resolves what the worker holds exception/worker-shutdown.
+func (h *handlers) resolveRuns(c *api.Call, w *workermanager.Worker) {
 	if h.Resolver != nil {
 		n, err := h.Resolver.ResolveWorkerRuns(c.Context(), store.WorkerKey{TaskQueueID: w.WorkerPoolID, WorkerGroup: w.WorkerGroup, WorkerID: w.WorkerID}, c.Now)
 		if err != nil {
@@ -200,6 +207,10 @@ func (h *handlers) workerRemoved(c *api.Call, w *workermanager.Worker, reason st
 			h.Logger.Info("resolved a removed worker's runs exception/worker-shutdown", "worker", w.Key().String(), "runs", n)
 		}
 	}
+}
+
+// announceRemoved publishes the worker's removal.
+func (h *handlers) announceRemoved(c *api.Call, w *workermanager.Worker, reason string) {
 	h.publish(c, exchangeWorkerRemoved, workerMessage(w, reason, c.Now))
 	if w.State == workermanager.StateStopped {
 		h.publish(c, exchangeWorkerStopped, workerMessage(w, "", c.Now))

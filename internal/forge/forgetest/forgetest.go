@@ -209,7 +209,12 @@ func (g *GitHub) SetDefaultBranch(owner, repo, branch string) {
 	g.branches[owner+"/"+repo] = branch
 }
 
-// SetPermission sets a user's permission on a repository.
+// Forbidden, as a permission, makes the permission lookup answer 403, as
+// Gitea does when the bot does not administer the repository.
+const Forbidden = "<403>"
+
+// SetPermission sets a user's permission on a repository (Forbidden: the
+// lookup is refused).
 func (g *GitHub) SetPermission(owner, repo, user, permission string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -365,6 +370,10 @@ func (g *GitHub) read(w http.ResponseWriter, r *http.Request, template, owner, r
 		perm, ok := g.permissions[key+":"+parts[4]]
 		if !ok {
 			notFound()
+			return
+		}
+		if perm == Forbidden {
+			g.reply(w, http.StatusForbidden, map[string]string{"message": "Resource not accessible by integration"})
 			return
 		}
 		g.reply(w, http.StatusOK, map[string]any{"permission": perm, "user": map[string]any{"login": parts[4]}})

@@ -91,6 +91,11 @@ func testAuditHistory(t *testing.T, open Opener) {
 	_, _, err = e.s.ListAuditHistory(e.ctx, store.AuditQuery{ByClient: "admin"}, store.Page{ContinuationToken: "!!"})
 	require.ErrorIs(t, err, store.ErrBadContinuationToken)
 
+	// An event with no change of its own: a shell opened in a task.
+	require.NoError(t, e.s.RecordAudit(e.ctx, store.AuditTask, "fN0k1w1ORcSmJ5yW0QvQ2A", store.Audit{ClientID: "admin", Action: "interactive shell opened in run 0", At: at(13)}))
+	got, _ = list(store.AuditQuery{EntityType: store.AuditTask, EntityID: "fN0k1w1ORcSmJ5yW0QvQ2A"}, store.Page{})
+	require.Equal(t, []store.AuditEntry{entry("task", "fN0k1w1ORcSmJ5yW0QvQ2A", "admin", "interactive shell opened in run 0", 13)}, got)
+
 	n, err := e.s.ExpireAuditHistory(e.ctx, at(7))
 	require.NoError(t, err)
 	require.Equal(t, 3, n, "the entries made before the cutoff")
@@ -99,4 +104,6 @@ func testAuditHistory(t *testing.T, open Opener) {
 		entry("role", "repo:x/*", "root", "updated", 7),
 		entry("client", "team/ci", "root", "deleted", 11),
 	}, got)
+	got, _ = list(store.AuditQuery{ByClient: "admin"}, store.Page{})
+	require.Equal(t, entry("task", "fN0k1w1ORcSmJ5yW0QvQ2A", "admin", "interactive shell opened in run 0", 13), got[len(got)-1])
 }

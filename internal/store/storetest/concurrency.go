@@ -60,6 +60,7 @@ func RunConcurrency(t *testing.T, opts ConcurrencyOptions) {
 	t.Run("FlowLimitRace", func(t *testing.T) { t.Parallel(); testFlowLimitRace(t, stores(t)) })
 	t.Run("FlowSupersedeRace", func(t *testing.T) { t.Parallel(); testFlowSupersedeRace(t, stores(t)) })
 	t.Run("NotifyClaimRace", func(t *testing.T) { t.Parallel(); testNotifyClaimRace(t, stores(t)) })
+	t.Run("NotifyDuplicateRace", func(t *testing.T) { t.Parallel(); testNotifyDuplicateRace(t, opts.Open(t, 3).Stores) })
 	if opts.CrossProcessWakeup {
 		t.Run("CrossProcessWakeup", func(t *testing.T) {
 			t.Parallel()

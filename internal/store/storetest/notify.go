@@ -222,6 +222,17 @@ func notifyDenylist(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.Equal(t, []store.DenylistAddress{{NotificationType: "slack-channel", NotificationAddress: "C999"}}, page)
 	require.Empty(t, next)
+	// Email addresses are compared without ASCII case (issue 34: DENY@x
+	// and Deny@X reached the mailbox); other channels' as given.
+	for _, a := range []string{"SPAM@x.org", "Spam@X.Org", "spam@X.ORG"} {
+		denied, err = e.s.IsDenylisted(ctx, notify.ChannelEmail, a)
+		require.NoError(t, err)
+		require.True(t, denied, a)
+	}
+	require.NoError(t, e.s.AddDenylistAddress(ctx, notify.ChannelEmail, "Spam@X.org"), "another spelling is the same entry")
+	denied, err = e.s.IsDenylisted(ctx, notify.ChannelSlack, "c999")
+	require.NoError(t, err)
+	require.False(t, denied, "Slack ids are compared as given")
 	require.NoError(t, e.s.DeleteDenylistAddress(ctx, notify.ChannelPulse, "spam@x.org"))
 	require.NoError(t, e.s.DeleteDenylistAddress(ctx, notify.ChannelPulse, "never@x.org"), "deleting a missing address is fine")
 }
@@ -232,7 +243,7 @@ func notifyDenylist(t *testing.T, e *env) {
 func notifyRateLimit(t *testing.T, e *env) {
 	ctx := e.ctx
 	now := Epoch.Add(time.Hour)
-	_, _, err := e.s.EnqueueNotification(ctx, mail("spam@x.org", "x"), now)
+	_, _, err := e.s.EnqueueNotification(ctx, mail("Spam@X.ORG", "x"), now)
 	require.NoError(t, err)
 	// The rate limit: 3 of 5 to one address go out; 2 to another do.
 	for i := range 5 {
@@ -336,4 +347,58 @@ func testNotifyClaimRace(t *testing.T, stores []store.Store) {
 	states, err := stores[0].NotificationStates(ctx)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{notify.StateSent: n - busy + limit, notify.StateRateLimited: busy - limit}, states)
+}
+
+// testNotifyDuplicateRace: the same API request sent by many callers at
+// once, on every replica, is stored once per window (issue 34: on
+// PostgreSQL, 9 identical requests at once × 20 rounds over 3 replicas
+// stored 80 emails where 20 were due, as each caller counted the outbox
+// before any had inserted).
+func testNotifyDuplicateRace(t *testing.T, stores []store.Store) {
+	ctx := context.Background()
+	const rounds, callers = 20, 9
+	total := 0
+	for round := range rounds {
+		m := mail("race@x.org", fmt.Sprint("round ", round))
+		var (
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			stored int
+			errs   errorList
+		)
+		start := make(chan struct{})
+		for c := range callers {
+			s := stores[c%len(stores)]
+			wg.Go(func() {
+				<-start
+				_, dup, err := s.EnqueueNotification(ctx, m, Epoch.Add(time.Duration(c)*time.Millisecond))
+				if err != nil {
+					errs.add(err)
+					return
+				}
+				if !dup {
+					mu.Lock()
+					stored++
+					mu.Unlock()
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		require.Empty(t, errs.errs)
+		total += stored
+	}
+	t.Logf("%d rounds of %d identical requests: %d stored", rounds, callers, total)
+	require.Equal(t, rounds, total, "one stored per round")
+	states, err := stores[0].NotificationStates(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{notify.StatePending: rounds}, states)
+	// After the window the same request is stored again, once.
+	later := Epoch.Add(notify.DuplicateWindow + time.Second)
+	_, dup, err := stores[1%len(stores)].EnqueueNotification(ctx, mail("race@x.org", "round 0"), later)
+	require.NoError(t, err)
+	require.False(t, dup)
+	_, dup, err = stores[0].EnqueueNotification(ctx, mail("race@x.org", "round 0"), later)
+	require.NoError(t, err)
+	require.True(t, dup)
 }

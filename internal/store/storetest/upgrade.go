@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
@@ -36,6 +39,42 @@ func RunUpgrade(t *testing.T, before Upgrader) {
 		t.Parallel()
 		testUpgradeAnonymousRole(t, before)
 	})
+	t.Run("NotifyDedupDenylist", func(t *testing.T) {
+		t.Parallel()
+		testUpgradeNotifyDedupDenylist(t, before)
+	})
+}
+
+// testUpgradeNotifyDedupDenylist: migration 020 keys the denylist by the
+// address without ASCII case (two spellings of one address become one
+// entry, listed as the first in byte order) and carries the request
+// hashes of the outbox over, so a request stored just before the upgrade
+// is still a duplicate after it.
+func testUpgradeNotifyDedupDenylist(t *testing.T, before Upgrader) {
+	exec, open := before(t, 19)
+	exec(`INSERT INTO notify_denylist (notification_type, notification_address) VALUES
+		('email', 'deny@x.org'), ('email', 'Deny@X.org'), ('slack-channel', 'C1'), ('slack-channel', 'c1')`)
+	ctx := context.Background()
+	now := time.Now()
+	m := &notify.Message{Email: &notify.Email{Address: "a@x.org", Subject: "s", Content: "c"}}
+	body, err := json.Marshal(m)
+	require.NoError(t, err)
+	sum := sha256.Sum256(body)
+	exec(fmt.Sprintf(`INSERT INTO notify_outbox (id, channel, target, task_id, run_id, event, route, status, message, dedup,
+		state, attempts, next_attempt, lease_owner, reserved_at, error, created, updated, expires)
+		VALUES ('old', 'email', 'a@x.org', '', -1, '', '', NULL, '%s', '%s', 'pending', 0, 0, NULL, NULL, '', %d, %d, %d)`,
+		body, hex.EncodeToString(sum[:]), now.UnixMilli(), now.UnixMilli(), now.Add(time.Hour).UnixMilli()))
+	s := open()
+	list, _, err := s.ListDenylist(ctx, store.Page{})
+	require.NoError(t, err)
+	require.Equal(t, []store.DenylistAddress{{NotificationType: "email", NotificationAddress: "Deny@X.org"},
+		{NotificationType: "slack-channel", NotificationAddress: "C1"}, {NotificationType: "slack-channel", NotificationAddress: "c1"}}, list)
+	denied, err := s.IsDenylisted(ctx, notify.ChannelEmail, "DENY@x.ORG")
+	require.NoError(t, err)
+	require.True(t, denied)
+	_, dup, err := s.EnqueueNotification(ctx, m, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, dup, "the request stored before the upgrade is still a duplicate")
 }
 
 // Default scopes of the anonymous role as hopper 0.1.0 (1e64542) and the

@@ -35,13 +35,16 @@ type Payload struct {
 	MaxRunTime int               `json:"maxRunTime"`
 	// Limits (a hopper extension) asks for tighter resource limits than
 	// the worker's own.
-	Limits       Limits     `json:"limits"`
-	Artifacts    []Artifact `json:"artifacts,omitempty"`
-	Mounts       []Mount    `json:"mounts,omitempty"`
-	Features     Features   `json:"features"`
-	OnExitStatus ExitStatus `json:"onExitStatus"`
-	Logs         Logs       `json:"logs"`
-	OSGroups     []string   `json:"osGroups,omitempty"`
+	Limits Limits `json:"limits"`
+	// Interactive (a hopper extension) says how long an interactive task
+	// stays alive after its commands.
+	Interactive  Interactive `json:"interactive"`
+	Artifacts    []Artifact  `json:"artifacts,omitempty"`
+	Mounts       []Mount     `json:"mounts,omitempty"`
+	Features     Features    `json:"features"`
+	OnExitStatus ExitStatus  `json:"onExitStatus"`
+	Logs         Logs        `json:"logs"`
+	OSGroups     []string    `json:"osGroups,omitempty"`
 	// SupersederURL is the superseding service URL (empty if none).
 	SupersederURL             string `json:"supersederUrl,omitempty"`
 	TaskclusterProxyInterface string `json:"taskclusterProxyInterface,omitempty"`
@@ -56,6 +59,12 @@ type Artifact struct {
 	ContentType     string        `json:"contentType,omitempty"`
 	ContentEncoding string        `json:"contentEncoding,omitempty"`
 	Optional        bool          `json:"optional,omitempty"`
+}
+
+// Interactive is payload.interactive.
+type Interactive struct {
+	// KeepAlive is in seconds; nil means interactive.DefaultKeepAlive.
+	KeepAlive *int `json:"keepAlive,omitempty"`
 }
 
 // Limits is payload.limits; zero fields mean the worker's limit.

@@ -59,6 +59,10 @@ type initSpec struct {
 	// Restrict sets no-new-privileges and the seccomp filter that refuses
 	// user namespaces on the command (restrictThread).
 	Restrict bool `json:"restrict,omitempty"`
+	// TTY says the control message's last descriptor is the command's
+	// terminal: its stdin, stdout and stderr, and its controlling
+	// terminal (Command.TTY).
+	TTY bool `json:"tty,omitempty"`
 	// Probe makes the init only set itself up and report success.
 	Probe bool `json:"probe,omitempty"`
 	// InitCgroups are the cgroup.procs files the init moves itself to
@@ -113,6 +117,14 @@ func InitMain() int {
 	if err := json.Unmarshal(line, &spec); err != nil {
 		report(status, initStatus{StartError: fmt.Sprintf("sandbox init: bad spec: %v", err)})
 		return 125
+	}
+	tty := -1
+	if spec.TTY {
+		if len(fds) == 0 {
+			report(status, initStatus{StartError: "sandbox init: no terminal descriptor came with the spec"})
+			return 125
+		}
+		tty, fds = fds[len(fds)-1], fds[:len(fds)-1]
 	}
 	go func() {
 		// EOF on the control pipe: the worker died or wants the command
@@ -170,7 +182,7 @@ func InitMain() int {
 		return 0
 	}
 
-	st := runCommand(spec)
+	st := runCommand(spec, tty)
 	report(status, st)
 	switch {
 	case !st.Started:
@@ -268,8 +280,9 @@ func privateShm() error {
 	return nil
 }
 
-// runCommand starts the command and reaps children until it exits.
-func runCommand(spec initSpec) initStatus {
+// runCommand starts the command and reaps children until it exits; tty,
+// when not -1, is the descriptor of its terminal.
+func runCommand(spec initSpec, tty int) initStatus {
 	if len(spec.Argv) == 0 {
 		return initStatus{StartError: "empty command"}
 	}
@@ -285,8 +298,17 @@ func runCommand(spec initSpec) initStatus {
 	if spec.UID > 0 {
 		attr.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
 	}
+	files := []*os.File{devNull, os.Stdout, os.Stderr}
+	if tty >= 0 {
+		// The command leads a session of its own (Setsid) whose
+		// controlling terminal is the task's terminal, its descriptor 0.
+		t := os.NewFile(uintptr(tty), "tty")
+		defer t.Close()
+		files = []*os.File{t, t, t}
+		attr.Setctty, attr.Ctty = true, 0
+	}
 	proc, err := os.StartProcess(path, spec.Argv, &os.ProcAttr{
-		Dir: spec.Dir, Env: spec.Env, Files: []*os.File{devNull, os.Stdout, os.Stderr}, Sys: attr,
+		Dir: spec.Dir, Env: spec.Env, Files: files, Sys: attr,
 	})
 	devNull.Close()
 	if err != nil {

@@ -95,7 +95,7 @@ func (m *Manager) probe(spec initSpec, ns *Namespaces) error {
 	if err != nil {
 		return err
 	}
-	if err := p.launch(spec, io.Discard, nil, ns); err != nil {
+	if err := p.launch(spec, io.Discard, nil, ns, nil); err != nil {
 		return err
 	}
 	res := p.Wait()
@@ -198,7 +198,7 @@ func (t *Task) Start(c Command) (*Process, error) {
 		return t.startPlain(c)
 	}
 	spec := initSpec{Argv: c.Argv, Env: c.Env, MountProc: true, Hide: t.m.cfg.Hide,
-		Namespaces: t.ns != nil, Restrict: t.m.restrict}
+		Namespaces: t.ns != nil, Restrict: t.m.restrict, TTY: c.TTY != nil}
 	if t.ns.OwnNetwork() && t.ns.Network() == NetworkOutbound {
 		spec.ResolvConf = t.m.resolvConf
 	}
@@ -210,7 +210,7 @@ func (t *Task) Start(c Command) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.launch(spec, c.Output, t.cg, t.ns); err != nil {
+	if err := p.launch(spec, c.Output, t.cg, t.ns, c.TTY); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -235,6 +235,12 @@ func (t *Task) startPlain(c Command) (*Process, error) {
 	}
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = c.Dir, c.Env, outW, outW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if c.TTY != nil {
+		// A session of its own (so also a process group of its own)
+		// whose controlling terminal is the TTY.
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = c.TTY, c.TTY, c.TTY
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
+	}
 	if t.user != nil {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(t.user.UID), Gid: uint32(t.user.GID), Groups: []uint32{}}
 	}
@@ -310,8 +316,8 @@ func (m *Manager) spawnInit() (*Process, error) {
 
 // launch hands a spawned init its command: it joins cg (before it can
 // fork anything), its output goes to out, and it gets spec, with the
-// descriptors of ns when spec.Namespaces.
-func (p *Process) launch(spec initSpec, out io.Writer, cg *taskCgroup, ns *Namespaces) error {
+// descriptors of ns when spec.Namespaces and then tty's when set.
+func (p *Process) launch(spec initSpec, out io.Writer, cg *taskCgroup, ns *Namespaces, tty *os.File) error {
 	p.cg = cg
 	if cg != nil {
 		spec.InitCgroups = cg.initProcs()
@@ -332,6 +338,9 @@ func (p *Process) launch(spec initSpec, out io.Writer, cg *taskCgroup, ns *Names
 		for _, f := range ns.files() {
 			fds = append(fds, int(f.Fd()))
 		}
+	}
+	if tty != nil {
+		fds = append(fds, int(tty.Fd()))
 	}
 	if err := sendSpec(p.control, append(b, '\n'), fds); err != nil {
 		p.Kill()

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 )
@@ -199,6 +200,12 @@ type Command struct {
 	Env []string
 	// Output receives stdout and stderr.
 	Output io.Writer
+	// TTY, when set, is a terminal (a pseudo-terminal's follower end):
+	// the command's stdin, stdout and stderr, and the controlling terminal
+	// of its session. The command then writes nothing to Output, which
+	// still receives what the sandbox itself reports. The interactive
+	// shell of a task runs so.
+	TTY *os.File
 }
 
 // Result is how a command ended.

@@ -1,0 +1,208 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// DocBlock is one fenced code block of README.md or of a guide in docs/.
+// A block is an example that a test runs when the line before its opening
+// fence is "<!-- example: NAME -->"; the test asks for it by NAME
+// (DocExample), so the guide itself is the test's input and an edit to the
+// guide is an edit to the test.
+type DocBlock struct {
+	// File is the document's path relative to the repository root.
+	File string
+	// Line is the line number of the opening fence.
+	Line int
+	// Lang is the fence's info string ("sh", "yaml", "" …).
+	Lang string
+	// Name is the example's NAME, or "" for a block with no marker.
+	Name string
+	// Text is the block's content, every line ending in "\n".
+	Text string
+}
+
+// Where says where the block is, for messages.
+func (b DocBlock) Where() string { return fmt.Sprintf("%s:%d", b.File, b.Line) }
+
+var docMarker = regexp.MustCompile(`^<!-- example: ([a-z0-9][a-z0-9./_-]*) -->$`)
+
+// DocFiles returns README.md and every docs/*.md, relative to the
+// repository root.
+func DocFiles() ([]string, error) {
+	guides, err := filepath.Glob(filepath.Join(RepoRoot(), "docs", "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	files := []string{"README.md"}
+	for _, g := range guides {
+		rel, err := filepath.Rel(RepoRoot(), g)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, rel)
+	}
+	return files, nil
+}
+
+// DocBlocks returns every fenced block of README.md and docs/*.md in order.
+func DocBlocks() ([]DocBlock, error) {
+	files, err := DocFiles()
+	if err != nil {
+		return nil, err
+	}
+	var blocks []DocBlock
+	for _, file := range files {
+		data, err := os.ReadFile(filepath.Join(RepoRoot(), file))
+		if err != nil {
+			return nil, fmt.Errorf("reading the examples of %s: %w", file, err)
+		}
+		bs, err := ParseDocBlocks(file, data)
+		if err != nil {
+			return nil, err
+		}
+		blocks = append(blocks, bs...)
+	}
+	return blocks, nil
+}
+
+// ParseDocBlocks splits one Markdown document into its fenced blocks.
+// Fences are "```" at the start of a line (the guides indent none).
+func ParseDocBlocks(file string, data []byte) ([]DocBlock, error) {
+	var (
+		blocks []DocBlock
+		cur    *DocBlock
+		prev   string
+		text   strings.Builder
+	)
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		switch {
+		case cur == nil && strings.HasPrefix(line, "```"):
+			cur = &DocBlock{File: file, Line: n, Lang: strings.TrimSpace(strings.TrimPrefix(line, "```"))}
+			if m := docMarker.FindStringSubmatch(strings.TrimSpace(prev)); m != nil {
+				cur.Name = m[1]
+			}
+			text.Reset()
+		case cur != nil && strings.TrimSpace(line) == "```":
+			cur.Text = text.String()
+			blocks = append(blocks, *cur)
+			cur = nil
+		case cur != nil:
+			text.WriteString(line)
+			text.WriteByte('\n')
+		case strings.HasPrefix(strings.TrimSpace(line), "<!-- example"):
+			if !docMarker.MatchString(strings.TrimSpace(line)) {
+				return nil, fmt.Errorf("%s:%d: an example marker is `<!-- example: NAME -->` (NAME in a-z0-9./_-): %q", file, n, line)
+			}
+		}
+		prev = line
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", file, err)
+	}
+	if cur != nil {
+		return nil, fmt.Errorf("%s:%d: the block is never closed", file, cur.Line)
+	}
+	return blocks, nil
+}
+
+// DocExample returns the block marked "<!-- example: name -->"; it fails
+// the test when no block or more than one has that name.
+func DocExample(t testing.TB, name string) DocBlock {
+	t.Helper()
+	blocks, err := DocBlocks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []DocBlock
+	for _, b := range blocks {
+		if b.Name == name {
+			found = append(found, b)
+		}
+	}
+	switch len(found) {
+	case 0:
+		t.Fatalf("neither README.md nor docs/*.md has a block marked <!-- example: %s -->", name)
+	case 1:
+	default:
+		t.Fatalf("%d blocks are marked <!-- example: %s --> (%s and %s)", len(found), name, found[0].Where(), found[1].Where())
+	}
+	return found[0]
+}
+
+// DocShell is a shell example to run as a reader would paste it.
+type DocShell struct {
+	// Dir is the working directory; `./hopper` there and `hopper` on the
+	// PATH are the binary under test.
+	Dir string
+	// Env is added to the environment (TASKCLUSTER_* of a server, …).
+	Env []string
+	// Replace turns the guide's placeholders into values, in order
+	// ("<taskId>" → a real taskId). Every old string must occur in the
+	// block, so that a placeholder renamed in the guide fails the test
+	// rather than reaching the shell.
+	Replace []string
+	// Timeout bounds the run (default 2 minutes).
+	Timeout time.Duration
+}
+
+// Run runs block with `bash -e` and returns its combined output and error;
+// `set -e` makes the first failing command fail the example.
+func (d DocShell) Run(t testing.TB, block DocBlock) (string, error) {
+	t.Helper()
+	if block.Lang != "sh" {
+		t.Fatalf("%s: example %s is a %q block, not sh", block.Where(), block.Name, block.Lang)
+	}
+	if len(d.Replace)%2 != 0 {
+		t.Fatal("DocShell.Replace takes old, new pairs")
+	}
+	script := block.Text
+	for i := 0; i < len(d.Replace); i += 2 {
+		if !strings.Contains(script, d.Replace[i]) {
+			t.Fatalf("%s: example %s no longer contains %q", block.Where(), block.Name, d.Replace[i])
+		}
+		script = strings.ReplaceAll(script, d.Replace[i], d.Replace[i+1])
+	}
+	bin := Binary(t)
+	binDir := t.TempDir()
+	if err := os.Symlink(bin, filepath.Join(binDir, "hopper")); err != nil {
+		t.Fatal(err)
+	}
+	dir := d.Dir
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "hopper")); os.IsNotExist(err) {
+		if err := os.Symlink(bin, filepath.Join(dir, "hopper")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timeout := d.Timeout
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-e", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(append(filteredEnv("TASKCLUSTER_"), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH")), d.Env...)
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("example %s (%s) still running after %s: %w", block.Name, block.Where(), timeout, err)
+	}
+	return string(out), err
+}

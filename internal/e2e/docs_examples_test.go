@@ -1,0 +1,160 @@
+package e2e_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/e2e"
+)
+
+// docsNotYetRun are the documents whose blocks no test runs yet, each with
+// why. The list only shrinks: a guide leaves it once every block of it is
+// marked and run.
+var docsNotYetRun = map[string]string{
+	"docs/github.md": "the forge guide's examples are being marked by the forge work",
+}
+
+// blocksNotYetRun are single blocks no test runs yet, by "file:first line
+// of the block"; the list only shrinks.
+var blocksNotYetRun = map[string]string{
+	"README.md:go run ./cmd/hopper dev      # queue, worker and web UI on embedded SQLite, at http://127.0.0.1:8080": "not yet run",
+	"README.md:go run ./cmd/hopper dev": "not yet run",
+	"README.md:./hopper task run -- echo hello            # creates a task, streams its log, exits 0":                                   "not yet run",
+	"README.md:taskQueueId: hopper/default":                                                                                             "not yet run",
+	"README.md:./hopper task create -f b.yaml":                                                                                          "not yet run",
+	"README.md:./hopper task create -f pipeline.yaml     # one task group: build, then test, then deploy":                               "not yet run",
+	"docs/console.md:npm ci --prefix web          # once":                                                                               "not yet run",
+	"docs/flow-control.md:extra:":                                                                                                       "not yet run",
+	"docs/flow-control.md:flow() {":                                                                                                     "not yet run",
+	"docs/flow-control.md:for i in 1 2 3; do flow '{key: deploy, limit: 1}' \"sleep 5; echo deploy $i\"; done":                          "not yet run",
+	"docs/flow-control.md:for i in 1 2 3; do Q=demo/flow flow '{supersede: true}' \"echo build $i\"; done":                              "not yet run",
+	"docs/flow-control.md:flow '{key: preview, cancelInProgress: true}' \"sleep 60\"":                                                   "not yet run",
+	"docs/flow-control.md:g=$(flow '{failFast: true}' \"sleep 2; exit 1\" | awk '{print $2; exit}')":                                    "not yet run",
+	"docs/history.md:hopper task list --state failed                      # failed tasks of every queue":                                "not yet run",
+	"docs/history.md:GET /api/hopper/v1/tasks?state=&taskQueueId=&taskGroupId=&name=&createdFrom=&createdTo=&limit=&continuationToken=": "not yet run",
+	"docs/history.md:export TASKCLUSTER_ROOT_URL=https://hopper.example.com":                                                            "not yet run",
+	"docs/notify.md:\"extra\": {\"notify\": {":                                                                                          "not yet run",
+	"docs/notify.md:smtp:": "not yet run",
+	"docs/notify.md:{\"id\": \"0190f7d2-…\", \"event\": \"task-failed\", \"route\": \"notify.webhook.chat.on-failed\",": "not yet run",
+	"docs/notify.md:import hmac, hashlib, time":                      "not yet run",
+	"docs/notify.md:{":                                               "not yet run",
+	"docs/notify.md:hopper hook create proj nightly -f nightly.json": "not yet run",
+	"docs/performance.md:hopper bench --db sqlite --server-process --only lifecycle --tasks 8000 --creators 8 --workers 8": "not yet run",
+	"docs/performance.md:ulimit -n 20000":                                                                                                                       "not yet run",
+	"docs/production.md:HOPPER_ROOT_ACCESS_TOKEN=…":                                                                                                             "not yet run",
+	"docs/production.md:install -m 0755 hopper /usr/local/bin/hopper":                                                                                           "not yet run",
+	"docs/production.md:CGO_ENABLED=0 go build -trimpath -o deploy/container/hopper ./cmd/hopper":                                                               "not yet run",
+	"docs/production.md:hopper serve --listen 0.0.0.0:443 --root-url https://hopper.example.com \\":                                                             "not yet run",
+	"docs/production.md:hopper.example.com {":                                                                                                                   "not yet run",
+	"docs/production.md:server {":                                                                                                                               "not yet run",
+	"docs/production.md:sqlite3 /var/lib/hopper/hopper.db \".backup '/backup/hopper.db'\"":                                                                      "not yet run",
+	"docs/production.md:pg_dump --format=custom --file /backup/hopper.dump postgres://hopper@db/hopper":                                                         "not yet run",
+	"docs/production.md:systemctl stop hopper":                                                                                                                  "not yet run",
+	"docs/services.md:import taskcluster from 'taskcluster-client';":                                                                                            "not yet run",
+	"docs/services.md:./hopper cache purge hopper/default my-cache      # needs purge-cache:hopper/default:my-cache":                                            "not yet run",
+	"docs/services.md:cat > nightly.yaml <<'EOF'":                                                                                                               "not yet run",
+	"docs/services.md:echo '{\"token\": \"s3cr3t\"}' | ./hopper secret set myapp/deploy --expires 90d":                                                          "not yet run",
+	"docs/services.md:./hopper role create 'hook-id:nightly/*' --description 'what nightly hooks may do' \\":                                                    "not yet run",
+	"docs/services.md:cat > task.yaml <<'YAML'":                                                                                                                 "not yet run",
+	"docs/worker-pools.md:# pool.yml":                                                                                                                           "not yet run",
+	"docs/worker-pools.md:hopper pool create proj/linux -f pool.yml":                                                                                            "not yet run",
+	"docs/worker-pools.md:hopper pool add-worker proj/linux rack-1 build-2 --secret-file build-2.secret":                                                        "not yet run",
+	"docs/worker-pools.md:hopper worker --root-url https://hopper.example.com --worker-pool proj/linux \\":                                                      "not yet run",
+	"docs/worker-pools.md:pool:      proj/linux":                                                                                                                "not yet run",
+	"docs/worker-pools.md:# /etc/start-worker.yml":                                                                                                              "not yet run",
+	"docs/worker-pools.md:providerId: docker":                                                                                                                   "not yet run",
+	"docs/worker-pools.md:CGO_ENABLED=0 go build -o rootfs/hopper ./cmd/hopper":                                                                                 "not yet run",
+	"docs/workers.md:./hopper worker --task-queue-id hopper/default --work-dir /var/lib/hopper-worker":                                                          "not yet run",
+	"docs/workers.md:for i in 1 2 3 4; do cat > build$i.yaml <<EOF":                                                                                             "not yet run",
+	"docs/workers.md:mkdir -p rootfs/bin && cp /bin/busybox rootfs/bin/":                                                                                        "not yet run",
+	"docs/workers.md:[taskcluster 2026-11-24T23:26:01.217Z] Resources used: CPU 0.034 s (user 0.010 s, system 0.024 s), peak memory 3.4 MiB, peak processes 13": "not yet run",
+	"docs/workers.md:# worker.yaml":                                                                                                                             "not yet run",
+}
+
+// TestEveryDocExampleIsRun holds README.md and docs/*.md to their promise:
+// every fenced block is an example marked "<!-- example: NAME -->", NAME
+// is unique, and a test asks for it by that name (e2e.DocExample with the
+// literal "NAME"), so that the guide is the test's input.
+func TestEveryDocExampleIsRun(t *testing.T) {
+	t.Parallel()
+	blocks, err := e2e.DocBlocks()
+	require.NoError(t, err)
+	require.NotEmpty(t, blocks)
+
+	tests := testSources(t)
+	seen := map[string]string{}
+	stillPending := map[string]bool{}
+	for _, b := range blocks {
+		first, _, _ := strings.Cut(b.Text, "\n")
+		key := b.File + ":" + first
+		if b.Name == "" {
+			if _, ok := docsNotYetRun[b.File]; ok {
+				continue
+			}
+			if _, ok := blocksNotYetRun[key]; ok {
+				stillPending[key] = true
+				continue
+			}
+			t.Errorf("%s: a %q block with no <!-- example: NAME --> marker: mark it and run it in a test", b.Where(), b.Lang)
+			continue
+		}
+		if where, dup := seen[b.Name]; dup {
+			t.Errorf("%s: example %s is also at %s", b.Where(), b.Name, where)
+		}
+		seen[b.Name] = b.Where()
+		if !strings.Contains(tests, strconv.Quote(b.Name)) {
+			t.Errorf("%s: no test asks for example %s (e2e.DocExample(t, %q))", b.Where(), b.Name, b.Name)
+		}
+	}
+	for key := range blocksNotYetRun {
+		if !stillPending[key] {
+			t.Errorf("blocksNotYetRun lists %q, which is now marked or gone: remove it", key)
+		}
+	}
+}
+
+// testSources returns every _test.go file of the repository, concatenated.
+func testSources(t *testing.T) string {
+	t.Helper()
+	var all strings.Builder
+	root := e2e.RepoRoot()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == ".git" || d.Name() == "web") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, "_test.go") {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			all.Write(data)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return all.String()
+}
+
+// TestDocBlocksParse pins the marker syntax.
+func TestDocBlocksParse(t *testing.T) {
+	t.Parallel()
+	blocks, err := e2e.ParseDocBlocks("x.md", []byte("text\n<!-- example: a-1 -->\n```sh\necho hi\n```\n\n```\nplain\n```\n"))
+	require.NoError(t, err)
+	require.Equal(t, []e2e.DocBlock{
+		{File: "x.md", Line: 3, Lang: "sh", Name: "a-1", Text: "echo hi\n"},
+		{File: "x.md", Line: 7, Lang: "", Name: "", Text: "plain\n"},
+	}, blocks)
+	_, err = e2e.ParseDocBlocks("x.md", []byte("<!-- example: Bad Name -->\n```sh\n```\n"))
+	require.ErrorContains(t, err, "x.md:1: an example marker is")
+	_, err = e2e.ParseDocBlocks("x.md", []byte("```sh\necho\n"))
+	require.ErrorContains(t, err, "never closed")
+}
