@@ -37,7 +37,7 @@ func (w *wiring) githubService() (service, error) {
 	reports := &maintenance.GithubReports{Logger: log}
 	cfg := githubapi.Service{Store: w.store, Tasks: w.queue, Roles: w.sec.Roles, Clock: w.cfg.Clock, Schemas: w.schemas,
 		Log: log, RootURL: w.cfg.RootURL, IDSecret: idKey[:], Changes: w.queue, Hooks: hookTrigger{w.hooks},
-		Artifacts: newArtifactReader(w.store, w.blobs), Reruns: w.queue,
+		Artifacts: newArtifactReader(w.store, w.blobs, 256<<20, 30*time.Second), Reruns: w.queue,
 		Kick: func() { deliveries.Kick(); reports.Kick() }}
 	var svc service
 	if w.cfg.AMQP != "" {
