@@ -393,6 +393,23 @@ func (f *Forge) Statuses(ctx context.Context, installation int64, owner, repo, r
 	return out, err
 }
 
+// CheckRun is a check run as ListCheckRuns finds it.
+type CheckRun struct {
+	ID         int64  `json:"id"`
+	ExternalID string `json:"external_id"`
+}
+
+// ListCheckRuns lists the check runs named name on a commit (GitHub
+// only; the first 100, the newest first).
+func (f *Forge) ListCheckRuns(ctx context.Context, installation int64, owner, repo, sha, name string) ([]CheckRun, error) {
+	var out struct {
+		CheckRuns []CheckRun `json:"check_runs"`
+	}
+	q := url.Values{"check_name": {name}, "filter": {"all"}, "per_page": {"100"}}
+	_, err := f.call(ctx, installation, http.MethodGet, repoPath(owner, repo)+"/commits/"+url.PathEscape(sha)+"/check-runs?"+q.Encode(), nil, &out)
+	return out.CheckRuns, err
+}
+
 // RepositoryInstallation returns the GitHub App's installation on a
 // repository (0 when the App is not installed there).
 func (f *Forge) RepositoryInstallation(ctx context.Context, owner, repo string) (int64, error) {

@@ -2,6 +2,9 @@ package githubapi_test
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +88,73 @@ func TestReporterKilledHoldingGroupLease(t *testing.T) {
 			ok, err := b.store.FinishOutbox(ctx, &killed[0], store.OutboxOutcome{Done: true, Now: b.clock.Now()})
 			require.NoError(t, err)
 			require.False(t, ok, "the killed replica's claim is no longer its")
+		})
+	}
+}
+
+// killedAfterCreate is a replica's store whose process dies right after
+// the forge created a check run: neither the check run's id nor the
+// outbox entry's outcome is recorded.
+type killedAfterCreate struct {
+	store.Store
+}
+
+func (k killedAfterCreate) SetGithubCheckRunID(ctx context.Context, p store.SetGithubCheckRunIDParams) error {
+	if p.CheckRunID > 0 {
+		return errors.New("killed")
+	}
+	return k.Store.SetGithubCheckRunID(ctx, p)
+}
+
+func (killedAfterCreate) FinishGithubOutbox(context.Context, store.FinishGithubOutboxParams) error {
+	return nil
+}
+
+// TestChecksReplicaKilledAfterCreate: `checks-v1` reporting under a
+// replica kill. A replica created a task's check run on GitHub and was
+// killed before recording its id; when the entry's lease runs out,
+// another replica finds the check run it made (by the task's
+// external_id, on the commit) and updates it instead of creating a
+// second one: one check run per run of a task, on both drivers.
+func TestChecksReplicaKilledAfterCreate(t *testing.T) {
+	t.Parallel()
+	for _, driver := range apitest.Drivers() {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			db, _ := apitest.OpenStore(t, driver)
+			b := setupOn(t, db)
+			b.gh.Install("Codertocat", "Hello-World", 1)
+			ctx := context.Background()
+			groupID := b.forgeBuild(t, github.ReportingChecks)
+
+			killed := *b.svc
+			killed.Store = killedAfterCreate{b.store}
+			require.NoError(t, killed.Report(ctx))
+			require.Len(t, b.gh.Calls("/check-runs"), 1, "created, not recorded")
+			check, err := b.store.GetGithubCheck(ctx, "github.com", groupID, 0)
+			require.NoError(t, err)
+			require.Equal(t, store.GithubCheckCreating, check.CheckRunID)
+
+			b.clock.Advance(2 * time.Minute) // the entry's lease runs out
+			require.NoError(t, b.svc.Report(ctx))
+			_, err = b.root.ClaimTask(ctx, groupID, 0, &tcclient.ClaimTaskRequest{WorkerGroup: "g", WorkerID: "w"})
+			require.NoError(t, err)
+			_, err = b.root.ReportCompleted(ctx, groupID, 0)
+			require.NoError(t, err)
+			for range 3 {
+				require.NoError(t, b.svc.Report(ctx))
+			}
+			var created []string
+			for _, c := range b.gh.Calls("/check-runs") {
+				if c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/check-runs") {
+					created = append(created, c.Body["external_id"].(string))
+				}
+			}
+			require.Equal(t, []string{groupID}, created, "one check run for the task's run")
+			check, err = b.store.GetGithubCheck(ctx, "github.com", groupID, 0)
+			require.NoError(t, err)
+			require.Equal(t, "completed", check.State)
+			require.Equal(t, b.gh.Calls("/check-runs")[0].ID, check.CheckRunID, "the one created")
 		})
 	}
 }

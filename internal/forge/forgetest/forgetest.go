@@ -137,6 +137,8 @@ func bodySchema(template, method string) (*jsonschema.Schema, error) {
 type Call struct {
 	Method, Path string
 	Body         map[string]any
+	// ID is the id the write created (a check run's).
+	ID int64
 }
 
 // GitHub is the local GitHub.
@@ -332,8 +334,8 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 			g.refuse(w, r, "no check run %s was created on %s/%s", parts[4], owner, repo)
 			return
 		}
-		g.calls = append(g.calls, Call{Method: r.Method, Path: path, Body: body})
 		g.nextID++
+		g.calls = append(g.calls, Call{Method: r.Method, Path: path, Body: body, ID: int64(g.nextID)})
 		if template == "/repos/{owner}/{repo}/check-runs" {
 			if g.checkRuns == nil {
 				g.checkRuns = map[string]bool{}
@@ -404,6 +406,18 @@ func (g *GitHub) read(w http.ResponseWriter, r *http.Request, template, owner, r
 			}
 		}
 		g.reply(w, http.StatusOK, out)
+	case "/repos/{owner}/{repo}/commits/{ref}/check-runs":
+		// The check runs created on the commit with the name asked for,
+		// the newest first.
+		runs := []any{}
+		for i := len(g.calls) - 1; i >= 0; i-- {
+			c := g.calls[i]
+			if c.Method == http.MethodPost && c.Path == "/repos/"+key+"/check-runs" && c.Body["head_sha"] == parts[4] &&
+				c.Body["name"] == r.URL.Query().Get("check_name") {
+				runs = append(runs, map[string]any{"id": c.ID, "name": c.Body["name"], "head_sha": c.Body["head_sha"], "external_id": c.Body["external_id"]})
+			}
+		}
+		g.reply(w, http.StatusOK, map[string]any{"total_count": len(runs), "check_runs": runs})
 	default:
 		g.refuse(w, r, "this local GitHub does not answer %s", template)
 	}
