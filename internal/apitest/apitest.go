@@ -85,7 +85,7 @@ func Start(t testing.TB, o Options) *Server {
 	t.Cleanup(hs.Close)
 	s.URL = hs.URL
 	s.Queue = s.NewQueue(t, s.Store)
-	routes := s.Queue.Routes()
+	routes := queueapi.Routes(queueapi.Deps{Server: s.Queue})
 	if o.Routes != nil {
 		routes = append(routes, o.Routes(s)...)
 	}

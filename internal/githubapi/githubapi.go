@@ -160,10 +160,19 @@ const (
 	scopesCreateComment = `"github:create-comment:<owner>/<repo>"`
 )
 
+// Deps are what the Github API's routes need: the service they serve,
+// and its version and start for the health routes.
+type Deps struct {
+	Service *Service
+	Version string
+	Started time.Time
+}
+
 // Routes returns the Github API routes.
-func Routes(s *Service, version string, started time.Time) []api.Route {
+func Routes(d Deps) []api.Route {
+	s := d.Service
 	p := func(path string) []string { return []string{BasePath + path} }
-	routes := append(api.ServiceHealthRoutes(BasePath, started, version), []api.Route{
+	routes := append(api.ServiceHealthRoutes(BasePath, d.Started, d.Version), []api.Route{
 		// A delivery is read raw (its signature covers its bytes), as
 		// large as any body.
 		{Name: "githubWebHookConsumer", Method: http.MethodPost, Paths: p("/github"), Handle: s.webhook,

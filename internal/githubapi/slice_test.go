@@ -106,7 +106,7 @@ func setupOn(t testing.TB, db store.Store) *bundle {
 	svc.Hooks = hookTrigger{firer}
 	svc.Reruns = srv
 	httpSrv, err := api.New(api.Options{Clock: clock, Authorizer: sec.Authorizer, Logger: log,
-		Routes: slices.Concat(srv.Routes(), Routes(svc, "test", clock.Now()),
+		Routes: slices.Concat(queueapi.Routes(queueapi.Deps{Server: srv}), Routes(Deps{Service: svc, Version: "test", Started: clock.Now()}),
 			hooksapi.Routes(hooksapi.Deps{Store: db, Sealer: sec.Sealer, Firer: firer, Caller: sec.Authorizer.Caller, Logger: log}),
 			authapi.Routes(authapi.Deps{Store: db, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
 				Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log})),

@@ -200,9 +200,16 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// Deps are what the Queue API's routes need: the queue's server, which
+// holds what its calls share (parked claims, batched worker records, the
+// caches).
+type Deps struct {
+	Server *Server
+}
+
 // Routes is the Queue API's route table, artifacts included.
-func (s *Server) Routes() []api.Route {
-	return append(s.queueRoutes(), s.artifactRoutes()...)
+func Routes(d Deps) []api.Route {
+	return append(d.Server.queueRoutes(), d.Server.artifactRoutes()...)
 }
 
 // Drain ends waiting claimWork long-polls early (with no tasks), for a

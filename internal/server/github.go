@@ -57,7 +57,7 @@ func (w *wiring) githubService() (service, error) {
 		return service{}, err
 	}
 	deliveries.Processor, reports.Reporter = s, s
-	svc.routes = githubapi.Routes(s, w.cfg.Version, time.Now())
+	svc.routes = githubapi.Routes(githubapi.Deps{Service: s, Version: w.cfg.Version, Started: time.Now()})
 	svc.duties = []maintenance.Service{deliveries, reports}
 	svc.expiries = []maintenance.Expiry{{Service: "github", Run: w.store.ExpireGithubRecords}}
 	return svc, nil

@@ -35,10 +35,8 @@ func (rootIssuer) WorkerCredentials(clientID string, scopes []string, start, exp
 func TestWorkerManagerRoutes(t *testing.T) {
 	t.Parallel()
 	s := apitest.Start(t, apitest.Options{Routes: func(s *apitest.Server) []api.Route {
-		routes, err := workermanagerapi.Routes(workermanagerapi.Deps{Store: s.Store, Queue: s.Store, Issuer: rootIssuer{},
+		return workermanagerapi.Routes(workermanagerapi.Deps{Store: s.Store, Queue: s.Store, Issuer: rootIssuer{},
 			Providers: []workermanagerapi.Provider{{ID: "static", Type: workermanager.ProviderTypeStatic}}, Logger: s.Logger, Version: "test"})
-		require.NoError(t, err)
-		return routes
 	}})
 	root := &tcclient.Credentials{ClientID: server.RootClientID, AccessToken: apitest.RootToken}
 	const base = workermanagerapi.BasePath
