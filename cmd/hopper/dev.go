@@ -30,6 +30,9 @@ generated once and kept in the data directory; the export lines to use them
 are printed at start. Ctrl-C stops everything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkEnvComments(os.LookupEnv); err != nil {
+				return err
+			}
 			cfg.SecretKey = env("HOPPER_SECRET_KEY", "")
 			cfg.Logger = newLogger(logLevel)
 			cfg.Version = build().Short()

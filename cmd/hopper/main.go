@@ -199,6 +199,34 @@ func signalContext() (context.Context, context.CancelFunc) {
 }
 
 // env returns the environment variable or def.
+// commentFreeSettings are the HOPPER_* settings whose values can never
+// hold whitespace (addresses, URLs, keys, levels, durations). Paths and
+// tokens may, so they are not checked.
+var commentFreeSettings = []string{
+	"HOPPER_LISTEN", "HOPPER_ROOT_URL", "HOPPER_DB", "HOPPER_ARTIFACTS", "HOPPER_AMQP", "HOPPER_LOG_LEVEL",
+	"HOPPER_SECRET_KEY", "HOPPER_PPROF", "HOPPER_CLAIM_TIMEOUT", "HOPPER_DEADLINE_DELAY", "HOPPER_DB_BATCHES",
+}
+
+// checkEnvComments refuses (exit 64) a setting whose value carries a
+// trailing "# comment": systemd's EnvironmentFile and docker --env-file
+// keep everything after the "=" in the value, and a value cut at the "#"
+// by hopper could silently be another one (a shorter secret key). The
+// message never shows the value.
+func checkEnvComments(lookup func(string) (string, bool)) error {
+	for _, name := range commentFreeSettings {
+		v, ok := lookup(name)
+		if !ok {
+			continue
+		}
+		before, _, found := strings.Cut(v, "#")
+		if found && strings.TrimRight(before, " \t") != before {
+			return &cli.ExitError{Code: cli.ExitUsage, Msg: name + " has a comment after its value (\" #…\"): an environment file " +
+				"(systemd's EnvironmentFile, docker --env-file) keeps everything after the \"=\" in the value; put the comment on a line of its own"}
+		}
+	}
+	return nil
+}
+
 func env(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok {
 		return v

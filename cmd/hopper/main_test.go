@@ -223,3 +223,34 @@ func TestWorkerLogShowsMissingScopes(t *testing.T) {
 	require.Contains(t, w.Logs(), "is missing the following scopes: queue:claim-work:cli-test/scopes")
 	require.NotContains(t, w.Logs(), "errorCode")
 }
+
+// TestEnvCommentsRefused: an environment file's "# comment" after a value
+// reaches hopper as part of the value (systemd's EnvironmentFile and
+// docker --env-file keep it); hopper says so, naming the setting and never
+// its value, instead of refusing the value or cutting it short.
+func TestEnvCommentsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"HOPPER_LISTEN": "127.0.0.1:8080 # behind the proxy"}, "HOPPER_LISTEN has a comment after its value"},
+		{map[string]string{"HOPPER_SECRET_KEY": "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\t# optional"}, "HOPPER_SECRET_KEY has a comment"},
+		{map[string]string{"HOPPER_DB": "postgres://hopper@db/hopper   # optional"}, "HOPPER_DB has a comment"},
+		{map[string]string{"HOPPER_DB": "postgres://hopper@db/hopper#frag", "HOPPER_LISTEN": "127.0.0.1:8080"}, ""},
+		{map[string]string{"HOPPER_DATA_DIR": "/srv/hopper # data"}, ""},
+	} {
+		err := checkEnvComments(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+		if tc.want == "" {
+			require.NoError(t, err)
+			continue
+		}
+		require.ErrorContains(t, err, tc.want)
+		for _, v := range tc.env {
+			require.NotContains(t, err.Error(), strings.Fields(v)[0], "the value is never shown")
+		}
+		var coded interface{ ExitCode() int }
+		require.True(t, asExitCode(err, &coded))
+		require.Equal(t, 64, coded.ExitCode())
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -56,6 +57,9 @@ that encrypts stored tokens from HOPPER_SECRET_KEY (or one generated into
 --data-dir).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkEnvComments(os.LookupEnv); err != nil {
+				return err
+			}
 			cfg.RootAccessToken = env("HOPPER_ROOT_ACCESS_TOKEN", "")
 			cfg.SecretKey = env("HOPPER_SECRET_KEY", "")
 			if cfg.RootAccessToken == "" {
@@ -91,6 +95,9 @@ func migrateCommand() *cobra.Command {
 		Short: "Apply the database migrations and exit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkEnvComments(os.LookupEnv); err != nil {
+				return err
+			}
 			ctx, cancel := signalContext()
 			defer cancel()
 			st, err := server.OpenStore(ctx, db, dataDir, newLogger(logLevel), server.StoreOptions{})

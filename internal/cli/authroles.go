@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"fmt"
 	"io"
+	"net/http"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -49,6 +52,10 @@ matches a whole family, and "<..>" in its scopes receives the matched rest.
 				return err
 			}
 			role, err := c.CreateRole(cmd.Context(), args[0], &tcclient.RoleRequest{Scopes: scopes, Description: description})
+			if tcclient.StatusCode(err) == http.StatusConflict {
+				return &ExitError{Code: ExitFailed, Err: err, Msg: "creating role " + args[0] + ": it exists already, with other scopes or description " +
+					"(change it with `hopper role update " + args[0] + " --add-scope …`, or see it with `hopper role show " + args[0] + "`)"}
+			}
 			if err != nil {
 				return authCLIError("creating role "+args[0], err)
 			}
@@ -112,6 +119,88 @@ matches a whole family, and "<..>" in its scopes receives the matched rest.
 	del := deleteCommand("role", "roleId", &asJSON, func(c *tcclient.Client, cmd *cobra.Command, id string) error {
 		return c.DeleteRole(cmd.Context(), id)
 	})
-	cmd.AddCommand(create, list, show, del)
+	cmd.AddCommand(create, roleUpdateCommand(&asJSON), list, show, del)
 	return cmd
+}
+
+// roleUpdateCommand is `hopper role update`: change a role's description
+// or scopes. --scope replaces the scopes; --add-scope and --remove-scope
+// edit the role's current ones (read, then written back whole, as the
+// Auth API's updateRole takes them).
+func roleUpdateCommand(asJSON *bool) *cobra.Command {
+	var (
+		description           string
+		scopes, adds, removes []string
+	)
+	cmd := &cobra.Command{
+		Use:   "update ROLE_ID",
+		Short: "Change a role's description or scopes (--scope replaces them, --add-scope/--remove-scope edit them)",
+		Example: "  hopper role update hook-id:proj/nightly --add-scope queue:create-task:project:none\n" +
+			"  hopper role update repo:github.com/org/app:* --remove-scope 'secrets:get:*' --description 'app CI'",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			if !f.Changed("description") && !f.Changed("scope") && len(adds) == 0 && len(removes) == 0 {
+				return usagef("hopper role update needs --description, --scope, --add-scope or --remove-scope (see hopper role update --help)")
+			}
+			if f.Changed("scope") && (len(adds) > 0 || len(removes) > 0) {
+				return usagef("--scope replaces the role's scopes; give it alone, or edit them with --add-scope/--remove-scope")
+			}
+			c, err := authCLIClient()
+			if err != nil {
+				return err
+			}
+			id := args[0]
+			role, err := c.GetRole(cmd.Context(), id)
+			if err != nil {
+				return authCLIError("getting role "+id, err)
+			}
+			for _, r := range removes {
+				if !slices.Contains(role.Scopes, r) {
+					return &ExitError{Code: ExitFailed, Msg: fmt.Sprintf("updating role %s: it has no scope %q to remove (hopper role show %s lists its scopes)", id, r, id)}
+				}
+			}
+			req := &tcclient.RoleRequest{Description: role.Description, Scopes: role.Scopes}
+			if f.Changed("description") {
+				req.Description = description
+			}
+			if f.Changed("scope") {
+				req.Scopes = scopes
+			}
+			req.Scopes = editScopes(req.Scopes, adds, removes)
+			updated, err := c.UpdateRole(cmd.Context(), id, req)
+			if err != nil {
+				return authCLIError("updating role "+id, err)
+			}
+			if *asJSON {
+				return printAuthJSON(cmd.OutOrStdout(), updated)
+			}
+			return printAuthRole(cmd.OutOrStdout(), updated)
+		},
+	}
+	cmd.Flags().StringVar(&description, "description", "", "the role's new description")
+	cmd.Flags().StringArrayVar(&scopes, "scope", nil, "the role's scopes, replacing the current ones (repeat for several)")
+	cmd.Flags().StringArrayVar(&adds, "add-scope", nil, "a scope to add (repeat for several)")
+	cmd.Flags().StringArrayVar(&removes, "remove-scope", nil, "a scope to remove, exactly as the role has it (repeat for several)")
+	return cmd
+}
+
+// editScopes returns scopes without removes and with adds not already
+// there, in order.
+func editScopes(scopes, adds, removes []string) []string {
+	out := []string{}
+	have := map[string]bool{}
+	for _, s := range scopes {
+		if !slices.Contains(removes, s) && !have[s] {
+			out = append(out, s)
+			have[s] = true
+		}
+	}
+	for _, s := range adds {
+		if !have[s] {
+			out = append(out, s)
+			have[s] = true
+		}
+	}
+	return out
 }

@@ -50,6 +50,7 @@ func TestRunQueueAndWorker(t *testing.T) {
 	}
 	t.Setenv("HOPPER_ROOT_ACCESS_TOKEN", "")
 	dir := t.TempDir()
+	removeWorkerDir(t, dir)
 	const queueID = "devmode-test/local"
 	var out, logs e2e.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -115,4 +116,13 @@ func TestRunQueueAndWorker(t *testing.T) {
 		t.Fatal("devmode.Run did not return after cancellation")
 	}
 	require.Contains(t, out.String(), "stopping…")
+}
+
+// removeWorkerDir removes, after the test, the worker's directory that
+// hopper dev on dataDir makes outside it when run as root.
+func removeWorkerDir(t *testing.T, dataDir string) {
+	t.Helper()
+	dir, err := devmode.WorkerDir(dataDir)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 }

@@ -13,6 +13,20 @@ import (
 	"syscall"
 )
 
+// WorkerDir returns where `hopper dev` with dataDir keeps its worker's
+// files (see workerDir), without creating it: tests remove it when done.
+func WorkerDir(dataDir string) (string, error) {
+	if os.Geteuid() != 0 {
+		return filepath.Join(dataDir, "worker"), nil
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("resolving %s: %w", dataDir, err)
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(os.TempDir(), "hopper-dev-worker-"+hex.EncodeToString(sum[:6])), nil
+}
+
 // workerDir is where the built-in worker keeps task directories, caches and
 // the task users' homes. The data directory is private (0700: it holds the
 // root token and the server key), so when the worker runs as root and
@@ -23,16 +37,10 @@ import (
 // the data directory so that caches survive a restart, and checked to be
 // root's own (not a symlink, not writable by others) before it is used.
 func workerDir(dataDir string) (string, error) {
-	inside := filepath.Join(dataDir, "worker")
-	if os.Geteuid() != 0 {
-		return inside, nil
+	dir, err := WorkerDir(dataDir)
+	if err != nil || os.Geteuid() != 0 {
+		return dir, err
 	}
-	abs, err := filepath.Abs(dataDir)
-	if err != nil {
-		return "", fmt.Errorf("resolving %s: %w", dataDir, err)
-	}
-	sum := sha256.Sum256([]byte(abs))
-	dir := filepath.Join(os.TempDir(), "hopper-dev-worker-"+hex.EncodeToString(sum[:6]))
 	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("creating the dev worker's work dir: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/devmode"
 	"github.com/hopper-ci/hopper/internal/e2e"
 )
 
@@ -22,6 +23,9 @@ func TestReadmeDevCommand(t *testing.T) {
 	t.Parallel()
 	bin := e2e.Binary(t)
 	dir := t.TempDir()
+	workerDir, err := devmode.WorkerDir(filepath.Join(dir, ".hopper"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(workerDir) }) // outside dir when run as root
 	dev := exec.Command(bin, "dev", "--listen", e2e.FreePort(t))
 	dev.Dir = dir
 	dev.Env = os.Environ()

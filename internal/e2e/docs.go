@@ -143,6 +143,25 @@ func DocExample(t testing.TB, name string) DocBlock {
 	return found[0]
 }
 
+// Replace returns the block's text with the guide's placeholders turned
+// into the test's values (old, new pairs, in order). Every old string
+// must occur in the block, so that a placeholder renamed in the guide
+// fails the test rather than going unreplaced.
+func (b DocBlock) Replace(t testing.TB, pairs ...string) string {
+	t.Helper()
+	if len(pairs)%2 != 0 {
+		t.Fatal("Replace takes old, new pairs")
+	}
+	text := b.Text
+	for i := 0; i < len(pairs); i += 2 {
+		if !strings.Contains(text, pairs[i]) {
+			t.Fatalf("%s: example %s no longer contains %q", b.Where(), b.Name, pairs[i])
+		}
+		text = strings.ReplaceAll(text, pairs[i], pairs[i+1])
+	}
+	return text
+}
+
 // DocShell is a shell example to run as a reader would paste it.
 type DocShell struct {
 	// Dir is the working directory; `./hopper` there and `hopper` on the
@@ -166,16 +185,7 @@ func (d DocShell) Run(t testing.TB, block DocBlock) (string, error) {
 	if block.Lang != "sh" {
 		t.Fatalf("%s: example %s is a %q block, not sh", block.Where(), block.Name, block.Lang)
 	}
-	if len(d.Replace)%2 != 0 {
-		t.Fatal("DocShell.Replace takes old, new pairs")
-	}
-	script := block.Text
-	for i := 0; i < len(d.Replace); i += 2 {
-		if !strings.Contains(script, d.Replace[i]) {
-			t.Fatalf("%s: example %s no longer contains %q", block.Where(), block.Name, d.Replace[i])
-		}
-		script = strings.ReplaceAll(script, d.Replace[i], d.Replace[i+1])
-	}
+	script := block.Replace(t, d.Replace...)
 	bin := Binary(t)
 	binDir := t.TempDir()
 	if err := os.Symlink(bin, filepath.Join(binDir, "hopper")); err != nil {

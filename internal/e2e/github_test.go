@@ -69,6 +69,15 @@ tasks:
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, `"assume:repo:github.com/Codertocat/Hello-World:branch:master"`)
 	require.Contains(t, stdout, `"description": "github-push"`)
+	// The guide's render commands, as written, in a checkout holding its
+	// starting .taskcluster.yml, against the delivery just stored.
+	guide := t.TempDir()
+	writeFile(t, guide, ".taskcluster.yml", e2e.DocExample(t, "github-taskcluster-yml").Text)
+	writeFile(t, guide, "pr.json", `{"number": 7}`)
+	out, err = e2e.DocShell{Dir: guide, Env: srv.Env(), Replace: []string{"<X-GitHub-Delivery>", builds[0].EventID}}.Run(t, e2e.DocExample(t, "github-render"))
+	require.NoError(t, err, out)
+	require.Contains(t, out, `"tasks_for": "github-pull-request"`)
+	require.Contains(t, out, `"assume:repo:github.com/Codertocat/Hello-World:branch:master"`)
 	bad := writeFile(t, dir, "bad.yml", "version: 1\ntasks: [{$eval: nope}]\n")
 	_, stderr, code = hopperCLI(t, srv.Env(), "github", "render", "-f", bad, "--event", "github-push")
 	require.Equal(t, 1, code)

@@ -129,3 +129,33 @@ func TestGiteaCommitErrorIsNotRetried(t *testing.T) {
 	require.Equal(t, 1, e.Attempts)
 	require.Contains(t, e.LastError, "no commit comments")
 }
+
+// TestReplayCreatesNothing: Gitea's Replay and Test delivery resend a
+// delivery's body under a new delivery id; the commit gets no second
+// task group and no second status.
+func TestReplayCreatesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	push := example(t, "push", 4)
+	sha := push["after"].(string)
+	b.gh.Install("Codertocat", "Hello-World", 1)
+	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", decisionTask)
+	b.role(t, "repo:github.com/Codertocat/Hello-World:branch:master")
+	body, _ := json.Marshal(push)
+	first := uuid.NewString()
+	status, _ := b.deliverExact(t, "push", first, body, webhookSecret)
+	require.Equal(t, http.StatusNoContent, status)
+	b.process(t)
+	replay := uuid.NewString()
+	status, text := b.deliverExact(t, "push", replay, body, webhookSecret)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, text, "replays delivery "+first)
+	b.process(t)
+	require.Len(t, b.builds(t), 1)
+	require.Len(t, b.gh.Calls("/statuses/"+sha), 1)
+	d, err := b.store.GetGithubDelivery(ctx, "github.com", replay)
+	require.NoError(t, err)
+	require.Equal(t, first, d.ReplayOf)
+	require.Equal(t, store.DeliveryDone, d.State)
+}

@@ -15,6 +15,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/google/uuid"
@@ -210,7 +211,8 @@ func (s *Service) groupURL(taskGroupID string) string {
 	return s.RootURL + "/ui/#/group/" + taskGroupID
 }
 
-// deliveryURL is the console page of a delivery (its whole error).
+// deliveryURL is the console page of a delivery (its whole error, read
+// from the delivery's record), which error statuses link to.
 func (s *Service) deliveryURL(host, id string) string {
-	return s.RootURL + "/api/github/v1/deliveries/" + host + "/" + id
+	return s.RootURL + "/ui/#/delivery/" + url.PathEscape(host) + "/" + url.PathEscape(id)
 }

@@ -157,8 +157,23 @@ func example(t testing.TB, event string, index int) map[string]any {
 	return nil
 }
 
-// deliver posts a delivery signed with secret ("" for none).
+// deliver posts a delivery signed with secret ("" for none). Each
+// delivery id gets a body of its own, as each event a forge sends has
+// (a property naming the id is added): deliverExact sends the body as
+// given, for replays.
 func (b *bundle) deliver(t testing.TB, event, id string, body []byte, secret string) (int, string) {
+	t.Helper()
+	if len(body) > 1 && body[0] == '{' {
+		sep := ","
+		if strings.TrimSpace(string(body[1:])) == "}" {
+			sep = ""
+		}
+		body = append([]byte(`{"hopper_test_delivery":"`+id+`"`+sep), body[1:]...)
+	}
+	return b.deliverExact(t, event, id, body, secret)
+}
+
+func (b *bundle) deliverExact(t testing.TB, event, id string, body []byte, secret string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, b.url+BasePath+"/github", bytes.NewReader(body))
 	require.NoError(t, err)
@@ -353,14 +368,26 @@ func TestPushErrors(t *testing.T) {
 	errs := b.gh.Calls("/statuses/")
 	require.Len(t, errs, 2, "each delivery's error status")
 	require.Equal(t, "error", errs[0].Body["state"])
-	// The status links to the delivery's record, holding the whole error.
-	resp, err := http.Get(errs[0].Body["target_url"].(string))
+	// The status links to the delivery's page in the console, which
+	// reads the delivery's record, holding the whole error; the console's
+	// Builds page lists it among the deliveries that failed.
+	target := errs[0].Body["target_url"].(string)
+	page, ok := strings.CutPrefix(target, b.url+"/ui/#/delivery/github.com/")
+	require.True(t, ok, target)
+	resp, err := http.Get(b.url + BasePath + "/deliveries/github.com/" + page)
 	require.NoError(t, err)
 	var record map[string]any
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&record))
 	resp.Body.Close()
 	require.Equal(t, "done", record["state"])
+	require.Equal(t, "Codertocat/Hello-World", record["repository"])
 	require.Contains(t, record["outcome"], "InterpreterError at template.tasks[0]")
+	require.Contains(t, record["error"], "InterpreterError at template.tasks[0]")
+	failed, _, err := b.root.GithubFailedDeliveries(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, failed, 2)
+	require.Contains(t, []string{failed[0].DeliveryID, failed[1].DeliveryID}, page)
+	require.Equal(t, "Codertocat/Hello-World", failed[0].Repository)
 
 	// Without the branch's role the queue refuses the task.
 	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", decisionTask)

@@ -1,6 +1,8 @@
 package githubapi
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"regexp"
@@ -70,10 +72,20 @@ func (s *Service) webhook(c *api.Call) (any, error) {
 	case dec.Event == nil:
 		return text(http.StatusOK, dec.Reply), nil
 	}
-	added, err := s.Store.AddGithubDelivery(c.Context(), &store.GithubDelivery{Host: f.Host, DeliveryID: deliveryID,
-		Forge: f.Kind, Event: name, Body: c.Body, Received: c.Now})
+	// A forge's replay (Gitea's Replay and Test delivery) sends the same
+	// body under a new delivery id, and so does a second webhook of the
+	// same forge for one event: the digest of the event and its body makes
+	// them one delivery.
+	sum := sha256.Sum256(append([]byte(name+"\x00"), c.Body...))
+	stored := &store.GithubDelivery{Host: f.Host, DeliveryID: deliveryID, Forge: f.Kind, Event: name, Body: c.Body, Received: c.Now,
+		Digest: hex.EncodeToString(sum[:])}
+	added, err := s.Store.AddGithubDelivery(c.Context(), stored)
 	if err != nil {
 		return nil, err
+	}
+	if !added && stored.ReplayOf != "" {
+		s.Log.Info("a delivery replays an earlier one; nothing is done again", "host", f.Host, "delivery", deliveryID, "replayOf", stored.ReplayOf)
+		return text(http.StatusOK, "Delivery "+deliveryID+" replays delivery "+stored.ReplayOf+": nothing is done again"), nil
 	}
 	if !added {
 		return text(http.StatusOK, "Delivery "+deliveryID+" was already received"), nil

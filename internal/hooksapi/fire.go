@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
@@ -13,6 +15,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/hooks"
 	"github.com/hopper-ci/hopper/internal/ident"
+	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
@@ -54,6 +57,9 @@ type Firer struct {
 	// longer than a lease after it was due was missed by every replica:
 	// the due times of that outage are not made up.
 	Lease time.Duration
+	// RootURL is the deployment's public root URL, for the link in the
+	// owner's email about a failed scheduled fire ("" leaves it out).
+	RootURL string
 }
 
 // outcome is what one fire did.
@@ -64,6 +70,10 @@ type outcome struct {
 	record *store.LastFire
 	// refusal is the API error of a failed trigger.
 	refusal *hooks.Error
+	// permanent is set on a failure that repeating the fire would not
+	// mend: the template failed to render, or the queue refused the task
+	// with a 4xx (Taskcluster mails the owner about these, not about 5xx).
+	permanent bool
 }
 
 // fire renders and creates the task of one fire. An error means the fire
@@ -75,7 +85,7 @@ func (f *Firer) fire(ctx context.Context, def *hooks.Definition, fire hooks.Fire
 	task, err := hooks.RenderTask(def, fire)
 	if err != nil {
 		record.Error = err.Error()
-		return &outcome{record: record, refusal: hooks.RenderRefusal(err)}, nil
+		return &outcome{record: record, refusal: hooks.RenderRefusal(err), permanent: true}, nil
 	}
 	if task == nil {
 		return &outcome{}, nil
@@ -95,7 +105,7 @@ func (f *Firer) fire(ctx context.Context, def *hooks.Definition, fire hooks.Fire
 	case errors.As(err, &refused):
 		te := &hooks.TaskError{Code: refused.Code, Status: refused.Status, Message: refused.Message, RequestInfo: refused.RequestInfo}
 		record.Error = te.Record()
-		return &outcome{record: record, refusal: hooks.TriggerRefusal(def, te)}, nil
+		return &outcome{record: record, refusal: hooks.TriggerRefusal(def, te), permanent: refused.Status < 500}, nil
 	case err != nil:
 		return nil, fmt.Errorf("creating task %s for hook %s/%s: %w", fire.TaskID, def.HookGroupID, def.HookID, err)
 	}
@@ -156,8 +166,12 @@ func (f *Firer) fireScheduled(ctx context.Context, h *store.Hook, claim hooks.Cl
 	}
 	next, _ := sched.NextDue(claim, lease)
 	nextID := ident.NewSlugID()
+	var mail *notify.Message
+	if out.permanent {
+		mail = f.failureEmail(def, out.record)
+	}
 	applied, err := f.Store.FinishScheduledFire(ctx, store.FinishFireParams{HookGroupID: h.HookGroupID, HookID: h.HookID,
-		FiredTaskID: h.NextTaskID, NextTaskID: nextID, NextScheduled: next, Finished: f.Clock.Now(), Fire: out.record})
+		FiredTaskID: h.NextTaskID, NextTaskID: nextID, NextScheduled: next, Finished: f.Clock.Now(), Fire: out.record, Notify: mail})
 	if err != nil {
 		return fmt.Errorf("recording the scheduled fire of hook %s/%s: %w", h.HookGroupID, h.HookID, err)
 	}
@@ -260,4 +274,34 @@ func (f *Firer) Trigger(ctx context.Context, hookGroupID, hookID string, payload
 		return out.refusal
 	}
 	return nil
+}
+
+// failureEmail is the mail to a hook's owner about a scheduled fire that
+// created no task, or nil when the hook's metadata says emailOnError:
+// false (absent means true, as in Taskcluster's schema) or names no
+// owner. It is queued with the fire's record and sent by the notify
+// outbox (which needs an SMTP relay, --notify-config).
+func (f *Firer) failureEmail(def *hooks.Definition, record *store.LastFire) *notify.Message {
+	var meta struct {
+		Owner        string `json:"owner"`
+		EmailOnError *bool  `json:"emailOnError"`
+	}
+	if err := json.Unmarshal(def.Metadata, &meta); err != nil || meta.Owner == "" || (meta.EmailOnError != nil && !*meta.EmailOnError) {
+		return nil
+	}
+	id := def.HookGroupID + "/" + def.HookID
+	email := &notify.Email{
+		Address: meta.Owner,
+		Subject: "Scheduled hook " + id + " created no task",
+		Content: "The scheduled fire of hook `" + id + "` at " + record.TaskCreateTime.UTC().Format(time.RFC3339) +
+			" created no task (taskId `" + record.TaskID + "`). The error was:\n\n```\n" + record.Error +
+			"\n```\n\nThe hook fires again at its next due time; until the hook or its role (`hook-id:" + id +
+			"`) is fixed, that fire fails the same way. `hopper hook fires " + def.HookGroupID + " " + def.HookID +
+			"` lists every fire.\n\nYou get this mail as the hook's owner; set `emailOnError: false` in its metadata to stop it.",
+	}
+	if f.RootURL != "" {
+		email.Link = &notify.Link{Text: "The hook", Href: strings.TrimRight(f.RootURL, "/") + "/ui/#/hooks/" +
+			url.PathEscape(def.HookGroupID) + "/" + url.PathEscape(def.HookID)}
+	}
+	return &notify.Message{Email: email}
 }

@@ -25,7 +25,7 @@ type bundle struct {
 	ctx   context.Context
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	relay := interactiveapi.NewRelay()
 	t.Cleanup(relay.Close)
@@ -36,7 +36,7 @@ func setup(t *testing.T) *bundle {
 }
 
 // createTask creates a task on queue with payload pl.
-func (b *bundle) createTask(t *testing.T, queue string, pl map[string]any) string {
+func (b *bundle) createTask(t testing.TB, queue string, pl map[string]any) string {
 	t.Helper()
 	raw, err := json.Marshal(pl)
 	require.NoError(t, err)
@@ -51,7 +51,7 @@ func (b *bundle) createTask(t *testing.T, queue string, pl map[string]any) strin
 
 // claim claims the queue's task and returns a client with its run's
 // credentials.
-func (b *bundle) claim(t *testing.T, queue string) (*tcclient.Client, tcclient.TaskClaim) {
+func (b *bundle) claim(t testing.TB, queue string) (*tcclient.Client, tcclient.TaskClaim) {
 	t.Helper()
 	res, err := b.srv.Root.ClaimWork(b.ctx, queue, &tcclient.ClaimWorkRequest{WorkerGroup: "g", WorkerID: "w", Tasks: 1})
 	require.NoError(t, err)
@@ -62,7 +62,7 @@ func (b *bundle) claim(t *testing.T, queue string) (*tcclient.Client, tcclient.T
 
 // fakeWorker connects as the run's worker and answers each session with a
 // terminal that upper-cases what it gets and reports resizes.
-func fakeWorker(t *testing.T, runClient *tcclient.Client, taskID string, runID int) {
+func fakeWorker(t testing.TB, runClient *tcclient.Client, taskID string, runID int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

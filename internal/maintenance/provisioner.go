@@ -186,11 +186,21 @@ func (p *Provisioner) provision(ctx context.Context, pool *workermanager.Pool, p
 			reportPoolError(ctx, p.Store, log, p.Clock.Now(), pool, "provisioning-error", "Could not start a worker", err.Error(), w)
 			return i, nil
 		}
-		if _, err := p.Store.UpdatePoolWorker(ctx, w.Key(), func(w *workermanager.Worker) error {
+		recorded, err := p.Store.UpdatePoolWorker(ctx, w.Key(), func(w *workermanager.Worker) error {
 			w.ProviderData = data
 			return nil
-		}); err != nil {
+		})
+		if err != nil {
 			return i, err
+		}
+		if recorded.Removed() {
+			// Removed while it started (removeWorker, or a registration
+			// deadline shorter than the start): what was started must go
+			// too, or it would run outside the pool's accounting.
+			if err := prov.Provider.Stop(ctx, pool, recorded); err != nil {
+				log.Warn("stopping a worker removed while it started", "worker", w.Key().String(), "error", err)
+			}
+			continue
 		}
 		if p.Events != nil {
 			p.Events(ctx, "worker-requested", w, "", p.Clock.Now())

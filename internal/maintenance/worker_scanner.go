@@ -189,7 +189,12 @@ func (s *WorkerScanner) scanWorker(ctx context.Context, ps *poolScan, w *workerm
 			reportPoolError(ctx, s.Store, log, now, ps.pool, "provider-error", "Could not check a worker", err.Error(), w)
 			return false, nil
 		}
-		if !st.Running {
+		if st.NotStarted && w.State == workermanager.StateRequested {
+			// Its start is under way (the provisioner records a worker
+			// before starting it) or its provisioner died first: its
+			// registration deadline decides, below. Judging it dead now
+			// stopped a worker whose container then started unaccounted.
+		} else if !st.Running {
 			quiet := st.Exited && st.ExitCode == 0 && w.State == workermanager.StateRunning
 			if !quiet {
 				reportPoolError(ctx, s.Store, log, now, ps.pool, "worker-died", "A worker stopped unexpectedly", st.Detail, w)

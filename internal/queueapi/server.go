@@ -112,6 +112,8 @@ type Server struct {
 	started time.Time
 	blobs   artifacts.Backend
 	objects ObjectService
+	// standing, when set, says which workers the Worker Manager stopped.
+	standing WorkerStanding
 
 	// touched remembers when this process last wrote a worker's
 	// bookkeeping records (store.WorkerKey → time.Time).
@@ -144,6 +146,9 @@ type Options struct {
 	// Objects, when set, keeps the data of object artifacts
 	// (objectartifacts.go).
 	Objects ObjectService
+	// Standing, when set, says which workers their pool's manager has
+	// stopped: claimWork, claimTask and reclaimTask refuse them.
+	Standing WorkerStanding
 }
 
 // New builds the Queue service.
@@ -173,7 +178,7 @@ func New(opts Options) (*Server, error) {
 		cfg: cfg, store: opts.Store, clock: opts.Clock, schemas: schemas,
 		creds: opts.Issuer, pub: opts.Publisher, log: opts.Logger,
 		metrics: opts.Metrics, draining: make(chan struct{}),
-		blobs: opts.Artifacts, objects: opts.Objects, live: newLiveness(cfg),
+		blobs: opts.Artifacts, objects: opts.Objects, live: newLiveness(cfg), standing: opts.Standing,
 	}
 	if s.metrics != nil && s.metrics.queues != nil {
 		// The metrics are built before the queue they describe.

@@ -82,6 +82,9 @@ func (s *Server) claimWork(c *api.Call) (any, error) {
 	}
 	ctx := c.Context()
 	key := store.WorkerKey{TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
+	if err := s.refuseStopped(ctx, key); err != nil {
+		return nil, err
+	}
 	s.touchWorker(key, c.Now, in.Tasks)
 	started := time.Now()
 	wait := s.longPollFor()
@@ -224,6 +227,9 @@ func (s *Server) claimTask(c *api.Call) (any, error) {
 		return nil, queue.Conflictf("Task %s is under the flow control of key %q (limit or supersede): only claimWork hands it out", t.TaskID, p.Key)
 	}
 	key := store.WorkerKey{TaskQueueID: t.Task.TaskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
+	if err := s.refuseStopped(ctx, key); err != nil {
+		return nil, err
+	}
 	// A quarantined worker is refused with 409 (Taskcluster answers an
 	// invalid empty claim here, which surfaces as a 500).
 	if w, err := s.store.GetWorker(ctx, key, c.Now); err == nil && w.QuarantineUntil.After(c.Now) {
@@ -286,6 +292,9 @@ func (s *Server) runCall(c *api.Call, apply func(*queue.TaskState, *queue.Transi
 }
 
 func (s *Server) reclaimTask(c *api.Call) (any, error) {
+	if err := s.refuseStoppedHolder(c); err != nil {
+		return nil, err
+	}
 	res, err := s.runCall(c, func(t *queue.TaskState, _ *queue.Transition, runID int) error {
 		return t.Reclaim(runID, c.Now, s.takenUntil(c.Now))
 	})

@@ -15,7 +15,7 @@ import (
 // changes; without one, bindings are refused.
 func (w *wiring) hooksService() (service, error) {
 	log := w.log
-	firer := &hooksapi.Firer{Store: w.store, Roles: w.sec.Roles, Clock: w.cfg.Clock, Log: log, Tasks: w.queue}
+	firer := &hooksapi.Firer{Store: w.store, Roles: w.sec.Roles, Clock: w.cfg.Clock, Log: log, Tasks: w.queue, RootURL: w.cfg.RootURL}
 	w.hooks = firer
 	svc := service{duties: []maintenance.Service{&maintenance.HookScheduler{Firer: firer, Logger: log}},
 		expiries: []maintenance.Expiry{{Service: "hooks", Run: w.store.ExpireHookFires}}}

@@ -133,7 +133,7 @@ func (w *wiring) queueService() (service, error) {
 	q, err := queueapi.New(queueapi.Options{
 		Config: queueapi.Config{RootURL: w.cfg.RootURL, ClaimTimeout: w.cfg.ClaimTimeout, LongPoll: w.cfg.LongPoll, Version: w.cfg.Version},
 		Store:  w.store, Hub: w.hub, Clock: w.cfg.Clock, Issuer: w.sec.Issuer, Publisher: w.events, Logger: w.log, Metrics: metrics,
-		Schemas: w.schemas, Artifacts: w.blobs, Objects: w.objects,
+		Schemas: w.schemas, Artifacts: w.blobs, Objects: w.objects, Standing: poolStanding{w.store},
 	})
 	if err != nil {
 		return service{}, err

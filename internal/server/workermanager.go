@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/maintenance"
+	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/workermanager"
@@ -93,6 +95,31 @@ func (q queueWorkers) ListWorkers(ctx context.Context, now time.Time, filter sto
 		return nil, "", err
 	}
 	return q.store.ListWorkers(ctx, now, filter, page)
+}
+
+// poolStanding tells the queue which workers the Worker Manager stopped.
+type poolStanding struct{ store store.WorkerManagerStore }
+
+// WorkerStopped implements queueapi.WorkerStanding.
+func (p poolStanding) WorkerStopped(ctx context.Context, key store.WorkerKey) (bool, error) {
+	w, err := p.store.GetPoolWorker(ctx, workermanager.Key{WorkerPoolID: key.TaskQueueID, WorkerGroup: key.WorkerGroup, WorkerID: key.WorkerID})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return w.State == workermanager.StateStopping || w.State == workermanager.StateStopped, nil
+}
+
+// ListHeldRuns implements workermanagerapi.QueueWorkers.
+func (q queueWorkers) ListHeldRuns(ctx context.Context, hq store.HeldRunsQuery, now time.Time) ([]store.HeldRun, error) {
+	return q.store.ListHeldRuns(ctx, hq, now)
+}
+
+// GetTask implements workermanagerapi.QueueWorkers.
+func (q queueWorkers) GetTask(ctx context.Context, taskID string) (*queue.TaskState, error) {
+	return q.store.GetTask(ctx, taskID)
 }
 
 // workerIssuer signs registered workers' credentials with the queue's

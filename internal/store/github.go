@@ -20,10 +20,16 @@ import (
 // installed.
 type GithubStore interface {
 	// AddGithubDelivery stores a delivery; false when the forge's
-	// delivery id is already stored (a redelivery), which changes nothing.
+	// delivery id is already stored (a redelivery), which changes nothing,
+	// or when an earlier delivery of the host has its Digest (a replay:
+	// it is stored as done, d.ReplayOf naming the earlier one).
 	AddGithubDelivery(ctx context.Context, d *GithubDelivery) (bool, error)
 	// GetGithubDelivery loads one delivery.
 	GetGithubDelivery(ctx context.Context, host, deliveryID string) (*GithubDelivery, error)
+	// ListFailedGithubDeliveries lists the deliveries of a host ("":
+	// every host) with an error (failed, done with an error their
+	// repository's users were shown, or pending a retry), newest first.
+	ListFailedGithubDeliveries(ctx context.Context, host string, page Page) ([]GithubDelivery, string, error)
 	// ClaimGithubDelivery leases one pending delivery due at now until
 	// leaseUntil, the oldest first; nil when none is due. Each due
 	// delivery goes to one caller at a time; a lease that runs out (a
@@ -94,6 +100,10 @@ type GithubDelivery struct {
 	ClaimedUntil time.Time
 	// Outcome says what processing did (for people); Error why it failed.
 	Outcome, Error string
+	// Digest identifies the delivery's event and body ("": not compared):
+	// a forge's replay (Gitea's Replay and Test delivery) resends them
+	// under a new delivery id. ReplayOf is the delivery it replays.
+	Digest, ReplayOf string
 }
 
 // RetryGithubDeliveryParams describes RetryGithubDelivery: the lease
@@ -221,124 +231,6 @@ func (db *DB) ExpireGithubRecords(ctx context.Context, now time.Time) (int, erro
 		}
 	})
 	return n, err
-}
-
-const githubDeliveryColumns = "host, delivery_id, forge, event, body, received, state, attempts, next_attempt, claimed_until, outcome, error"
-
-func scanGithubDelivery(row rowScanner) (*GithubDelivery, error) {
-	var (
-		d                       GithubDelivery
-		body                    string
-		received, next, claimed int64
-	)
-	if err := row.Scan(&d.Host, &d.DeliveryID, &d.Forge, &d.Event, &body, &received, &d.State, &d.Attempts, &next, &claimed, &d.Outcome, &d.Error); err != nil {
-		return nil, err
-	}
-	d.Body = []byte(body)
-	d.Received, d.NextAttempt, d.ClaimedUntil = fromMS(received), fromMS(next), fromMS(claimed)
-	return &d, nil
-}
-
-// AddGithubDelivery implements GithubStore.
-func (db *DB) AddGithubDelivery(ctx context.Context, d *GithubDelivery) (bool, error) {
-	added := false
-	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.exec(ctx, "INSERT INTO github_deliveries ("+githubDeliveryColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, 0, '', '')
-			ON CONFLICT (host, delivery_id) DO NOTHING`,
-			d.Host, d.DeliveryID, d.Forge, d.Event, string(d.Body), ms(d.Received), DeliveryPending, ms(d.Received))
-		if err != nil {
-			return fmt.Errorf("storing delivery %s from %s: %w", d.DeliveryID, d.Host, err)
-		}
-		n, _ := res.RowsAffected()
-		added = n == 1
-		return nil
-	})
-	return added, err
-}
-
-// GetGithubDelivery implements GithubStore.
-func (db *DB) GetGithubDelivery(ctx context.Context, host, deliveryID string) (*GithubDelivery, error) {
-	d, err := scanGithubDelivery(db.queryRow(ctx, "SELECT "+githubDeliveryColumns+" FROM github_deliveries WHERE host = ? AND delivery_id = ?", host, deliveryID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("loading delivery %s from %s: %w", deliveryID, host, err)
-	}
-	return d, nil
-}
-
-// ClaimGithubDelivery implements GithubStore. A read looks first, so an
-// idle poll writes nothing.
-func (db *DB) ClaimGithubDelivery(ctx context.Context, now, leaseUntil time.Time) (*GithubDelivery, error) {
-	const due = "state = 'pending' AND next_attempt <= ? AND claimed_until <= ?"
-	var one int
-	err := db.queryRow(ctx, "SELECT 1 FROM github_deliveries WHERE "+due+" LIMIT 1", ms(now), ms(now)).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("looking for a due delivery: %w", err)
-	}
-	var d *GithubDelivery
-	err = db.tx(ctx, func(tx *txn) error {
-		var err error
-		d, err = scanGithubDelivery(tx.queryRow(ctx, "SELECT "+githubDeliveryColumns+" FROM github_deliveries WHERE "+due+
-			" ORDER BY next_attempt, received LIMIT 1"+db.dialect.LockSkip, ms(now), ms(now)))
-		if errors.Is(err, sql.ErrNoRows) {
-			d = nil
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("finding a due delivery: %w", err)
-		}
-		d.ClaimedUntil = leaseUntil
-		d.Attempts++
-		_, err = tx.exec(ctx, "UPDATE github_deliveries SET claimed_until = ?, attempts = attempts + 1 WHERE host = ? AND delivery_id = ?",
-			ms(leaseUntil), d.Host, d.DeliveryID)
-		if err != nil {
-			return fmt.Errorf("claiming delivery %s: %w", d.DeliveryID, err)
-		}
-		return nil
-	})
-	return d, err
-}
-
-// FinishGithubDelivery implements GithubStore.
-func (db *DB) FinishGithubDelivery(ctx context.Context, p FinishGithubDeliveryParams) error {
-	return db.tx(ctx, func(tx *txn) error {
-		res, err := tx.exec(ctx, `UPDATE github_deliveries SET state = ?, outcome = ?, error = ?, claimed_until = 0
-			WHERE host = ? AND delivery_id = ? AND claimed_until = ? AND state = 'pending'`,
-			p.State, p.Outcome, p.Error, p.Host, p.DeliveryID, ms(p.Lease))
-		if err != nil {
-			return fmt.Errorf("finishing delivery %s: %w", p.DeliveryID, err)
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return ErrLeaseLost
-		}
-		for _, b := range p.Builds {
-			if _, err := tx.exec(ctx, "INSERT INTO github_builds ("+githubBuildColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-				ON CONFLICT (task_group_id) DO NOTHING`, githubBuildArgs(&b)...); err != nil {
-				return fmt.Errorf("recording build %s: %w", b.TaskGroupID, err)
-			}
-			// Its tasks may have changed before the build was recorded
-			// (the reporter found no build then): it is looked at once.
-			tx.enqueue([]OutboxMessage{groupChanged(b.TaskGroupID, p.Now)}, p.Now)
-		}
-		return tx.queueOutbox(ctx, p.Outbox, p.Now)
-	})
-}
-
-// RetryGithubDelivery implements GithubStore.
-func (db *DB) RetryGithubDelivery(ctx context.Context, p RetryGithubDeliveryParams) error {
-	return db.tx(ctx, func(tx *txn) error {
-		_, err := tx.exec(ctx, `UPDATE github_deliveries SET claimed_until = 0, next_attempt = ?, error = ?
-			WHERE host = ? AND delivery_id = ? AND claimed_until = ? AND state = 'pending'`, ms(p.Next), p.Error, p.Host, p.DeliveryID, ms(p.Lease))
-		if err != nil {
-			return fmt.Errorf("releasing delivery %s: %w", p.DeliveryID, err)
-		}
-		return nil
-	})
 }
 
 // PutGithubInstallation implements GithubStore.

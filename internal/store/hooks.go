@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/notify"
 )
 
 // HookStore persists the Hooks service: hook definitions with their
@@ -102,6 +104,11 @@ type FinishFireParams struct {
 	// Finished is when the fire ended: the hook's claim ends then.
 	Finished time.Time
 	Fire     *LastFire
+	// Notify, if set, is sent (queued in the notify outbox) when Fire is
+	// recorded, in the same transaction: the owner's email about a failed
+	// fire (emailOnError) goes out once, however often the fire is
+	// finished.
+	Notify *notify.Message
 }
 
 // LastFireRetention is how long a hook's fire records are kept, as in
@@ -337,12 +344,15 @@ func (db *DB) FinishScheduledFire(ctx context.Context, p FinishFireParams) (bool
 			return tx.flush(ctx)
 		}
 		f := p.Fire
-		_, err = tx.exec(ctx, `INSERT INTO hook_last_fires (hook_group_id, hook_id, fired_by, task_id, task_create_time, result, error)
+		res, err := tx.exec(ctx, `INSERT INTO hook_last_fires (hook_group_id, hook_id, fired_by, task_id, task_create_time, result, error)
 			SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (
 				SELECT 1 FROM hook_last_fires WHERE hook_group_id = ? AND hook_id = ? AND task_id = ?)`,
 			f.HookGroupID, f.HookID, f.FiredBy, f.TaskID, ms(f.TaskCreateTime), f.Result, f.Error, f.HookGroupID, f.HookID, f.TaskID)
 		if err != nil {
 			return fmt.Errorf("recording a fire of hook %s/%s: %w", f.HookGroupID, f.HookID, err)
+		}
+		if p.Notify != nil && res.affected > 0 {
+			return tx.insertMessage(ctx, p.Notify, f.TaskCreateTime)
 		}
 		return nil
 	})

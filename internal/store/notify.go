@@ -230,20 +230,34 @@ func (db *DB) EnqueueNotification(ctx context.Context, m *notify.Message, now ti
 		if duplicate = len(fresh) == 0; duplicate {
 			return nil
 		}
-		_, err = tx.exec(ctx, `INSERT INTO notify_outbox (id, channel, target, task_id, run_id, event, route, status, message, dedup,
-			state, attempts, next_attempt, lease_owner, reserved_at, error, created, updated, expires)
-			VALUES (?, ?, ?, '', -1, '', '', NULL, ?, ?, ?, 0, 0, NULL, NULL, '', ?, ?, ?)`,
-			id, m.Channel(), m.Target(), string(body), dedup, notify.StatePending, ms(now), ms(now),
-			ms(now.Add(apiNotificationLifetime)))
-		if err != nil {
-			return fmt.Errorf("recording a %s notification: %w", m.Channel(), err)
-		}
-		return nil
+		return tx.insertMessageID(ctx, id, sql.NullString{String: dedup, Valid: true}, body, m, now)
 	})
 	if err != nil || duplicate {
 		return "", duplicate, err
 	}
 	return id, false, nil
+}
+
+// insertMessage queues a message the server itself sends (not a Notify
+// API request, so with no duplicate check), due at once.
+func (t *txn) insertMessage(ctx context.Context, m *notify.Message, now time.Time) error {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encoding a notification: %w", err)
+	}
+	return t.insertMessageID(ctx, newNotificationID(), sql.NullString{}, body, m, now)
+}
+
+func (t *txn) insertMessageID(ctx context.Context, id string, dedup sql.NullString, body []byte, m *notify.Message, now time.Time) error {
+	_, err := t.exec(ctx, `INSERT INTO notify_outbox (id, channel, target, task_id, run_id, event, route, status, message, dedup,
+		state, attempts, next_attempt, lease_owner, reserved_at, error, created, updated, expires)
+		VALUES (?, ?, ?, '', -1, '', '', NULL, ?, ?, ?, 0, 0, NULL, NULL, '', ?, ?, ?)`,
+		id, m.Channel(), m.Target(), string(body), dedup, notify.StatePending, ms(now), ms(now),
+		ms(now.Add(apiNotificationLifetime)))
+	if err != nil {
+		return fmt.Errorf("recording a %s notification: %w", m.Channel(), err)
+	}
+	return nil
 }
 
 // ClaimNotifications implements NotifyStore.

@@ -220,7 +220,7 @@ func (db *DB) DeleteWorkerPool(ctx context.Context, workerPoolID string) (bool, 
 }
 
 const poolWorkerColumns = `worker_pool_id, worker_group, worker_id, provider_id, state, capacity, launch_config_id, created, expires,
-	last_modified, last_checked, static_secret_hash, secret_hash, registered_at, terminate_after, provider_data`
+	last_modified, last_checked, static_secret_hash, secret_hash, registered_at, terminate_after, provider_data, previous_secret_hash`
 
 func scanPoolWorker(row rowScanner) (*workermanager.Worker, error) {
 	var (
@@ -229,7 +229,7 @@ func scanPoolWorker(row rowScanner) (*workermanager.Worker, error) {
 		created, expires, modified, checked, registered, terminateAfter int64
 	)
 	if err := row.Scan(&w.WorkerPoolID, &w.WorkerGroup, &w.WorkerID, &w.ProviderID, &state, &w.Capacity, &w.LaunchConfigID,
-		&created, &expires, &modified, &checked, &w.StaticSecretHash, &w.SecretHash, &registered, &terminateAfter, &data); err != nil {
+		&created, &expires, &modified, &checked, &w.StaticSecretHash, &w.SecretHash, &registered, &terminateAfter, &data, &w.PreviousSecretHash); err != nil {
 		return nil, err
 	}
 	w.State = workermanager.State(state)
@@ -251,7 +251,7 @@ func poolWorkerArgs(w *workermanager.Worker) []any {
 	}
 	return []any{w.WorkerPoolID, w.WorkerGroup, w.WorkerID, w.ProviderID, string(w.State), w.Capacity, w.LaunchConfigID,
 		ms(w.Created), ms(w.Expires), ms(w.LastModified), ms(w.LastChecked), w.StaticSecretHash, w.SecretHash,
-		optMS(w.RegisteredAt), optMS(w.TerminateAfter), data}
+		optMS(w.RegisteredAt), optMS(w.TerminateAfter), data, w.PreviousSecretHash}
 }
 
 const poolWorkerKey = "worker_pool_id = ? AND worker_group = ? AND worker_id = ?"
@@ -260,7 +260,7 @@ const poolWorkerKey = "worker_pool_id = ? AND worker_group = ? AND worker_id = ?
 func (db *DB) CreatePoolWorker(ctx context.Context, w *workermanager.Worker) (*workermanager.Worker, error) {
 	var existing *workermanager.Worker
 	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.exec(ctx, "INSERT INTO wm_workers ("+poolWorkerColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (worker_pool_id, worker_group, worker_id) DO NOTHING", poolWorkerArgs(w)...)
+		res, err := tx.exec(ctx, "INSERT INTO wm_workers ("+poolWorkerColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (worker_pool_id, worker_group, worker_id) DO NOTHING", poolWorkerArgs(w)...)
 		if err != nil {
 			return fmt.Errorf("creating worker %s: %w", w.Key(), err)
 		}
@@ -312,8 +312,8 @@ func (db *DB) UpdatePoolWorker(ctx context.Context, key workermanager.Key, fn fu
 		w.WorkerPoolID, w.WorkerGroup, w.WorkerID = key.WorkerPoolID, key.WorkerGroup, key.WorkerID
 		args := poolWorkerArgs(w)
 		_, err = tx.exec(ctx, `UPDATE wm_workers SET provider_id = ?, state = ?, capacity = ?, launch_config_id = ?, created = ?, expires = ?,
-			last_modified = ?, last_checked = ?, static_secret_hash = ?, secret_hash = ?, registered_at = ?, terminate_after = ?, provider_data = ?
-			WHERE `+poolWorkerKey, append(args[3:], key.WorkerPoolID, key.WorkerGroup, key.WorkerID)...)
+			last_modified = ?, last_checked = ?, static_secret_hash = ?, secret_hash = ?, registered_at = ?, terminate_after = ?, provider_data = ?,
+			previous_secret_hash = ? WHERE `+poolWorkerKey, append(args[3:], key.WorkerPoolID, key.WorkerGroup, key.WorkerID)...)
 		if err != nil {
 			return fmt.Errorf("saving worker %s: %w", key, err)
 		}
@@ -585,7 +585,7 @@ func (db *DB) RequestPoolWorker(ctx context.Context, p RequestPoolWorkerParams) 
 		if err != nil {
 			return fmt.Errorf("checking lease %s: %w", p.Lease, err)
 		}
-		res, err := tx.exec(ctx, "INSERT INTO wm_workers ("+poolWorkerColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (worker_pool_id, worker_group, worker_id) DO NOTHING", poolWorkerArgs(p.Worker)...)
+		res, err := tx.exec(ctx, "INSERT INTO wm_workers ("+poolWorkerColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (worker_pool_id, worker_group, worker_id) DO NOTHING", poolWorkerArgs(p.Worker)...)
 		if err != nil {
 			return fmt.Errorf("requesting worker %s: %w", p.Worker.Key(), err)
 		}

@@ -55,3 +55,30 @@ func (c *Client) GithubBuilds(ctx context.Context, query url.Values) ([]GithubBu
 	_, err := c.doAt(ctx, c.GithubBaseURL(), http.MethodGet, "/builds", query, nil, &out)
 	return out.Builds, out.ContinuationToken, err
 }
+
+// GithubDeliveryRecord is a delivery's record: what processing did and
+// the whole error.
+type GithubDeliveryRecord struct {
+	Host       string `json:"host"`
+	DeliveryID string `json:"deliveryId"`
+	Forge      string `json:"forge"`
+	Event      string `json:"event"`
+	Repository string `json:"repository"`
+	Received   string `json:"received"`
+	State      string `json:"state"`
+	Attempts   int    `json:"attempts"`
+	Outcome    string `json:"outcome"`
+	Error      string `json:"error"`
+	ReplayOf   string `json:"replayOf,omitempty"`
+}
+
+// GithubFailedDeliveries lists one page of the deliveries that ended in
+// an error (or wait for a retry after one), newest first (hopper only).
+func (c *Client) GithubFailedDeliveries(ctx context.Context, query url.Values) ([]GithubDeliveryRecord, string, error) {
+	var out struct {
+		Deliveries        []GithubDeliveryRecord `json:"deliveries"`
+		ContinuationToken string                 `json:"continuationToken"`
+	}
+	_, err := c.doAt(ctx, c.GithubBaseURL(), http.MethodGet, "/deliveries", query, nil, &out)
+	return out.Deliveries, out.ContinuationToken, err
+}

@@ -30,9 +30,12 @@ const Prefix = "/ui/"
 // code even if escaping failed somewhere. connect-src is wider than
 // 'self' because task logs are read from where the queue's redirects
 // point: the blob store (possibly another host, e.g. S3) and the worker's
-// live-log server.
-const ContentSecurityPolicy = "default-src 'self'; connect-src 'self' http: https:; img-src 'self' data:; " +
-	"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+// live-log server; it also names ws: and wss:, the task page's shell
+// (browsers differ on whether 'self' covers WebSockets). Styles may also
+// be inline: the terminal (xterm.js) writes <style> elements for its cell
+// metrics and colours; scripts stay the UI's own.
+const ContentSecurityPolicy = "default-src 'self'; connect-src 'self' http: https: ws: wss:; img-src 'self' data:; " +
+	"style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 //go:embed static
 var static embed.FS

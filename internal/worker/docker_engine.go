@@ -182,9 +182,6 @@ func (t *dockerTask) check() []string {
 	if pl.MaxRunTime > cfg.MaxTaskRunTime {
 		bad = append(bad, fmt.Sprintf("payload.maxRunTime %d exceeds this worker pool's maximum of %d seconds", pl.MaxRunTime, cfg.MaxTaskRunTime))
 	}
-	if pl.Features.Interactive {
-		bad = append(bad, "payload.features.interactive: interactive sessions are not supported by this worker (no shell is ever opened into a task container)")
-	}
 	if pl.Features.ChainOfTrust {
 		bad = append(bad, "payload.features.chainOfTrust: chain-of-trust artifacts are not supported by this worker")
 	}

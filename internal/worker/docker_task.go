@@ -178,6 +178,15 @@ func (t *dockerTask) run() {
 	}
 	// A start tried once more runs in a new container.
 	id = t.containerID
+	if t.pl.Features.Interactive {
+		shells := &dockerShells{t: t, container: id}
+		r.startShells(shells.start)
+		defer func() {
+			r.closeShells()
+			shells.close()
+		}()
+		defer func() { shells.keepAlive(cfg) }()
+	}
 	logsDone := make(chan struct{})
 	go func() {
 		defer close(logsDone)

@@ -24,47 +24,65 @@ import (
 
 // shells are the interactive shells of one run.
 type shells struct {
-	r      *taskRun
-	box    *sandbox.Task
-	env    []string
+	r *taskRun
+	// start starts a shell on a terminal of the given size, in the
+	// engine's place for the task's code.
+	start  func(size interactive.Size) (shellProcess, error)
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
 	attached int
-	procs    map[*sandbox.Process]struct{}
+	procs    map[shellProcess]struct{}
 	// changed is signalled (without blocking) when attached changes.
 	changed chan struct{}
 }
 
-// startShells connects the run to hopper for its shells, once the
-// sandbox is open (shells run in it).
-func (r *taskRun) startShells() {
-	if r.pl == nil || !r.pl.Features.Interactive || r.box == nil {
-		return
-	}
+// shellProcess is a running shell as an engine started it.
+type shellProcess interface {
+	// Read reads the terminal's output; it fails once the shell ended and
+	// its output was read.
+	Read(p []byte) (int, error)
+	// Write types on the terminal.
+	Write(p []byte) (int, error)
+	Resize(size interactive.Size) error
+	// Wait waits for the shell's end and returns its exit code.
+	Wait() int
+	// Kill ends the shell and what it started.
+	Kill()
+	// Close releases the terminal.
+	Close() error
+}
+
+// startShells connects the run to hopper for its shells, which start
+// starts: in the process engine's sandbox (sandboxShell) or the docker
+// engine's container.
+func (r *taskRun) startShells(start func(size interactive.Size) (shellProcess, error)) {
 	ctx, cancel := context.WithCancel(r.ctx)
-	env := append(r.taskEnv(), "TERM=xterm-256color")
-	s := &shells{r: r, box: r.box, env: env, ctx: ctx, cancel: cancel,
-		procs: map[*sandbox.Process]struct{}{}, changed: make(chan struct{}, 1)}
+	s := &shells{r: r, start: start, ctx: ctx, cancel: cancel,
+		procs: map[shellProcess]struct{}{}, changed: make(chan struct{}, 1)}
 	r.shells = s
 	r.log.Infof("Interactive task: open a shell in it with `hopper task shell %s` or from the console's task page", r.claim.TaskID)
 	s.wg.Add(1)
 	go s.agent()
 }
 
+// keepAliveOf is a payload's keep-alive (seconds; nil: the default).
+func keepAliveOf(seconds *int) time.Duration {
+	if seconds == nil {
+		return interactive.DefaultKeepAlive
+	}
+	return time.Duration(*seconds) * time.Second
+}
+
 // keepAlive keeps an interactive task alive after its commands: for the
 // payload's keep-alive, and while a shell is attached, unless the worker
 // stops or the run ends (cancelled, its deadline passed).
-func (r *taskRun) keepAlive() {
+func (r *taskRun) keepAlive(keep time.Duration) {
 	s := r.shells
 	if s == nil {
 		return
-	}
-	keep := interactive.DefaultKeepAlive
-	if k := r.pl.Interactive.KeepAlive; k != nil {
-		keep = time.Duration(*k) * time.Second
 	}
 	ended := time.Now()
 	r.log.Infof("Commands ended; the task stays alive for %s, and while a shell is attached", keep)
@@ -206,22 +224,15 @@ func (s *shells) serve(path string, size *interactive.Size) {
 		_ = conn.Write(s.ctx, websocket.MessageText, interactive.Control{Error: err.Error()}.Encode())
 		_ = conn.Close(websocket.StatusInternalError, "no shell")
 	}
-	leader, follower, err := pty.Open()
-	if err != nil {
-		fail(fmt.Errorf("opening a pseudo-terminal: %w", err))
-		return
-	}
-	defer leader.Close()
 	if size == nil {
 		size = &interactive.Size{Cols: 80, Rows: 24}
 	}
-	_ = pty.Setsize(leader, &pty.Winsize{Cols: uint16(size.Cols), Rows: uint16(size.Rows)})
-	p, err := s.box.Start(sandbox.Command{Argv: shellArgv(), Dir: s.r.dir, Env: s.env, Output: io.Discard, TTY: follower})
-	follower.Close()
+	p, err := s.start(*size)
 	if err != nil {
 		fail(fmt.Errorf("starting the shell: %w", err))
 		return
 	}
+	defer p.Close()
 	s.mu.Lock()
 	s.procs[p] = struct{}{}
 	s.mu.Unlock()
@@ -247,13 +258,13 @@ func (s *shells) serve(path string, size *interactive.Size) {
 				return
 			}
 			if typ == websocket.MessageBinary {
-				if _, err := leader.Write(msg); err != nil {
+				if _, err := p.Write(msg); err != nil {
 					return
 				}
 				continue
 			}
 			if c, err := interactive.ParseControl(msg); err == nil && c.Resize != nil {
-				_ = pty.Setsize(leader, &pty.Winsize{Cols: uint16(c.Resize.Cols), Rows: uint16(c.Resize.Rows)})
+				_ = p.Resize(*c.Resize)
 			}
 		}
 	}()
@@ -263,7 +274,7 @@ func (s *shells) serve(path string, size *interactive.Size) {
 		defer close(copied)
 		buf := make([]byte, 32<<10)
 		for {
-			n, err := leader.Read(buf)
+			n, err := p.Read(buf)
 			if n > 0 {
 				if werr := conn.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
 					p.Kill()
@@ -275,18 +286,53 @@ func (s *shells) serve(path string, size *interactive.Size) {
 			}
 		}
 	}()
-	res := p.Wait()
+	code := p.Wait()
 	// The shell and all it started are gone; what they wrote last is
-	// still to be read (reads end with EIO once it is drained).
+	// still to be read (reads end once it is drained).
 	select {
 	case <-copied:
 	case <-time.After(2 * time.Second):
-		leader.Close()
+		p.Close()
 		<-copied
 	}
-	code := res.ExitCode
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer wcancel()
 	_ = conn.Write(wctx, websocket.MessageText, interactive.Control{Exit: &code}.Encode())
 	_ = conn.Close(websocket.StatusNormalClosure, "the shell ended")
 }
+
+// sandboxShell is a shell on a pseudo-terminal in the process engine's
+// task sandbox: the task's user, namespaces, cgroup and directory.
+type sandboxShell struct {
+	leader *os.File
+	p      *sandbox.Process
+}
+
+// sandboxShellStarter starts the run's shells in its sandbox box, with
+// the task's environment.
+func (r *taskRun) sandboxShellStarter(box *sandbox.Task) func(interactive.Size) (shellProcess, error) {
+	env := append(r.taskEnv(), "TERM=xterm-256color")
+	return func(size interactive.Size) (shellProcess, error) {
+		leader, follower, err := pty.Open()
+		if err != nil {
+			return nil, fmt.Errorf("opening a pseudo-terminal: %w", err)
+		}
+		_ = pty.Setsize(leader, &pty.Winsize{Cols: uint16(size.Cols), Rows: uint16(size.Rows)})
+		p, err := box.Start(sandbox.Command{Argv: shellArgv(), Dir: r.dir, Env: env, Output: io.Discard, TTY: follower})
+		follower.Close()
+		if err != nil {
+			leader.Close()
+			return nil, err
+		}
+		return &sandboxShell{leader: leader, p: p}, nil
+	}
+}
+
+func (s *sandboxShell) Read(b []byte) (int, error)  { return s.leader.Read(b) }
+func (s *sandboxShell) Write(b []byte) (int, error) { return s.leader.Write(b) }
+func (s *sandboxShell) Resize(size interactive.Size) error {
+	return pty.Setsize(s.leader, &pty.Winsize{Cols: uint16(size.Cols), Rows: uint16(size.Rows)})
+}
+func (s *sandboxShell) Wait() int    { return s.p.Wait().ExitCode }
+func (s *sandboxShell) Kill()        { s.p.Kill() }
+func (s *sandboxShell) Close() error { return s.leader.Close() }

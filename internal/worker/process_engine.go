@@ -92,9 +92,11 @@ type processTask struct {
 func (t processTask) run() {
 	t.r.openSandbox(t.sandbox)
 	if len(t.r.errs) == 0 && !t.r.lost() {
-		t.r.startShells()
+		if t.r.pl.Features.Interactive {
+			t.r.startShells(t.r.sandboxShellStarter(t.r.box))
+		}
 		t.r.runCommands()
-		t.r.keepAlive()
+		t.r.keepAlive(keepAliveOf(t.r.pl.Interactive.KeepAlive))
 	}
 	t.r.closeShells()
 	t.r.closeSandbox()

@@ -224,6 +224,15 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 				break
 			}
 			code := tcclient.StatusCode(err)
+			if code == http.StatusConflict {
+				// The queue refuses a worker its pool's manager removed:
+				// the runs it held were resolved with the removal, so
+				// nothing is lost by stopping; waiting for the Worker
+				// Manager to say so takes until their claims run out.
+				w.logger.Warn("removed from the worker pool: the queue refuses this worker work; stopping", "error", err)
+				w.Shutdown(false)
+				break
+			}
 			if firstCall && (code == http.StatusUnauthorized || code == http.StatusForbidden) {
 				w.Shutdown(false)
 				w.runs.Wait()

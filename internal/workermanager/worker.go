@@ -51,6 +51,10 @@ type Worker struct {
 	// SecretHash is the SHA-256 of the secret the last registration or
 	// reregistration handed out ("" before the first).
 	SecretHash string
+	// PreviousSecretHash is the SHA-256 of the secret presented to get
+	// the current one ("" when none): accepted again until the current
+	// one is first used, for a worker whose answer was lost.
+	PreviousSecretHash string
 	// RegisteredAt is the first registration's time (zero before).
 	RegisteredAt time.Time
 	// TerminateAfter is the deadline of the next registration: a
@@ -213,6 +217,8 @@ func (w *Worker) Register(pool *Pool, providerType, providerID, staticSecret, ne
 		w.RegisteredAt = now
 	}
 	w.SecretHash = HashSecret(newSecret)
+	// A registration starts the chain of secrets afresh.
+	w.PreviousSecretHash = ""
 	w.TerminateAfter = expires
 	w.LastModified = now
 	return Registration{Expires: expires, SecretHash: w.SecretHash}, nil
@@ -226,8 +232,18 @@ func errNoCredentials() error { return refuse("Could not generate credentials fo
 // must be the one the last (re)registration handed out, the worker must be
 // running and unexpired. The new deadline is the reregistration timeout
 // from now.
+//
+// A worker whose answer was lost (the replica that committed it killed
+// before it answered, the connection cut) still holds the secret it
+// presented, and the one handed out never reached it. So the presented
+// secret stays good until the new one is first used: presenting it again
+// hands out another secret in place of the lost one. At most two secrets
+// are ever good, the newest and the one traded for it, and using the
+// newest retires the older; the caller also needs the worker's
+// credentials (the reregister-worker scope).
 func (w *Worker) Reregister(pool *Pool, secret, newSecret string, now time.Time) (Registration, error) {
-	if !secretMatches(w.SecretHash, secret) {
+	current := secretMatches(w.SecretHash, secret)
+	if !current && !secretMatches(w.PreviousSecretHash, secret) {
 		return Registration{}, errNoCredentials()
 	}
 	if w.State != StateRunning {
@@ -241,6 +257,9 @@ func (w *Worker) Reregister(pool *Pool, secret, newSecret string, now time.Time)
 		reregistration = pool.Lifecycle().ReregistrationTimeout
 	}
 	expires := now.Add(reregistration)
+	if current {
+		w.PreviousSecretHash = w.SecretHash
+	}
 	w.SecretHash = HashSecret(newSecret)
 	w.TerminateAfter = expires
 	w.LastModified = now
@@ -261,7 +280,7 @@ func (w *Worker) Remove(providerType string, now time.Time) bool {
 		w.State = StateStopping
 	}
 	// Credentials stop being renewable at once.
-	w.SecretHash = ""
+	w.SecretHash, w.PreviousSecretHash = "", ""
 	w.LastModified = now
 	return true
 }
@@ -269,7 +288,7 @@ func (w *Worker) Remove(providerType string, now time.Time) bool {
 // Stopped records that nothing runs the worker any more.
 func (w *Worker) Stopped(now time.Time) {
 	w.State = StateStopped
-	w.SecretHash = ""
+	w.SecretHash, w.PreviousSecretHash = "", ""
 	w.LastModified = now
 }
 

@@ -43,6 +43,10 @@ type Provider struct {
 type QueueWorkers interface {
 	GetWorker(ctx context.Context, key store.WorkerKey, now time.Time) (*store.Worker, error)
 	ListWorkers(ctx context.Context, now time.Time, filter store.WorkerFilter, page store.Page) ([]store.Worker, string, error)
+	// ListHeldRuns and GetTask tell what a removed worker may still be
+	// working on (shouldWorkerTerminate).
+	ListHeldRuns(ctx context.Context, q store.HeldRunsQuery, now time.Time) ([]store.HeldRun, error)
+	GetTask(ctx context.Context, taskID string) (*queue.TaskState, error)
 }
 
 // RunResolver resolves what a removed worker had claimed at once

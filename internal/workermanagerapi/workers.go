@@ -421,20 +421,64 @@ func refusal(err error) error {
 	return err
 }
 
-// shouldWorkerTerminate tells a worker whether it should stop: once it is
-// removed (stopping or stopped), or gone. Taskcluster added the method
+// shouldWorkerTerminate tells a worker whether it should stop: once it
+// has expired, or, removed, once it holds nothing it may still be working
+// on (workermanager.Worker.ShouldTerminate). Taskcluster added the method
 // after the v87 clients; a registered worker's credentials carry its
-// scope, and hopper's worker asks it to stop soon after removeWorker.
+// scope.
 func (h *handlers) shouldWorkerTerminate(c *api.Call) (any, error) {
 	_, w, err := h.authorizedWorker(c)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case w.State == workermanager.StateStopping || w.State == workermanager.StateStopped:
-		return map[string]any{"terminate": true, "reason": "the worker was removed"}, nil
-	case w.Expires.Before(c.Now):
-		return map[string]any{"terminate": true, "reason": "the worker has expired"}, nil
+	var holds []workermanager.RunHold
+	if w.Removed() {
+		if holds, err = h.runHolds(c, w); err != nil {
+			return nil, err
+		}
 	}
-	return map[string]any{"terminate": false, "reason": "none"}, nil
+	terminate, reason := w.ShouldTerminate(holds, c.Now)
+	return map[string]any{"terminate": terminate, "reason": reason}, nil
+}
+
+// runHolds lists the runs a removed worker holds in the queue and those
+// of its recent tasks that its removal resolved (exception/worker-shutdown
+// under its name) with the claim they had then.
+func (h *handlers) runHolds(c *api.Call, w *workermanager.Worker) ([]workermanager.RunHold, error) {
+	ctx := c.Context()
+	key := store.WorkerKey{TaskQueueID: w.WorkerPoolID, WorkerGroup: w.WorkerGroup, WorkerID: w.WorkerID}
+	held, err := h.Queue.ListHeldRuns(ctx, store.HeldRunsQuery{Worker: &key}, c.Now)
+	if err != nil {
+		return nil, err
+	}
+	var holds []workermanager.RunHold
+	for _, r := range held {
+		holds = append(holds, workermanager.RunHold{TaskID: r.TaskID, RunID: r.RunID, Running: true, TakenUntil: r.TakenUntil})
+	}
+	qw, err := h.Queue.GetWorker(ctx, key, c.Now)
+	if errors.Is(err, store.ErrNotFound) {
+		return holds, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, rt := range qw.RecentTasks {
+		t, err := h.Queue.GetTask(ctx, rt.TaskID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if rt.RunID >= len(t.Runs) {
+			continue
+		}
+		r := t.Runs[rt.RunID]
+		if r.WorkerGroup != w.WorkerGroup || r.WorkerID != w.WorkerID || r.TakenUntil == nil ||
+			r.State != queue.StateException || r.ReasonResolved != queue.ReasonWorkerShutdown {
+			continue
+		}
+		holds = append(holds, workermanager.RunHold{TaskID: rt.TaskID, RunID: rt.RunID, TakenUntil: r.TakenUntil.Time})
+	}
+	return holds, nil
 }

@@ -93,6 +93,17 @@ try {
     await waitText('table.queues a', 'ui-test/graph');
   });
 
+  await check('signed out, the Pools and Builds pages ask to sign in (no scope list, no Create form)', async () => {
+    await go('#/pools');
+    await waitText('.signin-needed', 'Sign in to see the worker pools');
+    expect(!(await page.$('textarea.pool-yaml')), 'no Create form signed out');
+    expect(!(await page.$('.error')), 'no raw 403');
+    await go('#/github');
+    await waitText('.signin-needed', 'Sign in to see the builds');
+    expect(!(await page.$('.error')), 'no raw 403');
+    await go('#/');
+  });
+
   await check('sign-in with a client that may only read; cancel is refused with the queue\'s error', async () => {
     await signIn(fx.limited);
     await go(`#/task/${fx.cancelTask}`);
@@ -245,6 +256,12 @@ try {
     const cancelled = await act('cancel-group', true);
     expect(cancelled.includes('Cancelled 2 of 2'), cancelled);
     await waitText('.card h2', '2 / 2 resolved');
+    // Opened again, the resolved group has nothing left to cancel.
+    await go('#/');
+    await go(`#/group/${fx.groupToEnd}`);
+    await waitText('.card h2', '2 / 2 resolved');
+    await page.waitForSelector('[data-action="seal-group"]', { timeout: T });
+    expect(!(await page.$('[data-action="cancel-group"]')), 'a resolved group offers Cancel group');
   });
 
   await check('workers: provisioner → worker type → worker; quarantine', async () => {

@@ -38,9 +38,13 @@ export function ErrorBox({ error }: { error: unknown }) {
   return <div class="error" role="alert">{errorText(error)}</div>;
 }
 
-export function Badge({ state }: { state?: string }) {
+/**
+ * Badge shows a state in its colour; label, when given, is the word shown
+ * (a build's "failure" in the colour of a failed task, said once).
+ */
+export function Badge({ state, label }: { state?: string; label?: string }) {
   const known = (STATES as string[]).includes(state ?? '');
-  return <span class={`state state-${known ? state : 'unknown'}`}>{state ?? '?'}</span>;
+  return <span class={`state state-${known ? state : 'unknown'}`}>{label ?? state ?? '?'}</span>;
 }
 
 export function Loading({ what }: { what: string }) {

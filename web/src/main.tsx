@@ -12,7 +12,7 @@ import { WorkersPage, WorkerPage } from './pages/workers';
 import { CreatePage } from './pages/create';
 import { IndexPage, SecretsPage, HooksPage } from './pages/services';
 import { CliSignInPage } from './pages/clisignin';
-import { GithubPage } from './pages/github';
+import { DeliveryPage, GithubPage } from './pages/github';
 import { PoolsPage } from './pages/pools';
 
 const SLUGID = /^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$/;
@@ -66,6 +66,8 @@ function Page({ hash }: { hash: string }) {
       return <PoolsPage key={hash} workerPoolId={rest.length ? rest.join('/') : undefined} />;
     case 'github':
       return <GithubPage key={hash} org={rest[0]} repo={rest[1]} />;
+    case 'delivery':
+      return <DeliveryPage key={hash} host={rest[0]} deliveryId={rest[1]} />;
     case 'auth':
       if (rest[0] === 'clients' && rest[1] === 'create') return <CliSignInPage query={query} />;
       break;

@@ -22,3 +22,11 @@ export function poolDocument(text: string): { id: string; body: Record<string, u
   return { id: workerPoolId, body: rest };
 }
 
+
+/**
+ * workerBadge is the colour a worker's own state is shown in (the word
+ * shown is the state itself: a worker is not a task).
+ */
+export function workerBadge(state: string): string {
+  return ({ running: 'running', requested: 'pending', stopping: 'exception', stopped: 'exception' } as Record<string, string>)[state] ?? 'unknown';
+}

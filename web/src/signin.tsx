@@ -4,7 +4,8 @@
 // default the permanent token is traded for temporary credentials at once.
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, call } from './api';
-import { errorText } from './components';
+import { ErrorBox, errorText } from './components';
+import { needsSignIn } from './access';
 import { prepareCredentials, session } from './session';
 import type { Credentials } from './hawk';
 
@@ -103,4 +104,23 @@ export function signInHint(err: unknown): string {
   if (m.includes('certificate')) return 'check the certificate: temporary credentials expire';
   if (m.includes('client')) return 'check the client ID';
   return 'check the client ID and access token';
+}
+
+/**
+ * AccessError shows a refused read: signed out, a request to sign in (the
+ * anonymous role may not read what) with the form; otherwise the error as
+ * the API gave it.
+ */
+export function AccessError({ error, what }: { error: unknown; what: string }) {
+  const creds = useSession();
+  if (!error) return null;
+  if (needsSignIn(error, !!creds)) {
+    return (
+      <div class="notice signin-needed" role="alert">
+        <p>Sign in to see {what}: anonymous visitors may not.</p>
+        <SignInForm label="Sign in" />
+      </div>
+    );
+  }
+  return <ErrorBox error={error} />;
 }

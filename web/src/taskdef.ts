@@ -77,3 +77,29 @@ metadata:
   name: hello
   description: says hello
 `;
+
+/**
+ * interactiveCopy is the definition of an interactive copy of a task, as
+ * `hopper task interactive` makes it: features.interactive on, no routes
+ * (no index entries, notifications or forge statuses), no dependencies, no
+ * retries, created now with the original's spans to the deadline (at
+ * least an hour) and expiry (at least a day, never before the deadline).
+ */
+export function interactiveCopy(def: TaskDefinition, now: number): TaskDefinition {
+  const created = Date.parse(def.created);
+  const span = (t: string | undefined, least: number) => {
+    const d = t ? Date.parse(t) - created : NaN;
+    return Number.isFinite(d) && d >= least ? d : least;
+  };
+  const deadline = span(def.deadline, 3600e3);
+  const expires = Math.max(span(def.expires, 86400e3), deadline);
+  const features = { ...((def.payload?.features as Record<string, unknown>) ?? {}), interactive: true };
+  const name = def.metadata?.name ?? '';
+  return {
+    ...def,
+    created: iso(now), deadline: iso(now + deadline), expires: iso(now + expires),
+    routes: [], dependencies: [], retries: 0,
+    payload: { ...def.payload, features },
+    metadata: { ...def.metadata, name: name.startsWith('Interactive: ') ? name : `Interactive: ${name}` },
+  };
+}

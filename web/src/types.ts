@@ -4,6 +4,11 @@ export type State = 'unscheduled' | 'pending' | 'running' | 'completed' | 'faile
 export const STATES: State[] = ['unscheduled', 'pending', 'running', 'completed', 'failed', 'exception'];
 export const RESOLVED = new Set<string>(['completed', 'failed', 'exception']);
 
+/** anyUnresolved says whether a group has a task left to cancel. */
+export function anyUnresolved(states: string[]): boolean {
+  return states.some((s) => !RESOLVED.has(s));
+}
+
 export interface Run {
   runId: number;
   state: State;

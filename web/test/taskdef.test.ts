@@ -60,3 +60,24 @@ test('times name their zone', () => {
   assert.match(fmtTime('2030-01-02T03:04:05.000Z'), / \S+$/);
   assert.equal(fmtTime('not a time'), 'not a time');
 });
+
+test('an interactive copy turns interactive on and drops what would act on the world', async () => {
+  const { interactiveCopy } = await import('../src/taskdef');
+  const def = {
+    taskQueueId: 'proj/ci', taskGroupId: 'g', created: '2026-01-01T00:00:00.000Z', deadline: '2026-01-01T02:00:00.000Z',
+    expires: '2026-01-31T00:00:00.000Z', routes: ['index.x'], dependencies: ['d'], retries: 5, scopes: ['secrets:get:x'],
+    payload: { command: [['make']], maxRunTime: 600, features: { liveLog: true } },
+    metadata: { name: 'build', description: 'd', owner: 'o@example.com', source: 'https://example.com' },
+  };
+  const cp = interactiveCopy(def, Date.UTC(2026, 2, 1, 12));
+  assert.deepEqual(cp, {
+    ...def, created: '2026-03-01T12:00:00.000Z', deadline: '2026-03-01T14:00:00.000Z', expires: '2026-03-31T12:00:00.000Z',
+    routes: [], dependencies: [], retries: 0,
+    payload: { command: [['make']], maxRunTime: 600, features: { liveLog: true, interactive: true } },
+    metadata: { ...def.metadata, name: 'Interactive: build' },
+  });
+  assert.deepEqual(def.payload.features, { liveLog: true }, 'the original is left as it was');
+  const short = interactiveCopy({ ...def, deadline: '2026-01-01T00:05:00.000Z', metadata: { ...def.metadata, name: 'Interactive: build' } }, Date.UTC(2026, 2, 1, 12));
+  assert.equal(short.deadline, '2026-03-01T13:00:00.000Z');
+  assert.equal(short.metadata.name, 'Interactive: build');
+});

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -157,14 +158,24 @@ func claimDueHookLeased(t *testing.T, e *env, now, lease time.Time) {
 func finishFireOnce(t *testing.T, e *env, now, lease time.Time) *store.LastFire {
 	fire := &store.LastFire{HookGroupID: "g", HookID: "first", FiredBy: "schedule", TaskID: "t-first",
 		TaskCreateTime: now, Result: "success"}
+	mail := &notify.Message{Email: &notify.Email{Address: "owner@example.com", Subject: "hook g/first failed", Content: "why"}}
 	params := store.FinishFireParams{HookGroupID: "g", HookID: "first", FiredTaskID: "t-first",
-		NextTaskID: "t-first-2", NextScheduled: Epoch.Add(time.Hour), Finished: lease.Add(time.Second), Fire: fire}
+		NextTaskID: "t-first-2", NextScheduled: Epoch.Add(time.Hour), Finished: lease.Add(time.Second), Fire: fire, Notify: mail}
 	applied, err := e.s.FinishScheduledFire(e.ctx, params)
 	require.NoError(t, err)
 	require.True(t, applied)
 	applied, err = e.s.FinishScheduledFire(e.ctx, params)
 	require.NoError(t, err)
 	require.False(t, applied)
+	// The owner's mail was queued with the record, once.
+	sent, err := e.s.ClaimNotifications(e.ctx, claimParams("replica", now.Add(time.Minute), 10))
+	require.NoError(t, err)
+	require.Len(t, sent, 1)
+	require.Equal(t, notify.ChannelEmail, sent[0].Channel)
+	require.Equal(t, "owner@example.com", sent[0].Target)
+	var mailed notify.Message
+	require.NoError(t, json.Unmarshal(sent[0].Message, &mailed))
+	require.Equal(t, *mail.Email, *mailed.Email)
 	fires, next, err := e.s.ListLastFires(e.ctx, "g", "first", store.Page{})
 	require.NoError(t, err)
 	require.Empty(t, next)

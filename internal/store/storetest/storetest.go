@@ -163,6 +163,8 @@ func Run(t *testing.T, open Opener) {
 		{"HookLastFires", testHookLastFires},
 		{"GithubDeliveries", testGithubDeliveries},
 		{"GithubDeliveryClaimRace", testGithubDeliveryClaimRace},
+		{"GithubReplays", testGithubReplays},
+		{"GithubFailedDeliveries", testGithubFailedDeliveries},
 		{"GithubBuilds", testGithubBuilds},
 		{"GithubOutbox", testGithubOutbox},
 		{"GithubExpiry", testGithubExpiry},

@@ -128,7 +128,7 @@ func testPoolWorkers(t *testing.T, open Opener) {
 
 	reg := Epoch.Add(time.Minute)
 	up, err := e.s.UpdatePoolWorker(e.ctx, key, func(w *workermanager.Worker) error {
-		w.SecretHash = "h"
+		w.SecretHash, w.PreviousSecretHash = "h", "p"
 		w.RegisteredAt = reg
 		w.TerminateAfter = reg.Add(time.Hour)
 		w.LastModified = reg
@@ -139,6 +139,7 @@ func testPoolWorkers(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.Equal(t, up, got)
 	require.Equal(t, reg, got.RegisteredAt)
+	require.Equal(t, "p", got.PreviousSecretHash)
 	_, err = e.s.UpdatePoolWorker(e.ctx, workermanager.Key{WorkerPoolID: "x/y", WorkerGroup: "g", WorkerID: "w"}, func(*workermanager.Worker) error { return nil })
 	require.ErrorIs(t, err, store.ErrNotFound)
 

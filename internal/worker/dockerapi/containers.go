@@ -16,6 +16,7 @@ import (
 // sets; field names are the Engine API's).
 type ContainerConfig struct {
 	Image      string            `json:"Image"`
+	Entrypoint []string          `json:"Entrypoint,omitempty"`
 	Cmd        []string          `json:"Cmd,omitempty"`
 	Env        []string          `json:"Env,omitempty"`
 	Labels     map[string]string `json:"Labels,omitempty"`

@@ -38,6 +38,9 @@ type DockerPayload struct {
 	Log           string                    `json:"log,omitempty"`
 	SupersederURL string                    `json:"supersederUrl,omitempty"`
 	Features      DockerFeatures            `json:"features"`
+	// Interactive (a hopper extension, as in the native payload) says how
+	// long an interactive task stays alive after its command.
+	Interactive Interactive `json:"interactive"`
 }
 
 // DockerImage is payload.image in any of its forms; Type says which.

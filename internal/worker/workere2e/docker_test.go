@@ -147,8 +147,10 @@ func TestDockerMalformedPayloads(t *testing.T) {
 		{name: "no image", pl: map[string]any{"command": []string{"true"}, "maxRunTime": 10}, logHas: "image"},
 		{name: "generic-worker payload", pl: map[string]any{"command": [][]string{{"true"}}, "maxRunTime": 10}, logHas: "generic-worker payload"},
 		{name: "unknown field", pl: dockerPayload("true", func(pl map[string]any) { pl["mounts"] = []any{} }), logHas: "mounts"},
-		{name: "interactive", pl: dockerPayload("true", func(pl map[string]any) { pl["features"] = map[string]bool{"interactive": true} }),
-			logHas: "payload.features.interactive: interactive sessions are not supported"},
+		{name: "keep-alive too long", pl: dockerPayload("true", func(pl map[string]any) {
+			pl["features"] = map[string]bool{"interactive": true}
+			pl["interactive"] = map[string]int{"keepAlive": 86401}
+		}), logHas: "interactive.keepAlive"},
 		{name: "dind", pl: dockerPayload("true", func(pl map[string]any) { pl["features"] = map[string]bool{"dind": true} }),
 			logHas: "payload.features.dind: docker-in-docker is not supported"},
 		{name: "privileged without scope", pl: dockerPayload("true", func(pl map[string]any) { pl["capabilities"] = map[string]any{"privileged": true} }),

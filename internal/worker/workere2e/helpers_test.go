@@ -71,7 +71,7 @@ func workerConfig(srv *env, queue, dir string, o workerOpts) map[string]any {
 // launchWorker writes cfg to dir/worker.json and starts `hopper worker` on
 // it, with env added to this process's environment. The worker is killed
 // when the test ends if it is still running.
-func launchWorker(t *testing.T, dir string, cfg map[string]any, env ...string) *worker {
+func launchWorker(t testing.TB, dir string, cfg map[string]any, env ...string) *worker {
 	t.Helper()
 	raw, err := json.Marshal(cfg)
 	require.NoError(t, err)
@@ -105,7 +105,7 @@ func createTaskWith(t *testing.T, queue string, pl any, edit func(*tcclient.Task
 }
 
 // createTaskOn is createTaskWith on the queue server srv.
-func createTaskOn(t *testing.T, srv *env, queue string, pl any, edit func(*tcclient.TaskDefinition)) string {
+func createTaskOn(t testing.TB, srv *env, queue string, pl any, edit func(*tcclient.TaskDefinition)) string {
 	t.Helper()
 	raw, err := json.Marshal(pl)
 	require.NoError(t, err)

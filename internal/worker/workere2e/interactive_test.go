@@ -36,10 +36,17 @@ type shellSession struct {
 func openShell(t *testing.T, c *tcclient.Client, taskID string) *shellSession {
 	t.Helper()
 	var conn *websocket.Conn
+	var last error
+	t.Cleanup(func() {
+		if t.Failed() && last != nil {
+			t.Logf("the last refusal of a shell in %s: %v", taskID, last)
+		}
+	})
 	testclock.WaitFor(t, 2*time.Minute, "a shell in "+taskID, func() bool {
 		var err error
 		conn, err = c.OpenShell(context.Background(), taskID)
 		if tcclient.StatusCode(err) == http.StatusConflict {
+			last = err
 			return false
 		}
 		require.NoError(t, err)

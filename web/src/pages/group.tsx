@@ -6,7 +6,7 @@ import { call, enc, get, listAll } from '../api';
 import { Action, Badge, Card, ErrorBox, Kv, Loading, Tabs, TaskLink, VirtualList } from '../components';
 import { fmtTime } from '../format';
 import { subscribe, taskIdOf } from '../live';
-import { RESOLVED, STATES, type GroupMember, type State, type TaskDefinition } from '../types';
+import { RESOLVED, STATES, anyUnresolved, type GroupMember, type State, type TaskDefinition } from '../types';
 import { Graph } from './graph';
 import { sortMembers, type MemberOrder } from '../graph';
 import { fmtDuration } from '../format';
@@ -25,6 +25,7 @@ export function GroupPage({ taskGroupId, view }: { taskGroupId: string; view: st
   const [info, setInfo] = useState<GroupInfo | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [loaded, setLoaded] = useState(0);
+  const [cancelUsed, setCancelUsed] = useState(false);
   const [live, setLive] = useState(false);
   const index = useRef(new Map<string, GroupMember>());
   const pending = useRef<Map<string, GroupMember>>(new Map());
@@ -93,11 +94,14 @@ export function GroupPage({ taskGroupId, view }: { taskGroupId: string; view: st
             setInfo(r);
             return `Sealed at ${fmtTime(r.sealed)}.`;
           }} />
-          <Action label="Cancel group" id="cancel-group" danger confirm="Cancel every unresolved task of this (sealed) group?" run={async () => {
-            const r = await call<{ cancelledCount?: number; taskGroupSize?: number }>('queue', 'POST', `/task-group/${enc(taskGroupId)}/cancel`);
-            void load();
-            return `Cancelled ${r.cancelledCount ?? '?'} of ${r.taskGroupSize ?? members.length} tasks.`;
-          }} />
+          {(cancelUsed || anyUnresolved(members.map((m) => m.status.state))) && (
+            <Action label="Cancel group" id="cancel-group" danger confirm="Cancel every unresolved task of this (sealed) group?" run={async () => {
+              setCancelUsed(true); // keeps its outcome in view once all is resolved
+              const r = await call<{ cancelledCount?: number; taskGroupSize?: number }>('queue', 'POST', `/task-group/${enc(taskGroupId)}/cancel`);
+              void load();
+              return `Cancelled ${r.cancelledCount ?? '?'} of ${r.taskGroupSize ?? members.length} tasks.`;
+            }} />
+          )}
         </div>
       }>
         <div class="progress" role="img" aria-label="progress">

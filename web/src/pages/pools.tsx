@@ -7,7 +7,9 @@ import { useState } from 'preact/hooks';
 import { call, enc, get, listAll } from '../api';
 import { Action, Badge, Card, ErrorBox, Kv, Loading, QueueLink, TaskLink, useAsync } from '../components';
 import { fmtTime } from '../format';
-import { bounds, poolDocument, type PoolConfig } from '../pools';
+import { bounds, poolDocument, workerBadge, type PoolConfig } from '../pools';
+import { AccessError, useSession } from '../signin';
+import { needsSignIn } from '../access';
 
 export interface WorkerPool {
   workerPoolId: string;
@@ -64,6 +66,7 @@ function pending(poolId: string) {
 }
 
 export function PoolsPage({ workerPoolId }: { workerPoolId?: string }) {
+  const signedIn = !!useSession();
   if (workerPoolId) return <PoolPage key={workerPoolId} workerPoolId={workerPoolId} />;
   const pools = useAsync(async () => {
     const list = await listAll<WorkerPool>('worker-manager', '/worker-pools', 'workerPools', 1000);
@@ -74,7 +77,7 @@ export function PoolsPage({ workerPoolId }: { workerPoolId?: string }) {
     <div>
       <h1>Worker pools</h1>
       {pools.loading && !pools.data && <Loading what="worker pools" />}
-      <ErrorBox error={pools.error} />
+      <AccessError error={pools.error} what="the worker pools" />
       {pools.data && (
         <Card title={`Pools (${pools.data.length})`}>
           {pools.data.length === 0 ? <p class="empty">No worker pool yet: create one below, or with <code>hopper pool create</code>.</p> : (
@@ -101,7 +104,7 @@ export function PoolsPage({ workerPoolId }: { workerPoolId?: string }) {
           )}
         </Card>
       )}
-      <PoolEditor onSaved={() => pools.reload()} />
+      {signedIn ? <PoolEditor onSaved={() => pools.reload()} /> : !pools.error && <p class="notice">Sign in to create a worker pool.</p>}
     </div>
   );
 }
@@ -146,6 +149,7 @@ function toYaml(p: WorkerPool): string {
 }
 
 function PoolPage({ workerPoolId }: { workerPoolId: string }) {
+  const signedIn = !!useSession();
   const [p, w] = workerPoolId.split('/');
   const pool = useAsync(() => get<WorkerPool>('worker-manager', `/worker-pool/${enc(workerPoolId)}`), [workerPoolId]);
   const counts = useAsync(() => pending(workerPoolId), [workerPoolId]);
@@ -161,7 +165,7 @@ function PoolPage({ workerPoolId }: { workerPoolId: string }) {
     <div>
       <h1>Worker pool <span class="mono">{workerPoolId}</span></h1>
       <p class="crumbs"><a href="#/pools">all pools</a> <span class="sep">›</span> task queue <QueueLink id={workerPoolId} /></p>
-      <ErrorBox error={pool.error} />
+      <AccessError error={pool.error} what={`the worker pool ${workerPoolId}`} />
       {pool.data && b && (
         <Card title="Capacity">
           <Kv pairs={[
@@ -175,7 +179,7 @@ function PoolPage({ workerPoolId }: { workerPoolId: string }) {
           ]} />
         </Card>
       )}
-      <ErrorBox error={workers.error} />
+      {!needsSignIn(workers.error, signedIn) && <ErrorBox error={workers.error} />}
       {workers.data && (
         <Card title={`Workers (${workers.data.length})`}>
           {workers.data.length === 0 ? <p class="empty">No worker yet: add a machine with <code>hopper pool add-worker</code>.</p> : (
@@ -185,7 +189,7 @@ function PoolPage({ workerPoolId }: { workerPoolId: string }) {
                 {workers.data.map((wk) => (
                   <tr key={`${wk.workerGroup}/${wk.workerId}`}>
                     <td class="mono"><a href={`#/worker/${enc(p)}/${enc(w)}/${enc(wk.workerGroup)}/${enc(wk.workerId)}`}>{wk.workerGroup}/{wk.workerId}</a></td>
-                    <td><Badge state={wk.state === 'running' ? 'running' : wk.state === 'stopped' ? 'exception' : 'pending'} /> <span class="worker-state">{wk.state}</span></td>
+                    <td><span class="worker-state"><Badge state={workerBadge(wk.state)} label={wk.state} /></span></td>
                     <td>{wk.capacity}</td>
                     <td>{wk.queue?.latestTask ? <TaskLink id={wk.queue.latestTask.taskId} /> : '–'}</td>
                     <td>{fmtTime(wk.queue?.lastDateActive)}</td>
@@ -205,7 +209,7 @@ function PoolPage({ workerPoolId }: { workerPoolId: string }) {
           )}
         </Card>
       )}
-      <ErrorBox error={errors.error} />
+      {!needsSignIn(errors.error, signedIn) && <ErrorBox error={errors.error} />}
       {errors.data && (
         <Card title={`Errors (${errors.data.workerPoolErrors.length})`}>
           {errors.data.workerPoolErrors.length === 0 ? <p class="empty">No errors.</p> : (
@@ -220,7 +224,7 @@ function PoolPage({ workerPoolId }: { workerPoolId: string }) {
           )}
         </Card>
       )}
-      {pool.data && <PoolEditor pool={pool.data} onSaved={() => pool.reload()} />}
+      {pool.data && signedIn && <PoolEditor pool={pool.data} onSaved={() => pool.reload()} />}
     </div>
   );
 }

@@ -8,6 +8,8 @@ import { subscribe } from '../live';
 import { useSession } from '../signin';
 import type { Artifact, TaskDefinition, TaskStatus } from '../types';
 import { LogPanel } from './log';
+import { interactiveCopy, slugid } from '../taskdef';
+import { ShellPanel } from '../terminal';
 
 interface TaskData {
   task: TaskDefinition;
@@ -85,6 +87,13 @@ export function TaskPage({ taskId }: { taskId: string }) {
             }} />
           )}
           <a class="button" href={`#/retrigger/${taskId}`} data-action="retrigger">Retrigger with edits…</a>
+          <Action label="Create interactive task" id="create-interactive" run={async () => {
+            // A copy with features.interactive on, to debug it from inside.
+            const id = slugid();
+            await call('queue', 'PUT', `/task/${enc(id)}`, interactiveCopy(task, Date.now()));
+            location.hash = `#/task/${id}`;
+            return `Created interactive task ${id}.`;
+          }} />
         </div>
       </Card>
       <div class="grid">
@@ -124,6 +133,9 @@ export function TaskPage({ taskId }: { taskId: string }) {
           )}
         </Card>
       </div>
+      {(task.payload?.features as { interactive?: boolean } | undefined)?.interactive && latest?.state === 'running' && (
+        <Card title="Shell"><ShellPanel taskId={taskId} taskQueueId={status.taskQueueId} /></Card>
+      )}
       {latest && <Artifacts taskId={taskId} runId={latest.runId} state={latest.state} changed={artifactsChanged} />}
       <Card title="Log"><LogPanel taskId={taskId} status={status} task={task} /></Card>
       {(task.routes ?? []).some((r) => r.startsWith('notify.')) && <Notifications taskId={taskId} state={status.state} runs={status.runs.length} />}

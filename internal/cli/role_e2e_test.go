@@ -1,0 +1,56 @@
+package cli_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/e2e"
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// TestEndToEndRoleUpdate: a role's scopes are changed in place (added,
+// removed, replaced) and its description too; creating a role that exists
+// says how to change it.
+func TestEndToEndRoleUpdate(t *testing.T) {
+	t.Parallel()
+	needBinary(t)
+	srv := e2e.StartServer(t, e2e.ServerOptions{})
+	env := srv.Env()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const id = "hook-id:proj/nightly"
+
+	res := hopper(ctx, t, env, "role", "create", id, "--description", "nightly build", "--scope", "queue:create-task:lowest:proj/linux", "--scope", "queue:scheduler-id:-")
+	require.Equal(t, 0, res.code, res.stderr)
+	res = hopper(ctx, t, env, "role", "create", id, "--description", "nightly build", "--scope", "queue:create-task:lowest:proj/linux")
+	require.Equal(t, 1, res.code)
+	require.Contains(t, res.stderr, "creating role "+id+": it exists already, with other scopes or description (change it with `hopper role update "+id+" --add-scope …`")
+
+	res = hopper(ctx, t, env, "role", "update", id, "--add-scope", "queue:create-task:project:none", "--add-scope", "queue:scheduler-id:-", "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	role := decode[tcclient.Role](t, res)
+	require.Equal(t, []string{"queue:create-task:lowest:proj/linux", "queue:scheduler-id:-", "queue:create-task:project:none"}, role.Scopes)
+	require.Equal(t, "nightly build", role.Description)
+
+	res = hopper(ctx, t, env, "role", "update", id, "--remove-scope", "queue:scheduler-id:-", "--description", "the nightly build", "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	role = decode[tcclient.Role](t, res)
+	require.Equal(t, []string{"queue:create-task:lowest:proj/linux", "queue:create-task:project:none"}, role.Scopes)
+	require.Equal(t, "the nightly build", role.Description)
+
+	res = hopper(ctx, t, env, "role", "update", id, "--scope", "queue:create-task:lowest:proj/other", "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Equal(t, []string{"queue:create-task:lowest:proj/other"}, decode[tcclient.Role](t, res).Scopes)
+
+	res = hopper(ctx, t, env, "role", "update", id, "--remove-scope", "queue:nope")
+	require.Equal(t, 1, res.code)
+	require.Contains(t, res.stderr, `it has no scope "queue:nope" to remove`)
+	res = hopper(ctx, t, env, "role", "update", id)
+	require.Equal(t, 64, res.code, res.stderr)
+	res = hopper(ctx, t, env, "role", "update", "no-such-role", "--add-scope", "x")
+	require.Equal(t, 1, res.code)
+	require.Contains(t, res.stderr, "getting role no-such-role: 404")
+}
