@@ -159,7 +159,7 @@ func (f *Firer) fireScheduled(ctx context.Context, h *store.Hook, claim hooks.Cl
 	out, err := f.fire(ctx, def, hooks.Fire{FiredBy: hooks.FiredBySchedule, TaskID: h.NextTaskID, Now: h.NextScheduled})
 	if err != nil {
 		f.Log.Warn("scheduled fire failed; retrying at the next poll", "hookGroupId", h.HookGroupID, "hookId", h.HookID, "error", err)
-		if rerr := f.Store.ReleaseHookClaim(ctx, h.HookGroupID, h.HookID, h.NextTaskID, h.LastClaimEnd); rerr != nil {
+		if rerr := f.Store.ReleaseHookClaim(ctx, h); rerr != nil {
 			return errors.Join(err, rerr)
 		}
 		return nil
