@@ -407,23 +407,24 @@ func (s *Service) sendCheckRun(ctx context.Context, f *forge.Forge, e *store.Git
 	return f.UpdateCheckRun(ctx, e.InstallationID, e.Owner, e.Repo, c.CheckRunID, update)
 }
 
-// findCheckRun finds a check run of the task on the entry's commit that
-// no run's check has recorded (one an earlier attempt created and did not
-// record); 0 if there is none.
+// findCheckRun finds a check run of the task on the entry's commit, made
+// by this forge's App under the entry's name, that no run's check has
+// recorded (one an earlier attempt created and did not record); 0 if
+// there is none.
 func (s *Service) findCheckRun(ctx context.Context, f *forge.Forge, e *store.GithubOutboxEntry, taskID string, body map[string]any) (int64, error) {
 	sha, _ := body["head_sha"].(string)
-	name, _ := body["name"].(string)
-	runs, err := f.ListCheckRuns(ctx, e.InstallationID, e.Owner, e.Repo, sha, name)
+	runs, err := f.CheckRuns(ctx, e.InstallationID, e.Owner, e.Repo, sha)
 	if err != nil {
 		return 0, err
 	}
 	for _, r := range runs {
-		if r.ExternalID != taskID {
+		id, _ := r["id"].(float64)
+		if r["external_id"] != taskID || r["name"] != body["name"] || id <= 0 {
 			continue
 		}
-		_, err := s.Store.FindGithubCheck(ctx, e.Host, r.ID)
+		_, err := s.Store.FindGithubCheck(ctx, e.Host, int64(id))
 		if errors.Is(err, store.ErrNotFound) {
-			return r.ID, nil
+			return int64(id), nil
 		}
 		if err != nil {
 			return 0, err

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime"
 	"time"
 
 	"github.com/google/uuid"
@@ -122,7 +123,14 @@ type Service struct {
 	// Owner names this replica's reporter in the outbox's leases
 	// (default: a random id).
 	Owner string
+
+	// renders holds a slot per renderTaskclusterYml running.
+	renders chan struct{}
 }
+
+// renderSlots is how many renderTaskclusterYml calls run at once in a
+// replica: one per CPU, each bounded by jsone.DefaultLimits.
+func renderSlots() int { return runtime.GOMAXPROCS(0) }
 
 // NewService checks and indexes the forges.
 func NewService(s Service, forges []*forge.Forge) (*Service, error) {
@@ -135,6 +143,7 @@ func NewService(s Service, forges []*forge.Forge) (*Service, error) {
 	if s.Owner == "" {
 		s.Owner = "forge-" + uuid.NewString()
 	}
+	s.renders = make(chan struct{}, renderSlots())
 	s.Forges = map[string]*forge.Forge{}
 	for _, f := range forges {
 		s.Forges[f.Host] = f

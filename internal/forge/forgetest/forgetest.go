@@ -137,8 +137,6 @@ func bodySchema(template, method string) (*jsonschema.Schema, error) {
 type Call struct {
 	Method, Path string
 	Body         map[string]any
-	// ID is the id the write created (a check run's).
-	ID int64
 }
 
 // GitHub is the local GitHub.
@@ -168,6 +166,13 @@ type GitHub struct {
 	// checkRuns are the ids of the check runs created, per repository:
 	// an update of any other is refused, as GitHub answers 404.
 	checkRuns map[string]bool
+	// runBodies are the check runs as created and updated, for listing.
+	runBodies []checkRun
+}
+
+type checkRun struct {
+	repo string
+	run  map[string]any
 }
 
 // Start starts a local GitHub; the test skips when @octokit/openapi is
@@ -334,13 +339,28 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 			g.refuse(w, r, "no check run %s was created on %s/%s", parts[4], owner, repo)
 			return
 		}
+		g.calls = append(g.calls, Call{Method: r.Method, Path: path, Body: body})
 		g.nextID++
-		g.calls = append(g.calls, Call{Method: r.Method, Path: path, Body: body, ID: int64(g.nextID)})
 		if template == "/repos/{owner}/{repo}/check-runs" {
 			if g.checkRuns == nil {
 				g.checkRuns = map[string]bool{}
 			}
 			g.checkRuns[fmt.Sprintf("%s/%s/%d", owner, repo, g.nextID)] = true
+			run := map[string]any{"id": g.nextID, "app": map[string]any{"id": g.AppID},
+				"html_url": fmt.Sprintf("https://github.com/%s/%s/runs/%d", owner, repo, g.nextID), "conclusion": nil}
+			for k, v := range body {
+				run[k] = v
+			}
+			g.runBodies = append(g.runBodies, checkRun{owner + "/" + repo, run})
+		}
+		if template == "/repos/{owner}/{repo}/check-runs/{check_run_id}" {
+			for _, cr := range g.runBodies {
+				if cr.repo == owner+"/"+repo && fmt.Sprint(cr.run["id"]) == parts[4] {
+					for k, v := range body {
+						cr.run[k] = v
+					}
+				}
+			}
 		}
 		g.reply(w, http.StatusCreated, map[string]any{"id": g.nextID})
 		return
@@ -393,6 +413,18 @@ func (g *GitHub) read(w http.ResponseWriter, r *http.Request, template, owner, r
 			return
 		}
 		g.reply(w, http.StatusOK, map[string]any{"sha": sha})
+	case "/repos/{owner}/{repo}/commits/{ref}/check-runs":
+		sha := parts[4]
+		if c, ok := g.commits[key+"@"+parts[4]]; ok {
+			sha = c
+		}
+		runs := []any{}
+		for _, cr := range g.runBodies {
+			if cr.repo == key && cr.run["head_sha"] == sha {
+				runs = append(runs, cr.run)
+			}
+		}
+		g.reply(w, http.StatusOK, map[string]any{"total_count": len(runs), "check_runs": runs})
 	case "/repos/{owner}/{repo}/commits/{ref}/statuses":
 		var out []any
 		for i := len(g.calls) - 1; i >= 0; i-- {
@@ -406,18 +438,6 @@ func (g *GitHub) read(w http.ResponseWriter, r *http.Request, template, owner, r
 			}
 		}
 		g.reply(w, http.StatusOK, out)
-	case "/repos/{owner}/{repo}/commits/{ref}/check-runs":
-		// The check runs created on the commit with the name asked for,
-		// the newest first.
-		runs := []any{}
-		for i := len(g.calls) - 1; i >= 0; i-- {
-			c := g.calls[i]
-			if c.Method == http.MethodPost && c.Path == "/repos/"+key+"/check-runs" && c.Body["head_sha"] == parts[4] &&
-				c.Body["name"] == r.URL.Query().Get("check_name") {
-				runs = append(runs, map[string]any{"id": c.ID, "name": c.Body["name"], "head_sha": c.Body["head_sha"], "external_id": c.Body["external_id"]})
-			}
-		}
-		g.reply(w, http.StatusOK, map[string]any{"total_count": len(runs), "check_runs": runs})
 	default:
 		g.refuse(w, r, "this local GitHub does not answer %s", template)
 	}
