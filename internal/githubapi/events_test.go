@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/forge"
 	"github.com/hopper-ci/hopper/internal/github"
@@ -102,6 +103,7 @@ func TestPullRequests(t *testing.T) {
 	require.Equal(t, 2, builds[0].PullRequestNumber)
 	task := b.groupTasks(t, builds[0].TaskGroupID)[0]
 	require.Equal(t, github.TasksForPullRequestUntrusted, task.Task.Metadata.Name)
+	b.requireIdentity(t, task.TaskID, "repo:github.com/Codertocat/Hello-World:pull-request-untrusted", true)
 
 	// A collaborator with write access: the trusted role.
 	b.gh.SetPermission("Codertocat", "Hello-World", "Codertocat", "write")
@@ -113,6 +115,24 @@ func TestPullRequests(t *testing.T) {
 	task = b.groupTasks(t, builds[0].TaskGroupID)[0]
 	require.Equal(t, github.TasksForPullRequest, task.Task.Metadata.Name)
 	require.Len(t, b.gh.Calls("/statuses/"+sha), 2)
+	b.requireIdentity(t, task.TaskID, "repo:github.com/Codertocat/Hello-World:pull-request", false)
+}
+
+// requireIdentity checks what the service vouched for about a task it
+// created: the forge claims of its identity tokens.
+func (b *bundle) requireIdentity(t *testing.T, taskID, role string, untrusted bool) {
+	t.Helper()
+	rec, err := b.store.GetTaskIdentity(context.Background(), taskID)
+	require.NoError(t, err)
+	f, err := auth.DecodeForgeClaims(rec.Claims)
+	require.NoError(t, err)
+	require.Equal(t, role, f.Role)
+	require.Equal(t, untrusted, f.Untrusted)
+	require.Equal(t, "github.com", f.Host)
+	require.Equal(t, "Codertocat/Hello-World", f.Repository)
+	require.Equal(t, "refs/pull/2/head", f.Ref)
+	require.Equal(t, "pull_request.opened", f.Event)
+	require.Len(t, f.SHA, 40)
 }
 
 // TestCommentCommand: `/taskcluster <cmd>` on an open pull request runs

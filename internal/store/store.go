@@ -75,6 +75,10 @@ type Store interface {
 	// claimed under a lease (outbox.go).
 	OutboxStore
 
+	// hopper as an OpenID issuer for tasks: signing keys and what the
+	// forge integration vouches for (identity.go).
+	IdentityStore
+
 	Close() error
 }
 
