@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -225,4 +226,45 @@ func TestIDTokenForgeClaims(t *testing.T) {
 	require.Equal(t, "pull_request.opened", got["event"])
 	require.Equal(t, true, got["untrusted_pull_request"])
 	require.EqualValues(t, 7, got["pull_request"])
+}
+
+// TestIDTokenOutlivesRotation: a token stays verifiable (go-oidc, against
+// the JWKS hopper serves) while its key is rotated out: the next key is
+// published before it signs, and the old one stays until no token it
+// signed can still be valid.
+func TestIDTokenOutlivesRotation(t *testing.T) {
+	t.Parallel()
+	b := startIdentity(t, nil)
+	ctx := context.Background()
+	taskID, run := b.runningTask(t, withScopes("auth:create-id-token:minio"))
+	tok, err := run.CreateIDToken(ctx, taskID, 0, "minio")
+	require.NoError(t, err)
+	issued := time.Now()
+	clock := b.Clock.(*testclock.Shifted)
+	verify := func() error {
+		keys := oidc.NewRemoteKeySet(ctx, b.URL+authapi.JWKSPath)
+		v := oidc.NewVerifier(b.URL, keys, &oidc.Config{ClientID: "minio", Now: func() time.Time { return issued }})
+		_, err := v.Verify(ctx, tok.Token)
+		return err
+	}
+	kids := func() int {
+		var set struct{ Keys []map[string]any }
+		resp, err := http.Get(b.URL + authapi.JWKSPath)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&set))
+		return len(set.Keys)
+	}
+	require.NoError(t, verify())
+	require.Equal(t, 1, kids())
+
+	clock.Advance(auth.SigningKeyRotation - auth.SigningKeyLead + time.Minute)
+	require.Equal(t, 2, kids(), "the next key is published an hour before it signs")
+	require.NoError(t, verify())
+	clock.Advance(auth.SigningKeyLead + auth.MaxIDTokenLifetime - 2*time.Minute)
+	require.Equal(t, 2, kids(), "the old key stays while a token it signed may be valid")
+	require.NoError(t, verify())
+	clock.Advance(3 * time.Minute)
+	require.Equal(t, 1, kids(), "then it is retired")
+	require.Error(t, verify(), "its tokens are past their life by then")
 }

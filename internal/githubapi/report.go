@@ -97,16 +97,74 @@ func (s *Service) updateGroups(ctx context.Context, claimed []store.OutboxMessag
 	return nil
 }
 
-// updateGroup moves a task group's build on, if it has one still pending.
+// updateGroup moves a task group's build on: a pending one to its
+// group's state, a resolved one back to pending if a task was rerun.
 func (s *Service) updateGroup(ctx context.Context, taskGroupID string) error {
 	b, err := s.Store.GetGithubBuild(ctx, taskGroupID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // not recorded yet: recording it queues another look
 	}
-	if err != nil || b.State != github.StatePending {
+	if err != nil {
 		return err
 	}
-	return s.updateBuild(ctx, b)
+	if b.State == github.StatePending {
+		return s.updateBuild(ctx, b)
+	}
+	return s.reopenBuild(ctx, b)
+}
+
+// reopenWindow bounds how far back resolved builds are watched for
+// reruns: a task cannot be rerun after its deadline, at most days after
+// its creation.
+const reopenWindow = 7 * 24 * time.Hour
+
+// reopenBuild moves a resolved build back to pending when a task of its
+// group was rerun after it resolved (from the console, the CLI or the
+// API): builds otherwise only move forward, and the reporter then follows
+// the build to its new end. The rerun is a change of the task, so the
+// outbox brings its group here. A run scheduled after the build's last
+// change must be there, so a replica that read the group before it
+// resolved cannot reopen it.
+func (s *Service) reopenBuild(ctx context.Context, b *store.GithubBuild) error {
+	if (b.State != github.StateSuccess && b.State != github.StateFailure) || b.Created.Before(s.Clock.Now().Add(-reopenWindow)) {
+		return nil
+	}
+	tasks, err := s.listGroup(ctx, b.TaskGroupID)
+	if err != nil {
+		return err
+	}
+	if github.GroupState(tasks) != github.StatePending || !rerunSince(tasks, b.Updated) {
+		return nil
+	}
+	f := s.Forges[b.Host]
+	var status *store.GithubOutboxEntry
+	if f != nil && !s.usesChecks(b) {
+		e := s.statusEntry(f, b.Organization, b.Repository, b.SHA, b.TaskGroupID, b.EventType, github.StatePending, b.InstallationID)
+		status = &e
+	}
+	moved, err := s.Store.AdvanceGithubBuild(ctx, store.AdvanceGithubBuildParams{TaskGroupID: b.TaskGroupID, From: []string{b.State},
+		State: github.StatePending, Now: s.Clock.Now(), Status: status})
+	if err != nil {
+		return err
+	}
+	if moved {
+		s.Log.Info("build back to pending: a task was rerun", "taskGroupId", b.TaskGroupID, "from", b.State)
+	}
+	return nil
+}
+
+// rerunSince says whether a task's latest run is a rerun scheduled after
+// at.
+func rerunSince(tasks []*queue.TaskState, at time.Time) bool {
+	for _, t := range tasks {
+		if n := len(t.Runs); n > 0 {
+			r := t.Runs[n-1]
+			if r.ReasonCreated == "rerun" && r.Scheduled.After(at) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *Service) updateBuild(ctx context.Context, b *store.GithubBuild) error {
