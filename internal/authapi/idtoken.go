@@ -121,11 +121,11 @@ type idTokenReply struct {
 	Expires queue.Time `json:"expires"`
 }
 
-// createIDToken signs an identity token for the caller's own run. The
-// caller must be the run's credentials as the queue issued them, the run
-// must be running and claimed by the worker those credentials name, and
-// the caller's scopes must allow the audience; every refusal is in the
-// audit log.
+// createIDToken signs an identity token for the caller's own run
+// (docs/contract/auth.md §4.1). The caller must be the run's credentials
+// as the queue issued them, the run must be running and claimed by the
+// worker those credentials name, and the caller's scopes must allow the
+// audience; every refusal is in the audit log.
 func (h *handlers) createIDToken(c *api.Call) (any, error) {
 	taskID, runID := c.Params["taskId"], c.IntParam("runId")
 	var in idTokenInput

@@ -418,6 +418,8 @@ func v1Scopes(p RenderParams, route string) []string {
 		} else {
 			scopes = append(scopes, role+":branch:"+e.Branch)
 		}
+	case TasksForMergeGroup:
+		scopes = append(scopes, role+":merge-group:"+e.Branch)
 	case TasksForRelease:
 		action := e.Action
 		if action == "" {

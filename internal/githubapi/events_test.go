@@ -400,3 +400,41 @@ func TestReplicasProcessOnce(t *testing.T) {
 	}
 	require.Len(t, b.gh.Calls("/statuses/"+sha), n, "one pending status per build, each sent once")
 }
+
+// TestMergeGroup: a merge queue's checks_requested runs the group's
+// commit with the base branch's merge-group role, tasks_for
+// github-merge-group, and reports on that commit, the check the queue
+// waits for.
+func TestMergeGroup(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	mg := example(t, "merge_group", 0)
+	sha := mg["merge_group"].(map[string]any)["head_sha"].(string)
+	b.gh.Install("octo-org", "octo-repo", 1)
+	b.gh.SetFile("octo-org", "octo-repo", sha, ".taskcluster.yml", `
+version: 1
+tasks:
+  - $if: 'tasks_for == "github-merge-group"'
+    then:
+      taskQueueId: `+testQueue+`
+      deadline: {$fromNow: '1 day'}
+      payload: {}
+      metadata: {name: 'queue check', description: '${event.merge_group.head_ref}', owner: 'ci@example.com', source: 'https://example.com'}
+`)
+	b.role(t, "repo:github.com/octo-org/octo-repo:merge-group:main")
+	body, _ := json.Marshal(mg)
+	status, _ := b.deliver(t, "merge_group", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, http.StatusNoContent, status)
+	b.process(t)
+	builds := b.builds(t)
+	require.Len(t, builds, 1)
+	require.Equal(t, "merge_group", builds[0].EventType)
+	require.Equal(t, sha, builds[0].SHA)
+	tasks := b.groupTasks(t, builds[0].TaskGroupID)
+	require.Len(t, tasks, 1)
+	require.Contains(t, tasks[0].Task.Metadata.Description, "gh-readonly-queue/main/")
+	statuses := b.gh.Calls("/statuses/" + sha)
+	require.Len(t, statuses, 1)
+	require.Equal(t, "Taskcluster (merge_group)", statuses[0].Body["context"])
+	require.Equal(t, "pending", statuses[0].Body["state"])
+}
