@@ -33,7 +33,6 @@ var blocksNotYetRun = map[string]string{
 	"docs/flow-control.md:for i in 1 2 3; do Q=demo/flow flow '{supersede: true}' \"echo build $i\"; done":                              "not yet run",
 	"docs/flow-control.md:flow '{key: preview, cancelInProgress: true}' \"sleep 60\"":                                                   "not yet run",
 	"docs/flow-control.md:g=$(flow '{failFast: true}' \"sleep 2; exit 1\" | awk '{print $2; exit}')":                                    "not yet run",
-	"docs/history.md:hopper task list --state failed                      # failed tasks of every queue":                                "not yet run",
 	"docs/history.md:GET /api/hopper/v1/tasks?state=&taskQueueId=&taskGroupId=&name=&createdFrom=&createdTo=&limit=&continuationToken=": "not yet run",
 	"docs/history.md:export TASKCLUSTER_ROOT_URL=https://hopper.example.com":                                                            "not yet run",
 	"docs/performance.md:hopper bench --db sqlite --server-process --only lifecycle --tasks 8000 --creators 8 --workers 8":              "not yet run",
