@@ -58,6 +58,9 @@ type Deps struct {
 	Started time.Time
 	// Version is reported by __version__.
 	Version string
+	// TunnelSecret signs websocktunnel tokens (websocktunnelToken); empty:
+	// no tunnel, the method answers 404.
+	TunnelSecret []byte
 }
 
 // handlers serves the routes with the dependencies.
@@ -148,6 +151,7 @@ func Routes(d Deps) []api.Route {
 		{Name: "testAuthenticateGet", Method: http.MethodGet, Paths: p("/test-authenticate-get/{$}"),
 			Handle: h.testAuthenticateGet},
 	}...)
+	routes = append(routes, h.websocktunnelRoute(p))
 	return append(routes, h.auditRoutes(p, paged)...)
 }
 
