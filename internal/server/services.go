@@ -2,8 +2,8 @@ package server
 
 import (
 	"context"
-	"net/http"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
