@@ -166,6 +166,7 @@ func subcommands() []*cobra.Command {
 		taskCommand(),
 		cli.NewClientCommand(),
 		cli.NewRoleCommand(),
+		cli.NewAuditCommand(),
 		cli.NewSecretCommand(),
 		cli.NewIndexCommand(),
 		cli.NewHookCommand(),

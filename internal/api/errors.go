@@ -127,6 +127,11 @@ func AsError(err error) *Error {
 	if errors.Is(err, store.ErrBadContinuationToken) {
 		return Errorf(CodeInputError, "Invalid continuationToken")
 	}
+	if errors.Is(err, store.ErrTextNUL) {
+		// A NUL in a value stored as text (store.ErrTextNUL): the caller's
+		// input, refused the same on every store.
+		return &Error{Code: CodeInputValidationError, Message: "The request holds a NUL character (\\u0000) in a value hopper stores as text; NULs are kept only inside task definitions, hook definitions, index data and secrets"}
+	}
 	return nil
 }
 

@@ -166,6 +166,11 @@ type Route struct {
 	EarlyScopes bool
 	// Input names the request body schema; "" means the body is ignored.
 	Input string
+	// KeepsNUL says the route keeps NULs in its body's strings (it stores
+	// them as JSON, where a NUL is an escape): task definitions, hook
+	// definitions, index data, secrets. Every other route's body with a
+	// NUL is refused with 400 before its handler runs (nul.go).
+	KeepsNUL bool
 	// InputRepeats says callers send the same body again and again (a
 	// worker's claimWork poll): a valid one validated lately is not
 	// validated again (schema.Registry.ValidateRepeated).
@@ -390,6 +395,11 @@ func (s *Server) handle(c *Call) int {
 		in, err := validate(c.Route.Input, raw)
 		if err != nil {
 			return s.fail(c, err)
+		}
+		if !c.Route.KeepsNUL {
+			if apiErr := refuseNUL(in); apiErr != nil {
+				return s.fail(c, apiErr)
+			}
 		}
 		c.Input = in
 	}

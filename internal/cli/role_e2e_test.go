@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"context"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,4 +55,20 @@ func TestEndToEndRoleUpdate(t *testing.T) {
 	res = hopper(ctx, t, env, "role", "update", "no-such-role", "--add-scope", "x")
 	require.Equal(t, 1, res.code)
 	require.Contains(t, res.stderr, "getting role no-such-role: 404")
+
+	// The audit log has every change, who made it and when.
+	res = hopper(ctx, t, env, "audit", "role", id)
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Regexp(t, `^WHEN\s+WHO\s+ACTION\s+ENTITY\n`, res.stdout)
+	require.Regexp(t, `(?m)^\S+Z\s+static/taskcluster/root\s+created\s+role `+regexp.QuoteMeta(id)+`$`, res.stdout)
+	require.Equal(t, 3, strings.Count(res.stdout, " updated "), res.stdout)
+	res = hopper(ctx, t, env, "audit", "by", "static/taskcluster/root", "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	history := decode[tcclient.AuditHistoryResponse](t, res).AuditHistory
+	require.GreaterOrEqual(t, len(history), 4)
+	require.Equal(t, tcclient.AuditEntry{ClientID: "static/taskcluster/root", ActionType: "created", EntityID: id, EntityType: "role", Created: history[len(history)-4].Created},
+		history[len(history)-4])
+	res = hopper(ctx, t, env, "audit", "role", "never-was")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Equal(t, "No changes recorded (entries are kept 30 days).\n", res.stdout)
 }

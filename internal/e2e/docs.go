@@ -216,3 +216,36 @@ func (d DocShell) Run(t testing.TB, block DocBlock) (string, error) {
 	}
 	return string(out), err
 }
+
+// Start runs a shell example that starts a long-running process (hopper
+// worker …) in the background, exec'd by bash so that signals reach it,
+// and returns it as a Worker to wait for, signal and stop.
+func (d DocShell) Start(t testing.TB, block DocBlock) *Worker {
+	t.Helper()
+	script := block.Replace(t, d.Replace...)
+	binDir := t.TempDir()
+	if err := os.Symlink(Binary(t), filepath.Join(binDir, "hopper")); err != nil {
+		t.Fatal(err)
+	}
+	dir := d.Dir
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	cmd := exec.Command("bash", "-e", "-c", "exec "+strings.TrimSpace(script))
+	cmd.Dir = dir
+	cmd.Env = append(append(filteredEnv("TASKCLUSTER_"), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH")), d.Env...)
+	logs := &SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting example %s: %v", block.Name, err)
+	}
+	w := &Worker{cmd: cmd, logs: logs, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(w.done) }()
+	t.Cleanup(func() {
+		w.Stop()
+		if t.Failed() {
+			t.Logf("example %s (%s) output:\n%s", block.Name, block.Where(), w.Logs())
+		}
+	})
+	return w
+}

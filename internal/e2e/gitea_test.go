@@ -27,6 +27,9 @@ import (
 // on loopback, SQLite, installed, webhooks allowed to loopback.
 type gitea struct {
 	url, token string
+	// botToken is hopperbot's, a user who is no administrator (with
+	// write:repository and write:issue), as docs/github.md once advised.
+	botToken string
 }
 
 func freeLoopbackPort(t *testing.T) int {
@@ -106,6 +109,10 @@ ENABLED = false
 	token := strings.TrimSpace(run("admin", "user", "generate-access-token", "--username", "alice", "--token-name", "hopper", "--scopes", "all", "--raw"))
 	lines := strings.Split(token, "\n")
 	token = strings.TrimSpace(lines[len(lines)-1])
+	run("admin", "user", "create", "--username", "hopperbot", "--password", "hopperbot-password-1", "--email", "bot@example.com", "--must-change-password=false")
+	bot := strings.TrimSpace(run("admin", "user", "generate-access-token", "--username", "hopperbot", "--token-name", "hopper", "--scopes", "write:repository,write:issue", "--raw"))
+	lines = strings.Split(bot, "\n")
+	bot = strings.TrimSpace(lines[len(lines)-1])
 	var logs bytes.Buffer
 	cmd := exec.Command(bin, "web", "--config", ini)
 	cmd.Env = env
@@ -118,7 +125,7 @@ ENABLED = false
 			t.Logf("gitea logs:\n%s", logs.String())
 		}
 	})
-	g := &gitea{url: url, token: token}
+	g := &gitea{url: url, token: token, botToken: bot}
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(url + "/api/v1/version")
 		if err != nil {

@@ -32,38 +32,35 @@ func TestPoolWorkerJoinsAndLeaves(t *testing.T) {
 	defer cancel()
 	env := []string{"TASKCLUSTER_ROOT_URL=" + srv.RootURL, "TASKCLUSTER_CLIENT_ID=" + srv.ClientID, "TASKCLUSTER_ACCESS_TOKEN=" + srv.Token}
 	dir := t.TempDir()
-	const pool = "e2e-pool/linux"
+	const pool = "proj/linux"
 
-	def := filepath.Join(dir, "pool.yml")
-	require.NoError(t, os.WriteFile(def, []byte(`providerId: static
-description: the build machines
-owner: ops@example.com
-emailOnError: false
-config:
-  lifecycle:
-    reregistrationTimeout: 6
-  workerConfig:
-    hopperWorker:
-      claimInterval: 200ms
-      capacity: 1
-`), 0o600))
-	out, errOut, code := hopperCLI(t, env, "pool", "create", pool, "-f", def)
-	require.Equal(t, 0, code, errOut)
+	// The guide's pool, its secret and role, and the second machine, as
+	// written; only the credentials' lifetime is cut to 6 s, to see them
+	// renewed.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pool.yml"), []byte(e2e.DocExample(t, "worker-pools-pool").Replace(t,
+		"reregistrationTimeout: 86400", "reregistrationTimeout: 6",
+		// One task at a time: with a free slot, a claimWork long-poll
+		// the worker opened before its removal may still be handed the
+		// removed task's retry, a race the queue does not close yet.
+		"capacity: 2", "capacity: 1")), 0o600))
+	sh := e2e.DocShell{Dir: dir, Env: env}
+	out, err := sh.Run(t, e2e.DocExample(t, "worker-pools-setup"))
+	require.NoError(t, err, out)
 	require.Contains(t, out, "provider:  static")
-	root := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
-	require.NoError(t, root.SetSecret(ctx, "worker-pool:"+pool, &tcclient.Secret{
-		Secret: json.RawMessage(`{"config": {"hopperWorker": {"maxTaskRunTime": 600}}}`), Expires: tcclient.NewTime(time.Now().Add(time.Hour))}))
-
-	secretFile := filepath.Join(dir, "build-2.secret")
-	out, errOut, code = hopperCLI(t, env, "pool", "add-worker", pool, "rack-1", "build-2", "--secret-file", secretFile)
-	require.Equal(t, 0, code, errOut)
+	out, err = sh.Run(t, e2e.DocExample(t, "worker-pools-add-worker"))
+	require.NoError(t, err, out)
 	require.Contains(t, out, "--worker-pool "+pool)
+	secretFile := filepath.Join(dir, "build-2.secret")
 	info, err := os.Stat(secretFile)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+	root := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
 
-	w := e2e.StartPoolWorker(t, srv, e2e.PoolWorkerOptions{WorkerPoolID: pool, WorkerGroup: "rack-1", WorkerID: "build-2",
-		SecretFile: secretFile, Args: []string{"--pool-check-interval", "500ms"}})
+	// The machine's command, as written, from its own directory.
+	machine := t.TempDir()
+	w := e2e.DocShell{Dir: machine, Replace: []string{"https://hopper.example.com", srv.RootURL,
+		"/etc/hopper/build-2.secret", secretFile, "--worker-id build-2", "--worker-id build-2 --pool-check-interval 500ms --log-level debug"}}.
+		Start(t, e2e.DocExample(t, "worker-pools-worker"))
 
 	run := func(command string) string {
 		id := tcclient.NewTaskID()
@@ -102,10 +99,19 @@ config:
 	second := run("true")
 	waitRun(second, 0, "completed")
 
-	out, errOut, code = hopperCLI(t, env, "pool", "show", pool)
+	out, errOut, code := hopperCLI(t, env, "pool", "show", pool)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "rack-1/build-2")
 	require.Contains(t, out, "running")
+	// The guide's listing has the lines and columns hopper prints.
+	for _, line := range strings.Split(e2e.DocExample(t, "worker-pools-show").Text, "\n") {
+		if key, _, ok := strings.Cut(line, ":"); ok && !strings.Contains(key, " ") {
+			require.Regexp(t, "(?m)^"+regexp.QuoteMeta(key)+":", out)
+		}
+		if strings.HasPrefix(line, "WORKER") {
+			require.Contains(t, out, line)
+		}
+	}
 
 	long := run("sleep 120")
 	waitRun(long, 0, "running")

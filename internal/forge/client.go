@@ -393,6 +393,31 @@ func (f *Forge) Statuses(ctx context.Context, installation int64, owner, repo, r
 	return out, err
 }
 
+// CheckRuns returns the check runs of a ref made by this forge's GitHub
+// App (none on Gitea and Forgejo, which have no checks API, nor for a
+// token forge, whose check runs cannot be told from others').
+func (f *Forge) CheckRuns(ctx context.Context, installation int64, owner, repo, ref string) ([]map[string]any, error) {
+	if f.Kind != KindGitHub || f.AppID == 0 {
+		return nil, nil
+	}
+	var out struct {
+		CheckRuns []map[string]any `json:"check_runs"`
+	}
+	_, err := f.call(ctx, installation, http.MethodGet, repoPath(owner, repo)+"/commits/"+url.PathEscape(ref)+"/check-runs?per_page=100", nil, &out)
+	if err != nil {
+		return nil, err
+	}
+	var ours []map[string]any
+	for _, c := range out.CheckRuns {
+		if app, _ := c["app"].(map[string]any); app != nil {
+			if id, _ := app["id"].(float64); int64(id) == f.AppID {
+				ours = append(ours, c)
+			}
+		}
+	}
+	return ours, nil
+}
+
 // RepositoryInstallation returns the GitHub App's installation on a
 // repository (0 when the App is not installed there).
 func (f *Forge) RepositoryInstallation(ctx context.Context, owner, repo string) (int64, error) {

@@ -154,6 +154,12 @@ func Classify(d Delivery) (*Decision, error) {
 	if !printable(e.Branch) || !printable(e.Tag) {
 		return nil, fmt.Errorf("branch and tag names must be printable ASCII")
 	}
+	// Commit ids and repository names are used in URLs and stored as
+	// text: a NUL or control character in one is the sender's mistake,
+	// refused here rather than retried as if the forge were down.
+	if !printable(e.SHA) || !printable(e.Organization) || !printable(e.Repository) {
+		return nil, fmt.Errorf("commit ids and repository owners and names must be printable ASCII")
+	}
 	return &Decision{Event: e}, nil
 }
 
@@ -187,6 +193,12 @@ func readPush(e *Event, body map[string]any) string {
 	}
 	if isZeroSHA(e.SHA) {
 		return "Skipping push event: the ref was deleted"
+	}
+	if before := str(body, "before"); before == e.SHA && e.SHA != "" {
+		// No push moves a ref to where it was: this is a forge's test
+		// delivery (Gitea's and Forgejo's Test delivery send the
+		// branch's head so), which must not start a second build.
+		return "Skipping push event: before and after are the same commit (a test delivery)"
 	}
 	return ""
 }

@@ -80,6 +80,8 @@ func TestClassifyGitHub(t *testing.T) {
 			require.Equal(t, "simple-tag", e.Tag)
 		}},
 		{name: "deleted ref", event: "push", body: ex["push"][1], reply: "Skipping push event: the ref was deleted"},
+		{name: "a test delivery (Gitea's: the head pushed again, before = after)", event: "push", body: with(push, []string{"before"}, push["after"]),
+			reply: "Skipping push event: before and after are the same commit (a test delivery)"},
 		{name: "[skip ci] in the head commit", event: "push", body: with(push, []string{"head_commit", "message"}, "wip [skip ci]"), reply: "Skipping push event"},
 		{name: "[CI SKIP] in the last commit", event: "push",
 			body: with(with(push, []string{"head_commit"}, nil), []string{"commits"}, []any{map[string]any{"message": "x [CI SKIP]"}}), reply: "Skipping push event"},
@@ -137,6 +139,13 @@ func TestClassifyGitHub(t *testing.T) {
 	require.Error(t, err)
 	_, err = Classify(Delivery{Forge: KindGitHub, Name: "push", Body: []byte(`{"ref":"refs/heads/x","after":"ab"}`)})
 	require.Error(t, err, "no repository")
+	// A NUL in the commit id or the repository's name is the sender's
+	// mistake (issue 34: a push whose commit id held a NUL was retried
+	// ten times as if the forge were down).
+	for _, field := range [][]string{{"after"}, {"repository", "name"}, {"repository", "owner", "name"}} {
+		_, err = Classify(Delivery{Forge: KindGitHub, Host: "github.com", ID: "d", Name: "push", Body: encode(t, with(push, field, "91173704e\x0061291213461cc0e78900f7b68b84f8e"))})
+		require.ErrorContains(t, err, "must be printable ASCII", field)
+	}
 }
 
 func readGitea(t *testing.T, name string) []byte {

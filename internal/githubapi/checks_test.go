@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -235,4 +236,57 @@ func TestChecksV1(t *testing.T) {
 	check, err := b.store.GetGithubCheck(ctx, "github.com", ids["build"], 1)
 	require.NoError(t, err)
 	require.NotZero(t, check.CheckRunID)
+}
+
+// TestBadgeAndLatestReadCheckRuns: a build reporting with check runs
+// sends no status, so badge and latest read its check runs too (as
+// Taskcluster does): pending while they run, failing once one fails, and
+// latest leads to the first check run.
+func TestBadgeAndLatestReadCheckRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	push := example(t, "push", 4)
+	sha := push["after"].(string)
+	b.gh.Install("Codertocat", "Hello-World", 1)
+	b.gh.SetCommit("Codertocat", "Hello-World", "master", sha)
+	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", checksTasks)
+	b.role(t, "repo:github.com/Codertocat/Hello-World:branch:master")
+	_, err := b.root.UpdateRole(ctx, "anonymous", &tcclient.RoleRequest{Description: "badges for all",
+		Scopes: []string{"github:get-badge:*", "github:latest-status:*"}})
+	require.NoError(t, err)
+	badge := func() string {
+		t.Helper()
+		resp, err := http.Get(b.url + "/api/github/v1/repository/Codertocat/Hello-World/master/badge.svg")
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		return resp.Header.Get("X-Taskcluster-Status")
+	}
+	require.Equal(t, "newrepo", badge())
+
+	body, err := json.Marshal(push)
+	require.NoError(t, err)
+	status, _ := b.deliver(t, "push", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, 204, status)
+	b.process(t)
+	require.Empty(t, b.gh.Calls("/statuses/"))
+	require.Equal(t, "pending", badge())
+
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(b.url + "/api/github/v1/repository/Codertocat/Hello-World/master/latest")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	first := b.gh.Calls("/repos/Codertocat/Hello-World/check-runs")[0]
+	require.Contains(t, resp.Header.Get("Location"), "/Codertocat/Hello-World/runs/")
+	require.NotNil(t, first)
+
+	tasks := b.groupTasks(t, b.builds(t)[0].TaskGroupID)
+	_, err = b.root.ClaimWork(ctx, testQueue, &tcclient.ClaimWorkRequest{WorkerGroup: "wg", WorkerID: "w1", Tasks: 2})
+	require.NoError(t, err)
+	_, err = b.root.ReportFailed(ctx, tasks[0].TaskID, 0)
+	require.NoError(t, err)
+	require.NoError(t, b.svc.Report(ctx))
+	require.Equal(t, "failure", badge())
 }

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
@@ -115,7 +116,14 @@ type Service struct {
 	Kick func()
 	// Lease is how long a processor holds a delivery (default 2 min).
 	Lease time.Duration
+
+	// renders holds a slot per renderTaskclusterYml running.
+	renders chan struct{}
 }
+
+// renderSlots is how many renderTaskclusterYml calls run at once in a
+// replica: one per CPU, each bounded by jsone.DefaultLimits.
+func renderSlots() int { return runtime.GOMAXPROCS(0) }
 
 // NewService checks and indexes the forges.
 func NewService(s Service, forges []*forge.Forge) (*Service, error) {
@@ -125,6 +133,7 @@ func NewService(s Service, forges []*forge.Forge) (*Service, error) {
 	if s.Lease <= 0 {
 		s.Lease = 2 * time.Minute
 	}
+	s.renders = make(chan struct{}, renderSlots())
 	s.Forges = map[string]*forge.Forge{}
 	for _, f := range forges {
 		s.Forges[f.Host] = f

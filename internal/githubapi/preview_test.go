@@ -92,3 +92,22 @@ func TestPreviewMatchesTaskcluster(t *testing.T) {
 		})
 	}
 }
+
+// TestPreviewIsBounded: an anonymous renderTaskclusterYml of a small
+// template asking for millions of values is refused with 400 and the
+// render's limit, instead of building them (issue 34: 42 MB, 1.56 s and
+// 190 MiB from a 1 KB template).
+func TestPreviewIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	yml := "version: 1\ntasks:\n  $map: {$eval: 'range(0, 3000)'}\n  each(i):\n    $map: {$eval: 'range(0, 3000)'}\n    each(j): 'task ${i}-${j} of the matrix'\n"
+	body, err := json.Marshal(map[string]any{"body": yml, "fakeEvent": map[string]any{"type": "github-push"}})
+	require.NoError(t, err)
+	resp, err := http.Post(b.url+githubapi.BasePath+"/taskcluster-yml", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%.300s", text)
+	require.Contains(t, string(text), "values, hopper's limit for one render")
+}

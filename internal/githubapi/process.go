@@ -70,7 +70,9 @@ func (s *Service) processClaimed(ctx context.Context, d *store.GithubDelivery, l
 	case err == nil:
 		finish.State, finish.Outcome, finish.Builds, finish.Outbox = store.DeliveryDone, out.summary, out.builds, out.outbox
 		finish.Error = out.failure
-	case errors.As(err, &perm) || d.Attempts >= maxDeliveryAttempts:
+	case errors.As(err, &perm) || errors.Is(err, store.ErrTextNUL) || d.Attempts >= maxDeliveryAttempts:
+		// A NUL the store refused came with the event: trying again
+		// cannot help.
 		finish.State, finish.Error = store.DeliveryFailed, err.Error()
 		s.Log.Warn("a webhook delivery failed", "host", d.Host, "delivery", d.DeliveryID, "attempts", d.Attempts, "error", err)
 	default:
@@ -79,6 +81,13 @@ func (s *Service) processClaimed(ctx context.Context, d *store.GithubDelivery, l
 		return s.Store.RetryGithubDelivery(ctx, store.RetryGithubDeliveryParams{Host: d.Host, DeliveryID: d.DeliveryID, Lease: lease, Next: s.Clock.Now().Add(backoff), Error: err.Error()})
 	}
 	err = s.Store.FinishGithubDelivery(ctx, finish)
+	if errors.Is(err, store.ErrTextNUL) {
+		// What the event led to cannot be stored as it is: the delivery
+		// fails (the sender's data), rather than being retried for ever.
+		finish.State, finish.Outcome, finish.Builds, finish.Outbox = store.DeliveryFailed, "", nil, nil
+		finish.Error = "the delivery's outcome holds a NUL character, which hopper does not store"
+		err = s.Store.FinishGithubDelivery(ctx, finish)
+	}
 	if errors.Is(err, store.ErrLeaseLost) {
 		s.Log.Warn("a delivery's lease ran out while it was processed; another replica takes it", "delivery", d.DeliveryID)
 		return nil

@@ -22,6 +22,15 @@ func (s *Service) renderTaskclusterYml(c *api.Call) (any, error) {
 	if err := c.Decode(&in); err != nil {
 		return nil, err
 	}
+	// The route needs no credentials, as Taskcluster's: each render is
+	// bounded (jsone.DefaultLimits), and at most renderSlots run at once
+	// in a replica, so anonymous callers cannot take more than that.
+	select {
+	case s.renders <- struct{}{}:
+		defer func() { <-s.renders }()
+	case <-c.Context().Done():
+		return nil, c.Context().Err()
+	}
 	if in.Organization == "" {
 		in.Organization = "taskcluster"
 	}

@@ -307,30 +307,35 @@ func (s *Service) createComment(c *api.Call) (any, error) {
 	return &api.Response{Status: http.StatusNoContent}, nil
 }
 
-// ourStatuses returns the statuses of a branch this service set, newest
-// (highest id) first.
-func (s *Service) ourStatuses(c *api.Call) ([]map[string]any, error) {
+// ourReports returns what this service reported on a branch's head: its
+// statuses, newest (highest id) first, and (for a GitHub App) its check
+// runs, oldest first.
+func (s *Service) ourReports(c *api.Call) (statuses, checks []map[string]any, err error) {
 	f, err := s.forgeFor()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	owner, repo, branch := c.Params["owner"], c.Params["repo"], c.Params["branch"]
 	inst, err := s.installation(c, f, owner, repo)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	all, err := f.Statuses(c.Context(), inst, owner, repo, branch)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var ours []map[string]any
 	for _, st := range all {
 		if ctx, _ := st["context"].(string); strings.HasPrefix(ctx, f.Name()+" (") {
-			ours = append(ours, st)
+			statuses = append(statuses, st)
 		}
 	}
-	sort.SliceStable(ours, func(i, j int) bool { return idOf(ours[i]) > idOf(ours[j]) })
-	return ours, nil
+	sort.SliceStable(statuses, func(i, j int) bool { return idOf(statuses[i]) > idOf(statuses[j]) })
+	checks, err = f.CheckRuns(c.Context(), inst, owner, repo, branch)
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.SliceStable(checks, func(i, j int) bool { return idOf(checks[i]) < idOf(checks[j]) })
+	return statuses, checks, nil
 }
 
 func idOf(m map[string]any) float64 {
@@ -338,13 +343,20 @@ func idOf(m map[string]any) float64 {
 	return f
 }
 
+// latest redirects to the newest status's page, or (a build reporting
+// with check runs) to its first check run's, as Taskcluster does.
 func (s *Service) latest(c *api.Call) (any, error) {
-	ours, err := s.ourStatuses(c)
+	statuses, checks, err := s.ourReports(c)
 	if err != nil {
 		return nil, forwardError(err)
 	}
-	for _, st := range ours {
+	for _, st := range statuses {
 		if u, _ := st["target_url"].(string); u != "" {
+			return &api.Response{Status: http.StatusSeeOther, Header: http.Header{"Location": {u}}}, nil
+		}
+	}
+	for _, ch := range checks {
+		if u, _ := ch["html_url"].(string); u != "" {
 			return &api.Response{Status: http.StatusSeeOther, Header: http.Header{"Location": {u}}}, nil
 		}
 	}
@@ -353,7 +365,7 @@ func (s *Service) latest(c *api.Call) (any, error) {
 
 func (s *Service) badge(c *api.Call) (any, error) {
 	state := "newrepo"
-	ours, err := s.ourStatuses(c)
+	statuses, checks, err := s.ourReports(c)
 	var fe *forge.Error
 	switch {
 	case errors.As(err, &fe) && fe.Status >= 400 && fe.Status < 500:
@@ -363,29 +375,51 @@ func (s *Service) badge(c *api.Call) (any, error) {
 		if !errors.As(err, &ae) {
 			return nil, err
 		}
-	case len(ours) > 0:
-		// The newest status of each context, combined: any failure wins,
-		// then any pending, else success.
-		seen := map[string]bool{}
-		state = "success"
-		for _, st := range ours {
-			ctx, _ := st["context"].(string)
-			if seen[ctx] {
-				continue
-			}
-			seen[ctx] = true
-			switch v := firstOf(st, "state", "status"); v {
-			case "failure", "error":
-				state = "failure"
-			case "pending":
-				if state != "failure" {
-					state = "pending"
-				}
-			}
-		}
+	default:
+		state = badgeState(statuses, checks)
 	}
 	return &api.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"image/svg+xml"}, "X-Taskcluster-Status": {state}},
 		RawBody: []byte(badgeSVG(state))}, nil
+}
+
+// badgeState combines a branch's reports: the newest status of each
+// context and every check run; any failure wins, then anything not done
+// (a pending status, a check run in progress or with a soft conclusion),
+// else success; nothing reported is "newrepo".
+func badgeState(statuses, checks []map[string]any) string {
+	if len(statuses) == 0 && len(checks) == 0 {
+		return "newrepo"
+	}
+	state := "success"
+	worse := func(s string) {
+		if s == "failure" || state == "success" {
+			state = s
+		}
+	}
+	seen := map[string]bool{}
+	for _, st := range statuses {
+		ctx, _ := st["context"].(string)
+		if seen[ctx] {
+			continue
+		}
+		seen[ctx] = true
+		switch firstOf(st, "state", "status") {
+		case "failure", "error":
+			worse("failure")
+		case "pending":
+			worse("pending")
+		}
+	}
+	for _, ch := range checks {
+		switch conclusion, _ := ch["conclusion"].(string); conclusion {
+		case "success":
+		case "failure":
+			worse("failure")
+		default: // queued or in progress, or timed_out, cancelled, neutral, action_required…
+			worse("pending")
+		}
+	}
+	return state
 }
 
 // firstOf reads the first key present (Gitea says `status` where GitHub

@@ -90,7 +90,7 @@ func Routes(d Deps) []api.Route {
 			Scopes: scopesListNamespaces, Handle: h.listNamespaces},
 		{Name: "listTasks", Method: http.MethodGet, Paths: p("/tasks", "/tasks/{$}", "/tasks/{namespace}"), Query: paged,
 			Scopes: scopesListTasks, Handle: h.listTasks},
-		{Name: "insertTask", Method: http.MethodPut, Paths: p("/task/{namespace}"), Input: "index-insert-task-request",
+		{Name: "insertTask", Method: http.MethodPut, Paths: p("/task/{namespace}"), Input: "index-insert-task-request", KeepsNUL: true,
 			Scopes: scopesInsertTask, Handle: h.insertTask},
 		{Name: "deleteTask", Method: http.MethodDelete, Paths: p("/task/{namespace}"), Scopes: scopesDeleteTask, Handle: h.deleteTask},
 		{Name: "findArtifactFromTask", Method: http.MethodGet, Paths: p("/task/{indexPath}/artifacts/{name...}"),

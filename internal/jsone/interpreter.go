@@ -33,7 +33,17 @@ func (r *renderer) evaluate(source string, sc *scope) (any, error) {
 	return r.eval(n, sc)
 }
 
+// eval evaluates an expression's node, counting its value against the
+// render's limits.
 func (r *renderer) eval(n node, sc *scope) (any, error) {
+	v, err := r.evalNode(n, sc)
+	if err == nil {
+		err = r.charge(v)
+	}
+	return v, err
+}
+
+func (r *renderer) evalNode(n node, sc *scope) (any, error) {
 	defer r.leave()
 	if err := r.enter(); err != nil {
 		return nil, err

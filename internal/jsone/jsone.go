@@ -39,7 +39,15 @@ func Render(template any, context map[string]any) (any, error) {
 // JSON.stringify writes them. Renders share no state: RenderAt may be
 // called from many goroutines, and never changes template or context. A failed render returns an *Error whose message is the reference
 // implementation's.
+//
+// A render is bounded by DefaultLimits: a template that needs more fails
+// with a TemplateError saying which limit it reached.
 func RenderAt(template any, context map[string]any, now time.Time) (any, error) {
+	return RenderLimited(template, context, now, DefaultLimits)
+}
+
+// RenderLimited is RenderAt with limits of the caller's.
+func RenderLimited(template any, context map[string]any, now time.Time, limits Limits) (any, error) {
 	vars := make(map[string]any, len(context)+1)
 	vars["now"] = formatNow(now)
 	for k, v := range context {
@@ -56,7 +64,7 @@ func RenderAt(template any, context map[string]any, now time.Time) (any, error) 
 	if err != nil {
 		return nil, fmt.Errorf("jsone: template: %w", err)
 	}
-	r := &renderer{now: now}
+	r := &renderer{now: now, limits: limits}
 	root := &scope{vars: newBuiltins()}
 	result, err := r.render(t, root.child(vars))
 	if err != nil {

@@ -14,6 +14,9 @@ import (
 // render, live in the root scope).
 type renderer struct {
 	now time.Time
+	// limits bound what one render may build; spent is what it has.
+	limits Limits
+	spent  Limits
 	// depth counts nested render and eval calls, bounded by maxDepth: a
 	// left-nested expression ("1+1+1+...") is parsed by a loop but
 	// evaluated by recursion.
@@ -77,9 +80,18 @@ var (
 	reservedKey   = regexp.MustCompile(`^\$[a-zA-Z][a-zA-Z0-9]*$`)
 )
 
-// render renders a template value in a scope. It may return the delete
-// marker, which the enclosing array or object drops.
+// render renders a template value in a scope, counting what it builds
+// against the render's limits. It may return the delete marker, which the
+// enclosing array or object drops.
 func (r *renderer) render(t any, sc *scope) (any, error) {
+	v, err := r.renderValue(t, sc)
+	if err == nil {
+		err = r.charge(v)
+	}
+	return v, err
+}
+
+func (r *renderer) renderValue(t any, sc *scope) (any, error) {
 	defer r.leave()
 	if err := r.enter(); err != nil {
 		return nil, err

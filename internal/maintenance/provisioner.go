@@ -50,6 +50,10 @@ type PoolProvider struct {
 // WorkerEvents publishes the Worker Manager's worker-* messages (nil: none).
 type WorkerEvents func(ctx context.Context, exchange string, w *workermanager.Worker, reason string, now time.Time)
 
+// ErrorEvents publishes the Worker Manager's worker-pool-error message of
+// an error the duties recorded (nil: none).
+type ErrorEvents func(ctx context.Context, pool *workermanager.Pool, e *workermanager.PoolError)
+
 // Provisioner keeps each dynamic pool's capacity between its minimum and
 // maximum for the work pending in its task queue. One replica at a time
 // provisions, holding a lease it renews every pass; every worker it
@@ -65,8 +69,11 @@ type Provisioner struct {
 	// Holder names this replica in the lease (unique per process).
 	Holder string
 	Events WorkerEvents
-	Clock  queue.Clock
-	Logger *slog.Logger
+	// ErrorEvents announces the errors it records, as Taskcluster's
+	// providers do.
+	ErrorEvents ErrorEvents
+	Clock       queue.Clock
+	Logger      *slog.Logger
 	// Interval is the cadence (default DefaultProvisionTick); LeaseFor the
 	// lease's length (default DefaultLeaseFor).
 	Interval, LeaseFor time.Duration
@@ -182,14 +189,24 @@ func (p *Provisioner) provision(ctx context.Context, pool *workermanager.Pool, p
 			}); uerr != nil {
 				return i, uerr
 			}
-			reportPoolError(ctx, p.Store, log, p.Clock.Now(), pool, "provisioning-error", "Could not start a worker", err.Error(), w)
+			reportPoolError(ctx, p.Store, p.ErrorEvents, log, p.Clock.Now(), pool, "provisioning-error", "Could not start a worker", err.Error(), w)
 			return i, nil
 		}
-		if _, err := p.Store.UpdatePoolWorker(ctx, w.Key(), func(w *workermanager.Worker) error {
+		recorded, err := p.Store.UpdatePoolWorker(ctx, w.Key(), func(w *workermanager.Worker) error {
 			w.ProviderData = data
 			return nil
-		}); err != nil {
+		})
+		if err != nil {
 			return i, err
+		}
+		if recorded.Removed() {
+			// Removed while it started (removeWorker, or a registration
+			// deadline shorter than the start): what was started must go
+			// too, or it would run outside the pool's accounting.
+			if err := prov.Provider.Stop(ctx, pool, recorded); err != nil {
+				log.Warn("stopping a worker removed while it started", "worker", w.Key().String(), "error", err)
+			}
+			continue
 		}
 		if p.Events != nil {
 			p.Events(ctx, "worker-requested", w, "", p.Clock.Now())
@@ -200,8 +217,9 @@ func (p *Provisioner) provision(ctx context.Context, pool *workermanager.Pool, p
 }
 
 // reportPoolError records an error about a pool (a worker that could not
-// start, died or never registered); a failure to record it is logged.
-func reportPoolError(ctx context.Context, st store.WorkerManagerStore, log *slog.Logger, now time.Time, pool *workermanager.Pool, kind, title, description string, w *workermanager.Worker) {
+// start, died or never registered) and announces it on worker-pool-error;
+// a failure to record it is logged.
+func reportPoolError(ctx context.Context, st store.WorkerManagerStore, announce ErrorEvents, log *slog.Logger, now time.Time, pool *workermanager.Pool, kind, title, description string, w *workermanager.Worker) {
 	e := &workermanager.PoolError{WorkerPoolID: pool.WorkerPoolID, ErrorID: ident.NewSlugID(), Reported: now,
 		Kind: kind, Title: title, Description: description, Extra: map[string]any{}}
 	if w != nil {
@@ -211,6 +229,27 @@ func reportPoolError(ctx context.Context, st store.WorkerManagerStore, log *slog
 	log.Warn("worker pool error", "workerPoolId", pool.WorkerPoolID, "title", title, "description", description)
 	if err := st.AddWorkerPoolError(ctx, e); err != nil {
 		log.Error("recording a worker pool error", "workerPoolId", pool.WorkerPoolID, "error", err)
+		return
+	}
+	if announce != nil {
+		announce(ctx, pool, e)
+	}
+}
+
+// NewErrorEventsPublisher publishes the pool errors the duties record on
+// pub, built by build (the Worker Manager API's message builder).
+func NewErrorEventsPublisher(pub events.Publisher, build func(pool *workermanager.Pool, e *workermanager.PoolError) (events.Message, error), log *slog.Logger) ErrorEvents {
+	if pub == nil {
+		return nil
+	}
+	return func(ctx context.Context, pool *workermanager.Pool, e *workermanager.PoolError) {
+		msg, err := build(pool, e)
+		if err == nil {
+			err = pub.Publish(ctx, msg)
+		}
+		if err != nil {
+			logger(log).Warn("publishing a worker-manager event", "exchange", "worker-pool-error", "error", err)
+		}
 	}
 }
 

@@ -33,8 +33,10 @@ type WorkerScanner struct {
 	Resolver  *WorkerRunResolver
 	Holder    string
 	Events    WorkerEvents
-	Clock     queue.Clock
-	Logger    *slog.Logger
+	// ErrorEvents announces the errors it records.
+	ErrorEvents ErrorEvents
+	Clock       queue.Clock
+	Logger      *slog.Logger
 	// Interval is the cadence (default DefaultScanTick); LeaseFor the
 	// lease's length (default DefaultLeaseFor).
 	Interval, LeaseFor time.Duration
@@ -185,13 +187,18 @@ func (s *WorkerScanner) scanWorker(ctx context.Context, ps *poolScan, w *workerm
 		if err != nil {
 			// The engine cannot be reached: say so once a pass, keep the
 			// worker counted (it may still run).
-			reportPoolError(ctx, s.Store, log, now, ps.pool, "provider-error", "Could not check a worker", err.Error(), w)
+			reportPoolError(ctx, s.Store, s.ErrorEvents, log, now, ps.pool, "provider-error", "Could not check a worker", err.Error(), w)
 			return false, nil
 		}
-		if !st.Running {
+		if st.NotStarted && w.State == workermanager.StateRequested {
+			// Its start is under way (the provisioner records a worker
+			// before starting it) or its provisioner died first: its
+			// registration deadline decides, below. Judging it dead now
+			// stopped a worker whose container then started unaccounted.
+		} else if !st.Running {
 			quiet := st.Exited && st.ExitCode == 0 && w.State == workermanager.StateRunning
 			if !quiet {
-				reportPoolError(ctx, s.Store, log, now, ps.pool, "worker-died", "A worker stopped unexpectedly", st.Detail, w)
+				reportPoolError(ctx, s.Store, s.ErrorEvents, log, now, ps.pool, "worker-died", "A worker stopped unexpectedly", st.Detail, w)
 			}
 			if err := s.stop(ctx, ps.pool, prov, w, "worker container is no longer running: "+st.Detail); err != nil {
 				return false, err
@@ -213,7 +220,7 @@ func (s *WorkerScanner) scanWorker(ctx context.Context, ps *poolScan, w *workerm
 		return false, nil
 	}
 	if w.State == workermanager.StateRequested {
-		reportPoolError(ctx, s.Store, log, now, ps.pool, "registration-timeout", "A worker did not register in time", v.Reason, w)
+		reportPoolError(ctx, s.Store, s.ErrorEvents, log, now, ps.pool, "registration-timeout", "A worker did not register in time", v.Reason, w)
 	}
 	if dynamic {
 		err = s.stop(ctx, ps.pool, prov, w, v.Reason)

@@ -51,7 +51,7 @@ func (s *Server) queueRoutes() []api.Route {
 		{Name: "listDependentTasks", Method: http.MethodGet, Paths: q("/task/{taskId}/dependents"), Query: paged,
 			Scopes: api.Scope("queue:list-dependent-tasks:<taskId>"), EarlyScopes: true, Handle: s.listDependentTasks},
 
-		{Name: "createTask", Method: http.MethodPut, Paths: q("/task/{taskId}"), Input: "create-task-request",
+		{Name: "createTask", Method: http.MethodPut, Paths: q("/task/{taskId}"), Input: "create-task-request", KeepsNUL: true,
 			Scopes: createTaskScopes, Handle: s.createTask},
 		{Name: "scheduleTask", Method: http.MethodPost, Paths: q("/task/{taskId}/schedule"), Scopes: schedulerScopes("schedule-task"), Handle: s.scheduleTask},
 		{Name: "rerunTask", Method: http.MethodPost, Paths: q("/task/{taskId}/rerun"), Scopes: schedulerScopes("rerun-task"), Handle: s.rerunTask},

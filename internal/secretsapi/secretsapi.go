@@ -67,7 +67,7 @@ func Routes(d Deps) []api.Route {
 	h := &handlers{Deps: d}
 	p := func(path string) []string { return []string{BasePath + path} }
 	return append(api.ServiceHealthRoutes(BasePath, h.Started, h.Version), []api.Route{
-		{Name: "set", Method: http.MethodPut, Paths: p("/secret/{name...}"), Input: "secret",
+		{Name: "set", Method: http.MethodPut, Paths: p("/secret/{name...}"), Input: "secret", KeepsNUL: true,
 			Scopes: scopesSet, EarlyScopes: true, Handle: h.set, CleanPayloadFunc: omitSecret},
 		{Name: "remove", Method: http.MethodDelete, Paths: p("/secret/{name...}"),
 			Scopes: scopesSet, EarlyScopes: true, Handle: h.remove, CleanPayloadFunc: omitSecret},

@@ -154,7 +154,8 @@ func TestFuzzEveryRouteAnswersNo5xx(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			var routes []api.Route
-			r := start(t, server.Config{DB: d.db(t), LongPoll: 50 * time.Millisecond, Routes: func(rs []api.Route) { routes = rs }})
+			forges, _ := fuzzForgeConfig(t)
+			r := start(t, server.Config{DB: d.db(t), LongPoll: 50 * time.Millisecond, ForgeConfig: forges, Routes: func(rs []api.Route) { routes = rs }})
 			require.NotEmpty(t, routes)
 			// Some rows, so the lists have something to page through, and
 			// a task with a run whose artifacts the run's routes look up:
@@ -165,8 +166,16 @@ func TestFuzzEveryRouteAnswersNo5xx(t *testing.T) {
 				_, err := r.client.CreateTask(ctx, id, newTask("a/a"))
 				require.NoError(t, err)
 			}
+			// A worker pool with registered workers, a notification, a
+			// stored webhook delivery: the new services' routes look up
+			// rows that exist.
+			fuzzSetup(t, r)
+			status, reply := rootCall(t, r.rootURL, http.MethodPost, "/api/notify/v1/email", `{"address":"a@example.com","subject":"s","content":"c"}`)
+			require.Equal(t, http.StatusOK, status, reply)
 			ordinary := map[string]string{"taskId": taskID, "taskGroupId": taskID, "runId": "0", "provisionerId": "a",
-				"workerType": "a", "taskQueueId": "a%2Fa", "tqProvisioner": "a", "tqWorkerType": "a", "name": "public%2Fx"}
+				"workerType": "a", "taskQueueId": "a%2Fa", "tqProvisioner": "a", "tqWorkerType": "a", "name": "public%2Fx",
+				"workerPoolId": fuzzPoolInURL, "wpProvisioner": "pp", "wpWorkerType": "pool", "workerGroup": "wg", "workerId": "w1",
+				"owner": "o", "repo": "r", "branch": "main", "sha": fuzzCommit, "number": "1", "host": "github.com"}
 			sent, failures := fuzzRoutes(t, r.rootURL, routes, ordinary, 4)
 			t.Logf("%s: %d requests to %d routes, %d answered 5xx", d.name, sent, len(routes), len(failures))
 			require.Empty(t, failures, "replies of 500 or more:\n%s", strings.Join(failures, "\n"))

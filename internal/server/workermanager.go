@@ -70,13 +70,14 @@ func (w *wiring) workerManagerService() (service, error) {
 	}
 	c := w.cfg
 	events := maintenance.NewEventsPublisher(publisher, workermanagerapi.Message, w.log)
+	errorEvents := maintenance.NewErrorEventsPublisher(publisher, workermanagerapi.ErrorMessage, w.log)
 	holder := leaseHolder()
 	providers := dynamicProviders()
 	return service{routes: routes, close: closeFn, duties: []maintenance.Service{
 		&maintenance.Provisioner{Store: w.store, Providers: providers, RootURL: c.RootURL, Holder: holder, Events: events,
-			Clock: c.Clock, Logger: w.log},
+			ErrorEvents: errorEvents, Clock: c.Clock, Logger: w.log},
 		&maintenance.WorkerScanner{Store: w.store, Providers: providers, Resolver: queue.resolver, Holder: holder, Events: events,
-			Clock: c.Clock, Logger: w.log},
+			ErrorEvents: errorEvents, Clock: c.Clock, Logger: w.log},
 	}}, nil
 }
 

@@ -230,7 +230,15 @@ const memberValues = "(?, ?, ?, ?, ?, ?)"
 
 // memberArgs are the values of a task's row of insertMembers.
 func memberArgs(taskID string, def *queue.Task) []any {
-	return []any{def.TaskGroupID, taskID, def.Expires.Millis(), def.Created.Millis(), def.TaskQueueID, def.Metadata.Name}
+	return []any{def.TaskGroupID, taskID, def.Expires.Millis(), def.Created.Millis(), def.TaskQueueID, derivedText(def.Metadata.Name)}
+}
+
+// derivedText is a value taken from a task's definition for a text column
+// of its own (the name the history searches, a notify route): the
+// definition keeps a NUL (as JSON's \u0000), the column, which cannot,
+// has U+FFFD in its place (ErrTextNUL).
+func derivedText(s string) string {
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }
 
 // insertTaskColumns are the columns a new task's row is inserted with;

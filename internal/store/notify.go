@@ -171,8 +171,8 @@ func (t *txn) queueNotifications(task *queue.TaskState, events []queue.Event, at
 		}
 		channel := p.Route.Channel
 		rows = append(rows, "(?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, 0, ?, NULL, NULL, ?, ?, ?, ?)")
-		args = append(args, newNotificationID(), channel, truncateText(p.Route.Target, 1000), task.TaskID, p.RunID, p.Event,
-			truncateText(p.Route.Raw, 1000), status, state, 0, reason, now, now, task.Task.Expires.Millis())
+		args = append(args, newNotificationID(), channel, truncateText(derivedText(p.Route.Target), 1000), task.TaskID, p.RunID, p.Event,
+			truncateText(derivedText(p.Route.Raw), 1000), status, state, 0, reason, now, now, task.Task.Expires.Millis())
 	}
 	t.send(Statement{Query: `INSERT INTO notify_outbox (id, channel, target, task_id, run_id, event, route, status, message, dedup,
 		state, attempts, next_attempt, lease_owner, reserved_at, error, created, updated, expires) VALUES ` + strings.Join(rows, ", "),

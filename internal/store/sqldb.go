@@ -244,6 +244,10 @@ func (db *DB) tryTx(ctx context.Context, fn func(tx *txn) error) error {
 		_ = conn.Rollback()
 		return err
 	}
+	if t.refused != nil {
+		_ = conn.Rollback()
+		return t.refused
+	}
 	// Statements still queued go with the COMMIT.
 	queued := t.queued
 	t.queued = nil
@@ -403,17 +407,27 @@ type txn struct {
 	notify map[string]int     // task queue → runs made pending
 	offers map[string][]offer // task queue → the runs of notify whose tasks this transaction created (handover.go)
 	queued []Statement
+	// refused is the first statement's checkText error: the transaction
+	// fails with it before anything more is sent.
+	refused error
 }
 
 // send queues a statement; it runs with the next flush (or the commit).
-// Its error, if any, surfaces there.
+// Its error, if any, surfaces there. A statement with a NUL in a text
+// argument is not sent: the transaction fails with ErrTextNUL.
 func (t *txn) send(st Statement) {
+	if err := checkText(st.Args); err != nil && t.refused == nil {
+		t.refused = st.Wrap(err)
+	}
 	st.Query = t.db.q(st.Query)
 	t.queued = append(t.queued, st)
 }
 
 // flush runs the queued statements.
 func (t *txn) flush(ctx context.Context) error {
+	if t.refused != nil {
+		return t.refused
+	}
 	if len(t.queued) == 0 {
 		return nil
 	}
@@ -529,17 +543,64 @@ func (t *txn) notifyPending(taskQueueID string) {
 }
 
 func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := checkText(args); err != nil {
+		return nil, err
+	}
 	if st := db.prepared(ctx, db.read, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
 	return db.read.QueryContext(ctx, db.q(query), args...)
 }
 
-func (db *DB) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+func (db *DB) queryRow(ctx context.Context, query string, args ...any) rowScanner {
+	if err := checkText(args); err != nil {
+		return refusedRow{err}
+	}
 	if st := db.prepared(ctx, db.read, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
 	return db.read.QueryRowContext(ctx, db.q(query), args...)
+}
+
+// refusedRow is the row of a query that was not sent: its Scan reports why.
+type refusedRow struct{ err error }
+
+func (r refusedRow) Scan(...any) error { return r.err }
+
+// ErrTextNUL is why a statement with a NUL (U+0000) in a text value was not
+// sent. PostgreSQL's text cannot hold a NUL (it fails the statement), so
+// no store keeps one in a text column, whatever the driver: the API
+// answers 400, and a value that must keep its NULs is stored as JSON,
+// where a NUL is the escape \u0000. Checking every argument here, for
+// both drivers, is what keeps a NUL from ever reaching PostgreSQL as a
+// 500 and keeps SQLite from storing what PostgreSQL would refuse.
+var ErrTextNUL = errors.New("a text value holds a NUL character (\\u0000), which hopper does not store")
+
+// checkText returns ErrTextNUL if a text argument holds a NUL.
+func checkText(args []any) error {
+	for _, a := range args {
+		switch v := a.(type) {
+		case string:
+			if strings.IndexByte(v, 0) >= 0 {
+				return ErrTextNUL
+			}
+		case []string:
+			for _, s := range v {
+				if strings.IndexByte(s, 0) >= 0 {
+					return ErrTextNUL
+				}
+			}
+		case sql.NullString:
+			if strings.IndexByte(v.String, 0) >= 0 {
+				return ErrTextNUL
+			}
+		case *string:
+			if v != nil && strings.IndexByte(*v, 0) >= 0 {
+				return ErrTextNUL
+			}
+		}
+	}
+	return nil
 }
 
 // inList returns the condition that column is one of values, and its

@@ -359,3 +359,41 @@ func (c *Client) AuthenticateHawk(ctx context.Context, req *AuthenticateHawkRequ
 	}
 	return &out, nil
 }
+
+// AuditEntry is one change of a client or role in the Auth service's
+// audit history.
+type AuditEntry struct {
+	ClientID   string `json:"clientId"`
+	ActionType string `json:"actionType"`
+	Created    Time   `json:"created"`
+	EntityID   string `json:"entityId"`
+	EntityType string `json:"entityType"`
+}
+
+// AuditHistoryResponse is one page of getEntityHistory or
+// listAuditHistory, oldest first.
+type AuditHistoryResponse struct {
+	AuditHistory      []AuditEntry `json:"auditHistory"`
+	ContinuationToken string       `json:"continuationToken,omitempty"`
+}
+
+// GetEntityHistory returns one page of the changes made to a client or
+// role (entityType "client" or "role"; getEntityHistory).
+func (c *Client) GetEntityHistory(ctx context.Context, entityType, entityID string, opts ListOptions) (*AuditHistoryResponse, error) {
+	var out AuditHistoryResponse
+	path := "/audit/" + EscapePathParam(entityType) + "/" + EscapePathParam(entityID)
+	if err := c.doAuth(ctx, http.MethodGet, path, listQuery(opts), nil, &out); err != nil {
+		return nil, fmt.Errorf("getting the history of %s %s: %w", entityType, entityID, err)
+	}
+	return &out, nil
+}
+
+// ListAuditHistory returns one page of the changes a client made
+// (listAuditHistory).
+func (c *Client) ListAuditHistory(ctx context.Context, clientID string, opts ListOptions) (*AuditHistoryResponse, error) {
+	var out AuditHistoryResponse
+	if err := c.doAuth(ctx, http.MethodGet, clientPath(clientID)+"/audit", listQuery(opts), nil, &out); err != nil {
+		return nil, fmt.Errorf("listing the changes client %s made: %w", clientID, err)
+	}
+	return &out, nil
+}

@@ -89,6 +89,15 @@ func Message(exchange string, w *workermanager.Worker, reason string, now time.T
 	return encode(exchange, workerMessage(w, reason, now))
 }
 
+// ErrorMessage builds the worker-pool-error event of an error the
+// background duties recorded (a worker that could not start, died or did
+// not register), as Taskcluster's providers announce theirs.
+func ErrorMessage(p *workermanager.Pool, e *workermanager.PoolError) (events.Message, error) {
+	group, _ := e.Extra["workerGroup"].(string)
+	id, _ := e.Extra["workerId"].(string)
+	return encode(exchangePoolError, errorMessage(p, e, group, id))
+}
+
 func encode(exchange string, m message) (events.Message, error) {
 	body, err := json.Marshal(m.body)
 	if err != nil {

@@ -180,11 +180,45 @@ func dataOf(w *workermanager.Worker) (dockerData, error) {
 	return d, err
 }
 
-// Check implements Provider.
-func (d *Docker) Check(ctx context.Context, _ *workermanager.Pool, w *workermanager.Worker) (Status, error) {
+// unrecorded finds the container of a worker whose start was not
+// recorded (under way, or its provisioner died before recording it): by
+// its name, on each host of the pool. It returns the host's client and
+// the container's state, or a nil state when no host has it.
+func (d *Docker) unrecorded(ctx context.Context, pool *workermanager.Pool, w *workermanager.Worker) (*DockerClient, string, *ContainerState, error) {
+	cfg, err := ParseDockerConfig(pool.Config)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	for _, h := range cfg.Hosts {
+		c, err := d.dial(h.Endpoint)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		st, err := c.InspectContainer(ctx, containerName(w))
+		if IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("docker host %s: %w", h.Endpoint, err)
+		}
+		return c, h.Endpoint, st, nil
+	}
+	return nil, "", nil, nil
+}
+
+// Check implements Provider. A worker with no container recorded is
+// looked up by its container's name: its start may be under way.
+func (d *Docker) Check(ctx context.Context, pool *workermanager.Pool, w *workermanager.Worker) (Status, error) {
 	data, err := dataOf(w)
 	if err != nil || data.ContainerID == "" {
-		return Status{Detail: "no container was recorded for the worker"}, nil
+		_, host, st, err := d.unrecorded(ctx, pool, w)
+		switch {
+		case err != nil:
+			return Status{}, err
+		case st == nil:
+			return Status{NotStarted: true, Detail: "no container was started for the worker"}, nil
+		}
+		return containerStatus(st, containerName(w), host), nil
 	}
 	c, err := d.dial(data.Host)
 	if err != nil {
@@ -197,23 +231,37 @@ func (d *Docker) Check(ctx context.Context, _ *workermanager.Pool, w *workermana
 	if err != nil {
 		return Status{}, fmt.Errorf("docker host %s: %w", data.Host, err)
 	}
+	return containerStatus(st, short(data.ContainerID), data.Host), nil
+}
+
+// containerStatus is what a container's state says of its worker.
+func containerStatus(st *ContainerState, container, host string) Status {
 	if st.Running {
-		return Status{Running: true}, nil
+		return Status{Running: true}
 	}
-	detail := fmt.Sprintf("its container %s on %s exited with status %d", short(data.ContainerID), data.Host, st.ExitCode)
+	detail := fmt.Sprintf("its container %s on %s exited with status %d", container, host, st.ExitCode)
 	if st.OOMKilled {
 		detail += " (killed: out of memory)"
 	}
 	if st.Error != "" {
 		detail += ": " + st.Error
 	}
-	return Status{Exited: st.Status == "exited" || st.Status == "dead", ExitCode: st.ExitCode, Detail: detail}, nil
+	return Status{Exited: st.Status == "exited" || st.Status == "dead", ExitCode: st.ExitCode, Detail: detail}
 }
 
-// Stop implements Provider.
-func (d *Docker) Stop(ctx context.Context, _ *workermanager.Pool, w *workermanager.Worker) error {
+// Stop implements Provider. A worker with no container recorded is looked
+// up by its container's name, so a start its provisioner did not live to
+// record leaves nothing behind.
+func (d *Docker) Stop(ctx context.Context, pool *workermanager.Pool, w *workermanager.Worker) error {
 	data, err := dataOf(w)
 	if err != nil || data.ContainerID == "" {
+		c, host, st, err := d.unrecorded(ctx, pool, w)
+		if err != nil || st == nil {
+			return err
+		}
+		if err := c.RemoveContainer(ctx, containerName(w)); err != nil && !IsNotFound(err) {
+			return fmt.Errorf("docker host %s: removing container %s: %w", host, containerName(w), err)
+		}
 		return nil
 	}
 	c, err := d.dial(data.Host)

@@ -26,6 +26,10 @@ type Registration struct {
 type Status struct {
 	// Running says something still runs the worker.
 	Running bool
+	// NotStarted says nothing was started for the worker yet: its start
+	// may still be under way (the provisioner records a worker before it
+	// starts what runs it), so it is not a worker that died.
+	NotStarted bool
 	// Exited says it ran and ended; ExitCode is how (0: it stopped on its
 	// own, as an idle worker does).
 	Exited   bool
@@ -40,10 +44,12 @@ type Provider interface {
 	// the provider's record of it, kept as the worker's ProviderData.
 	Start(ctx context.Context, pool *workermanager.Pool, w *workermanager.Worker, reg Registration) (json.RawMessage, error)
 	// Check looks at what runs the worker; a worker whose resources are
-	// gone is neither running nor exited.
+	// gone is neither running nor exited, one whose resources were never
+	// made is NotStarted.
 	Check(ctx context.Context, pool *workermanager.Pool, w *workermanager.Worker) (Status, error)
-	// Stop stops the worker and removes its resources; stopping a worker
-	// that is gone is no error.
+	// Stop stops the worker and removes its resources, those of a start
+	// that was not recorded included; stopping a worker that is gone is
+	// no error.
 	Stop(ctx context.Context, pool *workermanager.Pool, w *workermanager.Worker) error
 }
 

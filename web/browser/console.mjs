@@ -125,6 +125,12 @@ try {
     expect(kept.certificate && kept.accessToken !== fx.root.accessToken, 'the permanent access token is kept in the tab');
   });
 
+  await check('audit log: who created the limited client', async () => {
+    await go(`#/audit/client/${encodeURIComponent(fx.limited.clientId)}`);
+    await waitText('table.audit', 'created');
+    await waitText('table.audit', fx.root.clientId);
+  });
+
   await check('cancel', async () => {
     await go(`#/task/${fx.cancelTask}`);
     await waitText('h1', 'to be cancelled');

@@ -13,6 +13,7 @@ import { CreatePage } from './pages/create';
 import { IndexPage, SecretsPage, HooksPage } from './pages/services';
 import { CliSignInPage } from './pages/clisignin';
 import { DeliveryPage, GithubPage } from './pages/github';
+import { AuditPage } from './pages/audit';
 import { PoolsPage } from './pages/pools';
 
 const SLUGID = /^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$/;
@@ -66,6 +67,8 @@ function Page({ hash }: { hash: string }) {
       return <PoolsPage key={hash} workerPoolId={rest.length ? rest.join('/') : undefined} />;
     case 'github':
       return <GithubPage key={hash} org={rest[0]} repo={rest[1]} />;
+    case 'audit':
+      return <AuditPage key={hash} kind={rest[0]} id={rest[1]} />;
     case 'delivery':
       return <DeliveryPage key={hash} host={rest[0]} deliveryId={rest[1]} />;
     case 'auth':
@@ -95,7 +98,7 @@ function Search() {
 
 const NAV: [string, string][] = [
   ['', 'Task queues'], ['tasks', 'Tasks'], ['workers', 'Workers'], ['pools', 'Pools'], ['create', 'Create task'],
-  ['index', 'Index'], ['secrets', 'Secrets'], ['hooks', 'Hooks'], ['github', 'Builds'],
+  ['index', 'Index'], ['secrets', 'Secrets'], ['hooks', 'Hooks'], ['github', 'Builds'], ['audit', 'Audit'],
 ];
 
 function App() {

@@ -39,3 +39,11 @@ test('failed deliveries: by repository, each with its page', () => {
   assert.equal(deliveryState(d('o/r', 'pending')), 'pending');
   assert.equal(deliveryState(d('o/r', 'done')), 'exception');
 });
+
+test('the audit log asks the auth service for the view shown', async () => {
+  const { auditApiPath, auditHref } = await import('../src/audit');
+  assert.equal(auditApiPath('client', 'ci/bot'), '/audit/client/ci%2Fbot'.replace('%2F', '/'));
+  assert.equal(auditApiPath('role', 'repo:github.com/o/r:branch:*'), '/audit/role/repo%3Agithub.com/o/r%3Abranch%3A*');
+  assert.equal(auditApiPath('by', 'static/taskcluster/root'), '/clients/static%2Ftaskcluster%2Froot/audit');
+  assert.equal(auditHref('role', 'a/b'), '#/audit/role/a%2Fb');
+});

@@ -166,6 +166,13 @@ type GitHub struct {
 	// checkRuns are the ids of the check runs created, per repository:
 	// an update of any other is refused, as GitHub answers 404.
 	checkRuns map[string]bool
+	// runBodies are the check runs as created and updated, for listing.
+	runBodies []checkRun
+}
+
+type checkRun struct {
+	repo string
+	run  map[string]any
 }
 
 // Start starts a local GitHub; the test skips when @octokit/openapi is
@@ -339,6 +346,21 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 				g.checkRuns = map[string]bool{}
 			}
 			g.checkRuns[fmt.Sprintf("%s/%s/%d", owner, repo, g.nextID)] = true
+			run := map[string]any{"id": g.nextID, "app": map[string]any{"id": g.AppID},
+				"html_url": fmt.Sprintf("https://github.com/%s/%s/runs/%d", owner, repo, g.nextID), "conclusion": nil}
+			for k, v := range body {
+				run[k] = v
+			}
+			g.runBodies = append(g.runBodies, checkRun{owner + "/" + repo, run})
+		}
+		if template == "/repos/{owner}/{repo}/check-runs/{check_run_id}" {
+			for _, cr := range g.runBodies {
+				if cr.repo == owner+"/"+repo && fmt.Sprint(cr.run["id"]) == parts[4] {
+					for k, v := range body {
+						cr.run[k] = v
+					}
+				}
+			}
 		}
 		g.reply(w, http.StatusCreated, map[string]any{"id": g.nextID})
 		return
@@ -391,6 +413,18 @@ func (g *GitHub) read(w http.ResponseWriter, r *http.Request, template, owner, r
 			return
 		}
 		g.reply(w, http.StatusOK, map[string]any{"sha": sha})
+	case "/repos/{owner}/{repo}/commits/{ref}/check-runs":
+		sha := parts[4]
+		if c, ok := g.commits[key+"@"+parts[4]]; ok {
+			sha = c
+		}
+		runs := []any{}
+		for _, cr := range g.runBodies {
+			if cr.repo == key && cr.run["head_sha"] == sha {
+				runs = append(runs, cr.run)
+			}
+		}
+		g.reply(w, http.StatusOK, map[string]any{"total_count": len(runs), "check_runs": runs})
 	case "/repos/{owner}/{repo}/commits/{ref}/statuses":
 		var out []any
 		for i := len(g.calls) - 1; i >= 0; i-- {

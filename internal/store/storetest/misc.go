@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
@@ -340,4 +341,39 @@ func expireAll(ctx context.Context, s store.Store, now time.Time) (*expired, err
 		return nil, err
 	}
 	return out, nil
+}
+
+// testTextNUL: no store keeps a NUL in a text column (PostgreSQL's text
+// cannot: it failed the statement, answered 500): a write or a look-up
+// with one fails with store.ErrTextNUL on every driver, before anything
+// is written; a task definition keeps its NULs (as JSON) and the columns
+// taken from it have U+FFFD instead (the history still finds the task by
+// the rest of its name).
+func testTextNUL(t *testing.T, open Opener) {
+	e := setup(t, open)
+	ctx := e.ctx
+	require.ErrorIs(t, e.s.AddDenylistAddress(ctx, notify.ChannelEmail, "a\x00@x.org"), store.ErrTextNUL)
+	_, err := e.s.IsDenylisted(ctx, notify.ChannelEmail, "a\x00@x.org")
+	require.ErrorIs(t, err, store.ErrTextNUL)
+	_, _, err = e.s.EnqueueNotification(ctx, mail("a\x00@x.org", "s"), Epoch)
+	require.ErrorIs(t, err, store.ErrTextNUL)
+	states, err := e.s.NotificationStates(ctx)
+	require.NoError(t, err)
+	require.Empty(t, states, "nothing was written")
+	_, err = e.s.GetClient(ctx, "c\x00")
+	require.ErrorIs(t, err, store.ErrTextNUL)
+
+	e.create("nul", Epoch, func(def *queue.Task) {
+		def.Metadata.Name = "build\x00 one"
+		def.Routes = []string{"notify.email.a\x00b@x.org.on-defined"}
+	})
+	task, err := e.s.GetTask(ctx, "nul")
+	require.NoError(t, err)
+	require.Equal(t, "build\x00 one", task.Task.Metadata.Name)
+	require.Equal(t, []string{"notify.email.a\x00b@x.org.on-defined"}, task.Task.Routes)
+	found, _, err := e.s.ListTasks(ctx, store.TaskFilter{Name: " one"}, store.Page{})
+	require.NoError(t, err)
+	require.Len(t, found, 1)
+	require.Equal(t, "build\x00 one", found[0].Task.Metadata.Name)
+	require.Equal(t, []notificationRef{{queue.EventTaskDefined, notify.ChannelEmail, "a\uFFFDb@x.org", notify.StateRefused, -1}}, e.notifications("nul"), "the route's notification is recorded, refused, with U+FFFD for the NUL")
 }

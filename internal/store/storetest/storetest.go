@@ -181,6 +181,7 @@ func Run(t *testing.T, open Opener) {
 		{"NotifyOutbox", testNotifyOutbox},
 		{"NotifyClaims", testNotifyClaims},
 		{"RequestUnderLease", testRequestUnderLease},
+		{"TextNUL", testTextNUL},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,107 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/e2e"
+	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
+)
+
+// TestWorkerRunnerGuide runs docs/worker-pools.md's worker-runner machine
+// as written, with Taskcluster's own start-worker, generic-worker and
+// livelog (HOPPER_TEST_WORKER_RUNNER names a directory holding the three,
+// built from a Taskcluster release; generic-worker with -tags insecure, so
+// that tasks run as the test's user): the guide's pool, role and worker
+// are created, start-worker registers with the secret and starts
+// generic-worker with the config it writes, and a task on the pool runs
+// with its live log.
+func TestWorkerRunnerGuide(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: skips running the hopper binary")
+	}
+	bins := os.Getenv("HOPPER_TEST_WORKER_RUNNER")
+	for _, b := range []string{"start-worker", "generic-worker", "livelog"} {
+		if _, err := os.Stat(filepath.Join(bins, b)); bins == "" || err != nil {
+			t.Skipf("HOPPER_TEST_WORKER_RUNNER does not name a directory with Taskcluster's start-worker, generic-worker and livelog (%s missing)", b)
+		}
+	}
+	srv := e2e.StartServer(t, e2e.ServerOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "gw-pool.yml"), []byte(e2e.DocExample(t, "worker-pools-gw-pool").Text), 0o600))
+	out, err := e2e.DocShell{Dir: dir, Env: srv.Env()}.Run(t, e2e.DocExample(t, "worker-pools-gw-setup"))
+	require.NoError(t, err, out)
+	secret, err := os.ReadFile(filepath.Join(dir, "gw-1.secret"))
+	require.NoError(t, err)
+
+	machine := t.TempDir()
+	key := filepath.Join(machine, "ed25519.key")
+	out2, err := exec.Command(filepath.Join(bins, "generic-worker"), "new-ed25519-keypair", "--file", key).CombinedOutput()
+	require.NoError(t, err, string(out2))
+	runnerFile := filepath.Join(machine, "start-worker.yml")
+	require.NoError(t, os.WriteFile(runnerFile, []byte(e2e.DocExample(t, "worker-pools-start-worker").Replace(t,
+		"https://hopper.example.com", srv.RootURL,
+		"<the secret>", strings.TrimSpace(string(secret)),
+		"/usr/local/bin/generic-worker", filepath.Join(bins, "generic-worker"),
+		"/etc/generic-worker.json", filepath.Join(machine, "generic-worker.json"),
+		"/etc/generic-worker/ed25519.key", key,
+		"/usr/local/bin/livelog", filepath.Join(bins, "livelog"),
+		"/var/lib/generic-worker", machine)), 0o600))
+	runner := exec.Command(filepath.Join(bins, "start-worker"), runnerFile)
+	runner.Dir = machine
+	logs := &e2e.SyncBuffer{}
+	runner.Stdout, runner.Stderr = logs, logs
+	runner.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, runner.Start())
+	done := make(chan struct{})
+	go func() { _ = runner.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-runner.Process.Pid, syscall.SIGKILL)
+		<-done
+		if t.Failed() {
+			t.Logf("start-worker and generic-worker output:\n%s", logs.String())
+		}
+	})
+
+	q := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
+	id := tcclient.NewTaskID()
+	payload, err := json.Marshal(map[string]any{"command": [][]string{{"sh", "-c", "echo hello from generic-worker"}}, "maxRunTime": 60})
+	require.NoError(t, err)
+	now := time.Now()
+	_, err = q.CreateTask(ctx, id, &tcclient.TaskDefinition{TaskQueueID: "proj/gw", Created: tcclient.NewTime(now),
+		Deadline: tcclient.NewTime(now.Add(time.Hour)), Payload: payload,
+		Metadata: tcclient.TaskMetadata{Name: "gw", Description: "worker-runner guide", Owner: "e2e@example.com", Source: "https://example.com"}})
+	require.NoError(t, err)
+	testclock.WaitFor(t, 3*time.Minute, "the task to complete on generic-worker", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("start-worker exited:\n%s", logs.String())
+		default:
+		}
+		st, err := q.Status(ctx, id)
+		return err == nil && st.State == tcclient.StateCompleted
+	})
+	st, err := q.Status(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, "gw-1", st.Runs[0].WorkerID)
+	arts, err := q.AllArtifacts(ctx, id, 0)
+	require.NoError(t, err)
+	names := []string{}
+	for _, a := range arts {
+		names = append(names, a.Name)
+	}
+	require.Contains(t, names, "public/logs/live.log", "generic-worker published its live log")
+}

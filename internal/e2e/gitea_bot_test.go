@@ -1,0 +1,118 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-ci/hopper/internal/e2e"
+	"github.com/hopper-ci/hopper/internal/tcclient"
+)
+
+// TestGiteaBotReplaysAndErrors drives hopper from a real Gitea whose bot
+// is not an administrator of the repository: the permission lookup Gitea
+// refuses is an error on the commit and on the delivery's record (never
+// an untrusted user); Gitea's Test delivery, which sends a push again
+// (the branch's head pushed again, before and after the same commit)
+// gives the commit no second task group; a
+// push's error reaches Gitea as an error status only (Gitea takes no
+// commit comment), never retried.
+func TestGiteaBotReplaysAndErrors(t *testing.T) {
+	t.Parallel()
+	g := startGitea(t)
+	host := strings.TrimPrefix(g.url, "http://")
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(g.botToken+"\n"), 0o600))
+	config := filepath.Join(dir, "forges.yml")
+	require.NoError(t, os.WriteFile(config, []byte(`forges:
+  - host: `+host+`
+    kind: gitea
+    apiUrl: `+g.url+`/api/v1
+    token: {file: `+tokenFile+`}
+    webhookSecrets: [{env: GITEA_E2E_SECRET}]
+`), 0o600))
+	const secret = "gitea e2e webhook secret"
+	srv := e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--forge-config", config}, Env: []string{"GITEA_E2E_SECRET=" + secret}})
+	root := rootClient(srv)
+	ctx := context.Background()
+	for _, role := range []string{"branch:*", "pull-request"} {
+		_, err := root.CreateRole(ctx, "repo:"+host+"/alice/demo:"+role, &tcclient.RoleRequest{Description: "gitea e2e",
+			Scopes: []string{"queue:create-task:lowest:gitea-e2e/ci", "queue:create-task:project:none"}})
+		require.NoError(t, err)
+	}
+	g.api(t, http.MethodPost, "/user/repos", map[string]any{"name": "demo", "auto_init": true, "default_branch": "main"}, nil)
+	g.api(t, http.MethodPut, "/repos/alice/demo/collaborators/hopperbot", map[string]any{"permission": "write"}, nil)
+	var hook struct {
+		ID int64 `json:"id"`
+	}
+	g.api(t, http.MethodPost, "/repos/alice/demo/hooks", map[string]any{"type": "gitea", "active": true,
+		"events": []string{"push", "pull_request", "pull_request_sync", "issue_comment", "pull_request_comment"},
+		"config": map[string]string{"url": srv.RootURL + "/api/github/v1/github", "content_type": "json", "secret": secret}}, &hook)
+
+	waitStatus := func(sha, context, want string) map[string]any {
+		t.Helper()
+		var got map[string]any
+		require.Eventually(t, func() bool {
+			var out []map[string]any
+			g.api(t, http.MethodGet, "/repos/alice/demo/commits/"+sha+"/statuses", nil, &out)
+			for _, s := range out {
+				if s["context"] == context && s["status"] == want {
+					got = s
+					return true
+				}
+			}
+			return false
+		}, 60*time.Second, 250*time.Millisecond, "status %s %s of %s\nhopper:\n%s", context, want, sha, srv.Logs())
+		return got
+	}
+	pushBuilds := func(sha string) int {
+		bs, _, err := root.GithubBuilds(ctx, map[string][]string{"organization": {"alice"}, "repository": {"demo"}, "sha": {sha}})
+		require.NoError(t, err)
+		return len(bs)
+	}
+
+	// A push of .taskcluster.yml: one task group.
+	mainSHA := g.putFile(t, "main", "", ".taskcluster.yml", giteaTaskclusterYml, "")
+	waitStatus(mainSHA, "Taskcluster (push)", "pending")
+	require.Equal(t, 1, pushBuilds(mainSHA))
+
+	// Gitea's Test delivery sends a push of the branch's head (before and
+	// after the same commit) under a new delivery id: it starts nothing
+	// (checked below, once later deliveries have come).
+	g.api(t, http.MethodPost, fmt.Sprintf("/repos/alice/demo/hooks/%d/tests", hook.ID), nil, nil)
+
+	// A pull request by the repository's owner: the bot (write access)
+	// may not read the owner's permission. The commit says so; nothing
+	// blames the pull-request policy.
+	featureSHA := g.putFile(t, "feature", "main", "feature.txt", "a change\n", "")
+	g.api(t, http.MethodPost, "/repos/alice/demo/pulls", map[string]any{"head": "feature", "base": "main", "title": "a change"}, nil)
+	st := waitStatus(featureSHA, "Taskcluster (pull_request)", "error")
+	require.Contains(t, st["description"], "could not read alice's permission")
+	require.NotContains(t, srv.Logs(), "not trusted under policy")
+	failed, _, err := root.GithubFailedDeliveries(ctx, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, failed)
+	require.Contains(t, failed[0].Error, "403")
+	require.Contains(t, failed[0].Error, "administrator")
+	require.Contains(t, st["target_url"], "/ui/#/delivery/")
+	require.Equal(t, 1, pushBuilds(mainSHA), "the test delivery started nothing")
+
+	// A push whose .taskcluster.yml does not render: an error status,
+	// and nothing left to send again.
+	var file struct {
+		SHA string `json:"sha"`
+	}
+	g.api(t, http.MethodGet, "/repos/alice/demo/contents/.taskcluster.yml?ref=main", nil, &file)
+	badSHA := g.putFile(t, "main", "", ".taskcluster.yml", "version: 1\ntasks: [{$eval: 'nope.x'}]\n", file.SHA)
+	waitStatus(badSHA, "Taskcluster (push)", "error")
+	require.NotContains(t, srv.Logs(), "trying again", "nothing the forge cannot take is retried")
+	require.NotContains(t, srv.Logs(), g.botToken)
+}
