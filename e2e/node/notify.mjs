@@ -64,6 +64,9 @@ await notify.addDenylistAddress({ notificationType: 'matrix-room', notificationA
 await notify.addDenylistAddress({ notificationType: 'pulse', notificationAddress: `denied.${run}` });
 let err = await expectError(() => notify.email({ ...mail, address: denied.notificationAddress }), 400, 'DenylistedAddress');
 assert.match(err.message, /denylisted/);
+// Mail systems deliver DENIED-… and Denied-…@Example.COM to the same box.
+await expectError(() => notify.email({ ...mail, address: denied.notificationAddress.toUpperCase() }), 400, 'DenylistedAddress');
+await expectError(() => notify.email({ ...mail, address: `Denied-${run}@Example.COM` }), 400, 'DenylistedAddress');
 await expectError(() => notify.slack({ channelId: 'CDENIED1', text: 'x' }), 400, 'DenylistedAddress');
 await expectError(() => notify.matrix({ roomId: `!denied${run}:example.org`, body: 'x' }), 400, 'DenylistedAddress');
 await expectError(() => notify.pulse({ routingKey: `denied.${run}`, message: {} }), 400, 'DenylistedAddress');

@@ -218,6 +218,9 @@ var queryPatterns = map[string]*regexp.Regexp{
 	"quarantined":       regexp.MustCompile(`^(true|false)$`),
 	"prefix":            regexp.MustCompile(`^.*$`),
 	"bewit":             regexp.MustCompile(`^.*$`),
+	// awsS3Credentials' format: Taskcluster's pattern, unanchored as
+	// there (any value naming the format asks for it).
+	"format": regexp.MustCompile(`iam-role-compat`),
 }
 
 var wildcard = regexp.MustCompile(`\{([A-Za-z]+)(\.\.\.)?\}`)

@@ -248,6 +248,7 @@ func bewitParam(requestURI string) bool {
 
 type loadedCredentials struct {
 	clientID string
+	issuer   string
 	key      string
 	scopes   []string
 	expires  time.Time
@@ -270,7 +271,7 @@ func (a *Authenticator) remember(id, ext string, c *loadedCredentials) {
 }
 
 func (c *loadedCredentials) result(s Scheme) *Result {
-	return &Result{ClientID: c.clientID, Scopes: c.scopes, Expires: c.expires, HasCredentials: true, Scheme: s}
+	return &Result{ClientID: c.clientID, Issuer: c.issuer, Scopes: c.scopes, Expires: c.expires, HasCredentials: true, Scheme: s}
 }
 
 // loadCredentials resolves the Hawk id and ext of a request into the key
@@ -318,6 +319,7 @@ func (a *Authenticator) loadCredentials(ctx context.Context, id, ext string, now
 	}
 	c := &loadedCredentials{
 		clientID: id,
+		issuer:   issuing,
 		key:      client.AccessToken,
 		scopes:   e.Expand(client.Scopes),
 		expires:  client.Expires,

@@ -155,13 +155,13 @@ func TestAuthenticateSuccess(t *testing.T) {
 		{
 			name: "permanent client with roles",
 			req:  signedRequest(t, tester, "", "GET", statusPath, nil, "", false),
-			want: Result{ClientID: "tester", HasCredentials: true, Scheme: SchemeHawk, Expires: farFuture,
+			want: Result{ClientID: "tester", Issuer: "tester", HasCredentials: true, Scheme: SchemeHawk, Expires: farFuture,
 				Scopes: []string{"assume:anonymous", "assume:project:x", "auth:current-scopes", "queue:get-artifact:public/*", "queue:get-task:*", "secrets:get:x/*"}},
 		},
 		{
 			name: "root",
 			req:  signedRequest(t, root, "", "GET", statusPath+"?x=%2F", nil, "", false),
-			want: Result{ClientID: rootID, HasCredentials: true, Scheme: SchemeHawk, Expires: farFuture, Scopes: []string{"*"}},
+			want: Result{ClientID: rootID, Issuer: rootID, HasCredentials: true, Scheme: SchemeHawk, Expires: farFuture, Scopes: []string{"*"}},
 		},
 		{
 			name: "payload hash",
@@ -186,34 +186,34 @@ func TestAuthenticateSuccess(t *testing.T) {
 		{
 			name: "named temporary credentials",
 			req:  signedRequest(t, temp, mustExt(t, temp.Certificate, nil), "GET", statusPath, nil, "", false),
-			want: Result{ClientID: "task-client/abc", HasCredentials: true, Scheme: SchemeHawk, Expires: testNow.Add(time.Hour),
+			want: Result{ClientID: "task-client/abc", Issuer: rootID, HasCredentials: true, Scheme: SchemeHawk, Expires: testNow.Add(time.Hour),
 				Scopes: []string{"assume:anonymous", "auth:current-scopes", "queue:create-artifact:abc/0", "queue:get-artifact:public/*", "secrets:get:x"}},
 		},
 		{
 			name: "unnamed temporary credentials",
 			req:  signedRequest(t, unnamed, mustExt(t, unnamed.Certificate, nil), "GET", statusPath, nil, "", false),
-			want: Result{ClientID: "tester", HasCredentials: true, Scheme: SchemeHawk, Expires: testNow.Add(time.Hour),
+			want: Result{ClientID: "tester", Issuer: "tester", HasCredentials: true, Scheme: SchemeHawk, Expires: testNow.Add(time.Hour),
 				Scopes: append(anonScopes(), "queue:get-task:abc")},
 		},
 		{
 			name: "empty scopes TC form",
 			req:  signedRequest(t, emptyTC, mustExt(t, emptyTC.Certificate, nil), "GET", statusPath, nil, "", false),
-			want: Result{ClientID: rootID, HasCredentials: true, Scheme: SchemeHawk, Expires: testNow.Add(time.Hour), Scopes: anonScopes()},
+			want: Result{ClientID: rootID, Issuer: rootID, HasCredentials: true, Scheme: SchemeHawk, Expires: testNow.Add(time.Hour), Scopes: anonScopes()},
 		},
 		{
 			name: "empty scopes JS form",
 			req:  signedRequest(t, emptyTC, mustExt(t, string(jsCertJSON), nil), "GET", statusPath, nil, "", false),
-			want: Result{ClientID: rootID, HasCredentials: true, Scheme: SchemeHawk, Expires: testNow.Add(time.Hour), Scopes: anonScopes()},
+			want: Result{ClientID: rootID, Issuer: rootID, HasCredentials: true, Scheme: SchemeHawk, Expires: testNow.Add(time.Hour), Scopes: anonScopes()},
 		},
 		{
 			name: "client expiry caps certificate expiry",
 			req:  signedRequest(t, fromSoon, mustExt(t, fromSoon.Certificate, nil), "GET", statusPath, nil, "", false),
-			want: Result{ClientID: "soon", HasCredentials: true, Scheme: SchemeHawk, Expires: testNow.Add(10 * time.Minute), Scopes: append([]string{"a"}, anonScopes()...)},
+			want: Result{ClientID: "soon", Issuer: "soon", HasCredentials: true, Scheme: SchemeHawk, Expires: testNow.Add(10 * time.Minute), Scopes: append([]string{"a"}, anonScopes()...)},
 		},
 		{
 			name: "authorizedScopes restricts",
 			req:  signedRequest(t, root, mustExt(t, "", []string{"queue:get-task:abc"}), "GET", statusPath, nil, "", false),
-			want: Result{ClientID: rootID, HasCredentials: true, Scheme: SchemeHawk, Expires: farFuture,
+			want: Result{ClientID: rootID, Issuer: rootID, HasCredentials: true, Scheme: SchemeHawk, Expires: farFuture,
 				Scopes: append(anonScopes(), "queue:get-task:abc")},
 		},
 		{

@@ -95,6 +95,7 @@ func (e *cachedCredentials) validFor(client Client, expander *Expander) bool {
 func (e *cachedCredentials) credentials(id string, client Client, now time.Time) (*loadedCredentials, error) {
 	c := &loadedCredentials{
 		clientID: id,
+		issuer:   e.issuing,
 		key:      e.key,
 		// A copy: callers own the Result's scopes.
 		scopes:  slices.Clone(e.scopes),

@@ -19,6 +19,12 @@ type Result struct {
 	// Expires is when the credentials expire (the earlier of the client's
 	// and the certificate's expiry); now+15min for anonymous requests.
 	Expires time.Time
+	// Issuer is the client whose access token signed the request: the
+	// certificate's issuer for temporary credentials, ClientID itself for
+	// a permanent client, empty for anonymous requests. It tells
+	// credentials the queue issued for a run from others that merely carry
+	// a run's name.
+	Issuer string
 	// HasCredentials is false for anonymous requests.
 	HasCredentials bool
 	// Scheme is how the request authenticated.

@@ -61,6 +61,17 @@ type Deps struct {
 	// TunnelSecret signs websocktunnel tokens (websocktunnelToken); empty:
 	// no tunnel, the method answers 404.
 	TunnelSecret []byte
+	// Identity, with its Keys, makes hopper an OpenID issuer for tasks
+	// (createIdToken, the discovery document and the key set).
+	Identity Identity
+	// S3, if set, backs awsS3Credentials; without it every bucket is
+	// answered ResourceNotFound, as Taskcluster answers a bucket it has
+	// no credentials for.
+	S3 *S3STS
+	// Azure, if set, backs the Azure methods; without it they know no
+	// account (ResourceNotFound, as Taskcluster answers an account it has
+	// no key for).
+	Azure *AzureStorage
 }
 
 // handlers serves the routes with the dependencies.

@@ -231,6 +231,11 @@ func (d DocShell) Start(t testing.TB, block DocBlock) *Worker {
 	if dir == "" {
 		dir = t.TempDir()
 	}
+	if _, err := os.Lstat(filepath.Join(dir, "hopper")); os.IsNotExist(err) {
+		if err := os.Symlink(Binary(t), filepath.Join(dir, "hopper")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cmd := exec.Command("bash", "-e", "-c", "exec "+strings.TrimSpace(script))
 	cmd.Dir = dir
 	cmd.Env = append(append(filteredEnv("TASKCLUSTER_"), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH")), d.Env...)

@@ -418,6 +418,45 @@ func (f *Forge) CheckRuns(ctx context.Context, installation int64, owner, repo, 
 	return ours, nil
 }
 
+// AppInstallation is where the GitHub App is installed: an account and
+// the installation's id.
+type AppInstallation struct {
+	Owner string
+	ID    int64
+}
+
+// Installations lists the GitHub App's installations (nil for a token
+// forge), a hundred a page.
+func (f *Forge) Installations(ctx context.Context) ([]AppInstallation, error) {
+	if f.AppID == 0 {
+		return nil, nil
+	}
+	var all []AppInstallation
+	for page := 1; ; page++ {
+		jwt, err := f.AppJWT()
+		if err != nil {
+			return nil, err
+		}
+		var out []struct {
+			ID      int64 `json:"id"`
+			Account struct {
+				Login string `json:"login"`
+			} `json:"account"`
+		}
+		if _, err := f.send(ctx, "Bearer "+jwt, http.MethodGet, fmt.Sprintf("/app/installations?per_page=100&page=%d", page), nil, &out); err != nil {
+			return nil, err
+		}
+		for _, i := range out {
+			if i.Account.Login != "" && i.ID != 0 {
+				all = append(all, AppInstallation{Owner: i.Account.Login, ID: i.ID})
+			}
+		}
+		if len(out) < 100 || page >= 100 {
+			return all, nil
+		}
+	}
+}
+
 // RepositoryInstallation returns the GitHub App's installation on a
 // repository (0 when the App is not installed there).
 func (f *Forge) RepositoryInstallation(ctx context.Context, owner, repo string) (int64, error) {

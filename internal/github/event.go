@@ -23,6 +23,9 @@ const (
 	TasksForPullRequestUntrusted = "github-pull-request-untrusted"
 	TasksForRelease              = "github-release"
 	TasksForIssueComment         = "github-issue-comment"
+	// TasksForMergeGroup is hopper's own: a merge queue's group of pull
+	// requests to check before they merge (Taskcluster has none).
+	TasksForMergeGroup = "github-merge-group"
 )
 
 // Event kinds an Event can have (the exchange it is published on).
@@ -31,6 +34,8 @@ const (
 	KindPullRequest = "pull-request"
 	KindRelease     = "release"
 	KindRerun       = "rerun"
+	// KindMergeGroup is published on no exchange (Taskcluster has none).
+	KindMergeGroup = "merge-group"
 )
 
 // Event is a webhook delivery that may lead to tasks, in the one form the
@@ -172,6 +177,7 @@ var eventReaders = map[string]func(e *Event, body map[string]any) (skip string){
 	"issue_comment": readIssueComment,
 	"release":       readRelease,
 	"check_run":     readCheckRun,
+	"merge_group":   readMergeGroup,
 }
 
 func readPush(e *Event, body map[string]any) string {
@@ -242,6 +248,26 @@ func readRelease(e *Event, body map[string]any) string {
 	e.ReleaseTarget = str(body, "release", "target_commitish")
 	e.Branch = e.ReleaseTarget
 	e.Tag = str(body, "release", "tag_name")
+	return ""
+}
+
+// readMergeGroup reads a merge queue's request for checks: the group's
+// commit (merge_group.head_sha, on a gh-readonly-queue/… branch) is
+// checked like a push to the branch the group merges into, with that
+// branch's merge-group role; its statuses are the checks the queue waits
+// for.
+func readMergeGroup(e *Event, body map[string]any) string {
+	if e.Action != "checks_requested" {
+		return "Only checks_requested for merge_group is supported"
+	}
+	e.Kind, e.TasksFor, e.Type = KindMergeGroup, TasksForMergeGroup, "merge_group"
+	e.Organization = str(body, "repository", "owner", "login")
+	e.SHA = str(body, "merge_group", "head_sha")
+	e.Branch = strings.TrimPrefix(str(body, "merge_group", "base_ref"), "refs/heads/")
+	e.Opener = str(body, "sender", "login")
+	if e.SHA == "" {
+		return "Skipping merge_group event: no merge_group.head_sha"
+	}
 	return ""
 }
 

@@ -80,6 +80,13 @@ func TestClassifyGitHub(t *testing.T) {
 			require.Equal(t, "simple-tag", e.Tag)
 		}},
 		{name: "deleted ref", event: "push", body: ex["push"][1], reply: "Skipping push event: the ref was deleted"},
+		{name: "a merge queue's group", event: "merge_group", body: ex["merge_group"][0], kind: KindMergeGroup, typ: "merge_group", check: func(t *testing.T, e *Event) {
+			require.Equal(t, TasksForMergeGroup, e.TasksFor)
+			require.Equal(t, "2ffea6db159f6b6c47a24e778fb9ef40cf6b1c7d", e.SHA)
+			require.Equal(t, "main", e.Branch)
+			require.Equal(t, "octo-org", e.Organization)
+		}},
+		{name: "a merge group destroyed", event: "merge_group", body: with(ex["merge_group"][0], []string{"action"}, "destroyed"), reply: "Only checks_requested for merge_group is supported"},
 		{name: "a test delivery (Gitea's: the head pushed again, before = after)", event: "push", body: with(push, []string{"before"}, push["after"]),
 			reply: "Skipping push event: before and after are the same commit (a test delivery)"},
 		{name: "[skip ci] in the head commit", event: "push", body: with(push, []string{"head_commit", "message"}, "wip [skip ci]"), reply: "Skipping push event"},

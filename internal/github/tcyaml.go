@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,7 +72,7 @@ func ParseConfig(schemas *schema.Registry, text []byte) (*Config, error) {
 	}
 	var doc any
 	if err := yaml.Unmarshal(text, &doc); err != nil {
-		return nil, configErrorf("yaml", "YAMLException: %v", err)
+		return nil, configErrorf("yaml", "YAMLException: %v", yamlProblemLine(text, err))
 	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
@@ -417,6 +418,8 @@ func v1Scopes(p RenderParams, route string) []string {
 		} else {
 			scopes = append(scopes, role+":branch:"+e.Branch)
 		}
+	case TasksForMergeGroup:
+		scopes = append(scopes, role+":merge-group:"+e.Branch)
 	case TasksForRelease:
 		action := e.Action
 		if action == "" {
@@ -472,4 +475,45 @@ func cloneJSON(v any) any {
 func IsConfigError(err error) bool {
 	var ce *ConfigError
 	return errors.As(err, &ce)
+}
+
+var yamlLineError = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlProblemLine makes a YAML syntax error name the line where the
+// problem is: the parser names the line where the collection around it
+// starts, often a line or two earlier. The problem's line is the first
+// line whose prefix of the file fails to parse the same way (found by
+// bisection); the start of the collection is said after it.
+func yamlProblemLine(text []byte, err error) error {
+	m := yamlLineError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	reported, _ := strconv.Atoi(m[1])
+	lines := bytes.SplitAfter(text, []byte("\n"))
+	fails := func(k int) bool {
+		var doc any
+		err := yaml.Unmarshal(bytes.Join(lines[:k], nil), &doc)
+		if err == nil {
+			return false
+		}
+		pm := yamlLineError.FindStringSubmatch(err.Error())
+		return pm != nil && pm[2] == m[2]
+	}
+	lo, hi := reported, len(lines) // fails(hi) holds: the whole file
+	if lo < 1 || lo > hi {
+		return err
+	}
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo == reported {
+		return err
+	}
+	return fmt.Errorf("yaml: line %d: %s (in the block that starts on line %d)", lo, m[2], reported)
 }

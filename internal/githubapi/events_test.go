@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/forge"
 	"github.com/hopper-ci/hopper/internal/github"
@@ -102,6 +103,7 @@ func TestPullRequests(t *testing.T) {
 	require.Equal(t, 2, builds[0].PullRequestNumber)
 	task := b.groupTasks(t, builds[0].TaskGroupID)[0]
 	require.Equal(t, github.TasksForPullRequestUntrusted, task.Task.Metadata.Name)
+	b.requireIdentity(t, task.TaskID, "repo:github.com/Codertocat/Hello-World:pull-request-untrusted", true)
 
 	// A collaborator with write access: the trusted role.
 	b.gh.SetPermission("Codertocat", "Hello-World", "Codertocat", "write")
@@ -113,6 +115,24 @@ func TestPullRequests(t *testing.T) {
 	task = b.groupTasks(t, builds[0].TaskGroupID)[0]
 	require.Equal(t, github.TasksForPullRequest, task.Task.Metadata.Name)
 	require.Len(t, b.gh.Calls("/statuses/"+sha), 2)
+	b.requireIdentity(t, task.TaskID, "repo:github.com/Codertocat/Hello-World:pull-request", false)
+}
+
+// requireIdentity checks what the service vouched for about a task it
+// created: the forge claims of its identity tokens.
+func (b *bundle) requireIdentity(t *testing.T, taskID, role string, untrusted bool) {
+	t.Helper()
+	rec, err := b.store.GetTaskIdentity(context.Background(), taskID)
+	require.NoError(t, err)
+	f, err := auth.DecodeForgeClaims(rec.Claims)
+	require.NoError(t, err)
+	require.Equal(t, role, f.Role)
+	require.Equal(t, untrusted, f.Untrusted)
+	require.Equal(t, "github.com", f.Host)
+	require.Equal(t, "Codertocat/Hello-World", f.Repository)
+	require.Equal(t, "refs/pull/2/head", f.Ref)
+	require.Equal(t, "pull_request.opened", f.Event)
+	require.Len(t, f.SHA, 40)
 }
 
 // TestCommentCommand: `/taskcluster <cmd>` on an open pull request runs
@@ -379,4 +399,42 @@ func TestReplicasProcessOnce(t *testing.T) {
 		require.Len(t, b.groupTasks(t, build.TaskGroupID), 1)
 	}
 	require.Len(t, b.gh.Calls("/statuses/"+sha), n, "one pending status per build, each sent once")
+}
+
+// TestMergeGroup: a merge queue's checks_requested runs the group's
+// commit with the base branch's merge-group role, tasks_for
+// github-merge-group, and reports on that commit, the check the queue
+// waits for.
+func TestMergeGroup(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	mg := example(t, "merge_group", 0)
+	sha := mg["merge_group"].(map[string]any)["head_sha"].(string)
+	b.gh.Install("octo-org", "octo-repo", 1)
+	b.gh.SetFile("octo-org", "octo-repo", sha, ".taskcluster.yml", `
+version: 1
+tasks:
+  - $if: 'tasks_for == "github-merge-group"'
+    then:
+      taskQueueId: `+testQueue+`
+      deadline: {$fromNow: '1 day'}
+      payload: {}
+      metadata: {name: 'queue check', description: '${event.merge_group.head_ref}', owner: 'ci@example.com', source: 'https://example.com'}
+`)
+	b.role(t, "repo:github.com/octo-org/octo-repo:merge-group:main")
+	body, _ := json.Marshal(mg)
+	status, _ := b.deliver(t, "merge_group", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, http.StatusNoContent, status)
+	b.process(t)
+	builds := b.builds(t)
+	require.Len(t, builds, 1)
+	require.Equal(t, "merge_group", builds[0].EventType)
+	require.Equal(t, sha, builds[0].SHA)
+	tasks := b.groupTasks(t, builds[0].TaskGroupID)
+	require.Len(t, tasks, 1)
+	require.Contains(t, tasks[0].Task.Metadata.Description, "gh-readonly-queue/main/")
+	statuses := b.gh.Calls("/statuses/" + sha)
+	require.Len(t, statuses, 1)
+	require.Equal(t, "Taskcluster (merge_group)", statuses[0].Body["context"])
+	require.Equal(t, "pending", statuses[0].Body["state"])
 }

@@ -101,6 +101,10 @@ type Service struct {
 	// Events, if set, receives the GithubEvents messages (an AMQP
 	// publisher whose exchange prefix is ExchangePrefix).
 	Events events.Publisher
+	// Identities, if set, records the forge claims of the tasks the
+	// service creates (their identity tokens' repository, ref, commit,
+	// event and trust).
+	Identities IdentityStore
 	// Changes, if set, publishes the task changes of cancelled groups.
 	Changes ChangePublisher
 	// Hooks, if set, triggers the hooks `.taskcluster.yml` names.

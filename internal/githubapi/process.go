@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/forge"
 	"github.com/hopper-ci/hopper/internal/github"
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -224,13 +225,27 @@ func (j *job) createTasks(ctx context.Context, r *github.Rendered, tasksFor stri
 	seen := map[string]bool{}
 	var refused *api.Refusal
 	created := 0
+	claims, err := auth.EncodeForgeClaims(forgeClaims(j.e, r.Scopes))
+	if err != nil {
+		return permanent{err}
+	}
 	for _, t := range r.Tasks {
 		body, err := json.Marshal(t.Definition)
 		if err != nil {
 			return permanent{fmt.Errorf("encoding task %s: %w", t.TaskID, err)}
 		}
+		if err := j.recordIdentity(ctx, t.TaskID, t.Definition, claims); err != nil {
+			return err
+		}
 		_, err = j.s.Tasks.CreateTaskAs(ctx, t.TaskID, body, ClientID, scopes)
 		if errors.As(err, &refused) {
+			// A task the queue refused (another's under the same id, too)
+			// gets no forge identity.
+			if j.s.Identities != nil {
+				if err := j.s.Identities.DeleteTaskIdentity(ctx, t.TaskID); err != nil {
+					return err
+				}
+			}
 			break
 		}
 		if err != nil {

@@ -81,7 +81,7 @@ func setup(t testing.TB) *bundle {
 	t.Cleanup(hs.Close)
 	f := &forge.Forge{Host: "github.com", Kind: forge.KindGitHub, APIURL: gh.Server.URL, AppID: gh.AppID, PrivateKey: gh.PEM,
 		WebhookSecrets: [][]byte{[]byte("an old secret"), []byte(webhookSecret)}}
-	svc, err := NewService(Service{Store: db, Roles: sec.Roles, Clock: clock, Log: log, RootURL: hs.URL, IDSecret: key[:],
+	svc, err := NewService(Service{Store: db, Identities: db, Roles: sec.Roles, Clock: clock, Log: log, RootURL: hs.URL, IDSecret: key[:],
 		Tasks: TaskCreatorFunc(func(ctx context.Context, taskID string, body []byte, clientID string, scopes []string) (*queue.TaskState, error) {
 			ts, err := srv.CreateTaskAs(ctx, taskID, body, clientID, scopes)
 			if err == nil && b.dieAfterCreate {

@@ -129,8 +129,8 @@ func routingName(s string) string {
 // exchanges (push, pull-request, release, rerun), as Taskcluster does.
 // A broker that does not take it loses nothing: the delivery is stored.
 func (s *Service) publishEvent(c *api.Call, e *github.Event) {
-	if s.Events == nil {
-		return
+	if s.Events == nil || e.Kind == github.KindMergeGroup {
+		return // Taskcluster has no exchange for merge groups
 	}
 	org, repo := routingName(e.Organization), routingName(e.Repository)
 	key := "primary." + org + "." + repo

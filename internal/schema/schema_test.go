@@ -69,6 +69,7 @@ func TestNewRegistersEveryRequestSchema(t *testing.T) {
 		"claim-work-request",
 		"create-client-request",
 		"create-hook-request",
+		"create-id-token-request",
 		"create-role-request",
 		"create-task-request",
 		"create-worker-pool-request",

@@ -10,6 +10,7 @@
 package secretsapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -32,6 +33,10 @@ type Deps struct {
 	Sealer secrets.Sealer
 	// Caller says who made a call, for the audit lines (optional).
 	Caller func(c *api.Call) (*auth.Result, error)
+	// Revoked, when set, says whether credentials named clientId were
+	// revoked before their expiry (a worker its pool's manager removed
+	// keeps its credentials for days): get refuses them.
+	Revoked func(ctx context.Context, clientID string) (bool, error)
 	// Logger receives an audit line per change: the secret's name and the
 	// caller, never the value (default slog.Default()).
 	Logger *slog.Logger
@@ -101,6 +106,25 @@ func omitSecret(payload []byte) []byte {
 	return out
 }
 
+// refuseRevoked answers 401 to revoked credentials.
+func (h *handlers) refuseRevoked(c *api.Call) error {
+	if h.Revoked == nil || h.Caller == nil {
+		return nil
+	}
+	res, err := h.Caller(c)
+	if err != nil || res == nil {
+		return err
+	}
+	revoked, err := h.Revoked(c.Context(), res.ClientID)
+	if err != nil {
+		return err
+	}
+	if revoked {
+		return &api.Error{Code: api.CodeAuthenticationFailed, Message: "The credentials of " + res.ClientID + " were revoked: the worker was removed from its pool"}
+	}
+	return nil
+}
+
 func notFound() error {
 	return &api.Error{Code: api.CodeResourceNotFound, Message: "Secret not found"}
 }
@@ -143,6 +167,9 @@ func (h *handlers) set(c *api.Call) (any, error) {
 
 func (h *handlers) get(c *api.Call) (any, error) {
 	name := c.Params["name"]
+	if err := h.refuseRevoked(c); err != nil {
+		return nil, err
+	}
 	sec, err := h.Store.GetSecret(c.Context(), name)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !secrets.Readable(sec.Expires, c.Now)) {
 		return nil, notFound()

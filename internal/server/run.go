@@ -15,6 +15,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
+	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/maintenance"
@@ -90,6 +91,13 @@ type Config struct {
 	// recorded, and fail saying their channel is not configured.
 	Notify           *notifysend.Config
 	NotifyConfigFile string
+	// S3STS backs awsS3Credentials; when nil it is read from the
+	// environment's HOPPER_AWS_S3_* (LoadS3STS), and without those
+	// awsS3Credentials has no bucket.
+	S3STS *authapi.S3STS
+	// Azure backs the Azure methods; when nil it is read from the
+	// environment's HOPPER_AZURE_* (LoadAzure).
+	Azure *authapi.AzureStorage
 }
 
 // Run serves until ctx is cancelled, then drains: open long-polls end with

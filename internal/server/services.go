@@ -59,6 +59,7 @@ func (w *wiring) services() []func() (service, error) {
 		w.objectService,
 		w.queueService,
 		w.authService,
+		w.identityService,
 		w.indexService,
 		w.secretsService,
 		w.hooksService,
@@ -183,7 +184,7 @@ func (w *wiring) indexService() (service, error) {
 
 func (w *wiring) secretsService() (service, error) {
 	return service{routes: secretsapi.Routes(secretsapi.Deps{Store: w.store, Sealer: w.sec.Sealer, Caller: w.sec.Authorizer.Caller,
-		Logger: w.log, Version: w.cfg.Version}),
+		Revoked: poolStanding{w.store}.CredentialsRevoked, Logger: w.log, Version: w.cfg.Version}),
 		expiries: []maintenance.Expiry{{Service: "secrets", Run: w.store.ExpireSecrets}}}, nil
 }
 

@@ -129,6 +129,16 @@ func (q queueWorkers) GetTask(ctx context.Context, taskID string) (*queue.TaskSt
 	return q.store.GetTask(ctx, taskID)
 }
 
+// CredentialsRevoked reports whether clientID names a registered
+// worker's credentials whose worker the Worker Manager stopped.
+func (p poolStanding) CredentialsRevoked(ctx context.Context, clientID string) (bool, error) {
+	k, ok := workermanager.KeyOfClientID(clientID)
+	if !ok {
+		return false, nil
+	}
+	return p.WorkerStopped(ctx, store.WorkerKey{TaskQueueID: k.WorkerPoolID, WorkerGroup: k.WorkerGroup, WorkerID: k.WorkerID})
+}
+
 // workerIssuer signs registered workers' credentials with the queue's
 // issuing identity, as the other temporary credentials hopper hands out.
 type workerIssuer struct{ *TaskIssuer }

@@ -47,7 +47,7 @@ func requireStatus(t *testing.T, status int, err error, what string) {
 // static worker in the middle of a task, on each driver, and checks what
 // its credentials may still do: the queue refuses it work (claimWork,
 // claimTask) where it used to hand it more tasks, its own task's retry
-// among them; shouldWorkerTerminate answers false while the run its
+// among them, and the secrets service its pool's secret; shouldWorkerTerminate answers false while the run its
 // removal resolved may still be running on it (its claim not run out),
 // where it answered true at once and generic-worker never exited, and
 // true after.
@@ -69,6 +69,11 @@ func TestRemovedWorkerIsRefusedAndStopsAfterItsRuns(t *testing.T) {
 			require.Len(t, claims.Tasks, 1)
 			claim := claims.Tasks[0]
 			require.Equal(t, running, claim.Status.TaskID)
+			secretName := "worker-pool:" + pool
+			require.NoError(t, r.client.SetSecret(ctx, secretName, &tcclient.Secret{Secret: json.RawMessage(`{"token":"pool's"}`),
+				Expires: tcclient.NewTime(time.Now().Add(time.Hour))}))
+			_, err = worker.GetSecret(ctx, secretName)
+			require.NoError(t, err, "the pool's secret, before the removal")
 			_, err = r.client.CreateTask(ctx, waiting, newTask(pool))
 			require.NoError(t, err)
 
@@ -88,6 +93,8 @@ func TestRemovedWorkerIsRefusedAndStopsAfterItsRuns(t *testing.T) {
 			requireStatus(t, http.StatusConflict, err, "claimWork of a removed worker")
 			_, err = worker.ClaimTask(ctx, waiting, 0, &tcclient.ClaimTaskRequest{WorkerGroup: "rack", WorkerID: "m1"})
 			requireStatus(t, http.StatusConflict, err, "claimTask of a removed worker")
+			_, err = worker.GetSecret(ctx, secretName)
+			requireStatus(t, http.StatusUnauthorized, err, "the pool's secret for a removed worker")
 			taskClient := &tcclient.Client{RootURL: r.rootURL, Credentials: &claim.Credentials, MaxRetries: -1}
 			_, err = taskClient.ReclaimTask(ctx, running, 0)
 			requireStatus(t, http.StatusConflict, err, "reclaimTask of the removed worker's resolved run")

@@ -20,7 +20,9 @@ type AuditStore interface {
 	ListAuditHistory(ctx context.Context, q AuditQuery, page Page) ([]AuditEntry, string, error)
 	// RecordAudit writes the entry of an event that changes no row of its
 	// own, in a transaction of its own: an interactive shell opened in a
-	// task (AuditTask), whose entry must be written before the shell opens.
+	// task (AuditTask), whose entry must be written before the shell opens;
+	// a refusal (an identity token or cloud credentials a caller may not
+	// have), so misuse is in the log beside the changes.
 	RecordAudit(ctx context.Context, entityType, entityID string, a Audit) error
 	// ExpireAuditHistory deletes entries made before cutoff; it returns how
 	// many.
@@ -33,6 +35,11 @@ const (
 	AuditRole   = "role"
 	// AuditTask entries are interactive shells opened in a task.
 	AuditTask = "task"
+	// AuditIDToken entries are refused identity tokens (entity: the
+	// run, <taskId>/<runId>); AuditCloudCredentials refused cloud
+	// credentials (entity: what was asked for, <service>:<resource>).
+	AuditIDToken          = "id-token"
+	AuditCloudCredentials = "cloud-credentials"
 )
 
 // Audit says who makes a change, what kind of change it is (Taskcluster's

@@ -433,10 +433,10 @@ func (db *DB) FinishGithubOutbox(ctx context.Context, p FinishGithubOutboxParams
 		case p.Sent:
 			_, err = tx.exec(ctx, "UPDATE github_outbox SET state = CASE WHEN seq = ? THEN 'sent' ELSE state END, claimed_until = 0, last_error = '' WHERE id = ?", p.Seq, p.ID)
 		case p.Next.IsZero():
-			_, err = tx.exec(ctx, "UPDATE github_outbox SET state = CASE WHEN seq = ? THEN 'failed' ELSE state END, claimed_until = 0, last_error = ? WHERE id = ?", p.Seq, p.Error, p.ID)
+			_, err = tx.exec(ctx, "UPDATE github_outbox SET state = CASE WHEN seq = ? THEN 'failed' ELSE state END, claimed_until = 0, last_error = ? WHERE id = ?", p.Seq, reportText(p.Error), p.ID)
 		default:
 			_, err = tx.exec(ctx, "UPDATE github_outbox SET next_attempt = CASE WHEN seq = ? THEN ? ELSE next_attempt END, claimed_until = 0, last_error = ? WHERE id = ?",
-				p.Seq, ms(p.Next), p.Error, p.ID)
+				p.Seq, ms(p.Next), reportText(p.Error), p.ID)
 		}
 		if err != nil {
 			return fmt.Errorf("recording forge message %d: %w", p.ID, err)

@@ -122,7 +122,7 @@ func (db *DB) FinishGithubDelivery(ctx context.Context, p FinishGithubDeliveryPa
 	return db.tx(ctx, func(tx *txn) error {
 		res, err := tx.exec(ctx, `UPDATE github_deliveries SET state = ?, outcome = ?, error = ?, claimed_until = 0
 			WHERE host = ? AND delivery_id = ? AND claimed_until = ? AND state = 'pending'`,
-			p.State, p.Outcome, p.Error, p.Host, p.DeliveryID, ms(p.Lease))
+			p.State, reportText(p.Outcome), reportText(p.Error), p.Host, p.DeliveryID, ms(p.Lease))
 		if err != nil {
 			return fmt.Errorf("finishing delivery %s: %w", p.DeliveryID, err)
 		}
@@ -143,7 +143,7 @@ func (db *DB) FinishGithubDelivery(ctx context.Context, p FinishGithubDeliveryPa
 func (db *DB) RetryGithubDelivery(ctx context.Context, p RetryGithubDeliveryParams) error {
 	return db.tx(ctx, func(tx *txn) error {
 		_, err := tx.exec(ctx, `UPDATE github_deliveries SET claimed_until = 0, next_attempt = ?, error = ?
-			WHERE host = ? AND delivery_id = ? AND claimed_until = ? AND state = 'pending'`, ms(p.Next), p.Error, p.Host, p.DeliveryID, ms(p.Lease))
+			WHERE host = ? AND delivery_id = ? AND claimed_until = ? AND state = 'pending'`, ms(p.Next), reportText(p.Error), p.Host, p.DeliveryID, ms(p.Lease))
 		if err != nil {
 			return fmt.Errorf("releasing delivery %s: %w", p.DeliveryID, err)
 		}

@@ -410,7 +410,7 @@ func (db *DB) FinishNotification(ctx context.Context, n *Notification, o notify.
 	err := db.tx(ctx, func(tx *txn) error {
 		res, err := tx.exec(ctx, `UPDATE notify_outbox SET state = ?, error = ?, next_attempt = ?, lease_owner = NULL, updated = ?
 			WHERE id = ? AND lease_owner = ? AND attempts = ? AND state = 'pending'`,
-			o.State, o.Error, ms(next), ms(now), n.ID, n.LeaseOwner, n.Attempts)
+			o.State, reportText(o.Error), ms(next), ms(now), n.ID, n.LeaseOwner, n.Attempts)
 		if err != nil {
 			return fmt.Errorf("recording the outcome of notification %s: %w", n.ID, err)
 		}

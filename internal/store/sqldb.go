@@ -576,6 +576,14 @@ func (r refusedRow) Scan(...any) error { return r.err }
 // 500 and keeps SQLite from storing what PostgreSQL would refuse.
 var ErrTextNUL = errors.New("a text value holds a NUL character (\\u0000), which hopper does not store")
 
+// reportText is a text hopper records that came from elsewhere (the
+// error a forge, a mail server or a Docker daemon answered, a summary
+// quoting it): a NUL or bytes that are not UTF-8 in it become U+FFFD, so
+// that recording what went wrong cannot itself fail.
+func reportText(s string) string {
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
+}
+
 // checkText returns ErrTextNUL if a text argument holds a NUL.
 func checkText(args []any) error {
 	for _, a := range args {

@@ -71,6 +71,10 @@ type Store interface {
 	// The Notify service's outbox and denylist (notify.go).
 	NotifyStore
 
+	// hopper as an OpenID issuer for tasks: signing keys and what the
+	// forge integration vouches for (identity.go).
+	IdentityStore
+
 	Close() error
 }
 

@@ -63,8 +63,12 @@ type Server struct {
 }
 
 type session struct {
-	mux  *wsmux.Session
-	open int
+	// ready is closed once mux is set: a client's WebSocket is accepted
+	// (and its 101 on the way) before its session exists, and a viewer
+	// right behind it waits for it rather than being told it is not there.
+	ready chan struct{}
+	mux   *wsmux.Session
+	open  int
 }
 
 // New returns the tunnel; secret verifies the workers' tokens (the one
@@ -81,7 +85,11 @@ func (s *Server) Close() {
 	s.sessions = map[string]*session{}
 	s.mu.Unlock()
 	for _, se := range sessions {
-		_ = se.mux.Close()
+		select {
+		case <-se.ready:
+			_ = se.mux.Close()
+		default:
+		}
 	}
 }
 
@@ -128,22 +136,33 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	w.Header().Set("x-websocktunnel-client-url", s.rootURL+Prefix+"/"+id)
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
-	if err != nil {
-		return
-	}
-	se := &session{mux: wsmux.NewSession(conn, true)}
+	se := &session{ready: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		_ = se.mux.Close()
+		http.Error(w, "the server is stopping", http.StatusServiceUnavailable)
 		return
 	}
 	old := s.sessions[id]
 	s.sessions[id] = se
 	s.mu.Unlock()
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		s.mu.Lock()
+		if s.sessions[id] == se {
+			delete(s.sessions, id)
+		}
+		s.mu.Unlock()
+		close(se.ready)
+		return
+	}
+	se.mux = wsmux.NewSession(conn, true)
+	close(se.ready)
 	if old != nil {
-		_ = old.mux.Close()
+		<-old.ready
+		if old.mux != nil {
+			_ = old.mux.Close()
+		}
 	}
 	s.log.Info("tunnel client registered", "tunnelId", id)
 	go func() {
@@ -160,7 +179,16 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, id string) {
 func (s *Server) stream(ctx context.Context, id string) (*wsmux.Stream, func(), int) {
 	s.mu.Lock()
 	se := s.sessions[id]
-	if se == nil {
+	s.mu.Unlock()
+	if se != nil {
+		select {
+		case <-se.ready:
+		case <-ctx.Done():
+			return nil, nil, http.StatusGatewayTimeout
+		}
+	}
+	s.mu.Lock()
+	if se == nil || se.mux == nil || s.sessions[id] != se {
 		s.mu.Unlock()
 		return nil, nil, http.StatusGatewayTimeout
 	}

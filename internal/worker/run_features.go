@@ -60,6 +60,7 @@ func (r *taskRun) proxyScopes() []string {
 // listens, the rest is filled in here.
 func (r *taskRun) startProxy(opts tcproxy.Options) error {
 	opts.RootURL, opts.Credentials, opts.AuthorizedScopes = r.w.cfg.RootURL, r.claim.Credentials(), r.proxyScopes()
+	opts.TaskID, opts.RunID = r.claim.TaskID, r.claim.RunID
 	opts.HTTPClient = r.w.HTTPClient
 	if r.proxyPeerFunc != nil {
 		opts.AllowPeerFunc = r.proxyPeerFunc

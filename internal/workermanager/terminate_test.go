@@ -46,3 +46,15 @@ func TestShouldTerminate(t *testing.T) {
 		})
 	}
 }
+
+func TestKeyOfClientID(t *testing.T) {
+	t.Parallel()
+	w := &wm.Worker{WorkerPoolID: "prov/type", WorkerGroup: "g", WorkerID: "w", ProviderID: "static"}
+	k, ok := wm.KeyOfClientID(w.ClientID())
+	require.True(t, ok)
+	require.Equal(t, w.Key(), k)
+	for _, id := range []string{"static/root", "worker/", "worker/static/prov/type/g", "worker/static/prov/type/g/w/x", "worker/static//type/g/w", "task-client/x"} {
+		_, ok := wm.KeyOfClientID(id)
+		require.False(t, ok, id)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -295,6 +296,26 @@ func (w *Worker) Stopped(now time.Time) {
 // ClientID is the clientId of a registered worker's temporary credentials.
 func (w *Worker) ClientID() string {
 	return "worker/" + w.ProviderID + "/" + w.WorkerPoolID + "/" + w.WorkerGroup + "/" + w.WorkerID
+}
+
+// KeyOfClientID reads the worker a registered worker's clientId names
+// (ClientID's form: worker/<providerId>/<provisionerId>/<workerType>/<workerGroup>/<workerId>);
+// ok is false for any other clientId.
+func KeyOfClientID(clientID string) (k Key, ok bool) {
+	rest, found := strings.CutPrefix(clientID, "worker/")
+	if !found {
+		return Key{}, false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 5 {
+		return Key{}, false
+	}
+	for _, p := range parts {
+		if p == "" {
+			return Key{}, false
+		}
+	}
+	return Key{WorkerPoolID: parts[1] + "/" + parts[2], WorkerGroup: parts[3], WorkerID: parts[4]}, true
 }
 
 // CredentialScopes are the scopes a registered worker's credentials

@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -306,7 +307,7 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 		body, _ = raw.(map[string]any)
 	}
 	auth := r.Header.Get("Authorization")
-	if template == "/app/installations/{installation_id}/access_tokens" || template == "/repos/{owner}/{repo}/installation" {
+	if template == "/app/installations/{installation_id}/access_tokens" || template == "/repos/{owner}/{repo}/installation" || template == "/app/installations" {
 		if err := g.checkJWT(strings.TrimPrefix(auth, "Bearer ")); err != nil || !strings.HasPrefix(auth, "Bearer ") {
 			g.refuse(w, r, "the App's call needs a valid RS256 JWT: %v", err)
 			return
@@ -457,6 +458,25 @@ func (g *GitHub) app(w http.ResponseWriter, r *http.Request, template string) {
 		g.tokens[token] = id
 		g.TokensIssued++
 		g.reply(w, http.StatusCreated, map[string]any{"token": token, "expires_at": g.now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	case "/app/installations":
+		// One installation per account, as GitHub has; no second page.
+		seen := map[string]bool{}
+		out := []any{}
+		if r.URL.Query().Get("page") == "1" {
+			keys := make([]string, 0, len(g.installations))
+			for k := range g.installations {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				owner, _, _ := strings.Cut(k, "/")
+				if !seen[owner] {
+					seen[owner] = true
+					out = append(out, map[string]any{"id": g.installations[k], "account": map[string]any{"login": owner}})
+				}
+			}
+		}
+		g.reply(w, http.StatusOK, out)
 	default:
 		id, ok := g.installations[parts[1]+"/"+parts[2]]
 		if !ok {

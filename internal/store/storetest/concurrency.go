@@ -61,6 +61,7 @@ func RunConcurrency(t *testing.T, opts ConcurrencyOptions) {
 	t.Run("FlowSupersedeRace", func(t *testing.T) { t.Parallel(); testFlowSupersedeRace(t, stores(t)) })
 	t.Run("NotifyClaimRace", func(t *testing.T) { t.Parallel(); testNotifyClaimRace(t, stores(t)) })
 	t.Run("NotifyDuplicateRace", func(t *testing.T) { t.Parallel(); testNotifyDuplicateRace(t, opts.Open(t, 3).Stores) })
+	t.Run("SigningKeyRace", func(t *testing.T) { t.Parallel(); testSigningKeyRace(t, stores(t)) })
 	if opts.CrossProcessWakeup {
 		t.Run("CrossProcessWakeup", func(t *testing.T) {
 			t.Parallel()

@@ -376,4 +376,33 @@ func testTextNUL(t *testing.T, open Opener) {
 	require.Len(t, found, 1)
 	require.Equal(t, "build\x00 one", found[0].Task.Metadata.Name)
 	require.Equal(t, []notificationRef{{queue.EventTaskDefined, notify.ChannelEmail, "a\uFFFDb@x.org", notify.StateRefused, -1}}, e.notifications("nul"), "the route's notification is recorded, refused, with U+FFFD for the NUL")
+
+	// What went wrong elsewhere (a mail server's or a forge's answer) is
+	// recorded with U+FFFD for a NUL or bytes that are not UTF-8: recording
+	// a failure cannot itself fail.
+	const remote, recorded = "550 no\x00such \xffuser", "550 no\uFFFDsuch \uFFFDuser"
+	_, _, err = e.s.EnqueueNotification(ctx, mail("b@x.org", "s"), Epoch)
+	require.NoError(t, err)
+	claimed, err := e.s.ClaimNotifications(ctx, claimParams("s", Epoch, 10))
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	ok, err := e.s.FinishNotification(ctx, &claimed[0], notify.Outcome{State: notify.StateFailed, Error: remote}, Epoch)
+	require.NoError(t, err)
+	require.True(t, ok)
+	n, err := e.s.GetNotification(ctx, claimed[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, recorded, n.Error)
+	_, err = e.s.AddGithubDelivery(ctx, newDelivery("nul", Epoch))
+	require.NoError(t, err)
+	lease := Epoch.Add(time.Minute)
+	d, err := e.s.ClaimGithubDelivery(ctx, Epoch, lease)
+	require.NoError(t, err)
+	require.NoError(t, e.s.RetryGithubDelivery(ctx, store.RetryGithubDeliveryParams{Host: d.Host, DeliveryID: d.DeliveryID, Lease: lease, Next: Epoch, Error: remote}))
+	d, err = e.s.ClaimGithubDelivery(ctx, Epoch, lease)
+	require.NoError(t, err)
+	require.NoError(t, e.s.FinishGithubDelivery(ctx, store.FinishGithubDeliveryParams{Host: d.Host, DeliveryID: d.DeliveryID, Lease: lease, Now: Epoch,
+		State: store.DeliveryFailed, Outcome: remote, Error: remote}))
+	d, err = e.s.GetGithubDelivery(ctx, d.Host, d.DeliveryID)
+	require.NoError(t, err)
+	require.Equal(t, recorded, d.Error)
 }

@@ -47,6 +47,10 @@ type Options struct {
 	Credentials tcclient.Credentials
 	// AuthorizedScopes restrict every forwarded request.
 	AuthorizedScopes []string
+	// TaskID and RunID are the run the proxy serves: GET /id-token asks
+	// for its identity token.
+	TaskID string
+	RunID  int
 	// HTTPClient performs upstream requests (default: a client without
 	// redirect following).
 	HTTPClient *http.Client
@@ -159,6 +163,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/bewit" && r.Method == http.MethodPost:
 		p.serveBewit(w, r)
 		return
+	case r.URL.Path == "/id-token" && r.Method == http.MethodGet:
+		p.serveIDToken(w, r)
+		return
 	}
 	target, err := p.targetURL(r.URL)
 	if err != nil {
@@ -205,6 +212,34 @@ func (p *Proxy) serveBewit(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Location", signed)
 	w.Header().Set("X-Taskcluster-Proxy-Version", Version)
 	w.WriteHeader(http.StatusSeeOther)
+}
+
+// serveIDToken asks hopper for the run's identity token for
+// ?audience= (Auth's createIdToken for this task and run), so task code
+// needs neither its taskId nor its runId: GET
+// $TASKCLUSTER_PROXY_URL/id-token?audience=sts.amazonaws.com answers
+// {"token", "subject", "expires"}, or the Auth API's refusal; &subject=
+// asks for the token only if the run has that subject.
+func (p *Proxy) serveIDToken(w http.ResponseWriter, r *http.Request) {
+	audience := r.URL.Query().Get("audience")
+	if audience == "" || p.opts.TaskID == "" {
+		writeJSONError(w, http.StatusBadRequest, "GET /id-token?audience=<audience> asks for the run's identity token for an audience")
+		return
+	}
+	in := map[string]string{"audience": audience}
+	if subject := r.URL.Query().Get("subject"); subject != "" {
+		in["subject"] = subject
+	}
+	body, err := json.Marshal(in)
+	if err != nil {
+		writeJSONError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	target := p.rootURL.String() + "/api/auth/v1/task/" + url.PathEscape(p.opts.TaskID) + "/runs/" + strconv.Itoa(p.opts.RunID) + "/id-token"
+	req := r.Clone(r.Context())
+	req.Method, req.Body, req.URL.RawQuery = http.MethodPost, io.NopCloser(bytes.NewReader(body)), ""
+	req.Header = http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}}
+	p.forward(w, req, target)
 }
 
 // targetURL maps /api/<service>/<version>/<path> and the legacy

@@ -106,3 +106,18 @@ func TestProxySignsWithRunCredentials(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, r.StatusCode)
 	require.Contains(t, r.Header.Get("Location"), "bewit=")
 }
+
+// TestProxyIDTokenNeedsAnAudience: GET /id-token without ?audience= is
+// refused by the proxy itself (the Auth call it makes is tested end to end
+// in internal/e2e).
+func TestProxyIDTokenNeedsAnAudience(t *testing.T) {
+	t.Parallel()
+	p, err := tcproxy.Start(tcproxy.Options{RootURL: "http://127.0.0.1:1", TaskID: tcclient.NewTaskID(),
+		Credentials: tcclient.Credentials{ClientID: "c", AccessToken: "t"}})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close(time.Second)) }()
+	r, err := http.Get(p.URL() + "/id-token")
+	require.NoError(t, err)
+	r.Body.Close()
+	require.Equal(t, http.StatusBadRequest, r.StatusCode)
+}
