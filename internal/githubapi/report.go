@@ -48,10 +48,67 @@ func (s *Service) UpdateBuilds(ctx context.Context) error {
 			}
 		}
 		if next == "" {
-			return nil
+			return s.reopenBuilds(ctx)
 		}
 		page.ContinuationToken = next
 	}
+}
+
+// reopenWindow bounds how far back resolved builds are watched for
+// reruns: a task cannot be rerun after its deadline, at most days after
+// its creation.
+const reopenWindow = 7 * 24 * time.Hour
+
+// reopenBuilds moves a resolved build back to pending when a task of its
+// group was rerun after it resolved (from the console, the CLI or the
+// API): builds otherwise only move forward, and the reporter then follows
+// the build to its new end. A run scheduled after the build's last change
+// must be there, so a replica that read the group before it resolved
+// cannot reopen it.
+func (s *Service) reopenBuilds(ctx context.Context) error {
+	builds, err := s.Store.ListReopenableGithubBuilds(ctx, s.Clock.Now().Add(-reopenWindow), 100)
+	if err != nil {
+		return err
+	}
+	for i := range builds {
+		b := &builds[i]
+		tasks, err := s.listGroup(ctx, b.TaskGroupID)
+		if err != nil {
+			return err
+		}
+		if github.GroupState(tasks) != github.StatePending || !rerunSince(tasks, b.Updated) {
+			continue
+		}
+		f := s.Forges[b.Host]
+		var status *store.GithubOutboxEntry
+		if f != nil && !s.usesChecks(b) {
+			e := s.statusEntry(f, b.Organization, b.Repository, b.SHA, b.TaskGroupID, b.EventType, github.StatePending, b.InstallationID)
+			status = &e
+		}
+		moved, err := s.Store.AdvanceGithubBuild(ctx, store.AdvanceGithubBuildParams{TaskGroupID: b.TaskGroupID, From: []string{b.State},
+			State: github.StatePending, Now: s.Clock.Now(), Status: status})
+		if err != nil {
+			return err
+		}
+		if moved {
+			s.Log.Info("build back to pending: a task was rerun", "taskGroupId", b.TaskGroupID, "from", b.State)
+		}
+	}
+	return nil
+}
+
+// rerunSince says whether a task's latest run is a rerun scheduled after
+// at.
+func rerunSince(tasks []*queue.TaskState, at time.Time) bool {
+	for _, t := range tasks {
+		if n := len(t.Runs); n > 0 {
+			r := t.Runs[n-1]
+			if r.ReasonCreated == "rerun" && r.Scheduled.After(at) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *Service) updateBuild(ctx context.Context, b *store.GithubBuild) error {

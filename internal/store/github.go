@@ -48,6 +48,10 @@ type GithubStore interface {
 
 	// ListGithubBuilds lists builds, newest first.
 	ListGithubBuilds(ctx context.Context, f GithubBuildFilter, page Page) ([]GithubBuild, string, error)
+	// ListReopenableGithubBuilds lists resolved builds created since then
+	// whose task group has a task unresolved again (a rerun), newest
+	// first, at most limit.
+	ListReopenableGithubBuilds(ctx context.Context, since time.Time, limit int) ([]GithubBuild, error)
 	// GetGithubBuild loads the build of a task group.
 	GetGithubBuild(ctx context.Context, taskGroupID string) (*GithubBuild, error)
 	// AdvanceGithubBuild moves a build to state, if it is in one of from,

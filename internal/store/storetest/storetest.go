@@ -168,6 +168,7 @@ func Run(t *testing.T, open Opener) {
 		{"GithubDeliveryClaimRace", testGithubDeliveryClaimRace},
 		{"GithubReplays", testGithubReplays},
 		{"GithubFailedDeliveries", testGithubFailedDeliveries},
+		{"GithubReopenable", testGithubReopenable},
 		{"GithubBuilds", testGithubBuilds},
 		{"GithubOutbox", testGithubOutbox},
 		{"GithubExpiry", testGithubExpiry},
