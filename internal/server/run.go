@@ -16,11 +16,11 @@ import (
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/authapi"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/notifysend"
-	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/schema"
 	"github.com/hopper-ci/hopper/internal/ui"
@@ -73,7 +73,7 @@ type Config struct {
 	// Version is reported by __version__.
 	Version string
 	Logger  *slog.Logger
-	Clock   queue.Clock
+	Clock   clock.Clock
 	// Pprof, if set, is the address of an extra listener serving Go's
 	// profiling endpoints (pprof.go).
 	Pprof string
@@ -107,7 +107,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = queue.SystemClock{}
+		cfg.Clock = clock.System{}
 	}
 	log := cfg.Logger
 	if cfg.Version == "" {

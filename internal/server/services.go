@@ -148,7 +148,7 @@ func (w *wiring) queueService() (service, error) {
 	w.queue = q
 	c := w.cfg
 	return service{
-		routes:     q.Routes(),
+		routes:     queueapi.Routes(queueapi.Deps{Server: q}),
 		collectors: metrics.Collectors(),
 		duties: []maintenance.Service{
 			&maintenance.ClaimExpirer{Store: w.store, Publisher: q, Clock: c.Clock, Logger: w.log},
@@ -196,7 +196,7 @@ func (w *wiring) purgeCacheService() (service, error) {
 }
 
 func (w *wiring) supersederService() (service, error) {
-	return service{routes: supersederapi.Routes(supersederapi.ServerOptions{Store: w.store, Version: w.cfg.Version})}, nil
+	return service{routes: supersederapi.Routes(supersederapi.Deps{Store: w.store, Version: w.cfg.Version})}, nil
 }
 
 func (w *wiring) flowService() (service, error) {
