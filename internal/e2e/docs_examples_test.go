@@ -47,8 +47,6 @@ var blocksNotYetRun = map[string]string{
 	"docs/production.md:pg_dump --format=custom --file /backup/hopper.dump postgres://hopper@db/hopper": "not yet run",
 	"docs/production.md:systemctl stop hopper":                                                          "not yet run",
 	"docs/services.md:import taskcluster from 'taskcluster-client';":                                    "not yet run",
-	"docs/services.md:cat > nightly.yaml <<'EOF'":                                                       "not yet run",
-	"docs/services.md:echo '{\"token\": \"s3cr3t\"}' | ./hopper secret set myapp/deploy --expires 90d":  "not yet run",
 	"docs/worker-pools.md:providerId: docker":                                                           "not yet run",
 	"docs/worker-pools.md:CGO_ENABLED=0 go build -o rootfs/hopper ./cmd/hopper":                         "not yet run",
 	"docs/workers.md:for i in 1 2 3 4; do cat > build$i.yaml <<EOF":                                     "not yet run",
