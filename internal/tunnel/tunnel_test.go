@@ -55,7 +55,7 @@ func token(id string, at time.Time) string {
 }
 
 // register connects a tunnel client as a worker does and serves h on it.
-func register(t *testing.T, base, id, tok string) (*wsmux.Session, string, error) {
+func register(t testing.TB, base, id, tok string) (*wsmux.Session, string, error) {
 	t.Helper()
 	header := http.Header{"x-websocktunnel-id": {id}, "Authorization": {"Bearer " + tok}}
 	conn, resp, err := websocket.Dial(context.Background(), base+tunnel.Prefix, &websocket.DialOptions{HTTPHeader: header})
