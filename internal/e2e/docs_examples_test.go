@@ -21,7 +21,6 @@ var docsNotYetRun = map[string]string{}
 // blocksNotYetRun are single blocks no test runs yet, by "file:first line
 // of the block"; the list only shrinks.
 var blocksNotYetRun = map[string]string{
-	"docs/workers.md:\"wstServerURL\": \"https://hopper.example.com/websocktunnel\",":           "not yet run",
 	"docs/interactive.md:hopper task interactive FAILED_TASKID      # prints the copy's taskId": "not yet run",
 	"docs/interactive.md:payload:": "not yet run",
 	"docs/interactive.md:hopper role create project:ci-debuggers --description 'may debug proj-ci tasks' --scope 'interactive:open-shell:proj-ci/*'": "not yet run",
