@@ -31,7 +31,6 @@ var blocksNotYetRun = map[string]string{
 	"docs/history.md:export TASKCLUSTER_ROOT_URL=https://hopper.example.com":                                                            "not yet run",
 	"docs/production.md:install -m 0755 hopper /usr/local/bin/hopper":                                                                   "not yet run",
 	"docs/production.md:CGO_ENABLED=0 go build -trimpath -o deploy/container/hopper ./cmd/hopper":                                       "not yet run",
-	"docs/production.md:hopper serve --listen 0.0.0.0:443 --root-url https://hopper.example.com \\":                                     "not yet run",
 	"docs/production.md:hopper.example.com {":                                                                                           "not yet run",
 	"docs/production.md:server {":                                               "not yet run",
 	"docs/services.md:import taskcluster from 'taskcluster-client';":            "not yet run",
