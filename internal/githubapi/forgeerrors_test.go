@@ -19,6 +19,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/github"
 	"github.com/hopper-ci/hopper/internal/githubapi"
 	"github.com/hopper-ci/hopper/internal/store"
+	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
 // TestUnreadablePermission: a permission lookup the forge refuses (Gitea
@@ -158,4 +159,55 @@ func TestReplayCreatesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, first, d.ReplayOf)
 	require.Equal(t, store.DeliveryDone, d.State)
+}
+
+// TestRerunReopensBuild: a task of a failed build rerun from the console
+// (the queue's rerunTask) moves the build back to pending, with a
+// pending status, and the build follows the rerun to its end.
+func TestRerunReopensBuild(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	push := example(t, "push", 4)
+	sha := push["after"].(string)
+	b.gh.Install("Codertocat", "Hello-World", 1)
+	b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", decisionTask)
+	b.role(t, "repo:github.com/Codertocat/Hello-World:branch:master")
+	body, _ := json.Marshal(push)
+	status, _ := b.deliver(t, "push", uuid.NewString(), body, webhookSecret)
+	require.Equal(t, http.StatusNoContent, status)
+	b.process(t)
+	build := b.builds(t)[0]
+	taskID := b.groupTasks(t, build.TaskGroupID)[0].TaskID
+	states := func() []any {
+		var out []any
+		for _, c := range b.gh.Calls("/statuses/" + sha) {
+			out = append(out, c.Body["state"])
+		}
+		return out
+	}
+
+	_, err := b.root.ClaimWork(ctx, testQueue, &tcclient.ClaimWorkRequest{WorkerGroup: "wg", WorkerID: "w1", Tasks: 1})
+	require.NoError(t, err)
+	_, err = b.root.ReportFailed(ctx, taskID, 0)
+	require.NoError(t, err)
+	require.NoError(t, b.svc.Report(ctx))
+	require.Equal(t, github.StateFailure, b.builds(t)[0].State)
+
+	b.clock.Advance(time.Minute)
+	_, err = b.root.RerunTask(ctx, taskID)
+	require.NoError(t, err)
+	require.NoError(t, b.svc.Report(ctx))
+	require.Equal(t, github.StatePending, b.builds(t)[0].State)
+	require.Equal(t, []any{"pending", "failure", "pending"}, states())
+	require.NoError(t, b.svc.Report(ctx))
+	require.Equal(t, []any{"pending", "failure", "pending"}, states(), "reopened once")
+
+	_, err = b.root.ClaimWork(ctx, testQueue, &tcclient.ClaimWorkRequest{WorkerGroup: "wg", WorkerID: "w1", Tasks: 1})
+	require.NoError(t, err)
+	_, err = b.root.ReportCompleted(ctx, taskID, 1)
+	require.NoError(t, err)
+	require.NoError(t, b.svc.Report(ctx))
+	require.Equal(t, github.StateSuccess, b.builds(t)[0].State)
+	require.Equal(t, []any{"pending", "failure", "pending", "success"}, states())
 }

@@ -71,15 +71,9 @@ func (w *wiring) workerManagerService() (service, error) {
 	// client-go logs (a watch that lost its connection, …) through klog:
 	// into hopper's log, not unstructured onto stderr.
 	klog.SetSlogLogger(w.log.With("component", "kubernetes"))
-	routes, err := workermanagerapi.Routes(workermanagerapi.Deps{Store: w.store, Queue: queue, Resolver: queue.resolver,
+	routes := workermanagerapi.Routes(workermanagerapi.Deps{Store: w.store, Queue: queue, Resolver: queue.resolver,
 		Issuer: workerIssuer{w.sec.Issuer}, Providers: apiProviders(k8s), Publisher: publisher,
-		Caller: w.sec.Authorizer.Caller, Logger: w.log, Version: w.cfg.Version})
-	if err != nil {
-		if closeFn != nil {
-			closeFn()
-		}
-		return service{}, err
-	}
+		Caller: w.sec.Authorizer.Caller, Logger: w.log, Schemas: w.schemas, Version: w.cfg.Version})
 	c := w.cfg
 	events := maintenance.NewEventsPublisher(publisher, workermanagerapi.Message, w.log)
 	errorEvents := maintenance.NewErrorEventsPublisher(publisher, workermanagerapi.ErrorMessage, w.log)

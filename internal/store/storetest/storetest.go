@@ -173,6 +173,8 @@ func Run(t *testing.T, open Opener) {
 		{"GithubExpiry", testGithubExpiry},
 		{"GithubChecks", testGithubChecks},
 		{"GithubCheckRace", testGithubCheckRace},
+		{"Outbox", testOutbox},
+		{"OutboxClaimRace", testOutboxClaimRace},
 		{"FlowLimit", testFlowLimit},
 		{"FlowSupersede", testFlowSupersede},
 		{"FlowCancelInProgress", testFlowCancelInProgress},
