@@ -14,7 +14,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/tcclient"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi/dockertest"
+	"github.com/hopper-ci/hopper/internal/dockerapi/dockertest"
 )
 
 // TestContainerImage follows docs/production.md's "A container image": the

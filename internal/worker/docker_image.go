@@ -13,7 +13,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/retry"
 	"github.com/hopper-ci/hopper/internal/tcclient"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
+	"github.com/hopper-ci/hopper/internal/dockerapi"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
 )
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/interactive"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
+	"github.com/hopper-ci/hopper/internal/dockerapi"
 )
 
 // dockerShells is where an interactive docker task's shells run.

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
+	"github.com/hopper-ci/hopper/internal/dockerapi"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/testclock"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
+	"github.com/hopper-ci/hopper/internal/dockerapi"
 )
 
 // TestDockerInteractiveShell: with the docker engine a shell is a
