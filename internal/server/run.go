@@ -205,7 +205,11 @@ func (w *wiring) apiServer(services []service) (*api.Server, []maintenance.Servi
 		expiries   []maintenance.Expiry
 		collectors []prometheus.Collector
 	)
+	handlers := map[string]http.Handler{ui.Prefix: ui.Handler(), ui.CLISigninPath: ui.CLISignin()}
 	for _, svc := range services {
+		for prefix, h := range svc.handlers {
+			handlers[prefix] = h
+		}
 		routes = append(routes, svc.routes...)
 		duties = append(duties, svc.duties...)
 		expiries = append(expiries, svc.expiries...)
@@ -213,7 +217,6 @@ func (w *wiring) apiServer(services []service) (*api.Server, []maintenance.Servi
 	}
 	// One duty deletes every service's expired rows.
 	duties = append(duties, &maintenance.DataExpirer{Expiries: expiries, Clock: w.cfg.Clock, Logger: w.log, Interval: w.cfg.ExpireEvery})
-	handlers := map[string]http.Handler{ui.Prefix: ui.Handler(), ui.CLISigninPath: ui.CLISignin()}
 	if m, ok := w.blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}

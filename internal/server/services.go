@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,10 @@ type service struct {
 	duties     []maintenance.Service
 	expiries   []maintenance.Expiry
 	collectors []prometheus.Collector
+	// handlers are mounted verbatim (path prefix → handler) beside the
+	// route tables: protocols that are not Taskcluster API methods (the
+	// websocktunnel).
+	handlers map[string]http.Handler
 	// drain runs before the HTTP server shuts down (ending long-polls and
 	// streams), flush after it (no request is served any more), close
 	// last, after the duties stopped.
@@ -67,6 +72,7 @@ func (w *wiring) services() []func() (service, error) {
 		w.workerManagerService,
 		w.notifyService,
 		w.interactiveService,
+		w.tunnelService,
 	}
 }
 
@@ -161,6 +167,7 @@ func (w *wiring) authService() (service, error) {
 	return service{routes: authapi.Routes(authapi.Deps{
 		Store: w.store, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
 		Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: w.log, Version: w.cfg.Version,
+		TunnelSecret: tunnelSecret(w.key),
 	}), expiries: []maintenance.Expiry{
 		{Service: "auth", Run: w.store.ExpireClients},
 		maintenance.AuditExpiry(w.store, 0),
