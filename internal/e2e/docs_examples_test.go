@@ -31,13 +31,10 @@ var blocksNotYetRun = map[string]string{
 	"docs/history.md:export TASKCLUSTER_ROOT_URL=https://hopper.example.com":                                                            "not yet run",
 	"docs/production.md:install -m 0755 hopper /usr/local/bin/hopper":                                                                   "not yet run",
 	"docs/production.md:CGO_ENABLED=0 go build -trimpath -o deploy/container/hopper ./cmd/hopper":                                       "not yet run",
-	"docs/production.md:hopper serve --listen 0.0.0.0:443 --root-url https://hopper.example.com \\":                                     "not yet run",
 	"docs/production.md:hopper.example.com {":                                                                                           "not yet run",
 	"docs/production.md:server {":                                               "not yet run",
-	"docs/services.md:import taskcluster from 'taskcluster-client';":            "not yet run",
 	"docs/worker-pools.md:providerId: docker":                                   "not yet run",
 	"docs/worker-pools.md:CGO_ENABLED=0 go build -o rootfs/hopper ./cmd/hopper": "not yet run",
-	"docs/workers.md:for i in 1 2 3 4; do cat > build$i.yaml <<EOF":             "not yet run",
 	"docs/workers.md:mkdir -p rootfs/bin && cp /bin/busybox rootfs/bin/":        "not yet run",
 }
 
