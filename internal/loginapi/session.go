@@ -105,4 +105,3 @@ func redirect(to string) *api.Response {
 	h.Set("Referrer-Policy", "no-referrer")
 	return &api.Response{Status: http.StatusFound, Header: h, RawBody: []byte{}}
 }
-
