@@ -134,31 +134,34 @@ func TestLoginThroughGitea(t *testing.T) {
 
 	listen := e2e.FreePort(t)
 	rootURL := "http://" + listen
+	// The guide's steps: register hopper with Gitea, configure the
+	// providers, give the team its scopes.
+	out, err := e2e.DocShell{Env: []string{"GITEA_TOKEN=" + g.token}, Replace: []string{
+		"https://gitea.example.com", g.url, "https://hopper.example.com", rootURL}}.Run(t, e2e.DocExample(t, "login-gitea-app"))
+	require.NoError(t, err, out)
 	var app struct {
 		ClientID     string `json:"client_id"`
 		ClientSecret string `json:"client_secret"`
 	}
-	g.api(t, http.MethodPost, "/user/applications/oauth2", map[string]any{"name": "hopper", "confidential_client": true,
-		"redirect_uris": []string{rootURL + "/login/gitea/callback"}}, &app)
+	require.NoError(t, json.Unmarshal([]byte(out), &app), out)
 	dir := t.TempDir()
 	secretFile := filepath.Join(dir, "gitea-client-secret")
 	require.NoError(t, os.WriteFile(secretFile, []byte(app.ClientSecret+"\n"), 0o600))
 	config := filepath.Join(dir, "login.json")
-	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`{"providers": [
-		{"name": "gitea", "kind": "gitea", "displayName": "Gitea", "issuer": %q, "clientId": %q, "clientSecretFile": %q}
-	]}`, g.url, app.ClientID, secretFile)), 0o600))
-	srv := e2e.StartServer(t, e2e.ServerOptions{Listen: listen, Env: []string{"HOPPER_LOGIN_CONFIG=" + config}})
+	require.NoError(t, os.WriteFile(config, []byte(e2e.DocExample(t, "login-config").Replace(t,
+		"https://gitea.example.com", g.url, `"3f1c…"`, `"`+app.ClientID+`"`, "/etc/hopper/gitea-client-secret", secretFile)), 0o600))
+	srv := e2e.StartServer(t, e2e.ServerOptions{Listen: listen, Env: []string{"HOPPER_LOGIN_CONFIG=" + config,
+		"HOPPER_CORP_CLIENT_SECRET=corp-secret-not-used-here"}})
+	out, err = e2e.DocShell{Env: srv.Env()}.Run(t, e2e.DocExample(t, "login-team-role"))
+	require.NoError(t, err, out)
 	ctx := context.Background()
-	root := rootClient(srv)
-	_, err := root.CreateRole(ctx, "gitea-team:acme/builders", &tcclient.RoleRequest{Description: "Gitea team acme/builders",
-		Scopes: []string{"secrets:get:acme/*"}})
-	require.NoError(t, err)
 
 	// The providers the console offers.
 	b := newBrowser(t)
 	status, _, body := b.do(http.MethodGet, srv.RootURL+"/login/providers", nil)
 	require.Equal(t, http.StatusOK, status)
-	require.JSONEq(t, `{"providers": [{"name": "gitea", "kind": "gitea", "displayName": "Gitea", "signInUrl": "/login/gitea"}]}`, body)
+	require.JSONEq(t, `{"providers": [{"name": "gitea", "kind": "gitea", "displayName": "Gitea", "signInUrl": "/login/gitea"},
+		{"name": "corp", "kind": "oidc", "displayName": "Corporate SSO", "signInUrl": "/login/corp"}]}`, body)
 
 	// Not signed in: no credentials.
 	status, _, _ = b.do(http.MethodPost, srv.RootURL+"/login/credentials", nil)
@@ -202,6 +205,14 @@ func TestLoginThroughGitea(t *testing.T) {
 		Credentials tcclient.Credentials
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &got))
+	// The reply has the guide's shape.
+	var guide, reply map[string]any
+	require.NoError(t, json.Unmarshal([]byte(e2e.DocExample(t, "login-credentials-reply").Text), &guide))
+	require.NoError(t, json.Unmarshal([]byte(body), &reply))
+	for k := range guide {
+		require.Contains(t, reply, k)
+	}
+	require.Len(t, reply, len(guide))
 	require.Regexp(t, `^gitea/[0-9]+\|bob$`, got.Identity)
 	require.Equal(t, []string{"gitea-org:acme", "gitea-team:acme/builders"}, got.Roles)
 	require.Equal(t, got.Identity, got.Credentials.ClientID)
