@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/schema"
 	"github.com/hopper-ci/hopper/internal/store"
 )
@@ -88,6 +87,20 @@ func NotFoundf(format string, args ...any) *Error {
 	return Errorf(CodeResourceNotFound, format, args...)
 }
 
+// CodedError is an error of a service's rules that names the Taskcluster
+// error code it is answered with and the details the answer carries
+// (queue.Error): the rules need not import the framework, nor the
+// framework the rules.
+type CodedError interface {
+	error
+	ErrorCode() string
+	ErrorDetails() map[string]any
+}
+
+// timeLayout is Taskcluster's timestamp layout (queue.TimeLayout), in
+// which an error body says when it happened.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
 // AsError maps domain and store errors onto API errors in one place; nil
 // when err is none of them (an internal error).
 func AsError(err error) *Error {
@@ -95,18 +108,9 @@ func AsError(err error) *Error {
 	if errors.As(err, &apiErr) {
 		return apiErr
 	}
-	var qe *queue.Error
-	if errors.As(err, &qe) {
-		code := CodeInternalServerError
-		switch qe.Kind {
-		case queue.KindConflict:
-			code = CodeRequestConflict
-		case queue.KindNotFound:
-			code = CodeResourceNotFound
-		case queue.KindInput:
-			code = CodeInputError
-		}
-		return &Error{Code: code, Message: qe.Message, Details: qe.Details}
+	var coded CodedError
+	if errors.As(err, &coded) {
+		return &Error{Code: coded.ErrorCode(), Message: coded.Error(), Details: coded.ErrorDetails()}
 	}
 	var ve *schema.ValidationError
 	if errors.As(err, &ve) {
@@ -151,7 +155,7 @@ type requestInfo struct {
 
 // errorResponse renders the body: the message gets Taskcluster's footer.
 func errorResponse(e *Error, method string, params map[string]string, payload json.RawMessage, now time.Time) errorBody {
-	ts := now.UTC().Format(queue.TimeLayout)
+	ts := now.UTC().Format(timeLayout)
 	if params == nil {
 		params = map[string]string{}
 	}

@@ -28,7 +28,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
-// Clock tells the time of calls (queue.Clock satisfies it; tests pass a
+// Clock tells the time of calls (clock.Clock satisfies it; tests pass a
 // fake).
 type Clock interface{ Now() time.Time }
 

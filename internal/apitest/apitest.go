@@ -5,8 +5,10 @@
 package apitest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,7 +24,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/authapi"
-	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/server"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -39,7 +41,7 @@ type Options struct {
 	// Store is served (default: SQLite(t)).
 	Store store.Store
 	// Clock is the server's (default: the system clock).
-	Clock queue.Clock
+	Clock clock.Clock
 	// Logger receives the server's log (default: discarded).
 	Logger *slog.Logger
 	// Routes are served beside the queue's; they may use what Start has
@@ -54,7 +56,7 @@ type Server struct {
 	Key      [32]byte
 	Security *server.Security
 	Queue    *queueapi.Server
-	Clock    queue.Clock
+	Clock    clock.Clock
 	Logger   *slog.Logger
 	// Root calls the API as the static root client, without retries.
 	Root *tcclient.Client
@@ -68,7 +70,7 @@ func Start(t testing.TB, o Options) *Server {
 		s.Store = SQLite(t)
 	}
 	if s.Clock == nil {
-		s.Clock = queue.SystemClock{}
+		s.Clock = clock.System{}
 	}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -83,7 +85,7 @@ func Start(t testing.TB, o Options) *Server {
 	t.Cleanup(hs.Close)
 	s.URL = hs.URL
 	s.Queue = s.NewQueue(t, s.Store)
-	routes := s.Queue.Routes()
+	routes := queueapi.Routes(queueapi.Deps{Server: s.Queue})
 	if o.Routes != nil {
 		routes = append(routes, o.Routes(s)...)
 	}
@@ -177,4 +179,32 @@ func OpenStore(t testing.TB, driver string) (db store.Store, open func() store.S
 	}
 	t.Fatalf("unknown driver %q", driver)
 	return nil, nil
+}
+
+// Call sends method to path (below the root URL, path parameters
+// escaped) with in as its JSON body (nil: none), signed with creds
+// restricted to authorizedScopes (creds nil: anonymous; scopes nil: all
+// of the client's), and returns the status and the body of the reply.
+func (s *Server) Call(t testing.TB, creds *tcclient.Credentials, authorizedScopes []string, method, path string, in any) (int, []byte) {
+	t.Helper()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		require.NoError(t, err)
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.URL+path, body)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if creds != nil {
+		header, err := tcclient.AuthorizationHeader(creds, authorizedScopes, method, req.URL.String())
+		require.NoError(t, err)
+		req.Header.Set("Authorization", header)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, out
 }

@@ -58,6 +58,9 @@ type Deps struct {
 	Started time.Time
 	// Version is reported by __version__.
 	Version string
+	// TunnelSecret signs websocktunnel tokens (websocktunnelToken); empty:
+	// no tunnel, the method answers 404.
+	TunnelSecret []byte
 	// Identity, with its Keys, makes hopper an OpenID issuer for tasks
 	// (createIdToken, the discovery document and the key set).
 	Identity Identity
@@ -159,6 +162,7 @@ func Routes(d Deps) []api.Route {
 		{Name: "testAuthenticateGet", Method: http.MethodGet, Paths: p("/test-authenticate-get/{$}"),
 			Handle: h.testAuthenticateGet},
 	}...)
+	routes = append(routes, h.websocktunnelRoute(p))
 	return append(routes, h.auditRoutes(p, paged)...)
 }
 

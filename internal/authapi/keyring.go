@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/auth"
-	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -29,7 +29,7 @@ const keyRecheck = time.Minute
 type Keyring struct {
 	store  KeyStore
 	sealer *auth.Sealer
-	clock  queue.Clock
+	clock  clock.Clock
 
 	mu       sync.Mutex
 	keys     auth.KeySchedule
@@ -38,7 +38,7 @@ type Keyring struct {
 
 // NewKeyring returns a keyring over the store; keys are loaded (and the
 // first made) on first use.
-func NewKeyring(st KeyStore, sealer *auth.Sealer, clock queue.Clock) *Keyring {
+func NewKeyring(st KeyStore, sealer *auth.Sealer, clock clock.Clock) *Keyring {
 	return &Keyring{store: st, sealer: sealer, clock: clock}
 }
 

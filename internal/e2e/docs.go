@@ -176,19 +176,43 @@ type DocShell struct {
 	Replace []string
 	// Timeout bounds the run (default 2 minutes).
 	Timeout time.Duration
+	// KeepGoing runs every line even after one fails (the example shows
+	// a failing command); the test then checks the output.
+	KeepGoing bool
 }
 
-// Run runs block with `bash -e` and returns its combined output and error;
-// `set -e` makes the first failing command fail the example.
+// docShellPrelude defines what tests may put in a guide's placeholders:
+// the taskId (or task group id) the example's last `hopper task create`
+// or `task run` printed, read from what the hopper wrapper recorded.
+const docShellPrelude = `last_task_id() { sed -n 's/^Task \([A-Za-z0-9_-]\{22\}\) created.*/\1/p' "$HOPPER_DOC_OUTPUT" | tail -n 1; }
+last_task_group_id() { sed -n 's/^Task group \([A-Za-z0-9_-]\{22\}\) created.*/\1/p' "$HOPPER_DOC_OUTPUT" | tail -n 1; }
+`
+
+// docShellWrapper runs the binary under test and records what it printed
+// (for last_task_id); its output reaches the example once it exits.
+const docShellWrapper = `#!/bin/bash
+o=$(mktemp) e=$(mktemp)
+"$HOPPER_DOC_BIN" "$@" >"$o" 2>"$e"
+rc=$?
+cat "$o"; cat "$e" >&2
+cat "$o" "$e" >>"$HOPPER_DOC_OUTPUT"
+rm -f "$o" "$e"
+exit $rc
+`
+
+// Run runs block with bash (and `set -e`, unless KeepGoing) and returns
+// its combined output and error: the first failing command fails the
+// example. A placeholder may be replaced by "$(last_task_id)" or
+// "$(last_task_group_id)": the ids the example's hopper commands printed.
 func (d DocShell) Run(t testing.TB, block DocBlock) (string, error) {
 	t.Helper()
 	if block.Lang != "sh" {
 		t.Fatalf("%s: example %s is a %q block, not sh", block.Where(), block.Name, block.Lang)
 	}
 	script := block.Replace(t, d.Replace...)
-	bin := Binary(t)
 	binDir := t.TempDir()
-	if err := os.Symlink(bin, filepath.Join(binDir, "hopper")); err != nil {
+	wrapper := filepath.Join(binDir, "hopper")
+	if err := os.WriteFile(wrapper, []byte(docShellWrapper), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	dir := d.Dir
@@ -196,7 +220,7 @@ func (d DocShell) Run(t testing.TB, block DocBlock) (string, error) {
 		dir = t.TempDir()
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "hopper")); os.IsNotExist(err) {
-		if err := os.Symlink(bin, filepath.Join(dir, "hopper")); err != nil {
+		if err := os.Symlink(wrapper, filepath.Join(dir, "hopper")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,9 +230,14 @@ func (d DocShell) Run(t testing.TB, block DocBlock) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-e", "-c", script)
+	flags := "-ec"
+	if d.KeepGoing {
+		flags = "-c"
+	}
+	cmd := exec.CommandContext(ctx, "bash", flags, docShellPrelude+script)
 	cmd.Dir = dir
-	cmd.Env = append(append(filteredEnv("TASKCLUSTER_"), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH")), d.Env...)
+	cmd.Env = append(append(filteredEnv("TASKCLUSTER_"), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"HOPPER_DOC_BIN="+Binary(t), "HOPPER_DOC_OUTPUT="+filepath.Join(binDir, "output"), "TMPDIR="+binDir), d.Env...)
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {

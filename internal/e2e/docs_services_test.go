@@ -15,7 +15,8 @@ import (
 // TestServicesGuideExamples runs docs/services.md's shell examples as
 // written against a server: purging a cache, the nightly hook's commands
 // (its role, create, show, trigger, fires, list) on the guide's hook file,
-// and rendering the guide's JSON-e template.
+// the index (a task indexed, found, listed, its artifact by name) and
+// rendering the guide's JSON-e template.
 func TestServicesGuideExamples(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -36,6 +37,15 @@ func TestServicesGuideExamples(t *testing.T) {
 	taskID := regexp.MustCompile(`(?m)^([A-Za-z0-9_-]{22})$`).FindStringSubmatch(out)
 	require.NotNil(t, taskID, "hook trigger prints the taskId:\n%s", out)
 	require.Regexp(t, `(?m)^.*`+regexp.QuoteMeta(taskID[1])+`.*success`, out, "hook fires lists the fire")
+
+	// The index example needs a worker for its nightly task.
+	e2e.StartWorker(t, srv, e2e.WorkerOptions{TaskQueueID: "hopper/default"})
+	out, err = e2e.DocShell{Dir: dir, Env: srv.Env(), Replace: []string{"<taskId>", "$(last_task_id)"}}.
+		Run(t, e2e.DocExample(t, "services-index-commands"))
+	require.NoError(t, err, out)
+	require.Regexp(t, `(?mi)^HTTP/1\.1 303`, out, "the index's artifact URL redirects to the artifact")
+	require.Contains(t, out, "revision")
+	require.Contains(t, out, "latest")
 
 	out, err = sh.Run(t, e2e.DocExample(t, "services-jsone-render"))
 	require.NoError(t, err, out)

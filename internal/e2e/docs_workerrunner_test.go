@@ -3,9 +3,11 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,8 +23,9 @@ import (
 // TestWorkerRunnerGuide runs docs/worker-pools.md's worker-runner machine
 // as written, with Taskcluster's own start-worker, generic-worker and
 // livelog (HOPPER_TEST_WORKER_RUNNER names a directory holding the three,
-// built from a Taskcluster release; generic-worker with -tags insecure, so
-// that tasks run as the test's user): the guide's pool, role and worker
+// default ~/.cache/hopper-test/taskcluster-workers, built from a
+// Taskcluster release; generic-worker with -tags insecure, so that tasks
+// run as the test's user): the guide's pool, role and worker
 // are created, start-worker registers with the secret and starts
 // generic-worker with the config it writes, and a task on the pool runs
 // with its live log.
@@ -32,9 +35,12 @@ func TestWorkerRunnerGuide(t *testing.T) {
 		t.Skip("-short: skips running the hopper binary")
 	}
 	bins := os.Getenv("HOPPER_TEST_WORKER_RUNNER")
+	if home, err := os.UserHomeDir(); bins == "" && err == nil {
+		bins = filepath.Join(home, ".cache", "hopper-test", "taskcluster-workers")
+	}
 	for _, b := range []string{"start-worker", "generic-worker", "livelog"} {
 		if _, err := os.Stat(filepath.Join(bins, b)); bins == "" || err != nil {
-			t.Skipf("HOPPER_TEST_WORKER_RUNNER does not name a directory with Taskcluster's start-worker, generic-worker and livelog (%s missing)", b)
+			t.Skipf("no Taskcluster start-worker, generic-worker and livelog in %s (HOPPER_TEST_WORKER_RUNNER): %s missing", bins, b)
 		}
 	}
 	srv := e2e.StartServer(t, e2e.ServerOptions{})
@@ -59,7 +65,10 @@ func TestWorkerRunnerGuide(t *testing.T) {
 		"/etc/generic-worker.json", filepath.Join(machine, "generic-worker.json"),
 		"/etc/generic-worker/ed25519.key", key,
 		"/usr/local/bin/livelog", filepath.Join(bins, "livelog"),
-		"/var/lib/generic-worker", machine)), 0o600))
+		"/var/lib/generic-worker", machine)+
+		// Not the default ports (60098-60099), which another test
+		// machine's generic-worker may hold.
+		"  livelogPortBase: "+strconv.Itoa(freePortPair(t))+"\n"), 0o600))
 	runner := exec.Command(filepath.Join(bins, "start-worker"), runnerFile)
 	runner.Dir = machine
 	logs := &e2e.SyncBuffer{}
@@ -97,11 +106,34 @@ func TestWorkerRunnerGuide(t *testing.T) {
 	st, err := q.Status(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, "gw-1", st.Runs[0].WorkerID)
-	arts, err := q.AllArtifacts(ctx, id, 0)
-	require.NoError(t, err)
-	names := []string{}
-	for _, a := range arts {
-		names = append(names, a.Name)
+	// generic-worker streams the log through livelog (live.log) and then
+	// points live.log at the uploaded live_backing.log.
+	testclock.WaitFor(t, time.Minute, "the run's live.log and live_backing.log", func() bool {
+		arts, err := q.AllArtifacts(ctx, id, 0)
+		require.NoError(t, err)
+		names := map[string]bool{}
+		for _, a := range arts {
+			names[a.Name] = true
+		}
+		return names["public/logs/live.log"] && names["public/logs/live_backing.log"]
+	})
+	require.Contains(t, logs.String(), "livelog", "generic-worker ran the guide's livelog")
+}
+
+// freePortPair returns a port p such that p and p+1 were free just now.
+func freePortPair(t *testing.T) int {
+	t.Helper()
+	for range 100 {
+		a, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		p := a.Addr().(*net.TCPAddr).Port
+		b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
+		_ = a.Close()
+		if err == nil {
+			_ = b.Close()
+			return p
+		}
 	}
-	require.Contains(t, names, "public/logs/live.log", "generic-worker published its live log")
+	t.Fatal("no two free ports in a row")
+	return 0
 }

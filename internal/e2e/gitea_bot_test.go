@@ -3,9 +3,13 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +88,12 @@ func TestGiteaBotReplaysAndErrors(t *testing.T) {
 	waitStatus(mainSHA, "Taskcluster (push)", "pending")
 	require.Equal(t, 1, pushBuilds(mainSHA))
 
+	// Gitea's Replay (in the web UI) sends that push's body again under a
+	// new delivery id: nothing more is created.
+	g.replayFirstDelivery(t, hook.ID)
+	require.Eventually(t, func() bool { return strings.Contains(srv.Logs(), "replays an earlier one") }, 60*time.Second, 250*time.Millisecond, srv.Logs())
+	require.Equal(t, 1, pushBuilds(mainSHA))
+
 	// Gitea's Test delivery sends a push of the branch's head (before and
 	// after the same commit) under a new delivery id: it starts nothing
 	// (checked below, once later deliveries have come).
@@ -115,4 +125,32 @@ func TestGiteaBotReplaysAndErrors(t *testing.T) {
 	waitStatus(badSHA, "Taskcluster (push)", "error")
 	require.NotContains(t, srv.Logs(), "trying again", "nothing the forge cannot take is retried")
 	require.NotContains(t, srv.Logs(), g.botToken)
+}
+
+// replayFirstDelivery signs in to Gitea's web UI as alice and presses
+// Replay on the hook's only delivery so far.
+func (g *gitea) replayFirstDelivery(t *testing.T, hookID int64) {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	c := &http.Client{Jar: jar}
+	resp, err := c.PostForm(g.url+"/user/login", url.Values{"user_name": {"alice"}, "password": {"alice-password-1"}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	page := fmt.Sprintf("%s/alice/demo/settings/hooks/%d", g.url, hookID)
+	var uuids [][]string
+	require.Eventually(t, func() bool {
+		resp, err := c.Get(page)
+		if err != nil {
+			return false
+		}
+		html, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		uuids = regexp.MustCompile(`/replay/([0-9a-f-]{36})`).FindAllStringSubmatch(string(html), -1)
+		return len(uuids) == 1
+	}, 30*time.Second, 250*time.Millisecond, "the hook's page lists one delivery with Replay")
+	resp, err = c.PostForm(page+"/replay/"+uuids[0][1], url.Values{})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Less(t, resp.StatusCode, 400, "replay: %s", resp.Status)
 }

@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -26,18 +25,15 @@ func TestSecretsGuideExample(t *testing.T) {
 	srv := e2e.StartServer(t, e2e.ServerOptions{})
 	e2e.StartWorker(t, srv, e2e.WorkerOptions{TaskQueueID: "hopper/default"})
 	dir := t.TempDir()
-	const secret = `{"token": "s3cr3t-value-not-for-logs"}`
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "secret.json"), []byte(secret), 0o600))
-	_, stderr, code := hopperCLI(t, srv.Env(), "secret", "set", "myapp/deploy", "--file", filepath.Join(dir, "secret.json"), "--expires", "90d")
-	require.Equal(t, 0, code, stderr)
-	file := filepath.Join(dir, "deploy.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(task), 0o600))
-	stdout, stderr, code := hopperCLI(t, srv.Env(), "task", "create", "-f", file)
-	require.Equal(t, 0, code, stderr)
-	taskID := regexp.MustCompile(`^Task (\S+) created`).FindStringSubmatch(stdout)[1]
-	stdout, stderr, code = hopperCLI(t, srv.Env(), "task", "log", "--follow", taskID)
-	require.Equal(t, 0, code, "%s\n%s", stdout, stderr)
-	require.Regexp(t, `fetched the deploy secret \(\d+ bytes\)`, stdout)
-	require.NotContains(t, stdout, "s3cr3t", "the secret stays out of the public log")
-	require.False(t, strings.Contains(stdout, "Resolution: failed"), stdout)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "deploy.yaml"), []byte(task), 0o600))
+	// The guide's commands, as written: the secret set and read back, the
+	// task created and its log followed.
+	stdout, err := e2e.DocShell{Dir: dir, Env: srv.Env(), Replace: []string{"<taskId>", "$(last_task_id)"}}.
+		Run(t, e2e.DocExample(t, "services-secret-commands"))
+	require.NoError(t, err, stdout)
+	require.Contains(t, stdout, "s3cr3t", "secret get prints the secret")
+	log := stdout[strings.Index(stdout, "created on"):]
+	require.Regexp(t, `fetched the deploy secret \(\d+ bytes\)`, log)
+	require.NotContains(t, log, "s3cr3t", "the secret stays out of the task's log")
+	require.False(t, strings.Contains(log, "Resolution: failed"), log)
 }

@@ -389,7 +389,7 @@ func TestBuildStates(t *testing.T) {
 		}
 		return t
 	}
-	require.Equal(t, StatePending, GroupState(nil))
+	require.Equal(t, StatePending, GroupState([]*queue.TaskState(nil)))
 	require.Equal(t, StatePending, GroupState([]*queue.TaskState{task("completed"), task("running")}))
 	require.Equal(t, StateFailure, GroupState([]*queue.TaskState{task("failed"), task("running")}))
 	require.Equal(t, StateFailure, GroupState([]*queue.TaskState{task("exception")}))

@@ -1,7 +1,5 @@
 package github
 
-import "github.com/hopper-ci/hopper/internal/queue"
-
 // Build states, as Taskcluster's builds list them and statuses carry
 // them (cancelled shows as error on the forge).
 const (
@@ -12,20 +10,28 @@ const (
 	StateCancelled = "cancelled"
 )
 
+// The states of a task that decide its build's (the queue's
+// queue.StateCompleted, …, as Taskcluster names them).
+const (
+	taskCompleted = "completed"
+	taskFailed    = "failed"
+	taskException = "exception"
+)
+
 // GroupState is a build's state from its task group's tasks: any failed
 // or exception task makes it failure; otherwise any unresolved task keeps
 // it pending; otherwise it is success. An empty group is pending (its
 // tasks are still being created).
-func GroupState(tasks []*queue.TaskState) string {
+func GroupState[T interface{ State() string }](tasks []T) string {
 	if len(tasks) == 0 {
 		return StatePending
 	}
 	pending := false
 	for _, t := range tasks {
 		switch t.State() {
-		case queue.StateFailed, queue.StateException:
+		case taskFailed, taskException:
 			return StateFailure
-		case queue.StateCompleted:
+		case taskCompleted:
 		default:
 			pending = true
 		}

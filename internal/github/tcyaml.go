@@ -14,7 +14,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hopper-ci/hopper/internal/jsone"
-	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/schema"
 )
 
@@ -270,7 +269,7 @@ func compileV1(defs []map[string]any, route string, p RenderParams) ([]Task, err
 		defaultTaskID = p.ID("task:0")
 		defaultGroupID = p.ID("group")
 	}
-	now := queue.NewTime(p.Now).String()
+	now := jsone.DateJSON(p.Now)
 	byID := map[string]map[string]any{}
 	var order []string
 	deps := map[string][]string{}

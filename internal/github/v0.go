@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/hopper-ci/hopper/internal/jsone"
-	"github.com/hopper-ci/hopper/internal/queue"
 )
 
 // Version 0 of `.taskcluster.yml` (deprecated, still honoured): strings
@@ -228,7 +227,7 @@ func v0Substitute(v any, params map[string]any, p RenderParams) (any, error) {
 
 func v0Value(expr string, params map[string]any, p RenderParams) (any, error) {
 	if expr == "$fromNow" {
-		return queue.NewTime(p.Now).String(), nil
+		return jsone.DateJSON(p.Now), nil
 	}
 	if arg, fn, ok := strings.Cut(expr, "|"); ok && strings.TrimSpace(fn) == "$fromNow" {
 		offset := strings.Trim(strings.TrimSpace(arg), `'"`)

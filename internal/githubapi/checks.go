@@ -371,16 +371,33 @@ func (s *Service) sendCheckRun(ctx context.Context, f *forge.Forge, e *store.Git
 	if err != nil {
 		return err
 	}
+	var body map[string]any
+	if err := json.Unmarshal(e.Body, &body); err != nil {
+		return fmt.Errorf("check run body of %s: %w", e.Target, err)
+	}
+	if c.CheckRunID == store.GithubCheckCreating {
+		// An earlier attempt sent the create and died before recording
+		// the id: the check run is found rather than made twice.
+		if c.CheckRunID, err = s.findCheckRun(ctx, f, e, taskID, body); err != nil {
+			return err
+		}
+		if c.CheckRunID != 0 {
+			if err := s.Store.SetGithubCheckRunID(ctx, store.SetGithubCheckRunIDParams{Host: e.Host, TaskID: taskID, RunID: runID, CheckRunID: c.CheckRunID}); err != nil {
+				return err
+			}
+		}
+	}
 	if c.CheckRunID == 0 {
+		// Recorded before the create is sent, so that whoever sends this
+		// entry next knows to look for what this attempt made.
+		if err := s.Store.SetGithubCheckRunID(ctx, store.SetGithubCheckRunIDParams{Host: e.Host, TaskID: taskID, RunID: runID, CheckRunID: store.GithubCheckCreating}); err != nil {
+			return err
+		}
 		id, err := f.CreateCheckRun(ctx, e.InstallationID, e.Owner, e.Repo, json.RawMessage(e.Body))
 		if err != nil {
 			return err
 		}
 		return s.Store.SetGithubCheckRunID(ctx, store.SetGithubCheckRunIDParams{Host: e.Host, TaskID: taskID, RunID: runID, CheckRunID: id})
-	}
-	var body map[string]any
-	if err := json.Unmarshal(e.Body, &body); err != nil {
-		return fmt.Errorf("check run body of %s: %w", e.Target, err)
 	}
 	delete(body, "head_sha")
 	update, err := json.Marshal(body)
@@ -388,6 +405,32 @@ func (s *Service) sendCheckRun(ctx context.Context, f *forge.Forge, e *store.Git
 		return err
 	}
 	return f.UpdateCheckRun(ctx, e.InstallationID, e.Owner, e.Repo, c.CheckRunID, update)
+}
+
+// findCheckRun finds a check run of the task on the entry's commit, made
+// by this forge's App under the entry's name, that no run's check has
+// recorded (one an earlier attempt created and did not record); 0 if
+// there is none.
+func (s *Service) findCheckRun(ctx context.Context, f *forge.Forge, e *store.GithubOutboxEntry, taskID string, body map[string]any) (int64, error) {
+	sha, _ := body["head_sha"].(string)
+	runs, err := f.CheckRuns(ctx, e.InstallationID, e.Owner, e.Repo, sha)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range runs {
+		id, _ := r["id"].(float64)
+		if r["external_id"] != taskID || r["name"] != body["name"] || id <= 0 {
+			continue
+		}
+		_, err := s.Store.FindGithubCheck(ctx, e.Host, int64(id))
+		if errors.Is(err, store.ErrNotFound) {
+			return int64(id), nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return 0, nil
 }
 
 // rerun reruns the task of a check run a user asked to run again

@@ -19,8 +19,11 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/forge"
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -81,6 +84,7 @@ type Store interface {
 	store.GithubStore
 	store.GithubCheckStore
 	store.TaskGroupStore
+	store.OutboxStore
 }
 
 // Service is the github service of one hopper: its forges, and what its
@@ -91,7 +95,7 @@ type Service struct {
 	Tasks   TaskCreator
 	Roles   auth.ExpanderSource
 	Schemas *schema.Registry
-	Clock   queue.Clock
+	Clock   clock.Clock
 	Log     *slog.Logger
 	// RootURL is hopper's public root URL (links in statuses, the
 	// templates' taskcluster_root_url).
@@ -120,6 +124,9 @@ type Service struct {
 	Kick func()
 	// Lease is how long a processor holds a delivery (default 2 min).
 	Lease time.Duration
+	// Owner names this replica's reporter in the outbox's leases
+	// (default: a random id).
+	Owner string
 
 	// renders holds a slot per renderTaskclusterYml running.
 	renders chan struct{}
@@ -136,6 +143,9 @@ func NewService(s Service, forges []*forge.Forge) (*Service, error) {
 	}
 	if s.Lease <= 0 {
 		s.Lease = 2 * time.Minute
+	}
+	if s.Owner == "" {
+		s.Owner = "forge-" + uuid.NewString()
 	}
 	s.renders = make(chan struct{}, renderSlots())
 	s.Forges = map[string]*forge.Forge{}
@@ -164,10 +174,19 @@ const (
 	scopesCreateComment = `"github:create-comment:<owner>/<repo>"`
 )
 
+// Deps are what the Github API's routes need: the service they serve,
+// and its version and start for the health routes.
+type Deps struct {
+	Service *Service
+	Version string
+	Started time.Time
+}
+
 // Routes returns the Github API routes.
-func Routes(s *Service, version string, started time.Time) []api.Route {
+func Routes(d Deps) []api.Route {
+	s := d.Service
 	p := func(path string) []string { return []string{BasePath + path} }
-	routes := append(api.ServiceHealthRoutes(BasePath, started, version), []api.Route{
+	routes := append(api.ServiceHealthRoutes(BasePath, d.Started, d.Version), []api.Route{
 		// A delivery is read raw (its signature covers its bytes), as
 		// large as any body.
 		{Name: "githubWebHookConsumer", Method: http.MethodPost, Paths: p("/github"), Handle: s.webhook,

@@ -17,8 +17,13 @@ import (
 	"github.com/hopper-ci/hopper/internal/forge"
 	"github.com/hopper-ci/hopper/internal/github"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/retry"
 	"github.com/hopper-ci/hopper/internal/store"
 )
+
+// deliveryRetry is the back-off of a delivery after its n-th attempt
+// failed in a way that may pass.
+var deliveryRetry = retry.Doubling(time.Second, 10*time.Minute)
 
 // maxDeliveryAttempts bounds how often a delivery is tried before it is
 // recorded as failed (the forge's API kept failing).
@@ -77,7 +82,7 @@ func (s *Service) processClaimed(ctx context.Context, d *store.GithubDelivery, l
 		finish.State, finish.Error = store.DeliveryFailed, err.Error()
 		s.Log.Warn("a webhook delivery failed", "host", d.Host, "delivery", d.DeliveryID, "attempts", d.Attempts, "error", err)
 	default:
-		backoff := min(time.Duration(1<<min(d.Attempts, 10))*time.Second, 10*time.Minute)
+		backoff := deliveryRetry(d.Attempts)
 		s.Log.Info("a webhook delivery will be tried again", "host", d.Host, "delivery", d.DeliveryID, "in", backoff, "error", err)
 		return s.Store.RetryGithubDelivery(ctx, store.RetryGithubDeliveryParams{Host: d.Host, DeliveryID: d.DeliveryID, Lease: lease, Next: s.Clock.Now().Add(backoff), Error: err.Error()})
 	}

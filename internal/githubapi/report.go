@@ -13,12 +13,16 @@ import (
 	"github.com/hopper-ci/hopper/internal/forge"
 	"github.com/hopper-ci/hopper/internal/github"
 	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/retry"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
 // maxSendAttempts bounds how often a status or comment is tried before it
 // is given up (recorded as failed, with the forge's last answer).
 const maxSendAttempts = 20
+
+// sendRetry is the back-off of a send after its n-th failed attempt.
+var sendRetry = retry.Doubling(time.Second, 15*time.Minute)
 
 // Report moves pending builds on as their task groups resolve (queueing
 // each new state's status in the same transaction) and sends what the
@@ -34,24 +38,79 @@ func (s *Service) Report(ctx context.Context) error {
 	return err
 }
 
-// UpdateBuilds looks at every pending build's task group.
+// Leases of the groups the reporter looks at: renewed every
+// groupRenewal while it works, so a replica that dies holds its groups
+// for groupLease at most.
+const (
+	groupLease   = 30 * time.Second
+	groupRenewal = 10 * time.Second
+	groupBatch   = 50
+)
+
+// groupRetry is the back-off of a group whose look failed (the store or
+// the artifacts did not answer), after its n-th failed claim.
+var groupRetry = retry.Doubling(time.Second, 5*time.Minute)
+
+// UpdateBuilds looks at the task groups of the builds whose tasks changed
+// since they were last looked at: every change of a forge build's task
+// queues a message for its group in the change's transaction (and so
+// does recording the build), which one replica claims. Its database load
+// grows with the changes, not with the builds pending.
 func (s *Service) UpdateBuilds(ctx context.Context) error {
-	page := store.Page{Limit: 100}
-	for {
-		builds, next, err := s.Store.ListGithubBuilds(ctx, store.GithubBuildFilter{State: github.StatePending}, page)
-		if err != nil {
+	for ctx.Err() == nil {
+		now := s.Clock.Now()
+		claimed, err := s.Store.ClaimOutbox(ctx, store.ClaimOutboxParams{Service: store.GithubService, Kind: store.GithubGroupChanged,
+			Owner: s.Owner, Now: now, Lease: groupLease, Limit: groupBatch})
+		if err != nil || len(claimed) == 0 {
 			return err
 		}
-		for _, b := range builds {
-			if err := s.updateBuild(ctx, &b); err != nil {
-				return err
-			}
+		stop := store.KeepLeases(ctx, groupRenewal, func(ctx context.Context) error {
+			_, err := s.Store.RenewOutbox(ctx, claimed, s.Clock.Now().Add(groupLease))
+			return err
+		})
+		err = s.updateGroups(ctx, claimed)
+		stop()
+		if err != nil || len(claimed) < groupBatch {
+			return err
 		}
-		if next == "" {
-			return s.reopenBuilds(ctx)
-		}
-		page.ContinuationToken = next
 	}
+	return ctx.Err()
+}
+
+// updateGroups looks at each claimed group and records the outcome.
+func (s *Service) updateGroups(ctx context.Context, claimed []store.OutboxMessage) error {
+	for i := range claimed {
+		m := &claimed[i]
+		err := s.updateGroup(ctx, m.Key)
+		if ctx.Err() != nil {
+			return ctx.Err() // stopping: the lease runs out and another replica looks
+		}
+		o := store.OutboxOutcome{Done: err == nil, Now: s.Clock.Now()}
+		if err != nil {
+			o.Error, o.Next = err.Error(), o.Now.Add(groupRetry(m.Attempts-1))
+			s.Log.Warn("looking at a build's task group failed; trying again", "taskGroupId", m.Key, "at", o.Next, "error", err)
+		}
+		if _, err := s.Store.FinishOutbox(ctx, m, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// updateGroup moves a task group's build on: a pending one to its
+// group's state, a resolved one back to pending if a task was rerun.
+func (s *Service) updateGroup(ctx context.Context, taskGroupID string) error {
+	b, err := s.Store.GetGithubBuild(ctx, taskGroupID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // not recorded yet: recording it queues another look
+	}
+	if err != nil {
+		return err
+	}
+	if b.State == github.StatePending {
+		return s.updateBuild(ctx, b)
+	}
+	return s.reopenBuild(ctx, b)
 }
 
 // reopenWindow bounds how far back resolved builds are watched for
@@ -59,40 +118,37 @@ func (s *Service) UpdateBuilds(ctx context.Context) error {
 // its creation.
 const reopenWindow = 7 * 24 * time.Hour
 
-// reopenBuilds moves a resolved build back to pending when a task of its
+// reopenBuild moves a resolved build back to pending when a task of its
 // group was rerun after it resolved (from the console, the CLI or the
 // API): builds otherwise only move forward, and the reporter then follows
-// the build to its new end. A run scheduled after the build's last change
-// must be there, so a replica that read the group before it resolved
-// cannot reopen it.
-func (s *Service) reopenBuilds(ctx context.Context) error {
-	builds, err := s.Store.ListReopenableGithubBuilds(ctx, s.Clock.Now().Add(-reopenWindow), 100)
+// the build to its new end. The rerun is a change of the task, so the
+// outbox brings its group here. A run scheduled after the build's last
+// change must be there, so a replica that read the group before it
+// resolved cannot reopen it.
+func (s *Service) reopenBuild(ctx context.Context, b *store.GithubBuild) error {
+	if (b.State != github.StateSuccess && b.State != github.StateFailure) || b.Created.Before(s.Clock.Now().Add(-reopenWindow)) {
+		return nil
+	}
+	tasks, err := s.listGroup(ctx, b.TaskGroupID)
 	if err != nil {
 		return err
 	}
-	for i := range builds {
-		b := &builds[i]
-		tasks, err := s.listGroup(ctx, b.TaskGroupID)
-		if err != nil {
-			return err
-		}
-		if github.GroupState(tasks) != github.StatePending || !rerunSince(tasks, b.Updated) {
-			continue
-		}
-		f := s.Forges[b.Host]
-		var status *store.GithubOutboxEntry
-		if f != nil && !s.usesChecks(b) {
-			e := s.statusEntry(f, b.Organization, b.Repository, b.SHA, b.TaskGroupID, b.EventType, github.StatePending, b.InstallationID)
-			status = &e
-		}
-		moved, err := s.Store.AdvanceGithubBuild(ctx, store.AdvanceGithubBuildParams{TaskGroupID: b.TaskGroupID, From: []string{b.State},
-			State: github.StatePending, Now: s.Clock.Now(), Status: status})
-		if err != nil {
-			return err
-		}
-		if moved {
-			s.Log.Info("build back to pending: a task was rerun", "taskGroupId", b.TaskGroupID, "from", b.State)
-		}
+	if github.GroupState(tasks) != github.StatePending || !rerunSince(tasks, b.Updated) {
+		return nil
+	}
+	f := s.Forges[b.Host]
+	var status *store.GithubOutboxEntry
+	if f != nil && !s.usesChecks(b) {
+		e := s.statusEntry(f, b.Organization, b.Repository, b.SHA, b.TaskGroupID, b.EventType, github.StatePending, b.InstallationID)
+		status = &e
+	}
+	moved, err := s.Store.AdvanceGithubBuild(ctx, store.AdvanceGithubBuildParams{TaskGroupID: b.TaskGroupID, From: []string{b.State},
+		State: github.StatePending, Now: s.Clock.Now(), Status: status})
+	if err != nil {
+		return err
+	}
+	if moved {
+		s.Log.Info("build back to pending: a task was rerun", "taskGroupId", b.TaskGroupID, "from", b.State)
 	}
 	return nil
 }
@@ -171,7 +227,7 @@ func (s *Service) SendDue(ctx context.Context) (int, error) {
 			case err == nil:
 				sent++
 			case forge.Temporary(err) && !errors.As(err, new(refusal)) && e.Attempts < maxSendAttempts:
-				next = s.Clock.Now().Add(min(time.Duration(1<<min(e.Attempts, 12))*time.Second, 15*time.Minute))
+				next = s.Clock.Now().Add(sendRetry(e.Attempts))
 				s.Log.Info("sending to the forge failed; trying again", "host", e.Host, "kind", e.Kind, "key", e.Key, "at", next, "error", err)
 			default:
 				s.Log.Warn("sending to the forge failed for good", "host", e.Host, "kind", e.Kind, "key", e.Key, "error", err)

@@ -62,13 +62,19 @@ type bundle struct {
 
 func setup(t testing.TB) *bundle {
 	t.Helper()
-	gh := forgetest.Start(t)
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, t.TempDir()+"/hopper.db")
+	db, err := sqlite.Open(context.Background(), t.TempDir()+"/hopper.db")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
+	return setupOn(t, db)
+}
+
+// setupOn is setup over the store db.
+func setupOn(t testing.TB, db store.Store) *bundle {
+	t.Helper()
+	gh := forgetest.Start(t)
+	ctx := context.Background()
 	var key [32]byte
-	_, err = rand.Read(key[:])
+	_, err := rand.Read(key[:])
 	require.NoError(t, err)
 	clock := testclock.New(time.Now().UTC())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -100,7 +106,7 @@ func setup(t testing.TB) *bundle {
 	svc.Hooks = hookTrigger{firer}
 	svc.Reruns = srv
 	httpSrv, err := api.New(api.Options{Clock: clock, Authorizer: sec.Authorizer, Logger: log,
-		Routes: slices.Concat(srv.Routes(), Routes(svc, "test", clock.Now()),
+		Routes: slices.Concat(queueapi.Routes(queueapi.Deps{Server: srv}), Routes(Deps{Service: svc, Version: "test", Started: clock.Now()}),
 			hooksapi.Routes(hooksapi.Deps{Store: db, Sealer: sec.Sealer, Firer: firer, Caller: sec.Authorizer.Caller, Logger: log}),
 			authapi.Routes(authapi.Deps{Store: db, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
 				Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: log})),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/hooks"
 	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/notify"
@@ -45,7 +46,7 @@ type Firer struct {
 	Store store.HookStore
 	Tasks TaskCreator
 	Roles auth.ExpanderSource
-	Clock queue.Clock
+	Clock clock.Clock
 	Log   *slog.Logger
 	// Lease is how long a replica holds a due hook while firing it
 	// (default 10 s); if it dies meanwhile another replica fires the same
@@ -158,7 +159,7 @@ func (f *Firer) fireScheduled(ctx context.Context, h *store.Hook, claim hooks.Cl
 	out, err := f.fire(ctx, def, hooks.Fire{FiredBy: hooks.FiredBySchedule, TaskID: h.NextTaskID, Now: h.NextScheduled})
 	if err != nil {
 		f.Log.Warn("scheduled fire failed; retrying at the next poll", "hookGroupId", h.HookGroupID, "hookId", h.HookID, "error", err)
-		if rerr := f.Store.ReleaseHookClaim(ctx, h.HookGroupID, h.HookID, h.NextTaskID, h.LastClaimEnd); rerr != nil {
+		if rerr := f.Store.ReleaseHookClaim(ctx, h); rerr != nil {
 			return errors.Join(err, rerr)
 		}
 		return nil

@@ -179,6 +179,14 @@ func daysIn(year, month int) int {
 // dateJSON is Date.prototype.toJSON: the ISO form with milliseconds in UTC,
 // with a six-digit signed year outside 0000-9999, or null for an invalid
 // date.
+// DateJSON is JavaScript's Date.prototype.toJSON of t (to the
+// millisecond, in UTC): how Taskcluster's services write "now" into a
+// template's context.
+func DateJSON(t time.Time) string {
+	s, _ := dateJSON(float64(t.UnixMilli())).(string)
+	return s
+}
+
 func dateJSON(ms float64) any {
 	ms = timeClip(ms)
 	if math.IsNaN(ms) {

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -20,7 +20,7 @@ type ClaimStore interface {
 type ClaimExpirer struct {
 	Store     ClaimStore
 	Publisher EventPublisher
-	Clock     queue.Clock
+	Clock     clock.Clock
 	Logger    *slog.Logger
 	// Interval is the cadence (default DefaultTick).
 	Interval time.Duration

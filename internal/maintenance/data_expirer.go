@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/artifacts"
-	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -34,7 +34,7 @@ type Expiry struct {
 // not keep the others from deleting.
 type DataExpirer struct {
 	Expiries []Expiry
-	Clock    queue.Clock
+	Clock    clock.Clock
 	Logger   *slog.Logger
 	// Interval is the cadence (default DefaultExpireEvery).
 	Interval time.Duration

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -20,7 +20,7 @@ type DeadlineStore interface {
 type DeadlineResolver struct {
 	Store     DeadlineStore
 	Publisher EventPublisher
-	Clock     queue.Clock
+	Clock     clock.Clock
 	Logger    *slog.Logger
 	// Delay is how long after its deadline an unresolved task is resolved.
 	Delay time.Duration

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -60,7 +61,7 @@ type NotifySender struct {
 	RootURL string
 	// LogTail returns the last lines of a run's log (optional).
 	LogTail func(ctx context.Context, taskID string, runID int) (string, error)
-	Clock   queue.Clock
+	Clock   clock.Clock
 	Logger  *slog.Logger
 	Metrics *NotifyMetrics
 	// Interval between looks at the outbox when it was found empty;
@@ -70,6 +71,9 @@ type NotifySender struct {
 	Concurrency int
 	// Owner names this sender in leases (default: a random id).
 	Owner string
+	// LeaseRenewal is how often the leases of the notifications being
+	// sent are renewed (default notify.LeaseRenewal).
+	LeaseRenewal time.Duration
 	loop
 }
 
@@ -88,7 +92,7 @@ func (s *NotifySender) Start(ctx context.Context) {
 		s.Owner = "sender-" + uuid.NewString()
 	}
 	if s.Clock == nil {
-		s.Clock = queue.SystemClock{}
+		s.Clock = clock.System{}
 	}
 	s.start(ctx, s.Logger, "sending notifications", s.Interval, true, func(ctx context.Context) error {
 		_, err := s.Drain(ctx)
@@ -143,6 +147,23 @@ func (s *NotifySender) Pass(ctx context.Context) (int, error) {
 		}
 		targets[j] = append(targets[j], n)
 	}
+	if len(claimed) == 0 {
+		return 0, nil
+	}
+	// The leases last while the sends do, and no longer (notify.Lease).
+	ids := make([]string, len(claimed))
+	for i := range claimed {
+		ids[i] = claimed[i].ID
+	}
+	renewal := s.LeaseRenewal
+	if renewal <= 0 {
+		renewal = notify.LeaseRenewal
+	}
+	stop := store.KeepLeases(ctx, renewal, func(ctx context.Context) error {
+		_, err := s.Store.RenewNotifications(ctx, s.owner(), ids, s.now().Add(notify.Lease))
+		return err
+	})
+	defer stop()
 	sem := make(chan struct{}, max(s.Concurrency, 1))
 	var wg sync.WaitGroup
 	for _, list := range targets {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/notifysend"
@@ -86,7 +87,7 @@ func failTask(t testing.TB, st store.Store, taskID string, now time.Time, routes
 	}
 }
 
-func newSender(st store.Store, d maintenance.Deliverer, clock queue.Clock, owner string) *maintenance.NotifySender {
+func newSender(st store.Store, d maintenance.Deliverer, clock clock.Clock, owner string) *maintenance.NotifySender {
 	return &maintenance.NotifySender{Store: st, Deliver: d, Clock: clock, RootURL: "https://hopper.example", Owner: owner,
 		Batch: 5, Concurrency: 3, Metrics: maintenance.NewNotifyMetrics(st),
 		LogTail: func(_ context.Context, taskID string, runID int) (string, error) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -72,7 +73,7 @@ type Provisioner struct {
 	// ErrorEvents announces the errors it records, as Taskcluster's
 	// providers do.
 	ErrorEvents ErrorEvents
-	Clock       queue.Clock
+	Clock       clock.Clock
 	Logger      *slog.Logger
 	// Interval is the cadence (default DefaultProvisionTick); LeaseFor the
 	// lease's length (default DefaultLeaseFor).

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/workermanager"
@@ -35,7 +36,7 @@ type WorkerScanner struct {
 	Events    WorkerEvents
 	// ErrorEvents announces the errors it records.
 	ErrorEvents ErrorEvents
-	Clock       queue.Clock
+	Clock       clock.Clock
 	Logger      *slog.Logger
 	// Interval is the cadence (default DefaultScanTick); LeaseFor the
 	// lease's length (default DefaultLeaseFor).

@@ -6,10 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/retry"
 )
 
 // The states of a notification in the outbox.
@@ -30,11 +31,14 @@ const (
 	// doubles it, up to MaxRetry.
 	FirstRetry = 10 * time.Second
 	MaxRetry   = 30 * time.Minute
-	// SendTimeout bounds one send; Lease, the time a sender holds a
-	// notification it claimed, is far longer, so that no other sender
-	// takes it while the send can still be under way.
-	SendTimeout = 30 * time.Second
-	Lease       = 5 * time.Minute
+	// SendTimeout bounds one send. Lease is how long a sender holds a
+	// notification it claimed without renewing it; a sender renews the
+	// leases of what it holds every LeaseRenewal while it sends, so a
+	// live sender keeps them however long its sends take, and a sender
+	// that dies (a killed replica) holds them for Lease at most.
+	SendTimeout  = 30 * time.Second
+	Lease        = 30 * time.Second
+	LeaseRenewal = 10 * time.Second
 	// RateLimitCount notifications per RateLimitWindow to one email
 	// address, across every replica (Taskcluster's default: 50 per 10
 	// minutes). Messages past it are dropped and recorded as rate-limited.
@@ -51,10 +55,10 @@ const (
 // attempts (1 → FirstRetry), jittered by up to a tenth either way from
 // jitter in [0,1) so retries of many notifications spread out.
 func Backoff(attempts int, jitter float64) time.Duration {
-	d := float64(FirstRetry) * math.Pow(2, float64(max(attempts-1, 0)))
-	d = min(d, float64(MaxRetry))
-	return time.Duration(d * (0.9 + 0.2*jitter))
+	return time.Duration(float64(doubling(max(attempts-1, 0))) * (0.9 + 0.2*jitter))
 }
+
+var doubling = retry.Doubling(FirstRetry, MaxRetry)
 
 // PermanentError marks a send that will fail the same way however often
 // it is tried (a 4xx answer other than 408/429, an address the server

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/artifacts"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
@@ -27,7 +28,7 @@ type Blobs interface {
 type Service struct {
 	Store store.ObjectStore
 	Blobs Blobs
-	Clock queue.Clock
+	Clock clock.Clock
 	Log   *slog.Logger
 }
 

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/purgecache"
-	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -26,7 +26,7 @@ const (
 // Deps are what the Purge-Cache API needs.
 type Deps struct {
 	Store store.PurgeCacheStore
-	Clock queue.Clock // default the system clock
+	Clock clock.Clock // default the system clock
 	// Version is reported by __version__.
 	Version string
 }
@@ -34,11 +34,11 @@ type Deps struct {
 // Routes declares the Purge-Cache API v1 (served through package api's
 // request pipeline).
 func Routes(d Deps) []api.Route {
-	clock := d.Clock
-	if clock == nil {
-		clock = queue.SystemClock{}
+	c := d.Clock
+	if c == nil {
+		c = clock.System{}
 	}
-	h := &handlers{store: d.Store, clock: clock, started: clock.Now()}
+	h := &handlers{store: d.Store, clock: c, started: c.Now()}
 	p := func(path string) []string { return []string{BasePath + path} }
 	return append(api.ServiceHealthRoutes(BasePath, h.started, d.Version), []api.Route{
 		{Name: "purgeCache", Method: http.MethodPost, Paths: p("/purge-cache/{workerPoolId...}"), Input: "purge-cache-request",
@@ -52,7 +52,7 @@ func Routes(d Deps) []api.Route {
 
 type handlers struct {
 	store   store.PurgeCacheStore
-	clock   queue.Clock
+	clock   clock.Clock
 	started time.Time
 }
 

@@ -24,6 +24,24 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// ErrorCode is Taskcluster's error code the refusal is answered with
+// (the API framework maps any error that names one, without importing
+// the queue).
+func (e *Error) ErrorCode() string {
+	switch e.Kind {
+	case KindConflict:
+		return "RequestConflict"
+	case KindNotFound:
+		return "ResourceNotFound"
+	case KindInput:
+		return "InputError"
+	}
+	return "InternalServerError"
+}
+
+// ErrorDetails is what the answer's details say (Details, as it is).
+func (e *Error) ErrorDetails() map[string]any { return e.Details }
+
 // Conflictf builds a KindConflict error.
 func Conflictf(format string, args ...any) *Error {
 	return &Error{Kind: KindConflict, Message: fmt.Sprintf(format, args...)}

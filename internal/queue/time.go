@@ -100,14 +100,3 @@ func ParseTime(s string) (Time, error) {
 	}
 	return NewTime(parsed), nil
 }
-
-// Clock tells the time. The server uses the wall clock; tests inject a fake.
-type Clock interface {
-	Now() time.Time
-}
-
-// SystemClock is the wall clock.
-type SystemClock struct{}
-
-// Now returns the current wall-clock time.
-func (SystemClock) Now() time.Time { return time.Now() }

@@ -237,7 +237,7 @@ func newArtHarness(t *testing.T) *artHarness {
 		Issuer: artIssuer{}, Publisher: h.pub, Artifacts: blobs,
 	})
 	require.NoError(t, err)
-	httpSrv, err := api.New(api.Options{Clock: clock, Authorizer: h.authz, Routes: srv.Routes(),
+	httpSrv, err := api.New(api.Options{Clock: clock, Authorizer: h.authz, Routes: Routes(Deps{Server: srv}),
 		Handlers: map[string]http.Handler{blobs.MountPath(): blobs}})
 	require.NoError(t, err)
 	ts.Config.Handler = httpSrv.Handler()

@@ -119,7 +119,7 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 		Metrics: metrics,
 	})
 	require.NoError(t, err)
-	httpSrv, err := api.New(api.Options{Clock: clock, Authorizer: permitAll{}, Metrics: httpMetrics, Routes: srv.Routes()})
+	httpSrv, err := api.New(api.Options{Clock: clock, Authorizer: permitAll{}, Metrics: httpMetrics, Routes: queueapi.Routes(queueapi.Deps{Server: srv})})
 	require.NoError(t, err)
 	// Served as `hopper serve` does: waiting claimWork calls park.
 	hs := httptest.NewUnstartedServer(httpSrv.Handler())

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 )
@@ -31,7 +32,7 @@ type MetricsStore interface {
 // NewMetrics registers the metrics. The queue gauges (pending and running
 // per task queue) are read from the store at scrape time, so every replica
 // reports the same, current numbers.
-func NewMetrics(st MetricsStore, clock queue.Clock) *Metrics {
+func NewMetrics(st MetricsStore, clock clock.Clock) *Metrics {
 	m := &Metrics{
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hopper_claims_total", Help: "Runs claimed, by task queue.",
@@ -108,7 +109,7 @@ func (m *Metrics) ObserveChanges(changes []store.Change) {
 
 type queueCollector struct {
 	store                  MetricsStore
-	clock                  queue.Clock
+	clock                  clock.Clock
 	pending, running       *prometheus.Desc
 	online, capacity, busy *prometheus.Desc
 	liveness               liveness // set by New from the queue's settings

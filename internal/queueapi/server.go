@@ -17,6 +17,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/schema"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -101,7 +102,7 @@ type Server struct {
 	cfg     Config
 	store   Store
 	hub     store.WorkHub
-	clock   queue.Clock
+	clock   clock.Clock
 	schemas *schema.Registry
 	creds   CredentialIssuer
 	pub     Publisher
@@ -132,7 +133,7 @@ type Options struct {
 	// Hub wakes waiting claimWork calls (default: Store's, when it has
 	// one, as *store.DB does).
 	Hub       store.WorkHub
-	Clock     queue.Clock
+	Clock     clock.Clock
 	Issuer    CredentialIssuer
 	Publisher Publisher
 	Logger    *slog.Logger
@@ -184,7 +185,7 @@ func New(opts Options) (*Server, error) {
 		s.metrics.queues.liveness = s.live
 	}
 	if s.clock == nil {
-		s.clock = queue.SystemClock{}
+		s.clock = clock.System{}
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -204,9 +205,16 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// Deps are what the Queue API's routes need: the queue's server, which
+// holds what its calls share (parked claims, batched worker records, the
+// caches).
+type Deps struct {
+	Server *Server
+}
+
 // Routes is the Queue API's route table, artifacts included.
-func (s *Server) Routes() []api.Route {
-	return append(s.queueRoutes(), s.artifactRoutes()...)
+func Routes(d Deps) []api.Route {
+	return append(d.Server.queueRoutes(), d.Server.artifactRoutes()...)
 }
 
 // Drain ends waiting claimWork long-polls early (with no tasks), for a

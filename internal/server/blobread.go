@@ -9,20 +9,21 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/artifacts"
+	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
-// maxArtifactRead bounds how much of an artifact a service reads to
-// quote from it (a check run's log excerpt takes its first and last
-// bytes): what lies beyond is not read.
-const maxArtifactRead = 256 << 20
-
 // artifactReader reads the content of artifacts stored in hopper's blob
-// storage (storage type s3) for the services that quote them.
+// storage (storage type s3) for the services that quote them: the forge's
+// check runs (their log excerpt, custom text and annotations) and
+// notify's messages (a log's last lines, logTail).
 type artifactReader struct {
 	store  artifactRecords
 	blobs  artifacts.Backend
 	client *http.Client
+	// limit bounds how much of an artifact is read to quote from it:
+	// what lies beyond is not read.
+	limit int64
 }
 
 // artifactRecords is the store as the services that quote artifacts read
@@ -31,8 +32,10 @@ type artifactRecords interface {
 	GetArtifact(ctx context.Context, taskID string, runID int, name string) (*store.Artifact, error)
 }
 
-func newArtifactReader(st artifactRecords, blobs artifacts.Backend) *artifactReader {
-	return &artifactReader{store: st, blobs: blobs, client: &http.Client{Timeout: 30 * time.Second}}
+// newArtifactReader reads at most limit bytes of an artifact, each read
+// within timeout.
+func newArtifactReader(st artifactRecords, blobs artifacts.Backend, limit int64, timeout time.Duration) *artifactReader {
+	return &artifactReader{store: st, blobs: blobs, client: &http.Client{Timeout: timeout}, limit: limit}
 }
 
 // ReadArtifact implements githubapi.ArtifactReader: the whole artifact in
@@ -72,7 +75,21 @@ func (a *artifactReader) ReadArtifact(ctx context.Context, taskID string, runID 
 		}
 		r = gz
 	}
-	return headAndTail(io.LimitReader(r, maxArtifactRead), keep)
+	return headAndTail(io.LimitReader(r, a.limit), keep)
+}
+
+// logTail returns the last lines of a run's backing log
+// (notify.MaxLogTailSize bytes at most, notify.LogTailLines lines).
+func (a *artifactReader) logTail(ctx context.Context, taskID string, runID int) (string, error) {
+	const keep = notify.MaxLogTailSize
+	head, tail, err := a.ReadArtifact(ctx, taskID, runID, "public/logs/live_backing.log", keep)
+	if err != nil {
+		return "", err
+	}
+	if tail == nil {
+		tail = head[max(len(head)-keep, 0):]
+	}
+	return notify.TailLines(tail, notify.LogTailLines, keep), nil
 }
 
 // headAndTail reads r keeping its first keep bytes and a window of its

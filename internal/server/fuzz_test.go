@@ -154,7 +154,13 @@ func TestFuzzEveryRouteAnswersNo5xx(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			var routes []api.Route
-			forges, _ := fuzzForgeConfig(t)
+			// The forge's routes call it: a forge only when the local
+			// GitHub can run (without it, they answer 500 for the
+			// unreachable forge's sake, not their own).
+			forges, up := fuzzForgeConfig(t)
+			if !up {
+				forges = ""
+			}
 			r := start(t, server.Config{DB: d.db(t), LongPoll: 50 * time.Millisecond, ForgeConfig: forges, Routes: func(rs []api.Route) { routes = rs }})
 			require.NotEmpty(t, routes)
 			// Some rows, so the lists have something to page through, and

@@ -37,7 +37,7 @@ func (w *wiring) githubService() (service, error) {
 	reports := &maintenance.GithubReports{Logger: log}
 	cfg := githubapi.Service{Store: w.store, Tasks: w.queue, Roles: w.sec.Roles, Clock: w.cfg.Clock, Schemas: w.schemas,
 		Log: log, RootURL: w.cfg.RootURL, IDSecret: idKey[:], Changes: w.queue, Hooks: hookTrigger{w.hooks},
-		Artifacts: newArtifactReader(w.store, w.blobs), Reruns: w.queue, Identities: w.store,
+		Artifacts: newArtifactReader(w.store, w.blobs, 256<<20, 30*time.Second), Reruns: w.queue, Identities: w.store,
 		Kick: func() { deliveries.Kick(); reports.Kick() }}
 	var svc service
 	if w.cfg.AMQP != "" {
@@ -57,7 +57,7 @@ func (w *wiring) githubService() (service, error) {
 		return service{}, err
 	}
 	deliveries.Processor, reports.Reporter = s, s
-	svc.routes = githubapi.Routes(s, w.cfg.Version, time.Now())
+	svc.routes = githubapi.Routes(githubapi.Deps{Service: s, Version: w.cfg.Version, Started: time.Now()})
 	svc.duties = []maintenance.Service{deliveries, reports, &maintenance.GithubInstallations{Syncer: s, Logger: log}}
 	svc.expiries = []maintenance.Expiry{{Service: "github", Run: w.store.ExpireGithubRecords}}
 	return svc, nil

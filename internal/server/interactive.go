@@ -1,6 +1,13 @@
 package server
 
-import "github.com/hopper-ci/hopper/internal/interactiveapi"
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"net/http"
+
+	"github.com/hopper-ci/hopper/internal/interactiveapi"
+	"github.com/hopper-ci/hopper/internal/tunnel"
+)
 
 // interactiveService is the shells of interactive tasks
 // (/api/interactive/v1/): the relay between viewers and workers. Its
@@ -12,4 +19,21 @@ func (w *wiring) interactiveService() (service, error) {
 		routes: interactiveapi.Routes(interactiveapi.Deps{Store: w.store, Relay: relay, Version: w.cfg.Version, Logger: w.log}),
 		drain:  relay.Close,
 	}, nil
+}
+
+// tunnelService is Taskcluster's websocktunnel served inside hopper
+// (<root>/websocktunnel): workers without an inbound port serve their
+// live logs and shells through it.
+func (w *wiring) tunnelService() (service, error) {
+	t := tunnel.New(tunnelSecret(w.key), w.cfg.RootURL, w.log)
+	return service{handlers: map[string]http.Handler{tunnel.Prefix: t, tunnel.Prefix + "/": t}, drain: t.Close}, nil
+}
+
+// tunnelSecret derives the websocktunnel tokens' signing secret from the
+// server secret: every replica sharing it signs and verifies alike, and
+// it is never stored.
+func tunnelSecret(key [32]byte) []byte {
+	m := hmac.New(sha256.New, key[:])
+	m.Write([]byte("hopper websocktunnel"))
+	return m.Sum(nil)
 }

@@ -16,12 +16,12 @@ import (
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/artifacts"
 	"github.com/hopper-ci/hopper/internal/authapi"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/login"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/notifysend"
-	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/schema"
 	"github.com/hopper-ci/hopper/internal/ui"
@@ -74,7 +74,7 @@ type Config struct {
 	// Version is reported by __version__.
 	Version string
 	Logger  *slog.Logger
-	Clock   queue.Clock
+	Clock   clock.Clock
 	// Pprof, if set, is the address of an extra listener serving Go's
 	// profiling endpoints (pprof.go).
 	Pprof string
@@ -112,7 +112,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = queue.SystemClock{}
+		cfg.Clock = clock.System{}
 	}
 	log := cfg.Logger
 	if cfg.Version == "" {
@@ -210,7 +210,11 @@ func (w *wiring) apiServer(services []service) (*api.Server, []maintenance.Servi
 		expiries   []maintenance.Expiry
 		collectors []prometheus.Collector
 	)
+	handlers := map[string]http.Handler{ui.Prefix: ui.Handler(), ui.CLISigninPath: ui.CLISignin()}
 	for _, svc := range services {
+		for prefix, h := range svc.handlers {
+			handlers[prefix] = h
+		}
 		routes = append(routes, svc.routes...)
 		duties = append(duties, svc.duties...)
 		expiries = append(expiries, svc.expiries...)
@@ -218,7 +222,6 @@ func (w *wiring) apiServer(services []service) (*api.Server, []maintenance.Servi
 	}
 	// One duty deletes every service's expired rows.
 	duties = append(duties, &maintenance.DataExpirer{Expiries: expiries, Clock: w.cfg.Clock, Logger: w.log, Interval: w.cfg.ExpireEvery})
-	handlers := map[string]http.Handler{ui.Prefix: ui.Handler(), ui.CLISigninPath: ui.CLISignin()}
 	if m, ok := w.blobs.(artifacts.Mountable); ok {
 		handlers[m.MountPath()] = m
 	}

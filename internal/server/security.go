@@ -14,8 +14,8 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/hopperapi"
-	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/store"
 )
@@ -70,7 +70,7 @@ func queueAccessToken(key [32]byte) string {
 
 // NewSecurity builds authentication over the store's clients and roles plus
 // the two static clients, and seeds the anonymous role if it is missing.
-func NewSecurity(ctx context.Context, st store.AuthStore, rootAccessToken string, key [32]byte, clock queue.Clock, log *slog.Logger) (*Security, error) {
+func NewSecurity(ctx context.Context, st store.AuthStore, rootAccessToken string, key [32]byte, clock clock.Clock, log *slog.Logger) (*Security, error) {
 	if !accessTokenPattern.MatchString(rootAccessToken) {
 		return nil, errors.New("the root access token must be 22–66 characters of A-Z a-z 0-9 _ -")
 	}
@@ -125,7 +125,7 @@ type ClientDirectory struct {
 	store  store.AuthStore
 	sealer *auth.Sealer
 	static map[string]auth.Client
-	clock  queue.Clock
+	clock  clock.Clock
 	log    *slog.Logger
 
 	// usedMarked remembers when this process last recorded a client's use
@@ -194,7 +194,7 @@ func (d *ClientDirectory) markUsed(ctx context.Context, c *store.Client) {
 // costs no database round trip in between.
 type RoleCache struct {
 	store store.AuthStore
-	clock queue.Clock
+	clock clock.Clock
 
 	mu        sync.Mutex
 	version   int64

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,10 @@ type service struct {
 	duties     []maintenance.Service
 	expiries   []maintenance.Expiry
 	collectors []prometheus.Collector
+	// handlers are mounted verbatim (path prefix → handler) beside the
+	// route tables: protocols that are not Taskcluster API methods (the
+	// websocktunnel).
+	handlers map[string]http.Handler
 	// drain runs before the HTTP server shuts down (ending long-polls and
 	// streams), flush after it (no request is served any more), close
 	// last, after the duties stopped.
@@ -68,6 +73,7 @@ func (w *wiring) services() []func() (service, error) {
 		w.workerManagerService,
 		w.notifyService,
 		w.interactiveService,
+		w.tunnelService,
 	}
 }
 
@@ -143,7 +149,7 @@ func (w *wiring) queueService() (service, error) {
 	w.queue = q
 	c := w.cfg
 	return service{
-		routes:     q.Routes(),
+		routes:     queueapi.Routes(queueapi.Deps{Server: q}),
 		collectors: metrics.Collectors(),
 		duties: []maintenance.Service{
 			&maintenance.ClaimExpirer{Store: w.store, Publisher: q, Clock: c.Clock, Logger: w.log},
@@ -162,6 +168,7 @@ func (w *wiring) authService() (service, error) {
 	return service{routes: authapi.Routes(authapi.Deps{
 		Store: w.store, Sealer: sec.Sealer, Clients: sec.Clients, IsStatic: sec.Clients.IsStatic,
 		Roles: sec.Roles, Authenticator: sec.Authenticator, Caller: sec.Authorizer.Caller, Logger: w.log, Version: w.cfg.Version,
+		TunnelSecret: tunnelSecret(w.key),
 	}), expiries: []maintenance.Expiry{
 		{Service: "auth", Run: w.store.ExpireClients},
 		maintenance.AuditExpiry(w.store, 0),
@@ -190,7 +197,7 @@ func (w *wiring) purgeCacheService() (service, error) {
 }
 
 func (w *wiring) supersederService() (service, error) {
-	return service{routes: supersederapi.Routes(supersederapi.ServerOptions{Store: w.store, Version: w.cfg.Version})}, nil
+	return service{routes: supersederapi.Routes(supersederapi.Deps{Store: w.store, Version: w.cfg.Version})}, nil
 }
 
 func (w *wiring) flowService() (service, error) {

@@ -59,15 +59,9 @@ func (w *wiring) workerManagerService() (service, error) {
 	}
 	queue := queueWorkers{store: w.store, queue: w.queue,
 		resolver: &maintenance.WorkerRunResolver{Store: w.store, Publisher: w.queue}}
-	routes, err := workermanagerapi.Routes(workermanagerapi.Deps{Store: w.store, Queue: queue, Resolver: queue.resolver,
+	routes := workermanagerapi.Routes(workermanagerapi.Deps{Store: w.store, Queue: queue, Resolver: queue.resolver,
 		Issuer: workerIssuer{w.sec.Issuer}, Providers: defaultProviders, Publisher: publisher,
-		Caller: w.sec.Authorizer.Caller, Logger: w.log, Version: w.cfg.Version})
-	if err != nil {
-		if closeFn != nil {
-			closeFn()
-		}
-		return service{}, err
-	}
+		Caller: w.sec.Authorizer.Caller, Logger: w.log, Schemas: w.schemas, Version: w.cfg.Version})
 	c := w.cfg
 	events := maintenance.NewEventsPublisher(publisher, workermanagerapi.Message, w.log)
 	errorEvents := maintenance.NewErrorEventsPublisher(publisher, workermanagerapi.ErrorMessage, w.log)

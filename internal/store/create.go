@@ -38,8 +38,10 @@ func (db *DB) CreateTask(ctx context.Context, p CreateTaskParams) (*Result, erro
 	// (docs/flow-control.md).
 	// So does a task with notify routes: its notifications are written by
 	// the transaction that creates it, and its runs are never handed over
-	// or claimed at create, whose writes record none (notify.go).
-	if db.creates == nil || len(p.Task.Dependencies) > 0 || p.Task.Flow != nil || notify.HasRoutes(p.Task) {
+	// or claimed at create, whose writes record none (notify.go), and a
+	// task of a forge build, whose changes the forge reporter learns of
+	// from the outbox (forgeReported).
+	if db.creates == nil || len(p.Task.Dependencies) > 0 || p.Task.Flow != nil || notify.HasRoutes(p.Task) || forgeReported(p.Task) {
 		return db.createTaskAlone(ctx, p)
 	}
 	call := &createCall{ctx: ctx, p: p, err: errNotRun}

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/github"
+	"github.com/hopper-ci/hopper/internal/queue"
 )
 
 // GithubStore persists the forge integration (the github service):
@@ -48,10 +51,6 @@ type GithubStore interface {
 
 	// ListGithubBuilds lists builds, newest first.
 	ListGithubBuilds(ctx context.Context, f GithubBuildFilter, page Page) ([]GithubBuild, string, error)
-	// ListReopenableGithubBuilds lists resolved builds created since then
-	// whose task group has a task unresolved again (a rerun), newest
-	// first, at most limit.
-	ListReopenableGithubBuilds(ctx context.Context, since time.Time, limit int) ([]GithubBuild, error)
 	// GetGithubBuild loads the build of a task group.
 	GetGithubBuild(ctx context.Context, taskGroupID string) (*GithubBuild, error)
 	// AdvanceGithubBuild moves a build to state, if it is in one of from,
@@ -194,6 +193,27 @@ type GithubOutboxEntry struct {
 	Created        time.Time
 }
 
+// GithubService names the forge integration's messages in the outbox;
+// GithubGroupChanged is the kind of message that asks its reporter to
+// look at a build's task group again (its key is the taskGroupId),
+// queued by every change of a task of a forge build (forgeReported) and
+// when a build is recorded.
+const (
+	GithubService      = "github"
+	GithubGroupChanged = "group"
+)
+
+// forgeReported says whether a task's changes are reported to a forge:
+// it is in a build's task group, whose tasks all carry the forge
+// integration's schedulerId (a group's tasks share one).
+func forgeReported(def *queue.Task) bool { return def.SchedulerID == github.SchedulerID }
+
+// groupChanged is the message that asks the forge reporter to look at a
+// task group.
+func groupChanged(taskGroupID string, now time.Time) OutboxMessage {
+	return OutboxMessage{Service: GithubService, Kind: GithubGroupChanged, Key: taskGroupID, Expires: now.Add(GithubRetention)}
+}
+
 // GithubRetention is how long processed deliveries and sent (or given
 // up) forge messages are kept; builds stay as long as their repository's
 // history is wanted, as in Taskcluster.
@@ -207,6 +227,7 @@ func (db *DB) ExpireGithubRecords(ctx context.Context, now time.Time) (int, erro
 		return []expireStep{
 			{&n, "DELETE FROM github_deliveries WHERE state <> 'pending' AND received < ?", []any{cutoff}},
 			{nil, "DELETE FROM github_outbox WHERE state <> 'pending' AND created < ?", []any{cutoff}},
+			expireOutbox(GithubService, now),
 		}
 	})
 	return n, err

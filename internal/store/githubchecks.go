@@ -42,9 +42,17 @@ type GithubCheck struct {
 	TaskGroupID  string
 	// State is GitHub's check run status: queued, in_progress, completed.
 	State string
-	// CheckRunID is the forge's id (0 until the check run was created).
+	// CheckRunID is the forge's id (0 until the check run was created;
+	// GithubCheckCreating while a create was sent and its id not yet
+	// recorded).
 	CheckRunID int64
 }
+
+// GithubCheckCreating is a check's CheckRunID from when its create is
+// sent until the forge's id is recorded: a sender killed in between
+// leaves it, and the next looks for the check run on the forge before
+// creating one.
+const GithubCheckCreating int64 = -1
 
 // Check run states, in the only order a check moves through them.
 var githubCheckStates = []string{"queued", "in_progress", "completed"}

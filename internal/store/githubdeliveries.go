@@ -134,6 +134,9 @@ func (db *DB) FinishGithubDelivery(ctx context.Context, p FinishGithubDeliveryPa
 				ON CONFLICT (task_group_id) DO NOTHING`, githubBuildArgs(&b)...); err != nil {
 				return fmt.Errorf("recording build %s: %w", b.TaskGroupID, err)
 			}
+			// Its tasks may have changed before the build was recorded
+			// (the reporter found no build then): it is looked at once.
+			tx.enqueue([]OutboxMessage{groupChanged(b.TaskGroupID, p.Now)}, p.Now)
 		}
 		return tx.queueOutbox(ctx, p.Outbox, p.Now)
 	})

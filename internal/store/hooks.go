@@ -41,10 +41,11 @@ type HookStore interface {
 	// unless its taskId already is, so a due time is recorded once even if
 	// two replicas raced for it.
 	FinishScheduledFire(ctx context.Context, p FinishFireParams) (bool, error)
-	// ReleaseHookClaim drops a lease without firing, so the due time is
-	// retried at the next poll: the hook's claim ends where the one before
-	// it did (lastClaimEnd, as ClaimDueHook returned it).
-	ReleaseHookClaim(ctx context.Context, hookGroupID, hookID, taskID string, lastClaimEnd time.Time) error
+	// ReleaseHookClaim drops the lease of h, as ClaimDueHook returned it,
+	// without firing, so the due time is retried at the next poll: the
+	// hook's claim ends where the one before it did (h.LastClaimEnd), if
+	// the claim is still for h.NextTaskID.
+	ReleaseHookClaim(ctx context.Context, h *Hook) error
 
 	// AddLastFire records a fire that no schedule state depends on
 	// (triggers and Pulse messages).
@@ -360,12 +361,12 @@ func (db *DB) FinishScheduledFire(ctx context.Context, p FinishFireParams) (bool
 }
 
 // ReleaseHookClaim implements HookStore.
-func (db *DB) ReleaseHookClaim(ctx context.Context, hookGroupID, hookID, taskID string, lastClaimEnd time.Time) error {
+func (db *DB) ReleaseHookClaim(ctx context.Context, h *Hook) error {
 	return db.tx(ctx, func(tx *txn) error {
 		_, err := tx.exec(ctx, "UPDATE hooks SET claimed_until = ? WHERE hook_group_id = ? AND hook_id = ? AND next_task_id = ?",
-			optMS(lastClaimEnd), hookGroupID, hookID, taskID)
+			optMS(h.LastClaimEnd), h.HookGroupID, h.HookID, h.NextTaskID)
 		if err != nil {
-			return fmt.Errorf("releasing hook %s/%s: %w", hookGroupID, hookID, err)
+			return fmt.Errorf("releasing hook %s/%s: %w", h.HookGroupID, h.HookID, err)
 		}
 		return nil
 	})

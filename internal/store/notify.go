@@ -38,6 +38,9 @@ type NotifyStore interface {
 	// given for. It reports false, recording nothing, if the lease was lost
 	// (it ran out and another sender claimed the row).
 	FinishNotification(ctx context.Context, n *Notification, o notify.Outcome, now time.Time) (bool, error)
+	// RenewNotifications moves the lease of the notifications owner holds
+	// (of ids) to until; it reports how many it still holds.
+	RenewNotifications(ctx context.Context, owner string, ids []string, until time.Time) (int, error)
 	// GetNotification returns one notification; ErrNotFound if none.
 	GetNotification(ctx context.Context, id string) (*Notification, error)
 	// ListTaskNotifications lists a task's notifications, oldest first.
@@ -126,13 +129,19 @@ func scanNotification(row rowScanner) (Notification, error) {
 	return n, nil
 }
 
-// change builds the Change of a task's transition at now and queues the
-// notifications its events produce (the task's notify.* routes), in this
-// transaction. A task without such a route costs a scan of its routes.
+// change builds the Change of a task's transition at now and queues, in
+// this transaction, what other services owe because of it: the
+// notifications its events produce (the task's notify.* routes), and a
+// look at its group by the forge reporter (a task of a forge build,
+// forgeReported). A task with neither costs a scan of its routes and a
+// comparison.
 func (t *txn) change(task *queue.TaskState, events []queue.Event, now time.Time) Change {
 	events = withStatus(events, task)
 	if notify.HasRoutes(&task.Task) {
 		t.queueNotifications(task, events, now)
+	}
+	if forgeReported(&task.Task) {
+		t.enqueue([]OutboxMessage{groupChanged(task.Task.TaskGroupID, now)}, now)
 	}
 	return Change{Task: task, Events: events}
 }
@@ -418,6 +427,26 @@ func (db *DB) FinishNotification(ctx context.Context, n *Notification, o notify.
 		return nil
 	})
 	return done, err
+}
+
+// RenewNotifications implements NotifyStore. A leased row's next_attempt
+// is its lease's end.
+func (db *DB) RenewNotifications(ctx context.Context, owner string, ids []string, until time.Time) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	held := 0
+	err := db.tx(ctx, func(tx *txn) error {
+		cond, args := db.inList("id", ids)
+		res, err := tx.exec(ctx, "UPDATE notify_outbox SET next_attempt = ? WHERE state = 'pending' AND lease_owner = ? AND "+cond,
+			append([]any{ms(until), owner}, args...)...)
+		if err != nil {
+			return fmt.Errorf("renewing the leases of %d notifications: %w", len(ids), err)
+		}
+		held = int(res.affected)
+		return nil
+	})
+	return held, err
 }
 
 // GetNotification implements NotifyStore.

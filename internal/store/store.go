@@ -74,6 +74,10 @@ type Store interface {
 	// The Notify service's outbox and denylist (notify.go).
 	NotifyStore
 
+	// The services' outbox: work owed because of a change elsewhere,
+	// claimed under a lease (outbox.go).
+	OutboxStore
+
 	// hopper as an OpenID issuer for tasks: signing keys and what the
 	// forge integration vouches for (identity.go).
 	IdentityStore

@@ -24,8 +24,8 @@ const backlogScan = 1000
 // BasePath is where the superseder's API lives below the root URL.
 const BasePath = "/api/superseder/v1"
 
-// ServerOptions configure the built-in superseder endpoint.
-type ServerOptions struct {
+// Deps are what the built-in superseder endpoint needs.
+type Deps struct {
 	// Version is reported by __version__.
 	Version string
 	// Store reads the tasks.
@@ -50,11 +50,11 @@ var number = regexp.MustCompile(`^[0-9]+$`)
 //
 // Both answer {"supersedes": [...]} without authentication: they reveal
 // only taskIds of tasks that opted in.
-func Routes(opts ServerOptions) []api.Route {
-	if opts.MaxTasks <= 0 {
-		opts.MaxTasks = superseder.DefaultMaxTasks
+func Routes(d Deps) []api.Route {
+	if d.MaxTasks <= 0 {
+		d.MaxTasks = superseder.DefaultMaxTasks
 	}
-	return append(api.ServiceHealthRoutes(BasePath, time.Now(), opts.Version), []api.Route{
+	return append(api.ServiceHealthRoutes(BasePath, time.Now(), d.Version), []api.Route{
 		{
 			Name: "supersederList", Method: http.MethodGet,
 			Paths: []string{BasePath + "/list/{age}/{size}/{key}"},
@@ -64,7 +64,7 @@ func Routes(opts ServerOptions) []api.Route {
 				if !ok {
 					return nil, api.NotFoundf("age and size must be non-negative integers (got %q and %q)", c.Params["age"], c.Params["size"])
 				}
-				return list(c, opts, age, size)
+				return list(c, d, age, size)
 			},
 		},
 		{
@@ -72,7 +72,7 @@ func Routes(opts ServerOptions) []api.Route {
 			Paths: []string{BasePath + "/list/{key}"},
 			Query: []string{"taskId"},
 			Handle: func(c *api.Call) (any, error) {
-				return list(c, opts, opts.DefaultAge, opts.DefaultSize)
+				return list(c, d, d.DefaultAge, d.DefaultSize)
 			},
 		},
 	}...)
@@ -101,7 +101,7 @@ type Answer struct {
 }
 
 // list computes one answer; see the package documentation for the rule.
-func list(c *api.Call, opts ServerOptions, age time.Duration, size int) (any, error) {
+func list(c *api.Call, d Deps, age time.Duration, size int) (any, error) {
 	taskID := c.R.URL.Query().Get("taskId")
 	if taskID == "" {
 		return nil, &api.Error{Code: api.CodeInvalidRequestArguments, Message: "query-string parameter taskId (the requesting task) is required"}
@@ -110,7 +110,7 @@ func list(c *api.Call, opts ServerOptions, age time.Duration, size int) (any, er
 		return nil, &api.Error{Code: api.CodeInvalidRequestArguments, Message: "query-string parameter taskId is not a taskId"}
 	}
 	ctx := c.Context()
-	requester, err := opts.Store.GetTask(ctx, taskID)
+	requester, err := d.Store.GetTask(ctx, taskID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, api.NotFoundf("Task `%s` not found", taskID)
 	}
@@ -123,7 +123,7 @@ func list(c *api.Call, opts ServerOptions, age time.Duration, size int) (any, er
 		// The requester did not opt in under this key.
 		return empty, nil
 	}
-	pending, err := opts.Store.PendingWithRoute(ctx, store.PendingWithRouteParams{TaskQueueID: requester.Task.TaskQueueID, Route: route, Now: c.Now, Limit: backlogScan})
+	pending, err := d.Store.PendingWithRoute(ctx, store.PendingWithRouteParams{TaskQueueID: requester.Task.TaskQueueID, Route: route, Now: c.Now, Limit: backlogScan})
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func list(c *api.Call, opts ServerOptions, age time.Duration, size int) (any, er
 			entries = append(entries, superseder.Candidate{TaskID: p.Task.TaskID, Created: p.Task.Task.Created.Time, Arrived: p.Inserted})
 		}
 	}
-	ids, ok := superseder.Select(entries, taskID, c.Now, age, size, opts.MaxTasks)
+	ids, ok := superseder.Select(entries, taskID, c.Now, age, size, d.MaxTasks)
 	if !ok {
 		return empty, nil
 	}

@@ -78,20 +78,20 @@ func TestListEndpoint(t *testing.T) {
 		return tk.ReportCompleted(0, now, tr)
 	})
 
-	serve := func(opts supersederapi.ServerOptions) string {
+	serve := func(opts supersederapi.Deps) string {
 		opts.Store = st
 		clock := testclock.New(now)
 		queueSrv, err := queueapi.New(queueapi.Options{Config: queueapi.Config{RootURL: "http://example"}, Store: st, Clock: clock, Issuer: noCredentials{}})
 		require.NoError(t, err)
-		srv, err := api.New(api.Options{Clock: clock, Authorizer: allowAll{}, Routes: append(queueSrv.Routes(), supersederapi.Routes(opts)...)})
+		srv, err := api.New(api.Options{Clock: clock, Authorizer: allowAll{}, Routes: append(queueapi.Routes(queueapi.Deps{Server: queueSrv}), supersederapi.Routes(opts)...)})
 		require.NoError(t, err)
 		hs := httptest.NewServer(srv.Handler())
 		t.Cleanup(hs.Close)
 		return hs.URL
 	}
-	def := serve(supersederapi.ServerOptions{})
-	capped := serve(supersederapi.ServerOptions{MaxTasks: 2})
-	thresholds := serve(supersederapi.ServerOptions{DefaultAge: time.Minute, DefaultSize: 10})
+	def := serve(supersederapi.Deps{})
+	capped := serve(supersederapi.Deps{MaxTasks: 2})
+	thresholds := serve(supersederapi.Deps{DefaultAge: time.Minute, DefaultSize: 10})
 
 	full := []string{ids["old"], req, ids["p1"], ids["p2"]}
 	tests := []struct {

@@ -63,3 +63,22 @@ func (c *Client) OpenShell(ctx context.Context, taskID string) (*websocket.Conn,
 func RunPath(taskID string, runID int) string {
 	return "/task/" + EscapePathParam(taskID) + "/runs/" + strconv.Itoa(runID)
 }
+
+// WebsocktunnelToken is auth.websocktunnelToken's reply.
+type WebsocktunnelToken struct {
+	WstClient   string `json:"wstClient"`
+	WstAudience string `json:"wstAudience"`
+	Token       string `json:"token"`
+	Expires     Time   `json:"expires"`
+}
+
+// WebsocktunnelToken asks auth.websocktunnelToken for a token with which
+// tunnel client wstClient registers with the websocktunnel servers of
+// wstAudience (hopper's: "hopper", at <root>/websocktunnel).
+func (c *Client) WebsocktunnelToken(ctx context.Context, wstAudience, wstClient string) (*WebsocktunnelToken, error) {
+	var out WebsocktunnelToken
+	if err := c.doAuth(ctx, http.MethodGet, "/websocktunnel/"+EscapePathParam(wstAudience)+"/"+EscapePathParam(wstClient), nil, nil, &out); err != nil {
+		return nil, fmt.Errorf("getting a websocktunnel token for %s/%s: %w", wstAudience, wstClient, err)
+	}
+	return &out, nil
+}

@@ -1,4 +1,4 @@
-// Package testclock is the fake clock of hopper's tests: a queue.Clock
+// Package testclock is the fake clock of hopper's tests: a clock.Clock
 // (and any interface with Now() time.Time) that moves only when told to,
 // safe for concurrent use. Fake the clock, never the database. Where real
 // time must pass (another process, a real daemon), tests wait on a

@@ -8,13 +8,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/queue"
+	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 var (
-	_ queue.Clock = (*testclock.Clock)(nil)
-	_ queue.Clock = (*testclock.Shifted)(nil)
+	_ clock.Clock = (*testclock.Clock)(nil)
+	_ clock.Clock = (*testclock.Shifted)(nil)
 )
 
 func TestClock(t *testing.T) {

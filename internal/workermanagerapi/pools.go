@@ -89,7 +89,11 @@ func (h *handlers) checkProvider(in *poolInput) error {
 		return &api.Error{Code: api.CodeInputError, Message: "Invalid Provider",
 			Details: map[string]any{"providerId": in.ProviderID, "validProviderIds": valid}}
 	}
-	if _, err := h.schemas.Validate("worker-pool-config-"+p.Type, in.Config); err != nil {
+	schemas, err := h.schemas()
+	if err != nil {
+		return err
+	}
+	if _, err := schemas.Validate("worker-pool-config-"+p.Type, in.Config); err != nil {
 		var ve interface{ Error() string }
 		if errors.As(err, &ve) {
 			return &api.Error{Code: api.CodeInputValidationError, Message: "The worker pool's config does not match the " + p.Type + " provider's schema:\n" + err.Error()}

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
@@ -76,6 +77,9 @@ type Deps struct {
 	// Caller says who made a call, for the audit lines (optional).
 	Caller func(c *api.Call) (*auth.Result, error)
 	Logger *slog.Logger
+	// Schemas validates the pools' provider configs (default: the
+	// embedded schemas, compiled at the first use).
+	Schemas *schema.Registry
 	// Version is reported by __version__; Started as uptime by ping.
 	Version string
 	Started time.Time
@@ -84,13 +88,25 @@ type Deps struct {
 type handlers struct {
 	Deps
 	providers map[string]Provider
-	schemas   *schema.Registry
+	// compiled holds the schemas when Deps gave none.
+	compiled   sync.Once
+	schemasErr error
+}
+
+// schemas is Deps.Schemas, or the embedded schemas compiled once.
+func (h *handlers) schemas() (*schema.Registry, error) {
+	h.compiled.Do(func() {
+		if h.Schemas == nil {
+			h.Schemas, h.schemasErr = schema.New()
+		}
+	})
+	return h.Schemas, h.schemasErr
 }
 
 // Routes returns the Worker Manager API routes. A workerPoolId is accepted
 // percent-encoded in one path segment (as the official clients send it)
 // and, where no other route is in the way, with a raw slash.
-func Routes(d Deps) ([]api.Route, error) {
+func Routes(d Deps) []api.Route {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
@@ -100,11 +116,7 @@ func Routes(d Deps) ([]api.Route, error) {
 	if d.Version == "" {
 		d.Version = "dev"
 	}
-	reg, err := schema.New()
-	if err != nil {
-		return nil, err
-	}
-	h := &handlers{Deps: d, providers: map[string]Provider{}, schemas: reg}
+	h := &handlers{Deps: d, providers: map[string]Provider{}}
 	for _, p := range d.Providers {
 		h.providers[p.ID] = p
 	}
@@ -159,7 +171,7 @@ func Routes(d Deps) ([]api.Route, error) {
 			EarlyScopes: true, Handle: h.listWorkers},
 		{Name: "getWorker", Method: get, Paths: p("/provisioners/{provisionerId}/worker-types/{workerType}/workers/{workerGroup}/{workerId}"),
 			Scopes: `"worker-manager:get-worker:<provisionerId>/<workerType>/<workerGroup>/<workerId>"`, EarlyScopes: true, Handle: h.getWorker},
-	}...), nil
+	}...)
 }
 
 // Scope templates shared by several methods.

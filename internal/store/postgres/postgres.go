@@ -48,6 +48,10 @@ type Options struct {
 	// the next one. 0 means 1; negative runs every call alone.
 	Batches int
 	Logger  *slog.Logger
+	// Tracer, if set, sees every statement sent (pgx's tracer; one that is
+	// also a pgx.BatchTracer sees each statement of a batch): the
+	// benchmarks count a duty's statements with it.
+	Tracer pgx.QueryTracer
 }
 
 var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -141,6 +145,9 @@ func Open(ctx context.Context, url string, opts Options) (*store.DB, error) {
 		if _, set := cfg.ConnConfig.RuntimeParams[param]; !set {
 			cfg.ConnConfig.RuntimeParams[param] = value
 		}
+	}
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = opts.Tracer
 	}
 	if opts.Schema != "" {
 		admin, err := pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy())

@@ -138,32 +138,3 @@ func testGithubFailedDeliveries(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.Len(t, github, 2)
 }
-
-// testGithubReopenable: a resolved build whose group has a task
-// unresolved again (a rerun) is listed; one whose tasks are all resolved,
-// a pending one, a cancelled one and one created before since are not.
-func testGithubReopenable(t *testing.T, open Opener) {
-	e := setup(t, open)
-	for _, g := range []string{"g-failed", "g-success", "g-pending", "g-cancelled", "g-old"} {
-		_, err := e.s.CreateTask(e.ctx, store.CreateTaskParams{TaskID: "t-" + g, Now: Epoch, Task: NewTask(testQueue, Epoch, withGroup(g))})
-		require.NoError(t, err)
-	}
-	build := func(group, state string, created time.Time) store.GithubBuild {
-		return store.GithubBuild{TaskGroupID: group, Host: "github.com", Organization: "o", Repository: "r", SHA: "s", State: state,
-			EventType: "push", EventID: "d", Created: created, Updated: created}
-	}
-	_, err := e.s.AddGithubDelivery(e.ctx, newDelivery("d", Epoch))
-	require.NoError(t, err)
-	d, err := e.s.ClaimGithubDelivery(e.ctx, Epoch, Epoch.Add(time.Minute))
-	require.NoError(t, err)
-	require.NoError(t, e.s.FinishGithubDelivery(e.ctx, store.FinishGithubDeliveryParams{Host: d.Host, DeliveryID: d.DeliveryID,
-		Lease: Epoch.Add(time.Minute), State: store.DeliveryDone, Now: Epoch, Builds: []store.GithubBuild{
-			build("g-failed", "failure", Epoch), build("g-success", "success", Epoch.Add(time.Second)), build("g-pending", "pending", Epoch),
-			build("g-cancelled", "cancelled", Epoch), build("g-old", "failure", Epoch.Add(-8*24*time.Hour)), build("g-empty", "failure", Epoch)}}))
-	got, err := e.s.ListReopenableGithubBuilds(e.ctx, Epoch.Add(-7*24*time.Hour), 10)
-	require.NoError(t, err)
-	require.Equal(t, []string{"g-success", "g-failed"}, groupIDs(got))
-	got, err = e.s.ListReopenableGithubBuilds(e.ctx, Epoch.Add(-7*24*time.Hour), 1)
-	require.NoError(t, err)
-	require.Len(t, got, 1)
-}

@@ -236,7 +236,7 @@ func retryReleasedClaim(t *testing.T, e *env) {
 	h, err := e.s.ClaimDueHook(e.ctx, later, later.Add(time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, "later", h.HookID)
-	require.NoError(t, e.s.ReleaseHookClaim(e.ctx, "g", "later", "t-later", later.Add(-time.Second)))
+	require.NoError(t, e.s.ReleaseHookClaim(e.ctx, &store.Hook{HookGroupID: "g", HookID: "later", NextTaskID: "t-later", LastClaimEnd: later.Add(-time.Second)}))
 	h, err = e.s.ClaimDueHook(e.ctx, later, later.Add(time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, "later", h.HookID)

@@ -159,7 +159,7 @@ func notifyLeases(t *testing.T, e *env) {
 	require.Equal(t, "one", m.Email.Subject)
 
 	// Leased: nobody else gets it until the lease ends.
-	other, err := e.s.ClaimNotifications(ctx, claimParams("s2", Epoch.Add(time.Minute), 10))
+	other, err := e.s.ClaimNotifications(ctx, claimParams("s2", Epoch.Add(notify.Lease/2), 10))
 	require.NoError(t, err)
 	require.Len(t, other, 1)
 	require.NotEqual(t, id1, other[0].ID)
@@ -175,6 +175,13 @@ func notifyLeases(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	retryAt := Epoch.Add(notify.Lease).Add(notify.Backoff(2, 0.5))
+	// s2 renews its lease while it sends (s1's is gone: it renews none).
+	held, err := e.s.RenewNotifications(ctx, "s1", []string{id1, other[0].ID}, retryAt.Add(notify.Lease))
+	require.NoError(t, err)
+	require.Zero(t, held)
+	held, err = e.s.RenewNotifications(ctx, "s2", []string{other[0].ID}, retryAt.Add(notify.Lease))
+	require.NoError(t, err)
+	require.Equal(t, 1, held)
 	none, err := e.s.ClaimNotifications(ctx, claimParams("s3", retryAt.Add(-time.Second), 10))
 	require.NoError(t, err)
 	require.Empty(t, none, "the retry waits for its time")
