@@ -184,7 +184,7 @@ func reason(err error) string {
 	}
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "issuer"):
+	case strings.Contains(msg, "issuer"), strings.Contains(msg, "different provider"):
 		return "it was issued by another provider."
 	case strings.Contains(msg, "audience"):
 		return "it was issued to another client."
