@@ -31,7 +31,7 @@ type bundle struct {
 
 // setup serves the login service with one generic OpenID provider, named
 // "corp", whose groups claim gives corp-group:<g> roles.
-func setup(t *testing.T, requireVerified bool) *bundle {
+func setup(t testing.TB, requireVerified bool) *bundle {
 	t.Helper()
 	p := newProvider(t, "hopper-client", "client-secret-value")
 	logs := &bytes.Buffer{}
@@ -60,7 +60,7 @@ func (w *syncWriter) Write(p []byte) (int, error) { return w.b.Write(p) }
 
 // signIn runs the browser's side of a sign-in and returns the callback's
 // status and body, and the browser.
-func (b *bundle) signIn(t *testing.T) (int, string, *http.Client) {
+func (b *bundle) signIn(t testing.TB) (int, string, *http.Client) {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
@@ -77,7 +77,7 @@ func (b *bundle) signIn(t *testing.T) (int, string, *http.Client) {
 	return resp.StatusCode, string(body), c
 }
 
-func (b *bundle) credentials(t *testing.T, c *http.Client) (int, []byte) {
+func (b *bundle) credentials(t testing.TB, c *http.Client) (int, []byte) {
 	t.Helper()
 	resp, err := c.Post(b.s.URL+"/login/credentials", "", nil)
 	require.NoError(t, err)

@@ -23,7 +23,7 @@ import (
 // spoil the ID token it answers (issuer, audience, signing key, expiry,
 // nonce, email_verified), to check hopper refuses each.
 type provider struct {
-	t        *testing.T
+	t        testing.TB
 	srv      *httptest.Server
 	key      *rsa.PrivateKey
 	otherKey *rsa.PrivateKey
@@ -41,7 +41,7 @@ type provider struct {
 
 type grant struct{ nonce, challenge string }
 
-func newProvider(t *testing.T, clientID, secret string) *provider {
+func newProvider(t testing.TB, clientID, secret string) *provider {
 	p := &provider{t: t, clientID: clientID, secret: secret, codes: map[string]grant{}}
 	var err error
 	p.key, err = rsa.GenerateKey(rand.Reader, 2048)
@@ -95,7 +95,7 @@ func (p *provider) authorize(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, back.String(), http.StatusFound)
 }
 
-func randBytes(t *testing.T) []byte {
+func randBytes(t testing.TB) []byte {
 	b := make([]byte, 24)
 	_, err := rand.Read(b)
 	require.NoError(t, err)
