@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-ci/hopper/internal/cli"
+	"github.com/hopper-ci/hopper/internal/dockerapi"
 	"github.com/hopper-ci/hopper/internal/worker"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
 	"github.com/hopper-ci/hopper/internal/worker/poolmember"
 	"github.com/hopper-ci/hopper/internal/worker/sandbox"
 	"github.com/hopper-ci/hopper/internal/worker/superseding"

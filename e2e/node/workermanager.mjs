@@ -170,12 +170,19 @@ step('registerWorker: static secret checked; credentials scoped as Taskcluster g
 // A static machine registers again when its worker-runner restarts.
 const again = await anon.registerWorker({ ...reg, workerIdentityProof: { staticSecret } });
 await expectError(() => asWorker.reregisterWorker({ workerPoolId: poolId, workerGroup: 'rack', workerId: 'machine-1', secret: registered.secret }), 400, 'InputError');
-const rereg = await asWorker.reregisterWorker({ workerPoolId: poolId, workerGroup: 'rack', workerId: 'machine-1', secret: again.secret });
+const reregister = (secret, workerId = 'machine-1') => asWorker.reregisterWorker({ workerPoolId: poolId, workerGroup: 'rack', workerId, secret });
+const rereg = await reregister(again.secret);
 assert.notEqual(rereg.secret, again.secret);
 assert.ok(new Date(rereg.expires) > new Date(again.expires) - 1000);
-await expectError(() => asWorker.reregisterWorker({ workerPoolId: poolId, workerGroup: 'rack', workerId: 'machine-1', secret: again.secret }), 400, 'InputError');
-await expectError(() => asWorker.reregisterWorker({ workerPoolId: poolId, workerGroup: 'rack', workerId: 'machine-2', secret: rereg.secret }), 403, 'InsufficientScopes');
-step('reregisterWorker: the last secret only, once; scoped to the worker');
+// Its answer lost, a worker asks again with the secret it holds and gets
+// another in place of the lost one; using the newest retires the others.
+const retried = await reregister(again.secret);
+assert.notEqual(retried.secret, rereg.secret);
+await expectError(() => reregister(rereg.secret), 400, 'InputError');
+const next = await reregister(retried.secret);
+await expectError(() => reregister(again.secret), 400, 'InputError');
+await expectError(() => reregister(next.secret, 'machine-2'), 403, 'InsufficientScopes');
+step('reregisterWorker: the newest secret, or the one traded for it until the newest is used; scoped to the worker');
 
 // ---- errors ---------------------------------------------------------------------------
 const report = { workerGroup: 'rack', workerId: 'machine-1', kind: 'worker-error', title: 'disk full', description: 'no space left', extra: { disk: '/' } };

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,13 +115,16 @@ func TestBackupRestoreSQLite(t *testing.T) {
 	want := populate(t, srv, 20)
 
 	backup := t.TempDir()
-	runTool(t, "sqlite3", filepath.Join(data, "hopper.db"), ".backup '"+filepath.Join(backup, "hopper.db")+"'")
-	runTool(t, "cp", "-a", filepath.Join(data, "blobs"), filepath.Join(data, "secret.key"), backup)
+	sh := e2e.DocShell{Replace: []string{"/var/lib/hopper", data, "/backup", backup}}
+	out, err := sh.Run(t, e2e.DocExample(t, "production-backup-sqlite"))
+	require.NoError(t, err, out)
 	srv.Stop()
 
 	require.NoError(t, os.RemoveAll(data))
 	require.NoError(t, os.MkdirAll(data, 0o700))
-	runTool(t, "cp", "-a", filepath.Join(backup, "hopper.db"), filepath.Join(backup, "blobs"), filepath.Join(backup, "secret.key"), data)
+	// The guide's restore, its SQLite line (systemctl is not here).
+	out, err = sh.Run(t, docLine(t, e2e.DocExample(t, "production-restore"), "cp -a /backup/hopper.db"))
+	require.NoError(t, err, out)
 
 	restored := e2e.StartServer(t, e2e.ServerOptions{DataDir: data})
 	verifyRestored(t, restored, want)
@@ -141,9 +145,9 @@ func TestBackupRestorePostgres(t *testing.T) {
 	want := populate(t, srv, 20)
 
 	backup := t.TempDir()
-	dump := filepath.Join(backup, "hopper.dump")
-	runTool(t, "pg_dump", "--format=custom", "--file", dump, db)
-	runTool(t, "cp", "-a", filepath.Join(data, "blobs"), filepath.Join(data, "secret.key"), backup)
+	sh := e2e.DocShell{Replace: []string{"/var/lib/hopper", data, "/backup", backup, "postgres://hopper@db/hopper", "'" + db + "'"}}
+	out, err := sh.Run(t, e2e.DocExample(t, "production-backup-postgres"))
+	require.NoError(t, err, out)
 	srv.Stop()
 
 	// Wipe: every table and row, every blob, the key.
@@ -151,8 +155,27 @@ func TestBackupRestorePostgres(t *testing.T) {
 	require.NoError(t, os.RemoveAll(data))
 	require.NoError(t, os.MkdirAll(data, 0o700))
 
-	runTool(t, "pg_restore", "--dbname", db, "--no-owner", "--exit-on-error", dump)
+	// The guide's restore, its PostgreSQL line; the blobs and the key as
+	// its SQLite line copies them (without the database file).
+	restore := e2e.DocShell{Replace: []string{"/backup", backup, "postgres://hopper@db/hopper", "'" + db + "'"}}
+	out, err = restore.Run(t, docLine(t, e2e.DocExample(t, "production-restore"), "pg_restore"))
+	require.NoError(t, err, out)
 	runTool(t, "cp", "-a", filepath.Join(backup, "blobs"), filepath.Join(backup, "secret.key"), data)
 	restored := e2e.StartServer(t, e2e.ServerOptions{DataDir: data, Args: []string{"--db", db}})
 	verifyRestored(t, restored, want)
+}
+
+// docLine is the one line of a shell example that starts with prefix, as
+// an example of its own (a guide's block may hold lines for several
+// setups, or lines such as systemctl that a test cannot run).
+func docLine(t *testing.T, block e2e.DocBlock, prefix string) e2e.DocBlock {
+	t.Helper()
+	for _, line := range strings.Split(block.Text, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			block.Text = line + "\n"
+			return block
+		}
+	}
+	t.Fatalf("%s: example %s has no line starting %q", block.Where(), block.Name, prefix)
+	return block
 }

@@ -248,7 +248,9 @@ func (d DocShell) Run(t testing.TB, block DocBlock) (string, error) {
 
 // Start runs a shell example that starts a long-running process (hopper
 // worker …) in the background, exec'd by bash so that signals reach it,
-// and returns it as a Worker to wait for, signal and stop.
+// and returns it as a Worker to wait for, signal and stop. Give it a Dir
+// of its own (or none): in a Dir that Run used, ./hopper is Run's
+// recording wrapper, which does not pass signals on.
 func (d DocShell) Start(t testing.TB, block DocBlock) *Worker {
 	t.Helper()
 	script := block.Replace(t, d.Replace...)
@@ -267,7 +269,10 @@ func (d DocShell) Start(t testing.TB, block DocBlock) *Worker {
 	}
 	cmd := exec.Command("bash", "-e", "-c", "exec "+strings.TrimSpace(script))
 	cmd.Dir = dir
-	cmd.Env = append(append(filteredEnv("TASKCLUSTER_"), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH")), d.Env...)
+	// HOPPER_DOC_*: a ./hopper that Run left in dir is its recording
+	// wrapper (which then shows the output once the process exits).
+	cmd.Env = append(append(filteredEnv("TASKCLUSTER_"), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"HOPPER_DOC_BIN="+Binary(t), "HOPPER_DOC_OUTPUT="+filepath.Join(binDir, "output")), d.Env...)
 	logs := &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,10 +9,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/e2e"
+	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/testclock"
 )
 
 // TestWorkersGuideExamples runs docs/workers.md's examples: the worker's
@@ -69,5 +73,44 @@ func TestWorkersGuideExamples(t *testing.T) {
 			}
 		})
 		runTask("guide/strict")
+	}
+}
+
+// TestWorkersGuideSuperseding runs docs/workers.md's superseding example
+// as written: four builds of one coalescing key queued, then the guide's
+// worker started on their queue runs the newest and resolves the older
+// ones exception/superseded.
+func TestWorkersGuideSuperseding(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: skips running the hopper binary")
+	}
+	srv := e2e.StartServer(t, e2e.ServerOptions{})
+	q := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
+	ctx := context.Background()
+	example := e2e.DocExample(t, "workers-supersede")
+	create, worker := example, example
+	cut := strings.LastIndex(strings.TrimRight(example.Text, "\n"), "\n")
+	create.Text, worker.Text = example.Text[:cut+1], example.Text[cut+1:]
+	dir := t.TempDir()
+	out, err := e2e.DocShell{Dir: dir, Env: srv.Env()}.Run(t, create)
+	require.NoError(t, err, out)
+	var builds []string
+	for _, m := range regexp.MustCompile(`Task (\S+) created`).FindAllStringSubmatch(out, -1) {
+		builds = append(builds, m[1])
+	}
+	require.Len(t, builds, 4, out)
+	e2e.DocShell{Env: srv.Env(), Replace: []string{"/tmp/demo-worker", t.TempDir()}}.Start(t, worker)
+	state := func(id string) *tcclient.TaskStatus {
+		st, err := q.Status(ctx, id)
+		require.NoError(t, err)
+		return st
+	}
+	testclock.WaitFor(t, 2*time.Minute, "build 4 completes", func() bool { return state(builds[3]).State == tcclient.StateCompleted })
+	for _, id := range builds[:3] {
+		testclock.WaitFor(t, time.Minute, "an older build superseded", func() bool {
+			st := state(id)
+			return st.State == tcclient.StateException && st.Runs[0].ReasonResolved == "superseded"
+		})
 	}
 }

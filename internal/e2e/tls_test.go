@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -58,13 +57,12 @@ func TestServeTLS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := selfSigned(t, dir)
 	addr := e2e.FreePort(t)
-	cmd := exec.Command(e2e.Binary(t), "serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--tls-cert", certFile, "--tls-key", keyFile)
-	cmd.Env = append(os.Environ(), "HOPPER_ROOT_ACCESS_TOKEN="+e2e.RootAccessToken)
-	logs, err := os.Create(filepath.Join(dir, "serve.log"))
-	require.NoError(t, err)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
+	// The production guide's command, as written, on a free port with the
+	// test's certificate.
+	e2e.DocShell{Dir: dir, Env: []string{"HOPPER_ROOT_ACCESS_TOKEN=" + e2e.RootAccessToken}, Replace: []string{
+		"0.0.0.0:443", addr, "https://hopper.example.com", "https://" + addr,
+		"/etc/hopper/tls/fullchain.pem", certFile, "/etc/hopper/tls/privkey.pem", keyFile}}.
+		Start(t, e2e.DocExample(t, "production-serve-tls"))
 
 	pool := x509.NewCertPool()
 	pemBytes, err := os.ReadFile(certFile)

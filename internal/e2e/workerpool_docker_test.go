@@ -16,10 +16,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/dockerapi"
+	"github.com/hopper-ci/hopper/internal/dockerapi/dockertest"
 	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/testclock"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi/dockertest"
 	"github.com/hopper-ci/hopper/internal/workerprovider"
 )
 
@@ -103,7 +104,7 @@ func TestDockerPoolScales(t *testing.T) {
 		sample := time.NewTicker(50 * time.Millisecond)
 		defer sample.Stop()
 		for {
-			if n, err := dc.CountLabelled(watch, "hopper.worker-pool", pool); err == nil && int32(n) > most.Load() {
+			if n, err := liveContainers(watch, dc, pool); err == nil && int32(n) > most.Load() {
 				most.Store(int32(n))
 			}
 			select {
@@ -160,7 +161,7 @@ func TestDockerPoolScales(t *testing.T) {
 
 	// Idle: back to the minimum (0) after queueInactivityTimeout.
 	require.Eventually(t, func() bool {
-		n, err := dc.CountLabelled(ctx, "hopper.worker-pool", pool)
+		n, err := liveContainers(ctx, dc, pool)
 		return err == nil && n == 0
 	}, 2*time.Minute, 500*time.Millisecond, "the idle pool shrinks to its minimum")
 	// The scanner records a stopped container's worker as stopped on its
@@ -206,4 +207,17 @@ func waitForRun(t *testing.T, ctx context.Context, c *tcclient.Client, taskID st
 		return s.Time
 	}
 	return time.Now()
+}
+
+// liveContainers counts the pool's containers a daemon holds a place for
+// (made, running or restarting), as the provider counts them.
+func liveContainers(ctx context.Context, dc *dockerapi.Client, pool string) (int, error) {
+	list, err := dc.ListContainers(ctx, "hopper.worker-pool", pool)
+	n := 0
+	for _, c := range list {
+		if c.State == "created" || c.State == "running" || c.State == "restarting" {
+			n++
+		}
+	}
+	return n, err
 }

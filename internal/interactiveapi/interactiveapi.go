@@ -141,7 +141,7 @@ func (h *handlers) openShell(c *api.Call) (any, error) {
 
 // serveViewer joins a viewer's WebSocket to a session of the run's worker.
 func (h *handlers) serveViewer(ctx context.Context, run runKey, viewer *websocket.Conn) {
-	if err := h.Relay.track(viewer); err != nil {
+	if err := h.Relay.track(viewer, true); err != nil {
 		_ = viewer.Close(websocket.StatusGoingAway, err.Error())
 		return
 	}
@@ -192,7 +192,7 @@ func (h *handlers) workerSession(c *api.Call) (any, error) {
 		close(p.worker)
 		return &api.Response{Status: http.StatusBadRequest, Streamed: true}, nil
 	}
-	if err := h.Relay.track(conn); err != nil {
+	if err := h.Relay.track(conn, false); err != nil {
 		close(p.worker)
 		_ = conn.Close(websocket.StatusGoingAway, err.Error())
 		return &api.Response{Status: http.StatusSwitchingProtocols, Streamed: true}, nil

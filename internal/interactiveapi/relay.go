@@ -22,8 +22,9 @@ type Relay struct {
 	mu      sync.Mutex
 	agents  map[runKey]*agent
 	pending map[string]*pendingSession
-	// open are every WebSocket the relay holds, closed by Close.
-	open   map[*websocket.Conn]struct{}
+	// open are every WebSocket the relay holds (true: a viewer's), closed
+	// by Close.
+	open   map[*websocket.Conn]bool
 	closed bool
 }
 
@@ -49,20 +50,21 @@ type pendingSession struct {
 
 // NewRelay returns an empty relay.
 func NewRelay() *Relay {
-	return &Relay{agents: map[runKey]*agent{}, pending: map[string]*pendingSession{}, open: map[*websocket.Conn]struct{}{}}
+	return &Relay{agents: map[runKey]*agent{}, pending: map[string]*pendingSession{}, open: map[*websocket.Conn]bool{}}
 }
 
 // errClosed refuses connections once the server stops.
 var errClosed = errors.New("the server is stopping")
 
-// track remembers c for Close; it fails once the relay is closed.
-func (r *Relay) track(c *websocket.Conn) error {
+// track remembers c (a viewer's when viewer) for Close; it fails once the
+// relay is closed.
+func (r *Relay) track(c *websocket.Conn, viewer bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return errClosed
 	}
-	r.open[c] = struct{}{}
+	r.open[c] = viewer
 	return nil
 }
 
@@ -73,17 +75,31 @@ func (r *Relay) untrack(c *websocket.Conn) {
 }
 
 // Close ends every shell and agent connection (the server is stopping;
-// hijacked connections are not the HTTP server's to close).
+// hijacked connections are not the HTTP server's to close). Viewers are
+// told first, so that each hears why before its worker's side goes; the
+// closing handshakes run side by side.
 func (r *Relay) Close() {
 	r.mu.Lock()
 	r.closed = true
-	conns := make([]*websocket.Conn, 0, len(r.open))
-	for c := range r.open {
-		conns = append(conns, c)
+	var viewers, others []*websocket.Conn
+	for c, viewer := range r.open {
+		if viewer {
+			viewers = append(viewers, c)
+		} else {
+			others = append(others, c)
+		}
 	}
 	r.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close(websocket.StatusGoingAway, "the server is stopping")
+	for _, conns := range [][]*websocket.Conn{viewers, others} {
+		var wg sync.WaitGroup
+		for _, c := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = c.Close(websocket.StatusGoingAway, "the server is stopping")
+			}()
+		}
+		wg.Wait()
 	}
 }
 
@@ -97,7 +113,7 @@ func (r *Relay) Connected(taskID string, runID int) bool {
 // serveAgent holds a worker's connection for a run until it closes. A
 // worker that reconnects replaces its previous connection.
 func (r *Relay) serveAgent(ctx context.Context, run runKey, c *websocket.Conn) {
-	if err := r.track(c); err != nil {
+	if err := r.track(c, false); err != nil {
 		_ = c.Close(websocket.StatusGoingAway, err.Error())
 		return
 	}

@@ -15,10 +15,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/dockerapi/dockertest"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/testclock"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi/dockertest"
 	"github.com/hopper-ci/hopper/internal/workermanager"
 	"github.com/hopper-ci/hopper/internal/workerprovider"
 )

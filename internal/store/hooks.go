@@ -348,7 +348,7 @@ func (db *DB) FinishScheduledFire(ctx context.Context, p FinishFireParams) (bool
 		res, err := tx.exec(ctx, `INSERT INTO hook_last_fires (hook_group_id, hook_id, fired_by, task_id, task_create_time, result, error)
 			SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (
 				SELECT 1 FROM hook_last_fires WHERE hook_group_id = ? AND hook_id = ? AND task_id = ?)`,
-			f.HookGroupID, f.HookID, f.FiredBy, f.TaskID, ms(f.TaskCreateTime), f.Result, f.Error, f.HookGroupID, f.HookID, f.TaskID)
+			f.HookGroupID, f.HookID, f.FiredBy, f.TaskID, ms(f.TaskCreateTime), f.Result, reportText(f.Error), f.HookGroupID, f.HookID, f.TaskID)
 		if err != nil {
 			return fmt.Errorf("recording a fire of hook %s/%s: %w", f.HookGroupID, f.HookID, err)
 		}
@@ -379,7 +379,7 @@ func (db *DB) AddLastFire(ctx context.Context, f *LastFire) error {
 
 func (t *txn) addLastFire(ctx context.Context, f *LastFire) error {
 	_, err := t.exec(ctx, `INSERT INTO hook_last_fires (hook_group_id, hook_id, fired_by, task_id, task_create_time, result, error)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, f.HookGroupID, f.HookID, f.FiredBy, f.TaskID, ms(f.TaskCreateTime), f.Result, f.Error)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, f.HookGroupID, f.HookID, f.FiredBy, f.TaskID, ms(f.TaskCreateTime), f.Result, reportText(f.Error))
 	if err != nil {
 		return fmt.Errorf("recording a fire of hook %s/%s: %w", f.HookGroupID, f.HookID, err)
 	}

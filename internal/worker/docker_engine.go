@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/dockerapi"
 	"github.com/hopper-ci/hopper/internal/tcclient"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
 	"github.com/hopper-ci/hopper/internal/worker/tcproxy"
 )

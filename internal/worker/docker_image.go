@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/dockerapi"
 	"github.com/hopper-ci/hopper/internal/retry"
 	"github.com/hopper-ci/hopper/internal/tcclient"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
 )
 

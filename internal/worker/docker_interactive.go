@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hopper-ci/hopper/internal/dockerapi"
 	"github.com/hopper-ci/hopper/internal/interactive"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
 )
 
 // dockerShells is where an interactive docker task's shells run.

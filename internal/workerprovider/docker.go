@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hopper-ci/hopper/internal/dockerapi"
 	"github.com/hopper-ci/hopper/internal/workermanager"
 )
 
@@ -40,7 +41,7 @@ type dockerData struct {
 // of a pool's containers it runs.
 type Docker struct {
 	// Dial returns the client of a daemon (default NewDockerClient).
-	Dial func(endpoint string) (*DockerClient, error)
+	Dial func(endpoint string) (*dockerapi.Client, error)
 }
 
 // Labels put on every worker container.
@@ -73,7 +74,7 @@ func ParseDockerConfig(raw json.RawMessage) (*DockerConfig, error) {
 	return &c, nil
 }
 
-func (d *Docker) dial(endpoint string) (*DockerClient, error) {
+func (d *Docker) dial(endpoint string) (*dockerapi.Client, error) {
 	if d.Dial != nil {
 		return d.Dial(endpoint)
 	}
@@ -106,7 +107,7 @@ func (d *Docker) Start(ctx context.Context, pool *workermanager.Pool, w *workerm
 			continue
 		}
 		if h.MaxContainers > 0 {
-			running, err := c.CountLabelled(ctx, labelPool, pool.WorkerPoolID)
+			running, err := countLive(ctx, c, pool.WorkerPoolID)
 			if err != nil {
 				lastErr = fmt.Errorf("docker host %s: %w", h.Endpoint, err)
 				continue
@@ -124,10 +125,10 @@ func (d *Docker) Start(ctx context.Context, pool *workermanager.Pool, w *workerm
 		for k, v := range cfg.Env {
 			env = append(env, k+"="+v)
 		}
-		spec := containerSpec{
+		spec := &dockerapi.ContainerConfig{
 			Image: cfg.Image, Cmd: cmd, Env: env,
 			Labels:     map[string]string{labelPool: pool.WorkerPoolID, labelWorker: w.WorkerGroup + "/" + w.WorkerID},
-			HostConfig: hostConfig{NetworkMode: cfg.Network},
+			HostConfig: dockerapi.HostConfig{NetworkMode: cfg.Network},
 		}
 		id, err := startWorkerContainer(ctx, c, containerName(w), spec)
 		data, _ := json.Marshal(dockerData{Host: h.Endpoint, ContainerID: id})
@@ -148,7 +149,7 @@ func (d *Docker) Start(ctx context.Context, pool *workermanager.Pool, w *workerm
 // recent kernels) a start now and then fails on a root file system runc
 // did not see whole while other mount namespaces are being created, and a
 // new container then starts. A container that did not start is removed.
-func startWorkerContainer(ctx context.Context, c *DockerClient, name string, spec containerSpec) (string, error) {
+func startWorkerContainer(ctx context.Context, c *dockerapi.Client, name string, spec *dockerapi.ContainerConfig) (string, error) {
 	var startErr error
 	for attempt := 0; attempt < 2; attempt++ {
 		id, err := c.CreateContainer(ctx, name, spec)
@@ -163,8 +164,7 @@ func startWorkerContainer(ctx context.Context, c *DockerClient, name string, spe
 			return id, nil
 		}
 		_ = c.RemoveContainer(ctx, id)
-		var de *DockerError
-		if !errors.As(startErr, &de) || !strings.Contains(de.Message, "OCI runtime create failed") {
+		if !dockerapi.IsRuntimeStartFailure(startErr) {
 			break
 		}
 	}
@@ -184,7 +184,7 @@ func dataOf(w *workermanager.Worker) (dockerData, error) {
 // recorded (under way, or its provisioner died before recording it): by
 // its name, on each host of the pool. It returns the host's client and
 // the container's state, or a nil state when no host has it.
-func (d *Docker) unrecorded(ctx context.Context, pool *workermanager.Pool, w *workermanager.Worker) (*DockerClient, string, *ContainerState, error) {
+func (d *Docker) unrecorded(ctx context.Context, pool *workermanager.Pool, w *workermanager.Worker) (*dockerapi.Client, string, *dockerapi.ContainerState, error) {
 	cfg, err := ParseDockerConfig(pool.Config)
 	if err != nil {
 		return nil, "", nil, err
@@ -195,7 +195,7 @@ func (d *Docker) unrecorded(ctx context.Context, pool *workermanager.Pool, w *wo
 			return nil, "", nil, err
 		}
 		st, err := c.InspectContainer(ctx, containerName(w))
-		if IsNotFound(err) {
+		if dockerapi.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
@@ -225,7 +225,7 @@ func (d *Docker) Check(ctx context.Context, pool *workermanager.Pool, w *workerm
 		return Status{}, err
 	}
 	st, err := c.InspectContainer(ctx, data.ContainerID)
-	if IsNotFound(err) {
+	if dockerapi.IsNotFound(err) {
 		return Status{Detail: "its container " + short(data.ContainerID) + " is gone from " + data.Host}, nil
 	}
 	if err != nil {
@@ -235,7 +235,7 @@ func (d *Docker) Check(ctx context.Context, pool *workermanager.Pool, w *workerm
 }
 
 // containerStatus is what a container's state says of its worker.
-func containerStatus(st *ContainerState, container, host string) Status {
+func containerStatus(st *dockerapi.ContainerState, container, host string) Status {
 	if st.Running {
 		return Status{Running: true}
 	}
@@ -259,7 +259,7 @@ func (d *Docker) Stop(ctx context.Context, pool *workermanager.Pool, w *workerma
 		if err != nil || st == nil {
 			return err
 		}
-		if err := c.RemoveContainer(ctx, containerName(w)); err != nil && !IsNotFound(err) {
+		if err := c.RemoveContainer(ctx, containerName(w)); err != nil && !dockerapi.IsNotFound(err) {
 			return fmt.Errorf("docker host %s: removing container %s: %w", host, containerName(w), err)
 		}
 		return nil
@@ -268,7 +268,7 @@ func (d *Docker) Stop(ctx context.Context, pool *workermanager.Pool, w *workerma
 	if err != nil {
 		return err
 	}
-	if err := c.RemoveContainer(ctx, data.ContainerID); err != nil && !IsNotFound(err) {
+	if err := c.RemoveContainer(ctx, data.ContainerID); err != nil && !dockerapi.IsNotFound(err) {
 		return fmt.Errorf("docker host %s: removing container %s: %w", data.Host, short(data.ContainerID), err)
 	}
 	return nil

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi/dockertest"
+	"github.com/hopper-ci/hopper/internal/dockerapi/dockertest"
 	"github.com/hopper-ci/hopper/internal/workermanager"
 	"github.com/hopper-ci/hopper/internal/workerprovider"
 )

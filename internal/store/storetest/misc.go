@@ -405,4 +405,11 @@ func testTextNUL(t *testing.T, open Opener) {
 	d, err = e.s.GetGithubDelivery(ctx, d.Host, d.DeliveryID)
 	require.NoError(t, err)
 	require.Equal(t, recorded, d.Error)
+	// A hook's failed fire quotes its template, which keeps NULs.
+	require.NoError(t, e.s.AddLastFire(ctx, &store.LastFire{HookGroupID: "g", HookID: "h", FiredBy: "triggerHook", TaskID: "t",
+		TaskCreateTime: Epoch, Result: "error", Error: remote}))
+	fires, _, err := e.s.ListLastFires(ctx, "g", "h", store.Page{})
+	require.NoError(t, err)
+	require.Len(t, fires, 1)
+	require.Equal(t, recorded, fires[0].Error)
 }

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/dockerapi"
+	"github.com/hopper-ci/hopper/internal/dockerapi/dockertest"
 	"github.com/hopper-ci/hopper/internal/tcclient"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi/dockertest"
 )
 
 // busyboxImage is the image docker tests run, built offline from the

@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/dockerapi"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/testclock"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
 )
 
 // TestDockerInteractiveShell: with the docker engine a shell is a

@@ -89,7 +89,12 @@ func launchServer(bin, dataDir, claimTimeout string) (*env, func(), error) {
 	ln.Close()
 	var tok [33]byte
 	_, _ = rand.Read(tok[:])
-	token := base64.RawURLEncoding.EncodeToString(tok[:])
+	return launchServerAt(bin, dataDir, claimTimeout, addr, base64.RawURLEncoding.EncodeToString(tok[:]))
+}
+
+// launchServerAt is launchServer on a given address with a given root
+// token: a server started again where one stopped, as after a restart.
+func launchServerAt(bin, dataDir, claimTimeout, addr, token string) (*env, func(), error) {
 	serve := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dataDir,
 		"--claim-timeout", claimTimeout, "--log-level", "warn")
 	serve.Env = append(os.Environ(), "HOPPER_ROOT_ACCESS_TOKEN="+token)
@@ -108,7 +113,7 @@ func launchServer(bin, dataDir, claimTimeout string) (*env, func(), error) {
 		}
 	}
 	rootURL := "http://" + addr
-	err = testclock.Poll(context.Background(), 2*time.Minute, func() bool {
+	err := testclock.Poll(context.Background(), 2*time.Minute, func() bool {
 		resp, err := http.Get(rootURL + "/api/queue/v1/ping")
 		if err != nil {
 			return false

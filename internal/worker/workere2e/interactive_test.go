@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,8 @@ type shellSession struct {
 	mu   sync.Mutex
 	out  strings.Builder
 	exit chan int
+	// closed is closed when the connection ended.
+	closed chan struct{}
 }
 
 // openShell opens a shell in taskID as c, waiting while the task is not
@@ -52,9 +55,10 @@ func openShell(t *testing.T, c *tcclient.Client, taskID string) *shellSession {
 		require.NoError(t, err)
 		return true
 	})
-	s := &shellSession{conn: conn, exit: make(chan int, 1)}
+	s := &shellSession{conn: conn, exit: make(chan int, 1), closed: make(chan struct{})}
 	t.Cleanup(func() { _ = conn.CloseNow() })
 	go func() {
+		defer close(s.closed)
 		for {
 			typ, msg, err := conn.Read(context.Background())
 			if err != nil {
@@ -262,4 +266,48 @@ func TestInteractiveCopyAndShellFromATerminal(t *testing.T) {
 	}
 	require.Equal(t, 0, w.wait(t, 2*time.Minute))
 	require.Equal(t, tcclient.StateException, status(t, copyID).State)
+}
+
+// TestInteractiveShellAfterServerRestart: when hopper restarts, the open
+// shell drops, the worker connects again on its own, and a new shell
+// opens in the same still-running task.
+func TestInteractiveShellAfterServerRestart(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	srv, stop, err := launchServer(shared.bin, dataDir, "20m")
+	require.NoError(t, err)
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			stop()
+		}
+	})
+	queue := uniqueQueue("shellrestart")
+	startWorkerWith(t, queue, workerOpts{id: "shellrestart", tasks: 1, server: srv})
+	id := createTaskOn(t, srv, queue, map[string]any{
+		"command": [][]string{{"true"}}, "features": map[string]bool{"interactive": true}, "maxRunTime": 60,
+	}, nil)
+	sh := openShell(t, srv.admin, id)
+	sh.send(t, `echo "before=$TASK_ID"`)
+	sh.await(t, "before="+id)
+
+	stop()
+	stopped = true
+	select {
+	case <-sh.closed:
+	case <-time.After(time.Minute):
+		t.Fatal("the shell outlived the server's stop")
+	}
+	again, stopAgain, err := launchServerAt(shared.bin, dataDir, "20m", strings.TrimPrefix(srv.rootURL, "http://"), srv.token)
+	require.NoError(t, err)
+	t.Cleanup(stopAgain)
+	sh2 := openShell(t, again.admin, id)
+	sh2.send(t, `echo "after=$TASK_ID"`)
+	sh2.await(t, "after="+id)
+	st, err := again.admin.Status(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, tcclient.StateRunning, st.State, "the task ran on across the restart")
+	_, err = again.admin.CancelTask(context.Background(), id)
+	require.NoError(t, err)
 }

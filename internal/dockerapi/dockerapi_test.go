@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi/dockertest"
+	"github.com/hopper-ci/hopper/internal/dockerapi"
+	"github.com/hopper-ci/hopper/internal/dockerapi/dockertest"
 )
 
 var daemon *dockertest.Daemon

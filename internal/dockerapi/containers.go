@@ -131,6 +131,20 @@ func (c *Client) ListContainers(ctx context.Context, key, value string) ([]Conta
 	return out, nil
 }
 
+// ContainerIDs lists the ids of the containers (running or not) carrying
+// the label key=value.
+func (c *Client) ContainerIDs(ctx context.Context, key, value string) ([]string, error) {
+	list, err := c.ListContainers(ctx, key, value)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(list))
+	for i, s := range list {
+		ids[i] = s.ID
+	}
+	return ids, nil
+}
+
 // FollowLogs copies the container's stdout and stderr, from its start and
 // in the order the daemon received them, into out until the container
 // stops or ctx ends. The container must not use a TTY (the stream is then
@@ -194,9 +208,13 @@ func (c *Client) CopyFrom(ctx context.Context, id, path string) (io.ReadCloser, 
 
 // ContainerState is the part of a container inspection hopper uses.
 type ContainerState struct {
-	Running   bool `json:"Running"`
-	ExitCode  int  `json:"ExitCode"`
-	OOMKilled bool `json:"OOMKilled"`
+	// Status is the Engine's word for it: created, running, exited, dead, …
+	Status    string `json:"Status"`
+	Running   bool   `json:"Running"`
+	ExitCode  int    `json:"ExitCode"`
+	OOMKilled bool   `json:"OOMKilled"`
+	// Error is why the runtime could not run it, if it could not.
+	Error string `json:"Error"`
 }
 
 // InspectContainer returns the container's state.

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hopper-ci/hopper/internal/worker/dockerapi"
+	"github.com/hopper-ci/hopper/internal/dockerapi"
 )
 
 // BusyboxPath is where Debian's busybox-static installs the binary.

@@ -1,7 +1,9 @@
 // Package dockerapi is a small client of the Docker Engine HTTP API over its
-// unix socket, covering what hopper's docker engine needs: images (inspect,
-// pull, load, tag), containers (create, start, wait, logs, kill, remove,
-// list, copy out) and the daemon's version.
+// unix socket or a TCP address, covering what hopper's docker engine and
+// the worker manager's docker provider need: images (inspect, pull, load,
+// tag), containers (create, start, wait, logs, kill, remove, list, copy
+// out) and the daemon's version. It is a leaf both sides of the HTTP line
+// use (the worker's engine, the server's provider).
 //
 // It uses net/http only. The official Go SDK would bring dozens of modules
 // for a dozen endpoints, and driving the `docker` CLI would cost a process
@@ -38,33 +40,45 @@ type Client struct {
 // usual default.
 const DefaultHost = "unix:///var/run/docker.sock"
 
-// New returns a client for host, a "unix:///path/to/docker.sock" address
-// (or a bare socket path). An empty host means DefaultHost.
+// New returns a client for host: a "unix:///path/to/docker.sock" address
+// (or a bare socket path), or a "tcp://host:port" one. An empty host means
+// DefaultHost.
 func New(host string) (*Client, error) {
 	if host == "" {
 		host = DefaultHost
 	}
-	path := host
+	path, base := host, "http://docker/"+APIVersion
 	if strings.Contains(host, "://") {
 		u, err := url.Parse(host)
 		if err != nil {
 			return nil, fmt.Errorf("parsing docker host %q: %w", host, err)
 		}
-		if u.Scheme != "unix" {
-			return nil, fmt.Errorf("docker host %q: only unix sockets are supported", host)
+		switch u.Scheme {
+		case "unix":
+			path = u.Path
+		case "tcp":
+			path, base = "", "http://"+u.Host+"/"+APIVersion
+		default:
+			return nil, fmt.Errorf("docker host %q: unix:// or tcp:// expected", host)
 		}
-		path = u.Path
 	}
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+	tr := &http.Transport{MaxIdleConns: 16, IdleConnTimeout: 30 * time.Second}
+	if path != "" {
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", path)
-		},
-		MaxIdleConns:    16,
-		IdleConnTimeout: 30 * time.Second,
+		}
 	}
 	// No client timeout: log streams and waits last as long as containers.
-	return &Client{http: &http.Client{Transport: tr}, base: "http://docker/" + APIVersion}, nil
+	return &Client{http: &http.Client{Transport: tr}, base: base}, nil
+}
+
+// WithTimeout returns a client whose every call ends after d (one that
+// waits for nothing long, as the worker manager's provider).
+func (c *Client) WithTimeout(d time.Duration) *Client {
+	h := *c.http
+	h.Timeout = d
+	return &Client{http: &h, base: c.base}
 }
 
 // Error is an error reply from the daemon.
