@@ -4,7 +4,7 @@
 // hopper's own listing of a task's notifications for the console.
 //
 // A request to send is stored in the outbox before it is answered, and
-// sent by the sender duty (maintenance.NotifySender): 200 says it will be
+// sent by the sender duty (notifysend.Sender): 200 says it will be
 // sent, 204 that the same request came within notify.DuplicateWindow and
 // will not be sent again, 400 DenylistedAddress that its address is on the
 // denylist. What became of it afterwards is in the outbox, not the answer.

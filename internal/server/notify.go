@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -45,11 +46,16 @@ func (w *wiring) notifyService() (service, error) {
 			w.log.Info("notifications on", "channel", ch)
 		}
 	}
-	metrics := maintenance.NewNotifyMetrics(w.store)
+	metrics := notifysend.NewMetrics(w.store)
 	svc.routes = notifyapi.Routes(notifyapi.Deps{Store: w.store, Version: w.cfg.Version})
 	svc.collectors = metrics.Collectors()
 	svc.expiries = []maintenance.Expiry{{Service: "notify", Run: w.store.ExpireNotifications}}
-	svc.duties = []maintenance.Service{&maintenance.NotifySender{Store: w.store, Deliver: d, RootURL: w.cfg.RootURL,
-		Clock: w.cfg.Clock, Logger: w.log, Metrics: metrics, LogTail: newArtifactReader(w.store, w.blobs, 64<<20, 10*time.Second).logTail}}
+	sender := &notifysend.Sender{Store: w.store, Deliver: d, RootURL: w.cfg.RootURL,
+		Clock: w.cfg.Clock, Logger: w.log, Metrics: metrics, LogTail: newArtifactReader(w.store, w.blobs, 64<<20, 10*time.Second).logTail}
+	svc.duties = []maintenance.Service{&maintenance.Every{What: "sending notifications", Interval: notifysend.DefaultInterval, Logger: w.log,
+		Pass: func(ctx context.Context) error {
+			_, err := sender.Drain(ctx)
+			return err
+		}}}
 	return svc, nil
 }

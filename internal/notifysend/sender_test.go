@@ -1,4 +1,4 @@
-package maintenance_test
+package notifysend_test
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/clock"
-	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/notifysend"
 	"github.com/hopper-ci/hopper/internal/notifysend/chattest"
@@ -28,6 +27,9 @@ import (
 )
 
 var schemaSeq atomic.Int64
+
+// testQueue is the task queue of the tests' tasks.
+const testQueue = "prov-notify/wt-notify"
 
 // replicas opens n stores over one fresh database of the driver: n hopper
 // replicas on one PostgreSQL schema, or one SQLite store n times.
@@ -87,9 +89,9 @@ func failTask(t testing.TB, st store.Store, taskID string, now time.Time, routes
 	}
 }
 
-func newSender(st store.Store, d maintenance.Deliverer, clock clock.Clock, owner string) *maintenance.NotifySender {
-	return &maintenance.NotifySender{Store: st, Deliver: d, Clock: clock, RootURL: "https://hopper.example", Owner: owner,
-		Batch: 5, Concurrency: 3, Metrics: maintenance.NewNotifyMetrics(st),
+func newSender(st store.Store, d notifysend.Channels, clock clock.Clock, owner string) *notifysend.Sender {
+	return &notifysend.Sender{Store: st, Deliver: d, Clock: clock, RootURL: "https://hopper.example", Owner: owner,
+		Batch: 5, Concurrency: 3, Metrics: notifysend.NewMetrics(st),
 		LogTail: func(_ context.Context, taskID string, runID int) (string, error) {
 			return fmt.Sprintf("last line of %s run %d", taskID, runID), nil
 		}}
@@ -214,7 +216,7 @@ func BenchmarkNotifySenderSMTP(b *testing.B) {
 			require.NoError(b, err)
 			clock := testclock.New(time.Now())
 			ctx := context.Background()
-			senders := []*maintenance.NotifySender{
+			senders := []*notifysend.Sender{
 				{Store: stores[0], Deliver: d, Clock: clock, Owner: "a", Batch: 32, Concurrency: 8},
 				{Store: stores[1], Deliver: d, Clock: clock, Owner: "b", Batch: 32, Concurrency: 8},
 			}

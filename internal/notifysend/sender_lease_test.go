@@ -1,4 +1,4 @@
-package maintenance_test
+package notifysend_test
 
 import (
 	"context"

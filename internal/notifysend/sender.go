@@ -1,4 +1,4 @@
-package maintenance
+package notifysend
 
 import (
 	"context"
@@ -19,26 +19,26 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
-// NotifyStore is what the sender needs of the store: the outbox, and the
+// Store is what the sender needs of the store: the outbox, and the
 // definitions of the tasks whose notifications it renders.
-type NotifyStore interface {
+type Store interface {
 	store.NotifyStore
 	GetTask(ctx context.Context, taskID string) (*queue.TaskState, error)
 }
 
-// Deliverer sends one message (notifysend.Deliverer).
-type Deliverer interface {
+// Channels sends one message (Deliverer).
+type Channels interface {
 	Send(ctx context.Context, id, event string, m *notify.Message) error
 }
 
 // Defaults of the sender.
 const (
-	DefaultNotifyInterval    = time.Second
-	DefaultNotifyBatch       = 32
-	DefaultNotifyConcurrency = 8
+	DefaultInterval    = time.Second
+	DefaultBatch       = 32
+	DefaultConcurrency = 8
 )
 
-// NotifySender is the duty that sends the outbox's notifications. Every
+// Sender is the duty that sends the outbox's notifications. Every
 // replica may run one: a sender claims due rows with a lease (rows other
 // senders hold are skipped), sends them, and records each outcome only if
 // its lease still holds. A failed send is retried with back-off
@@ -54,19 +54,18 @@ const (
 // notification's id), webhook receivers can (the X-Hopper-Delivery
 // header), and email carries the same Message-ID; Slack and Pulse have no
 // such key, so a copy reaches people there.
-type NotifySender struct {
-	Store   NotifyStore
-	Deliver Deliverer
+type Sender struct {
+	Store   Store
+	Deliver Channels
 	// RootURL is the public root URL the messages link to.
 	RootURL string
 	// LogTail returns the last lines of a run's log (optional).
 	LogTail func(ctx context.Context, taskID string, runID int) (string, error)
 	Clock   clock.Clock
 	Logger  *slog.Logger
-	Metrics *NotifyMetrics
-	// Interval between looks at the outbox when it was found empty;
-	// Batch rows claimed at a time; Concurrency sends at once.
-	Interval    time.Duration
+	Metrics *Metrics
+	// Batch rows claimed at a time; Concurrency sends at once (the duty
+	// that drains it, maintenance.Every, looks every DefaultInterval).
 	Batch       int
 	Concurrency int
 	// Owner names this sender in leases (default: a random id).
@@ -74,35 +73,30 @@ type NotifySender struct {
 	// LeaseRenewal is how often the leases of the notifications being
 	// sent are renewed (default notify.LeaseRenewal).
 	LeaseRenewal time.Duration
-	loop
+	once         sync.Once
 }
 
-// Start implements Service.
-func (s *NotifySender) Start(ctx context.Context) {
-	if s.Interval <= 0 {
-		s.Interval = DefaultNotifyInterval
-	}
-	if s.Batch <= 0 {
-		s.Batch = DefaultNotifyBatch
-	}
-	if s.Concurrency <= 0 {
-		s.Concurrency = DefaultNotifyConcurrency
-	}
-	if s.Owner == "" {
-		s.Owner = "sender-" + uuid.NewString()
-	}
-	if s.Clock == nil {
-		s.Clock = clock.System{}
-	}
-	s.start(ctx, s.Logger, "sending notifications", s.Interval, true, func(ctx context.Context) error {
-		_, err := s.Drain(ctx)
-		return err
+// defaults fills the settings left zero, once.
+func (s *Sender) defaults() {
+	s.once.Do(func() {
+		if s.Batch <= 0 {
+			s.Batch = DefaultBatch
+		}
+		if s.Concurrency <= 0 {
+			s.Concurrency = DefaultConcurrency
+		}
+		if s.Owner == "" {
+			s.Owner = "sender-" + uuid.NewString()
+		}
+		if s.Clock == nil {
+			s.Clock = clock.System{}
+		}
 	})
 }
 
 // Drain sends until no notification is due, and returns how many it
 // tried.
-func (s *NotifySender) Drain(ctx context.Context) (int, error) {
+func (s *Sender) Drain(ctx context.Context) (int, error) {
 	total := 0
 	for ctx.Err() == nil {
 		n, err := s.Pass(ctx)
@@ -114,15 +108,16 @@ func (s *NotifySender) Drain(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-func (s *NotifySender) batch() int {
+func (s *Sender) batch() int {
 	if s.Batch <= 0 {
-		return DefaultNotifyBatch
+		return DefaultBatch
 	}
 	return s.Batch
 }
 
 // Pass claims one batch of due notifications and sends them.
-func (s *NotifySender) Pass(ctx context.Context) (int, error) {
+func (s *Sender) Pass(ctx context.Context) (int, error) {
+	s.defaults()
 	now := s.now()
 	claimed, err := s.Store.ClaimNotifications(ctx, store.ClaimNotificationsParams{
 		Owner: s.owner(), Now: now, Lease: notify.Lease, Limit: s.batch(),
@@ -179,14 +174,14 @@ func (s *NotifySender) Pass(ctx context.Context) (int, error) {
 	return len(claimed), nil
 }
 
-func (s *NotifySender) now() time.Time {
+func (s *Sender) now() time.Time {
 	if s.Clock == nil {
 		return time.Now()
 	}
 	return s.Clock.Now()
 }
 
-func (s *NotifySender) owner() string {
+func (s *Sender) owner() string {
 	if s.Owner == "" {
 		s.Owner = "sender-" + uuid.NewString()
 	}
@@ -194,8 +189,11 @@ func (s *NotifySender) owner() string {
 }
 
 // sendOne sends one claimed notification and records what became of it.
-func (s *NotifySender) sendOne(ctx context.Context, n *store.Notification) {
-	log := logger(s.Logger)
+func (s *Sender) sendOne(ctx context.Context, n *store.Notification) {
+	log := s.Logger
+	if log == nil {
+		log = slog.Default()
+	}
 	started := time.Now()
 	m, err := s.message(ctx, n)
 	if err == nil {
@@ -230,7 +228,7 @@ func (s *NotifySender) sendOne(ctx context.Context, n *store.Notification) {
 // message is the notification's message: as stored for one asked for
 // through the API, rendered from the task and the status its event
 // announced for a task's.
-func (s *NotifySender) message(ctx context.Context, n *store.Notification) (*notify.Message, error) {
+func (s *Sender) message(ctx context.Context, n *store.Notification) (*notify.Message, error) {
 	if n.TaskID == "" {
 		var m notify.Message
 		if err := json.Unmarshal(n.Message, &m); err != nil {
@@ -268,8 +266,8 @@ func resolvedEvent(kind string) bool {
 	return kind == queue.EventTaskCompleted || kind == queue.EventTaskFailed || kind == queue.EventTaskException
 }
 
-// NotifyMetrics are the sender's figures on /metrics.
-type NotifyMetrics struct {
+// Metrics are the sender's figures on /metrics.
+type Metrics struct {
 	sent     *prometheus.CounterVec
 	failures *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -277,10 +275,10 @@ type NotifyMetrics struct {
 	states   *statesCollector
 }
 
-// NewNotifyMetrics makes the sender's metrics; st, if set, also reports
+// NewMetrics makes the sender's metrics; st, if set, also reports
 // the outbox's notifications by state.
-func NewNotifyMetrics(st store.NotifyStore) *NotifyMetrics {
-	m := &NotifyMetrics{
+func NewMetrics(st store.NotifyStore) *Metrics {
+	m := &Metrics{
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hopper_notify_sent_total", Help: "Notifications sent, by channel.",
 		}, []string{"channel"}),
@@ -305,7 +303,7 @@ func NewNotifyMetrics(st store.NotifyStore) *NotifyMetrics {
 }
 
 // Collectors lists the metrics to register.
-func (m *NotifyMetrics) Collectors() []prometheus.Collector {
+func (m *Metrics) Collectors() []prometheus.Collector {
 	out := []prometheus.Collector{m.sent, m.failures, m.duration, m.lost}
 	if m.states != nil {
 		out = append(out, m.states)
@@ -313,7 +311,7 @@ func (m *NotifyMetrics) Collectors() []prometheus.Collector {
 	return out
 }
 
-func (m *NotifyMetrics) observe(channel string, o notify.Outcome, d time.Duration) {
+func (m *Metrics) observe(channel string, o notify.Outcome, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -328,7 +326,7 @@ func (m *NotifyMetrics) observe(channel string, o notify.Outcome, d time.Duratio
 	}
 }
 
-func (m *NotifyMetrics) leaseLost() {
+func (m *Metrics) leaseLost() {
 	if m != nil {
 		m.lost.Inc()
 	}
