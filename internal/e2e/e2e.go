@@ -111,6 +111,10 @@ type ServerOptions struct {
 	// Binary runs another hopper binary (an earlier release) instead of
 	// this tree's.
 	Binary string
+	// Listen is the address to serve on (FreePort), when the test must
+	// know the root URL before the server starts (a provider's redirect
+	// URI); empty picks one.
+	Listen string
 }
 
 // StartServer runs `hopper serve` and waits until it answers ping.
@@ -124,7 +128,10 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
-	addr := FreePort(t)
+	addr := opts.Listen
+	if addr == "" {
+		addr = FreePort(t)
+	}
 	args := append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--log-level", "debug"}, opts.Args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "HOPPER_ROOT_ACCESS_TOKEN="+RootAccessToken)

@@ -19,6 +19,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/live"
+	"github.com/hopper-ci/hopper/internal/login"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/notifysend"
 	"github.com/hopper-ci/hopper/internal/queueapi"
@@ -106,6 +107,10 @@ type Config struct {
 	// Azure backs the Azure methods; when nil it is read from the
 	// environment's HOPPER_AZURE_* (LoadAzure).
 	Azure *authapi.AzureStorage
+	// Login configures sign-in for people (docs/login.md); when nil it is
+	// read from the file HOPPER_LOGIN_CONFIG names, and without one
+	// nobody signs in through a provider.
+	Login *login.Config
 }
 
 // Run serves until ctx is cancelled, then drains: open long-polls end with

@@ -63,6 +63,7 @@ func (w *wiring) services() []func() (service, error) {
 		w.queueService,
 		w.authService,
 		w.identityService,
+		w.loginService,
 		w.indexService,
 		w.secretsService,
 		w.hooksService,

@@ -52,6 +52,9 @@ type Store interface {
 	// Hooks (hooks.go).
 	HookStore
 
+	// The login service's sign-ins and sessions (login.go).
+	LoginStore
+
 	// Flow control (flow.go).
 	FlowStore
 

@@ -161,6 +161,8 @@ func Run(t *testing.T, open Opener) {
 		{"IndexInsertListExpire", testIndexInsertListExpire},
 		{"Secrets", testSecrets},
 		{"Hooks", testHooks},
+		{"LoginAttempts", testLoginAttempts},
+		{"LoginSessions", testLoginSessions},
 		{"HookSchedule", testHookSchedule},
 		{"HookClaimRace", testHookClaimRace},
 		{"HookLastFires", testHookLastFires},
