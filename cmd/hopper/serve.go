@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-ci/hopper/internal/cli"
+	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/server"
 )
 
@@ -35,6 +36,9 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	f.DurationVar(&cfg.ExpireEvery, "expire-interval", envDuration("HOPPER_EXPIRE_INTERVAL", server.DefaultExpireEvery), "how often expired data (tasks, artifacts and their blobs) is deleted (HOPPER_EXPIRE_INTERVAL)")
 	// Only tests need a different cadence; keep it out of --help.
 	_ = f.MarkHidden("expire-interval")
+	f.StringVar(&cfg.Kubeconfig, "kubeconfig", env("HOPPER_KUBECONFIG", ""), "kubeconfig of the cluster the kubernetes provider runs worker Pods in (default: the cluster hopper runs in, through its service account) (HOPPER_KUBECONFIG)")
+	f.DurationVar(&cfg.ProvisionInterval, "provision-interval", envDuration("HOPPER_PROVISION_INTERVAL", maintenance.DefaultProvisionTick), "how often dynamic worker pools are provisioned (also at once when a task becomes pending) (HOPPER_PROVISION_INTERVAL)")
+	f.DurationVar(&cfg.ScanInterval, "worker-scan-interval", envDuration("HOPPER_WORKER_SCAN_INTERVAL", maintenance.DefaultScanTick), "how often every pool worker is checked against what runs it (HOPPER_WORKER_SCAN_INTERVAL)")
 	f.StringVar(logLevel, "log-level", env("HOPPER_LOG_LEVEL", defaultLogLevel), "debug, info, warn or error; debug adds one line per API request (HOPPER_LOG_LEVEL)")
 	f.StringVar(&cfg.TLSCert, "tls-cert", env("HOPPER_TLS_CERT", ""), "serve HTTPS with this PEM certificate chain (with --tls-key; default: plain HTTP, for a TLS proxy in front) (HOPPER_TLS_CERT)")
 	f.StringVar(&cfg.TLSKey, "tls-key", env("HOPPER_TLS_KEY", ""), "the PEM private key of --tls-cert (HOPPER_TLS_KEY)")
@@ -71,6 +75,9 @@ that encrypts stored tokens from HOPPER_SECRET_KEY (or one generated into
 			}
 			if cfg.ExpireEvery <= 0 {
 				return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("--expire-interval must be positive, got %s", cfg.ExpireEvery)}
+			}
+			if cfg.ProvisionInterval <= 0 || cfg.ScanInterval <= 0 {
+				return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("--provision-interval and --worker-scan-interval must be positive, got %s and %s", cfg.ProvisionInterval, cfg.ScanInterval)}
 			}
 			if cfg.DeadlineDelay < 0 {
 				return &cli.ExitError{Code: cli.ExitUsage, Msg: fmt.Sprintf("--deadline-delay must not be negative, got %s", cfg.DeadlineDelay)}

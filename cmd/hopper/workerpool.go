@@ -35,13 +35,22 @@ func joinPool(ctx context.Context, p poolFlags, cfg worker.Config, haveFile bool
 		return &cli.ExitError{Code: cli.ExitUsage, Msg: msg, Err: errors.New(msg)}
 	}
 	secret := os.Getenv(workerprovider.EnvStaticSecret)
-	switch {
+	var proof map[string]string
+	switch tokenFile := os.Getenv(workerprovider.EnvIdentityTokenFile); {
 	case p.secretFile != "":
 		raw, err := os.ReadFile(p.secretFile)
 		if err != nil {
 			return nil, cfg, usage("reading the static secret: %v", err)
 		}
 		secret = string(raw)
+	case secret == "" && tokenFile != "":
+		// A kubernetes provider's Pod: the token the kubelet projected
+		// into it is its proof.
+		raw, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return nil, cfg, fmt.Errorf("reading the Pod's identity token: %w", err)
+		}
+		proof = map[string]string{workerprovider.ProofToken: strings.TrimSpace(string(raw))}
 	case secret == "":
 		return nil, cfg, usage("--worker-pool needs --static-secret-file (the secret the pool's operator made for this machine)")
 	}
@@ -70,7 +79,7 @@ func joinPool(ctx context.Context, p poolFlags, cfg worker.Config, haveFile bool
 		id = worker.HostWorkerID()
 	}
 	member, err := poolmember.Register(ctx, poolmember.Options{RootURL: cfg.RootURL, WorkerPoolID: p.workerPool,
-		ProviderID: p.providerID, WorkerGroup: group, WorkerID: id, StaticSecret: strings.TrimSpace(secret), Logger: log, CheckEvery: p.checkEvery})
+		ProviderID: p.providerID, WorkerGroup: group, WorkerID: id, StaticSecret: strings.TrimSpace(secret), Proof: proof, Logger: log, CheckEvery: p.checkEvery})
 	if err != nil {
 		return nil, cfg, err
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -188,6 +189,14 @@ func poolAddWorkerCommand(asJSON *bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("capacity") {
+				// What the pool tells the worker to run with, so that the
+				// pool counts the machine as it works.
+				if capacity, err = poolWorkerCapacity(cmd.Context(), c, args[0]); err != nil {
+					_ = os.Remove(secretFile)
+					return authCLIError("reading pool "+args[0], err)
+				}
+			}
 			w, err := c.CreateStaticWorker(cmd.Context(), args[0], args[1], args[2], tcclient.NewTime(until), capacity, secret)
 			if err != nil {
 				_ = os.Remove(secretFile)
@@ -203,7 +212,7 @@ func poolAddWorkerCommand(asJSON *bool) *cobra.Command {
 	}
 	addWorker.Flags().StringVar(&secretFile, "secret-file", "", "where to write the worker's new secret (must not exist)")
 	addWorker.Flags().StringVar(&expires, "expires", "1y", "when the worker expires: a date-time or a duration from now")
-	addWorker.Flags().IntVar(&capacity, "capacity", 1, "tasks the machine runs at once")
+	addWorker.Flags().IntVar(&capacity, "capacity", 1, "tasks the machine runs at once (default: the pool's workerConfig.hopperWorker.capacity, else 1)")
 	_ = addWorker.MarkFlagRequired("secret-file")
 	return addWorker
 }
@@ -292,4 +301,24 @@ func printPool(w io.Writer, p *tcclient.WorkerPool, workers []tcclient.PoolWorke
 		}
 	}
 	return nil
+}
+
+// poolWorkerCapacity is the capacity a pool's workerConfig gives hopper's
+// worker (workerConfig.hopperWorker.capacity), or 1.
+func poolWorkerCapacity(ctx context.Context, c *tcclient.Client, poolID string) (int, error) {
+	p, err := c.GetWorkerPool(ctx, poolID)
+	if err != nil {
+		return 0, err
+	}
+	var cfg struct {
+		WorkerConfig struct {
+			HopperWorker struct {
+				Capacity int `json:"capacity"`
+			} `json:"hopperWorker"`
+		} `json:"workerConfig"`
+	}
+	if json.Unmarshal(p.Config, &cfg) == nil && cfg.WorkerConfig.HopperWorker.Capacity > 0 {
+		return cfg.WorkerConfig.HopperWorker.Capacity, nil
+	}
+	return 1, nil
 }

@@ -176,7 +176,7 @@ func TestDockerPoolScales(t *testing.T) {
 }
 
 // createShellTask creates a task running command on the task queue.
-func createShellTask(t *testing.T, ctx context.Context, c *tcclient.Client, taskQueueID, command string) string {
+func createShellTask(t testing.TB, ctx context.Context, c *tcclient.Client, taskQueueID, command string) string {
 	t.Helper()
 	id := tcclient.NewTaskID()
 	payload, err := json.Marshal(map[string]any{"command": [][]string{{"sh", "-c", command}}, "maxRunTime": 120})
@@ -191,7 +191,7 @@ func createShellTask(t *testing.T, ctx context.Context, c *tcclient.Client, task
 
 // waitForRun waits until the task's run is in state and returns when it
 // started (or now, for a run not started).
-func waitForRun(t *testing.T, ctx context.Context, c *tcclient.Client, taskID string, runID int, state string, timeout time.Duration) time.Time {
+func waitForRun(t testing.TB, ctx context.Context, c *tcclient.Client, taskID string, runID int, state string, timeout time.Duration) time.Time {
 	t.Helper()
 	var st *tcclient.TaskStatus
 	err := testclock.Poll(ctx, timeout, func() bool {

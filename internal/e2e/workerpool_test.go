@@ -112,6 +112,18 @@ func TestPoolWorkerJoinsAndLeaves(t *testing.T) {
 			require.Contains(t, out, line)
 		}
 	}
+	// The queue's listWorkers says the worker's pool state.
+	queueState := func() tcclient.QueueWorker {
+		t.Helper()
+		ws, err := root.ListWorkers(ctx, pool, tcclient.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, ws.Workers, 1)
+		return ws.Workers[0]
+	}
+	qw := queueState()
+	require.Equal(t, "running", qw.State)
+	require.Equal(t, "static", qw.ProviderID)
+	require.Equal(t, 1, qw.Capacity)
 
 	long := run("sleep 120")
 	waitRun(long, 0, "running")
@@ -130,6 +142,18 @@ func TestPoolWorkerJoinsAndLeaves(t *testing.T) {
 		t.Fatal("the removed worker did not stop")
 	}
 	require.True(t, strings.Contains(w.Logs(), "removed from the worker pool"), "the worker says why it stopped")
+	require.Equal(t, "stopped", queueState().State)
+
+	// A machine added to a pool whose workers run two tasks at once is
+	// counted at two (add-worker said 1 while the worker ran 2).
+	_, err = root.UpdateWorkerPool(ctx, pool, &tcclient.WorkerPoolDefinition{ProviderID: "static", Description: "the build machines",
+		Owner: "ops@example.com", Config: json.RawMessage(`{"workerConfig": {"hopperWorker": {"capacity": 2}}}`)})
+	require.NoError(t, err)
+	_, errOut, code = hopperCLI(t, env, "pool", "add-worker", pool, "rack-1", "build-3", "--secret-file", filepath.Join(dir, "build-3.secret"))
+	require.Equal(t, 0, code, errOut)
+	pw, err := root.GetPoolWorker(ctx, pool, "rack-1", "build-3")
+	require.NoError(t, err)
+	require.Equal(t, 2, pw.Capacity)
 
 	// Its secret no longer registers anything.
 	_, err = (&tcclient.Client{RootURL: srv.RootURL}).RegisterStaticWorker(ctx, pool, "static", "rack-1", "build-2", readSecret(t, secretFile))

@@ -78,6 +78,24 @@ type loop struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	ctx      context.Context
+	// wake asks for a pass now (Wake); made on first use.
+	wakeOnce sync.Once
+	wake     chan struct{}
+}
+
+func (l *loop) wakeC() chan struct{} {
+	l.wakeOnce.Do(func() { l.wake = make(chan struct{}, 1) })
+	return l.wake
+}
+
+// Wake asks for a pass as soon as the one running (if any) ends, instead
+// of at the next tick; wake-ups that come while one is waiting are one.
+// Safe before start and after Stop.
+func (l *loop) Wake() {
+	select {
+	case l.wakeC() <- struct{}{}:
+	default:
+	}
 }
 
 // loopContext is the context of a started loop, ended by Stop.
@@ -96,6 +114,7 @@ func (l *loop) start(ctx context.Context, log *slog.Logger, what string, interva
 	ctx, l.cancel = context.WithCancel(ctx)
 	l.ctx = ctx
 	l.done = make(chan struct{})
+	wake := l.wakeC()
 	go func() {
 		defer close(l.done)
 		tick := time.NewTicker(interval)
@@ -108,6 +127,8 @@ func (l *loop) start(ctx context.Context, log *slog.Logger, what string, interva
 			case <-ctx.Done():
 				return
 			case <-tick.C:
+				run(ctx)
+			case <-wake:
 				run(ctx)
 			}
 		}

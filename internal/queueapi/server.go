@@ -112,6 +112,8 @@ type Server struct {
 	started time.Time
 	blobs   artifacts.Backend
 	objects ObjectService
+	// poolState is Options.PoolState.
+	poolState func(ctx context.Context, key store.WorkerKey) (state, providerID string, err error)
 	// standing, when set, says which workers the Worker Manager stopped.
 	standing WorkerStanding
 
@@ -146,6 +148,10 @@ type Options struct {
 	// Objects, when set, keeps the data of object artifacts
 	// (objectartifacts.go).
 	Objects ObjectService
+	// PoolState, when set, says a worker's state in its worker pool
+	// (requested, running, stopping, stopped; "standalone" when no pool
+	// knows it) and its provider, for listWorkers.
+	PoolState func(ctx context.Context, key store.WorkerKey) (state, providerID string, err error)
 	// Standing, when set, says which workers their pool's manager has
 	// stopped: claimWork, claimTask and reclaimTask refuse them.
 	Standing WorkerStanding
@@ -178,7 +184,7 @@ func New(opts Options) (*Server, error) {
 		cfg: cfg, store: opts.Store, clock: opts.Clock, schemas: schemas,
 		creds: opts.Issuer, pub: opts.Publisher, log: opts.Logger,
 		metrics: opts.Metrics, draining: make(chan struct{}),
-		blobs: opts.Artifacts, objects: opts.Objects, live: newLiveness(cfg), standing: opts.Standing,
+		blobs: opts.Artifacts, objects: opts.Objects, live: newLiveness(cfg), poolState: opts.PoolState, standing: opts.Standing,
 	}
 	if s.metrics != nil && s.metrics.queues != nil {
 		// The metrics are built before the queue they describe.

@@ -93,12 +93,21 @@ func (s *Server) listWorkers(c *api.Call) (any, error) {
 		LastDateActive  queue.Time        `json:"lastDateActive"`
 		LatestTask      *store.RecentTask `json:"latestTask,omitempty"`
 		QuarantineUntil *queue.Time       `json:"quarantineUntil,omitempty"`
+		// State and ProviderID are the worker's in its worker pool, as
+		// Taskcluster's worker-manager joins them.
+		State      string `json:"state,omitempty"`
+		ProviderID string `json:"providerId,omitempty"`
 		workerLoadJSON
 	}
 	out := make([]entry, 0, len(ws))
 	for _, w := range ws {
 		e := entry{WorkerGroup: w.WorkerGroup, WorkerID: w.WorkerID, FirstClaim: queue.NewTime(w.FirstClaim), LastDateActive: queue.NewTime(w.LastDateActive),
 			workerLoadJSON: loadOut(s.live.load(&w, len(held[w.WorkerKey]), c.Now))}
+		if s.poolState != nil {
+			if e.State, e.ProviderID, err = s.poolState(c.Context(), w.WorkerKey); err != nil {
+				return nil, err
+			}
+		}
 		if n := len(w.RecentTasks); n > 0 {
 			e.LatestTask = &w.RecentTasks[n-1]
 		}

@@ -102,6 +102,7 @@ func TestNewRegistersEveryRequestSchema(t *testing.T) {
 		"update-client-request",
 		"update-worker-pool-request",
 		"worker-pool-config-docker",
+		"worker-pool-config-kubernetes",
 		"worker-pool-config-static",
 	}, r.Names())
 }

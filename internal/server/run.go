@@ -92,6 +92,14 @@ type Config struct {
 	// recorded, and fail saying their channel is not configured.
 	Notify           *notifysend.Config
 	NotifyConfigFile string
+	// Kubeconfig, if set, names the cluster the kubernetes provider runs
+	// pools' Pods in (default: the cluster hopper runs in, through its
+	// service account).
+	Kubeconfig string
+	// ProvisionInterval and ScanInterval are the provisioner's and the
+	// worker scanner's cadence (defaults maintenance.DefaultProvisionTick
+	// and maintenance.DefaultScanTick).
+	ProvisionInterval, ScanInterval time.Duration
 	// S3STS backs awsS3Credentials; when nil it is read from the
 	// environment's HOPPER_AWS_S3_* (LoadS3STS), and without those
 	// awsS3Credentials has no bucket.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -20,11 +21,13 @@ import (
 	"github.com/hopper-ci/hopper/internal/object"
 	"github.com/hopper-ci/hopper/internal/objectapi"
 	"github.com/hopper-ci/hopper/internal/purgecacheapi"
+	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/schema"
 	"github.com/hopper-ci/hopper/internal/secretsapi"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/supersederapi"
+	"github.com/hopper-ci/hopper/internal/workermanager"
 )
 
 // service is one of hopper's services as the composition root runs it:
@@ -98,6 +101,32 @@ type wiring struct {
 	objects queueapi.ObjectService // nil: the blob store cannot hold objects
 	queue   *queueapi.Server
 	hooks   *hooksapi.Firer
+	// onPending, once the Worker Manager is wired, wakes its provisioner
+	// when a task becomes pending.
+	onPending func()
+}
+
+// pendingWaker is the queue's event publisher that also calls the
+// wiring's onPending when a change made a run pending.
+type pendingWaker struct {
+	*queueapi.EventPublisher
+	w *wiring
+}
+
+// PublishChanges implements queueapi.Publisher.
+func (p pendingWaker) PublishChanges(ctx context.Context, changes []store.Change) {
+	p.EventPublisher.PublishChanges(ctx, changes)
+	if p.w.onPending == nil {
+		return
+	}
+	for _, c := range changes {
+		for _, e := range c.Events {
+			if e.Kind == queue.EventTaskPending {
+				p.w.onPending()
+				return
+			}
+		}
+	}
 }
 
 // build runs the constructors in order.
@@ -138,10 +167,14 @@ func (w *wiring) objectService() (service, error) {
 // it, so their events and metrics are those of API calls.
 func (w *wiring) queueService() (service, error) {
 	metrics := queueapi.NewMetrics(w.store, w.cfg.Clock)
+	pub := w.events
+	if ep, ok := w.events.(*queueapi.EventPublisher); ok {
+		pub = pendingWaker{ep, w}
+	}
 	q, err := queueapi.New(queueapi.Options{
 		Config: queueapi.Config{RootURL: w.cfg.RootURL, ClaimTimeout: w.cfg.ClaimTimeout, LongPoll: w.cfg.LongPoll, Version: w.cfg.Version},
-		Store:  w.store, Hub: w.hub, Clock: w.cfg.Clock, Issuer: w.sec.Issuer, Publisher: w.events, Logger: w.log, Metrics: metrics,
-		Schemas: w.schemas, Artifacts: w.blobs, Objects: w.objects, Standing: poolStanding{w.store},
+		Store:  w.store, Hub: w.hub, Clock: w.cfg.Clock, Issuer: w.sec.Issuer, Publisher: pub, Logger: w.log, Metrics: metrics,
+		Schemas: w.schemas, Artifacts: w.blobs, Objects: w.objects, PoolState: w.poolState, Standing: poolStanding{w.store},
 	})
 	if err != nil {
 		return service{}, err
@@ -214,4 +247,17 @@ func (w *wiring) hopperService() (service, error) {
 func (w *wiring) liveService() (service, error) {
 	hub := w.live
 	return service{routes: live.Routes(hub, w.cfg.Version), drain: func() { _ = hub.Close() }}, nil
+}
+
+// poolState is a queue worker's state in its worker pool, for the queue's
+// listWorkers: "standalone" (provider "none") when no pool knows it.
+func (w *wiring) poolState(ctx context.Context, key store.WorkerKey) (state, providerID string, err error) {
+	pw, err := w.store.GetPoolWorker(ctx, workermanager.Key{WorkerPoolID: key.TaskQueueID, WorkerGroup: key.WorkerGroup, WorkerID: key.WorkerID})
+	if errors.Is(err, store.ErrNotFound) {
+		return "standalone", "none", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return string(pw.State), pw.ProviderID, nil
 }

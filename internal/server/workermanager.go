@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/hopper-ci/hopper/internal/auth"
 	"github.com/hopper-ci/hopper/internal/events"
 	"github.com/hopper-ci/hopper/internal/ident"
@@ -19,18 +21,24 @@ import (
 	"github.com/hopper-ci/hopper/internal/workerprovider"
 )
 
-// defaultProviders are the providers every hopper offers: "static", for
-// machines an operator adds with createWorker, and "docker", for
-// containers on the Docker daemons a pool's config names.
-var defaultProviders = []workermanagerapi.Provider{
-	{ID: "static", Type: workermanager.ProviderTypeStatic},
-	{ID: "docker", Type: workermanager.ProviderTypeDocker},
+// apiProviders are the providers every hopper offers: "static", for
+// machines an operator adds with createWorker, "docker", for containers on
+// the Docker daemons a pool's config names, and "kubernetes", for Pods in
+// the cluster hopper runs in (or the one --kubeconfig names), whose
+// registrations the cluster vouches for.
+func apiProviders(k8s *workerprovider.Kubernetes) []workermanagerapi.Provider {
+	return []workermanagerapi.Provider{
+		{ID: "static", Type: workermanager.ProviderTypeStatic},
+		{ID: "docker", Type: workermanager.ProviderTypeDocker},
+		{ID: "kubernetes", Type: workermanager.ProviderTypeKubernetes, Verifier: k8s},
+	}
 }
 
 // dynamicProviders run the dynamic pools' workers, by provider id.
-func dynamicProviders() map[string]maintenance.PoolProvider {
+func dynamicProviders(k8s *workerprovider.Kubernetes) map[string]maintenance.PoolProvider {
 	return map[string]maintenance.PoolProvider{
-		"docker": {Type: workermanager.ProviderTypeDocker, Provider: &workerprovider.Docker{}},
+		"docker":     {Type: workermanager.ProviderTypeDocker, Provider: &workerprovider.Docker{}},
+		"kubernetes": {Type: workermanager.ProviderTypeKubernetes, Provider: k8s},
 	}
 }
 
@@ -59,20 +67,43 @@ func (w *wiring) workerManagerService() (service, error) {
 	}
 	queue := queueWorkers{store: w.store, queue: w.queue,
 		resolver: &maintenance.WorkerRunResolver{Store: w.store, Publisher: w.queue}}
+	k8s := workerprovider.NewKubernetes(w.cfg.Kubeconfig, w.cfg.RootURL)
+	// client-go logs (a watch that lost its connection, …) through klog:
+	// into hopper's log, not unstructured onto stderr.
+	klog.SetSlogLogger(w.log.With("component", "kubernetes"))
 	routes := workermanagerapi.Routes(workermanagerapi.Deps{Store: w.store, Queue: queue, Resolver: queue.resolver,
-		Issuer: workerIssuer{w.sec.Issuer}, Providers: defaultProviders, Publisher: publisher,
+		Issuer: workerIssuer{w.sec.Issuer}, Providers: apiProviders(k8s), Publisher: publisher,
 		Caller: w.sec.Authorizer.Caller, Logger: w.log, Schemas: w.schemas, Version: w.cfg.Version})
 	c := w.cfg
 	events := maintenance.NewEventsPublisher(publisher, workermanagerapi.Message, w.log)
 	errorEvents := maintenance.NewErrorEventsPublisher(publisher, workermanagerapi.ErrorMessage, w.log)
 	holder := leaseHolder()
-	providers := dynamicProviders()
-	return service{routes: routes, close: closeFn, duties: []maintenance.Service{
-		&maintenance.Provisioner{Store: w.store, Providers: providers, RootURL: c.RootURL, Holder: holder, Events: events,
-			ErrorEvents: errorEvents, Clock: c.Clock, Logger: w.log},
-		&maintenance.WorkerScanner{Store: w.store, Providers: providers, Resolver: queue.resolver, Holder: holder, Events: events,
-			ErrorEvents: errorEvents, Clock: c.Clock, Logger: w.log},
-	}}, nil
+	providers := dynamicProviders(k8s)
+	provisioner := &maintenance.Provisioner{Store: w.store, Providers: providers, RootURL: c.RootURL, Holder: holder, Events: events,
+		ErrorEvents: errorEvents, Clock: c.Clock, Logger: w.log, Interval: c.ProvisionInterval}
+	scanner := &maintenance.WorkerScanner{Store: w.store, Providers: providers, Resolver: queue.resolver, Holder: holder, Events: events,
+		ErrorEvents: errorEvents, Clock: c.Clock, Logger: w.log, Interval: c.ScanInterval}
+	// A Pod that ends or goes is settled at once, not at the next scan; a
+	// task that becomes pending is provisioned for at once, not at the
+	// next tick (on this replica; another holding the lease ticks).
+	k8s.Wake, k8s.Logger = scanner.Wake, w.log
+	k8s.Accounted = func(ctx context.Context, key workermanager.Key) (bool, error) {
+		wk, err := w.store.GetPoolWorker(ctx, key)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return wk.State != workermanager.StateStopped, nil
+	}
+	w.onPending = provisioner.Wake
+	return service{routes: routes, close: func() {
+		k8s.Close()
+		if closeFn != nil {
+			closeFn()
+		}
+	}, duties: []maintenance.Service{provisioner, scanner}}, nil
 }
 
 // queueWorkers reads the queue's worker records for the Worker Manager.

@@ -218,6 +218,10 @@ type QueueWorker struct {
 	Online   bool `json:"online"`
 	Capacity int  `json:"capacity"`
 	Busy     int  `json:"busy"`
+	// State is the worker's state in its worker pool ("standalone" when
+	// no pool knows it); ProviderID its pool's provider.
+	State      string `json:"state,omitempty"`
+	ProviderID string `json:"providerId,omitempty"`
 }
 
 // ListWorkersResponse is one page of ListWorkers.

@@ -188,8 +188,14 @@ func (c *Client) RemoveWorker(ctx context.Context, workerPoolID, group, id strin
 // RegisterStaticWorker registers a static worker with its secret (no
 // credentials needed: the secret is the proof).
 func (c *Client) RegisterStaticWorker(ctx context.Context, workerPoolID, providerID, group, id, staticSecret string) (*WorkerRegistration, error) {
+	return c.RegisterWorker(ctx, workerPoolID, providerID, group, id, map[string]string{"staticSecret": staticSecret})
+}
+
+// RegisterWorker registers a worker with the proof of identity its
+// provider asks for (a static secret, a Kubernetes Pod's token).
+func (c *Client) RegisterWorker(ctx context.Context, workerPoolID, providerID, group, id string, proof map[string]string) (*WorkerRegistration, error) {
 	body := map[string]any{"workerPoolId": workerPoolID, "providerId": providerID, "workerGroup": group, "workerId": id,
-		"workerIdentityProof": map[string]string{"staticSecret": staticSecret}}
+		"workerIdentityProof": proof}
 	var out WorkerRegistration
 	return &out, c.doWM(ctx, http.MethodPost, "/worker/register", nil, body, &out)
 }

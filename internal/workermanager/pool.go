@@ -26,7 +26,10 @@ import (
 const (
 	ProviderTypeStatic = "static"
 	ProviderTypeDocker = "docker"
-	NullProvider       = "null-provider"
+	// ProviderTypeKubernetes pools run each worker as a Pod, which
+	// proves itself with a service-account token bound to it.
+	ProviderTypeKubernetes = "kubernetes"
+	NullProvider           = "null-provider"
 )
 
 // poolIDPattern is Taskcluster's workerPoolId: <provisionerId>/<workerType>.
@@ -178,10 +181,34 @@ func (p *Pool) Capacity() Capacity {
 	if c.ScalingRatio != nil {
 		out.ScalingRatio = *c.ScalingRatio
 	}
-	if c.Capacity > 0 {
+	switch {
+	case c.Capacity > 0:
 		out.PerWorker = c.Capacity
+	case workerCapacity(c.WorkerConfig) > 0:
+		// The capacity each worker is told to run with, so that the pool
+		// counts what its workers really take on.
+		out.PerWorker = workerCapacity(c.WorkerConfig)
 	}
 	return out
+}
+
+// WorkerCapacity is the capacity the pool's workerConfig gives hopper's
+// worker (workerConfig.hopperWorker.capacity; 0 when it gives none).
+func (p *Pool) WorkerCapacity() int {
+	c, _ := parseConfig(p.Config)
+	return workerCapacity(c.WorkerConfig)
+}
+
+func workerCapacity(workerConfig json.RawMessage) int {
+	var wc struct {
+		HopperWorker struct {
+			Capacity int `json:"capacity"`
+		} `json:"hopperWorker"`
+	}
+	if len(workerConfig) == 0 || json.Unmarshal(workerConfig, &wc) != nil {
+		return 0
+	}
+	return wc.HopperWorker.Capacity
 }
 
 // WorkerConfig is the config handed to a registering worker unchanged
@@ -200,8 +227,12 @@ func CheckConfig(providerType string, config json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	if providerType == ProviderTypeDocker && c.MinCapacity > c.MaxCapacity {
+	if providerType != ProviderTypeStatic && c.MinCapacity > c.MaxCapacity {
 		return fmt.Errorf("minCapacity (%d) is greater than maxCapacity (%d)", c.MinCapacity, c.MaxCapacity)
+	}
+	if wc := workerCapacity(c.WorkerConfig); providerType != ProviderTypeStatic && c.Capacity > 0 && wc > 0 && wc != c.Capacity {
+		return fmt.Errorf("capacityPerWorker (%d) and workerConfig.hopperWorker.capacity (%d) differ: the pool would count %d for a worker that runs %d tasks at once",
+			c.Capacity, wc, c.Capacity, wc)
 	}
 	return nil
 }

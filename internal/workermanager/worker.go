@@ -211,6 +211,28 @@ func (w *Worker) Register(pool *Pool, providerType, providerID, staticSecret, ne
 		// One-shot: the proof cannot be presented again.
 		w.StaticSecretHash = ""
 	}
+	return w.registered(pool, newSecret, now), nil
+}
+
+// RegisterProven records the registration of a dynamic worker whose
+// provider checked its proof (a Kubernetes Pod's bound service-account
+// token, checked by the cluster): like Register, once only, while it is
+// requested, so a proof replayed after the worker registered is refused.
+func (w *Worker) RegisterProven(pool *Pool, providerID, newSecret string, now time.Time) (Registration, error) {
+	if w.ProviderID != providerID {
+		return Registration{}, refuse("Worker %s/%s does not have provider %s", w.WorkerGroup, w.WorkerID, providerID)
+	}
+	if w.Expires.Before(now) {
+		return Registration{}, refuse("Worker %s/%s has expired", w.WorkerGroup, w.WorkerID)
+	}
+	if w.State != StateRequested {
+		return Registration{}, refuse("worker %s/%s is already running or stopped (state %s)", w.WorkerGroup, w.WorkerID, w.State)
+	}
+	return w.registered(pool, newSecret, now), nil
+}
+
+// registered moves a worker whose registration was accepted to running.
+func (w *Worker) registered(pool *Pool, newSecret string, now time.Time) Registration {
 	l := pool.Lifecycle()
 	expires := now.Add(l.ReregistrationTimeout)
 	w.State = StateRunning
@@ -222,7 +244,7 @@ func (w *Worker) Register(pool *Pool, providerType, providerID, staticSecret, ne
 	w.PreviousSecretHash = ""
 	w.TerminateAfter = expires
 	w.LastModified = now
-	return Registration{Expires: expires, SecretHash: w.SecretHash}, nil
+	return Registration{Expires: expires, SecretHash: w.SecretHash}
 }
 
 // errNoCredentials is the answer to every reregistration that does not

@@ -50,6 +50,33 @@ func TestLifecycleDefaults(t *testing.T) {
 	require.JSONEq(t, `{}`, string(staticPool(`{}`).WorkerConfig()))
 	require.JSONEq(t, `{"a":1}`, string(staticPool(`{"workerConfig":{"a":1}}`).WorkerConfig()))
 	require.Error(t, wm.CheckConfig(wm.ProviderTypeDocker, json.RawMessage(`{"minCapacity":3,"maxCapacity":2}`)))
+	require.Error(t, wm.CheckConfig(wm.ProviderTypeKubernetes, json.RawMessage(`{"minCapacity":3,"maxCapacity":2}`)))
+}
+
+// TestCapacityPerWorker: a dynamic pool counts each worker at the
+// capacity its worker is told to run with (the pool page said 1 where
+// the worker ran 2 tasks at once), and a config saying two different
+// things is refused.
+func TestCapacityPerWorker(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		config string
+		want   int
+		ok     bool
+	}{
+		{`{"minCapacity":0,"maxCapacity":4}`, 1, true},
+		{`{"minCapacity":0,"maxCapacity":4,"capacityPerWorker":3}`, 3, true},
+		{`{"minCapacity":0,"maxCapacity":4,"workerConfig":{"hopperWorker":{"capacity":2}}}`, 2, true},
+		{`{"minCapacity":0,"maxCapacity":4,"capacityPerWorker":2,"workerConfig":{"hopperWorker":{"capacity":2}}}`, 2, true},
+		{`{"minCapacity":0,"maxCapacity":4,"capacityPerWorker":1,"workerConfig":{"hopperWorker":{"capacity":2}}}`, 1, false},
+	} {
+		pool := &wm.Pool{WorkerPoolID: "prov/type", ProviderID: "docker", Config: json.RawMessage(tc.config)}
+		require.Equal(t, tc.want, pool.Capacity().PerWorker, tc.config)
+		err := wm.CheckConfig(wm.ProviderTypeDocker, pool.Config)
+		require.Equal(t, tc.ok, err == nil, "%s: %v", tc.config, err)
+	}
+	require.Equal(t, 2, staticPool(`{"workerConfig":{"hopperWorker":{"capacity":2}}}`).WorkerCapacity())
+	require.Equal(t, 0, staticPool(`{}`).WorkerCapacity())
 }
 
 func TestStaticRegistration(t *testing.T) {

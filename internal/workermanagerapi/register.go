@@ -45,11 +45,21 @@ func (h *handlers) registerWorker(c *api.Call) (any, error) {
 	}
 	k := workermanager.Key{WorkerPoolID: in.WorkerPoolID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
 	staticSecret, _ := in.WorkerIdentityProof["staticSecret"].(string)
+	if prov.Verifier != nil {
+		if err := h.verifyIdentity(c, prov, pool, k, in.WorkerIdentityProof); err != nil {
+			return nil, err
+		}
+	}
 	secret := newSecret()
 	var reg workermanager.Registration
 	w, err := h.Store.UpdatePoolWorker(c.Context(), k, func(w *workermanager.Worker) error {
 		var err error
-		reg, err = w.Register(pool, prov.Type, in.ProviderID, staticSecret, secret, c.Now)
+		if prov.Verifier != nil {
+			// Proven above; once only, so a replayed proof is refused.
+			reg, err = w.RegisterProven(pool, in.ProviderID, secret, c.Now)
+		} else {
+			reg, err = w.Register(pool, prov.Type, in.ProviderID, staticSecret, secret, c.Now)
+		}
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -71,6 +81,24 @@ func (h *handlers) registerWorker(c *api.Call) (any, error) {
 		WorkerConfig json.RawMessage  `json:"workerConfig"`
 		Secret       string           `json:"secret"`
 	}{timeOut(reg.Expires), creds, pool.WorkerConfig(), secret}, nil
+}
+
+// verifyIdentity has the provider check a registering worker's proof
+// (outside the worker's transaction: the check may ask the cluster). The
+// refusal says nothing of why; the log does.
+func (h *handlers) verifyIdentity(c *api.Call, prov Provider, pool *workermanager.Pool, k workermanager.Key, proof map[string]any) error {
+	w, err := h.Store.GetPoolWorker(c.Context(), k)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("Worker %s/%s in worker pool %s does not exist", k.WorkerGroup, k.WorkerID, k.WorkerPoolID)
+	}
+	if err != nil {
+		return err
+	}
+	if err := prov.Verifier.VerifyIdentity(c.Context(), pool, w, proof); err != nil {
+		h.Logger.Info("worker registration refused", "worker", k.String(), "reason", err.Error())
+		return inputError("the workerIdentityProof of worker %s/%s was not accepted", k.WorkerGroup, k.WorkerID)
+	}
+	return nil
 }
 
 // credentials issues a registered worker's temporary credentials, named

@@ -34,7 +34,19 @@ const BasePath = "/api/worker-manager/v1"
 // Provider is a provider the deployment offers: pools name it by id.
 type Provider struct {
 	ID   string
-	Type string // workermanager.ProviderTypeStatic or ProviderTypeDocker
+	Type string // workermanager.ProviderType*
+	// Verifier, if set, checks the proof a registering worker of the
+	// provider presents (the provider knows who its workers are, as a
+	// cluster knows its Pods); without it the proof is the one-time
+	// secret the worker was started with.
+	Verifier IdentityVerifier
+}
+
+// IdentityVerifier checks a registering worker's workerIdentityProof
+// against what runs it; an error is a refusal, whose detail is logged,
+// never echoed.
+type IdentityVerifier interface {
+	VerifyIdentity(ctx context.Context, pool *workermanager.Pool, w *workermanager.Worker, proof map[string]any) error
 }
 
 // QueueWorkers is what the API reads of the queue's own worker records

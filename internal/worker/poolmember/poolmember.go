@@ -35,8 +35,11 @@ type Options struct {
 	WorkerGroup  string
 	WorkerID     string
 	StaticSecret string
-	HTTPClient   *http.Client
-	Logger       *slog.Logger
+	// Proof, if set, is the workerIdentityProof to register with instead
+	// of the static secret (a Kubernetes Pod's token: {"kubernetesToken": …}).
+	Proof      map[string]string
+	HTTPClient *http.Client
+	Logger     *slog.Logger
 	// CheckEvery is how often the member asks whether it was removed
 	// (default DefaultCheckEvery).
 	CheckEvery time.Duration
@@ -81,10 +84,14 @@ func (o *Options) client(creds *tcclient.Credentials) *tcclient.Client {
 // Register registers the worker and reads its config.
 func Register(ctx context.Context, opts Options) (*Member, error) {
 	opts.defaults()
-	if opts.StaticSecret == "" {
-		return nil, errors.New("no static secret: the worker pool's operator gives each machine one (createWorker)")
+	proof := opts.Proof
+	if proof == nil {
+		if opts.StaticSecret == "" {
+			return nil, errors.New("no static secret: the worker pool's operator gives each machine one (createWorker)")
+		}
+		proof = map[string]string{"staticSecret": opts.StaticSecret}
 	}
-	reg, err := opts.client(nil).RegisterStaticWorker(ctx, opts.WorkerPoolID, opts.ProviderID, opts.WorkerGroup, opts.WorkerID, opts.StaticSecret)
+	reg, err := opts.client(nil).RegisterWorker(ctx, opts.WorkerPoolID, opts.ProviderID, opts.WorkerGroup, opts.WorkerID, proof)
 	if err != nil {
 		return nil, fmt.Errorf("registering worker %s/%s in pool %s: %w", opts.WorkerGroup, opts.WorkerID, opts.WorkerPoolID, err)
 	}
