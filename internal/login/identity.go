@@ -61,7 +61,7 @@ func Encode(s string) string {
 func (p *Provider) Roles(who Person) []string {
 	set := map[string]bool{}
 	for _, g := range who.Groups {
-		if g == "" || strings.ContainsAny(g, "\x00\n") {
+		if !scopeText(g) {
 			continue
 		}
 		switch p.Kind {
@@ -81,6 +81,21 @@ func (p *Provider) Roles(who Person) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// scopeText reports whether a group can be part of a scope: Taskcluster's
+// scopes are printable ASCII, so a group with other characters gives no
+// role (rather than credentials the server would refuse).
+func scopeText(g string) bool {
+	if g == "" {
+		return false
+	}
+	for i := 0; i < len(g); i++ {
+		if g[i] < 0x20 || g[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // Scopes are the scopes of a signed-in person's credentials: assume:

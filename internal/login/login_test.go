@@ -65,7 +65,7 @@ func TestIdentityAndRoles(t *testing.T) {
 	}{
 		{gitea, login.Person{Subject: "7", Username: "bob", Groups: []string{"acme", "acme:builders", "acme:builders", "other"}},
 			"gitea/7|bob", []string{"gitea-org:acme", "gitea-org:other", "gitea-team:acme/builders"}},
-		{sso, login.Person{Subject: "a|b", Username: "Zoë Ann!", Groups: []string{"dev", ""}},
+		{sso, login.Person{Subject: "a|b", Username: "Zoë Ann!", Groups: []string{"dev", "", "Équipe", "a\nb"}},
 			"sso/a!7Cb|Zo!C3!AB!20Ann!21", []string{"sso-group:dev"}},
 		{sso, login.Person{Subject: "x"}, "sso/x", []string{}},
 	}
