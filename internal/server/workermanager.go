@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -42,6 +43,9 @@ func dynamicProviders(k8s *workerprovider.Kubernetes) map[string]maintenance.Poo
 	}
 }
 
+// klogOnce sets klog's logger once a process (tests run several servers).
+var klogOnce sync.Once
+
 // leaseHolder names this process in the worker-pool duties' leases.
 func leaseHolder() string {
 	host, _ := os.Hostname()
@@ -68,9 +72,10 @@ func (w *wiring) workerManagerService() (service, error) {
 	queue := queueWorkers{store: w.store, queue: w.queue,
 		resolver: &maintenance.WorkerRunResolver{Store: w.store, Publisher: w.queue}}
 	k8s := workerprovider.NewKubernetes(w.cfg.Kubeconfig, w.cfg.RootURL)
-	// client-go logs (a watch that lost its connection, …) through klog:
-	// into hopper's log, not unstructured onto stderr.
-	klog.SetSlogLogger(w.log.With("component", "kubernetes"))
+	// client-go logs (a watch that lost its connection, …) through klog,
+	// a process-wide logger: into the first server's log, not
+	// unstructured onto stderr.
+	klogOnce.Do(func() { klog.SetSlogLogger(w.log.With("component", "kubernetes")) })
 	routes := workermanagerapi.Routes(workermanagerapi.Deps{Store: w.store, Queue: queue, Resolver: queue.resolver,
 		Issuer: workerIssuer{w.sec.Issuer}, Providers: apiProviders(k8s), Publisher: publisher,
 		Caller: w.sec.Authorizer.Caller, Logger: w.log, Schemas: w.schemas, Version: w.cfg.Version})
