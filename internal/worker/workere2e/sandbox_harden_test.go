@@ -35,10 +35,17 @@ echo "$TASK_WORKDIR" > "$HB/victim-dir"; sleep 300`}},
 	}, func(d *tcclient.TaskDefinition) { d.Retries = new(0) })
 	a := strictWorker(t, queue, "crashdir-a", 0, nil)
 	dirFile := filepath.Join(hb, "victim-dir")
-	require.Eventually(t, func() bool { _, err := os.Stat(dirFile); return err == nil }, 30*time.Second, 50*time.Millisecond)
-	raw, err := os.ReadFile(dirFile)
-	require.NoError(t, err)
-	victimDir := strings.TrimSpace(string(raw))
+	// The shell's redirection creates the file before echo writes to it:
+	// the name is read once its line is whole, never an empty name.
+	var victimDir string
+	require.Eventually(t, func() bool {
+		raw, err := os.ReadFile(dirFile)
+		if err != nil || !strings.HasSuffix(string(raw), "\n") {
+			return false
+		}
+		victimDir = strings.TrimSpace(string(raw))
+		return victimDir != ""
+	}, 30*time.Second, 50*time.Millisecond)
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
 	<-a.done
 	require.FileExists(t, filepath.Join(victimDir, "secret.txt"), "the crash left the task directory")
