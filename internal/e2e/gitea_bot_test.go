@@ -7,17 +7,12 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/hopper-ci/hopper/internal/e2e"
-	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
 // TestGiteaBotReplaysAndErrors drives hopper from a real Gitea whose bot
@@ -31,27 +26,9 @@ import (
 func TestGiteaBotReplaysAndErrors(t *testing.T) {
 	t.Parallel()
 	g := startGitea(t)
-	host := strings.TrimPrefix(g.url, "http://")
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte(g.botToken+"\n"), 0o600))
-	config := filepath.Join(dir, "forges.yml")
-	require.NoError(t, os.WriteFile(config, []byte(`forges:
-  - host: `+host+`
-    kind: gitea
-    apiUrl: `+g.url+`/api/v1
-    token: {file: `+tokenFile+`}
-    webhookSecrets: [{env: GITEA_E2E_SECRET}]
-`), 0o600))
-	const secret = "gitea e2e webhook secret"
-	srv := e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--forge-config", config}, Env: []string{"GITEA_E2E_SECRET=" + secret}})
+	srv, secret := startGiteaForge(t, g, g.botToken)
 	root := rootClient(srv)
 	ctx := context.Background()
-	for _, role := range []string{"branch:*", "pull-request"} {
-		_, err := root.CreateRole(ctx, "repo:"+host+"/alice/demo:"+role, &tcclient.RoleRequest{Description: "gitea e2e",
-			Scopes: []string{"queue:create-task:lowest:gitea-e2e/ci", "queue:create-task:project:none"}})
-		require.NoError(t, err)
-	}
 	g.api(t, http.MethodPost, "/user/repos", map[string]any{"name": "demo", "auto_init": true, "default_branch": "main"}, nil)
 	g.api(t, http.MethodPut, "/repos/alice/demo/collaborators/hopperbot", map[string]any{"permission": "write"}, nil)
 	var hook struct {

@@ -228,27 +228,9 @@ tasks:
 func TestGiteaEndToEnd(t *testing.T) {
 	t.Parallel()
 	g := startGitea(t)
-	host := strings.TrimPrefix(g.url, "http://")
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte(g.token+"\n"), 0o600))
-	config := filepath.Join(dir, "forges.yml")
-	require.NoError(t, os.WriteFile(config, []byte(`forges:
-  - host: `+host+`
-    kind: gitea
-    apiUrl: `+g.url+`/api/v1
-    token: {file: `+tokenFile+`}
-    webhookSecrets: [{env: GITEA_E2E_SECRET}]
-`), 0o600))
-	const secret = "gitea e2e webhook secret"
-	srv := e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--forge-config", config}, Env: []string{"GITEA_E2E_SECRET=" + secret}})
+	srv, secret := startGiteaForge(t, g, g.token)
 	root := rootClient(srv)
 	ctx := context.Background()
-	for _, role := range []string{"branch:*", "pull-request"} {
-		_, err := root.CreateRole(ctx, "repo:"+host+"/alice/demo:"+role, &tcclient.RoleRequest{Description: "gitea e2e",
-			Scopes: []string{"queue:create-task:lowest:gitea-e2e/ci", "queue:create-task:project:none"}})
-		require.NoError(t, err)
-	}
 
 	g.api(t, http.MethodPost, "/user/repos", map[string]any{"name": "demo", "auto_init": true, "default_branch": "main"}, nil)
 	g.api(t, http.MethodPost, "/repos/alice/demo/hooks", map[string]any{"type": "gitea", "active": true,
@@ -315,4 +297,32 @@ func TestGiteaEndToEnd(t *testing.T) {
 	waitStatus(syncSHA, "Taskcluster (issue_comment)", "pending")
 	require.NotContains(t, srv.Logs(), g.token)
 	require.NotContains(t, srv.Logs(), secret)
+}
+
+// startGiteaForge starts hopper serve with g as its one forge, reached
+// with token, and the roles of alice/demo's branches and pull requests:
+// it returns the server and the webhook secret.
+func startGiteaForge(t *testing.T, g *gitea, token string) (srv *e2e.Server, secret string) {
+	t.Helper()
+	host := strings.TrimPrefix(g.url, "http://")
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(token+"\n"), 0o600))
+	config := filepath.Join(dir, "forges.yml")
+	require.NoError(t, os.WriteFile(config, []byte(`forges:
+  - host: `+host+`
+    kind: gitea
+    apiUrl: `+g.url+`/api/v1
+    token: {file: `+tokenFile+`}
+    webhookSecrets: [{env: GITEA_E2E_SECRET}]
+`), 0o600))
+	secret = "gitea e2e webhook secret"
+	srv = e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--forge-config", config}, Env: []string{"GITEA_E2E_SECRET=" + secret}})
+	root := rootClient(srv)
+	for _, role := range []string{"branch:*", "pull-request"} {
+		_, err := root.CreateRole(context.Background(), "repo:"+host+"/alice/demo:"+role, &tcclient.RoleRequest{Description: "gitea e2e",
+			Scopes: []string{"queue:create-task:lowest:gitea-e2e/ci", "queue:create-task:project:none"}})
+		require.NoError(t, err)
+	}
+	return srv, secret
 }
