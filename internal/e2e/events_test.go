@@ -24,11 +24,7 @@ func TestServePublishesPulseEvents(t *testing.T) {
 	if url == "" {
 		t.Skip("HOPPER_TEST_AMQP not set: no RabbitMQ for hopper serve to publish to")
 	}
-	conn, err := amqp.Dial(url)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	require.NoError(t, err)
+	ch := amqpChannel(t, url)
 
 	taskID := tcclient.NewTaskID()
 	route := "index.e2e." + strings.ToLower(strings.ReplaceAll(taskID, "_", "-"))
@@ -117,4 +113,15 @@ func TestServePublishesPulseEvents(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no task-completed message through the task's route")
 	}
+}
+
+// amqpChannel is a channel on the RabbitMQ at url, closed with the test.
+func amqpChannel(t *testing.T, url string) *amqp.Channel {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	return ch
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/e2e"
@@ -122,11 +121,7 @@ func TestHookPulseBindings(t *testing.T) {
 
 	// Hook changes are published as Taskcluster's hooks service publishes
 	// them (the exchange exists since the first hook was created).
-	conn, err := amqp.Dial(amqpURL)
-	require.NoError(t, err)
-	defer conn.Close()
-	ch, err := conn.Channel()
-	require.NoError(t, err)
+	ch := amqpChannel(t, amqpURL)
 	q, err := ch.QueueDeclare("", false, true, true, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.QueueBind(q.Name, "#", "exchange/taskcluster-hooks/v1/hook-created", false, nil))

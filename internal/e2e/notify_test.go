@@ -98,11 +98,7 @@ webhooks:
 	var deliveries <-chan amqp.Delivery
 	if url := os.Getenv("HOPPER_TEST_AMQP"); url != "" {
 		args = append(args, "--amqp", url)
-		conn, err := amqp.Dial(url)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = conn.Close() })
-		ch, err := conn.Channel()
-		require.NoError(t, err)
+		ch := amqpChannel(t, url)
 		exchange := "exchange/taskcluster-notify/v1/notification"
 		require.NoError(t, ch.ExchangeDeclare(exchange, "topic", true, false, false, false, nil))
 		q, err := ch.QueueDeclare("", false, true, true, false, nil)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/e2e"
@@ -51,11 +50,7 @@ func TestWorkerManagerPublishesPulseEvents(t *testing.T) {
 	if url == "" {
 		t.Skip("HOPPER_TEST_AMQP not set: no RabbitMQ for hopper serve to publish to")
 	}
-	conn, err := amqp.Dial(url)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	require.NoError(t, err)
+	ch := amqpChannel(t, url)
 	q, err := ch.QueueDeclare("", false, true, true, false, nil)
 	require.NoError(t, err)
 	const prefix = "exchange/taskcluster-worker-manager/v1/"
