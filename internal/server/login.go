@@ -37,7 +37,7 @@ func (w *wiring) loginService() (service, error) {
 	}
 	w.log.Info("sign-in on", "providers", names)
 	issuer := w.sec.loginIssuer(w.key, names)
-	srv, err := loginapi.New(loginapi.Deps{Store: w.store, Config: cfg, RootURL: w.cfg.RootURL, Clock: w.cfg.Clock, Logger: w.log,
+	srv, err := loginapi.New(loginapi.Options{Store: w.store, Config: cfg, RootURL: w.cfg.RootURL, Clock: w.cfg.Clock, Logger: w.log,
 		Version: w.cfg.Version, Issue: func(clientID string, scopes []string, start, expiry time.Time) (auth.Credentials, error) {
 			return auth.CreateTemporaryCredentials(auth.TemporaryCredentialsOptions{ClientID: clientID, Start: start, Expiry: expiry,
 				Scopes: scopes, Issuer: issuer})
@@ -45,7 +45,7 @@ func (w *wiring) loginService() (service, error) {
 	if err != nil {
 		return service{}, err
 	}
-	return service{routes: srv.Routes(), expiries: []maintenance.Expiry{{Service: "login", Run: w.store.ExpireLogin}}}, nil
+	return service{routes: loginapi.Routes(loginapi.Deps{Server: srv}), expiries: []maintenance.Expiry{{Service: "login", Run: w.store.ExpireLogin}}}, nil
 }
 
 // loginIssuer adds the login service's static client, whose token is
