@@ -138,10 +138,12 @@ func (q queueWorkers) ListWorkers(ctx context.Context, now time.Time, filter sto
 	return q.store.ListWorkers(ctx, now, filter, page)
 }
 
-// poolStanding tells the queue which workers the Worker Manager stopped.
+// poolStanding tells the secrets service which workers the Worker Manager
+// stopped (the queue reads it in its claims, store.WorkerStanding).
 type poolStanding struct{ store store.WorkerManagerStore }
 
-// WorkerStopped implements queueapi.WorkerStanding.
+// WorkerStopped reports whether the Worker Manager stopped the worker
+// (its record stopping or stopped); a worker no pool knows is not.
 func (p poolStanding) WorkerStopped(ctx context.Context, key store.WorkerKey) (bool, error) {
 	w, err := p.store.GetPoolWorker(ctx, workermanager.Key{WorkerPoolID: key.TaskQueueID, WorkerGroup: key.WorkerGroup, WorkerID: key.WorkerID})
 	if errors.Is(err, store.ErrNotFound) {

@@ -156,6 +156,7 @@ func Run(t *testing.T, open Opener) {
 		{"ObjectsConcurrentCreate", testObjectsConcurrentCreate},
 		{"ExpireObjects", testExpireObjects},
 		{"PurgeRequests", testPurgeRequests},
+		{"WorkerStanding", testWorkerStanding},
 		{"IndexCompletedTasks", testIndexCompletedTasks},
 		{"IndexConcurrentCompletions", testIndexConcurrentCompletions},
 		{"IndexInsertListExpire", testIndexInsertListExpire},
