@@ -142,3 +142,9 @@ func TestUpgrade(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkWorkerStanding: storetest.BenchWorkerStanding (statements are
+// counted on PostgreSQL only).
+func BenchmarkWorkerStanding(b *testing.B) {
+	storetest.BenchWorkerStanding(b, openFile(b, filepath.Join(b.TempDir(), "hopper.db")), nil)
+}
