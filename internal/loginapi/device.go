@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
 
 	"github.com/hopper-ci/hopper/internal/api"
 	"github.com/hopper-ci/hopper/internal/login"
@@ -47,6 +48,12 @@ type deviceAuthorization struct {
 // deviceEndpoint is the provider's device authorization endpoint, or an
 // error saying it has none.
 func (s *Server) deviceEndpoint(ctx context.Context, p *login.Provider) (*oidc.Provider, string, error) {
+	if p.Kind == login.KindGitHub {
+		// GitHub's device flow answers no ID token and needs the OAuth
+		// App's "Enable Device Flow"; hopper does not ask it (yet).
+		return nil, "", api.Errorf(api.CodeInputError,
+			"signing in to %s with a device code is not supported: sign in through the browser instead", p.DisplayName)
+	}
 	op, err := s.discover(ctx, p)
 	if err != nil {
 		s.d.Logger.Warn("login: the provider cannot be reached", "provider", p.Name, "error", err)
@@ -126,7 +133,9 @@ func (s *Server) deviceToken(c *api.Call) (any, error) {
 		return nil, err
 	}
 	var tok struct {
-		IDToken string `json:"id_token"`
+		AccessToken  string `json:"access_token"`
+		RefreshToken string `json:"refresh_token"`
+		IDToken      string `json:"id_token"`
 	}
 	form := url.Values{"grant_type": {"urn:ietf:params:oauth:grant-type:device_code"}, "device_code": {in.DeviceCode}}
 	status, perr, err := s.providerPost(c.Context(), p, op.Endpoint().TokenURL, form, &tok)
@@ -159,8 +168,15 @@ func (s *Server) deviceToken(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, api.Errorf(api.CodeInputError, "sign-in refused: %v", err)
 	}
+	roles := p.Roles(who)
+	// The credential scanner asks about the person again (with the
+	// refresh token, where the provider gave one).
+	err = s.remember(c.Context(), p, identity, roles, &oauth2.Token{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken}, c.Now)
+	if err != nil {
+		return nil, err
+	}
 	s.d.Logger.Info("login: signed in with a device code", "provider", p.Name, "identity", identity)
-	return s.issueReply(c, p.Name, identity, p.Roles(who), c.Now.Add(s.lifetime))
+	return s.issueReply(c, p.Name, identity, roles, c.Now.Add(s.lifetime))
 }
 
 // providerPost posts form to one of the provider's endpoints with the
