@@ -47,6 +47,9 @@ type Config struct {
 	Providers []Provider `json:"providers"`
 	// SessionLifetime is a Go duration ("12h"); empty means the default.
 	SessionLifetime string `json:"sessionLifetime,omitempty"`
+	// RegisteredClients are the websites that may ask people for
+	// credentials (Taskcluster's name; oauth.go).
+	RegisteredClients []Registration `json:"registeredClients,omitempty"`
 }
 
 // Provider is one configured identity provider.
@@ -107,6 +110,17 @@ func ParseConfig(data []byte, getenv func(string) string) (*Config, error) {
 			return nil, fmt.Errorf("login configuration: two providers are named %q", p.Name)
 		}
 		seen[p.Name] = true
+	}
+	sites := map[string]bool{}
+	for i := range c.RegisteredClients {
+		r := &c.RegisteredClients[i]
+		if err := r.check(); err != nil {
+			return nil, fmt.Errorf("login configuration: %w", err)
+		}
+		if sites[r.ClientID] {
+			return nil, fmt.Errorf("login configuration: two registered clients are named %q", r.ClientID)
+		}
+		sites[r.ClientID] = true
 	}
 	return &c, nil
 }
