@@ -33,9 +33,26 @@ const BasePath = "/login"
 // IssueFunc signs temporary credentials named clientID with scopes.
 type IssueFunc func(clientID string, scopes []string, start, expiry time.Time) (auth.Credentials, error)
 
+// Store is the rows the login service keeps.
+type Store interface {
+	store.LoginStore
+	store.LoginIdentityStore
+}
+
+// Sealer encrypts what the store keeps of a provider's grant, bound to
+// the identity it belongs to (auth.Sealer, keyed by the server secret).
+type Sealer interface {
+	Seal(plaintext, associated string) (string, error)
+	Open(sealed, associated string) (string, error)
+}
+
 // Deps is what the login service needs.
 type Deps struct {
-	Store  store.LoginStore
+	Store Store
+	// Sealer seals the providers' grants the credential scanner asks
+	// with; nil keeps none (the scanner then goes by the roles of the
+	// last sign-in).
+	Sealer Sealer
 	Config *login.Config
 	// RootURL is the deployment's public URL (the providers send people
 	// back to RootURL/login/<provider>/callback).

@@ -164,6 +164,7 @@ func Run(t *testing.T, open Opener) {
 		{"LoginAttempts", testLoginAttempts},
 		{"LoginSessions", testLoginSessions},
 		{"LoginOAuth", testLoginOAuth},
+		{"LoginIdentities", testLoginIdentities},
 		{"HookSchedule", testHookSchedule},
 		{"HookClaimRace", testHookClaimRace},
 		{"HookLastFires", testHookLastFires},
