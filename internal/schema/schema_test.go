@@ -82,6 +82,7 @@ func TestNewRegistersEveryRequestSchema(t *testing.T) {
 		"index-find-tasks-request", "index-insert-task-request",
 		"login-cli-token-request",
 		"login-device-token-request",
+		"login-oauth-decision-request",
 		"notify-address", "notify-email-request", "notify-matrix-request", "notify-pulse-request",
 		"notify-slack-request", "notify-webhook-request",
 		"object-create-upload-request",
