@@ -4,7 +4,10 @@
 #
 #   .ci/kubernetes.sh control-plane   kube-apiserver (+ etcd from Debian's etcd-server)
 #   .ci/kubernetes.sh node            kube-scheduler, kube-controller-manager, kubelet,
-#                                     kubectl, containerd 2.x and its runc shim
+#                                     kubectl, containerd 2.x, its runc shim and ctr,
+#                                     the CNI loopback plugin and a static pause
+#                                     binary (the Pod sandbox's, imported without a
+#                                     registry); runc itself is Debian's
 #
 # The kubernetes module's zip leaves out staging/, which its go.mod replaces
 # every k8s.io/* module with; each staging module is served by the proxy as
@@ -18,6 +21,7 @@ set -euo pipefail
 version=1.37.2
 staging_version=0.37.2
 containerd_version=v2.4.2
+cni_version=v1.9.1
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/hopper-test"
 bin="$cache/kubernetes-v$version"
 src="$cache/kubernetes-src-v$version"
@@ -79,6 +83,30 @@ containerd() {
 	rmdir "$tmp"
 }
 
+# cni is the loopback plugin: worker Pods use the host's network
+# (hostNetwork), and the kubelet wants a network plugin configured before it
+# calls the node Ready.
+cni() {
+	[ -x "$bin/cni/loopback" ] && return 0
+	say "building the CNI loopback plugin $cni_version"
+	mkdir -p "$bin/cni"
+	GOBIN="$bin/cni" go install "github.com/containernetworking/plugins/plugins/main/loopback@$cni_version"
+}
+
+# pause is the Pod sandbox's process, from the kubernetes module's source,
+# static so that its image is the one file.
+pause() {
+	[ -x "$bin/pause" ] && return 0
+	source_tree
+	if ! command -v gcc >/dev/null; then
+		say "installing gcc"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null
+	fi
+	say "building pause"
+	gcc -static -Os -o "$bin/pause.tmp" "$src/build/pause/linux/pause.c"
+	mv "$bin/pause.tmp" "$bin/pause"
+}
+
 mkdir -p "$bin"
 case "${1:-control-plane}" in
 control-plane)
@@ -93,6 +121,8 @@ node)
 	build kubelet
 	build kubectl
 	containerd
+	cni
+	pause
 	;;
 *)
 	echo "usage: $0 control-plane|node" >&2

@@ -117,7 +117,7 @@ func args(names ...string) cobra.PositionalArgs {
 		case len(got) < len(names):
 			return usagef("%s needs %s (see %s --help)", cmd.CommandPath(), strings.Join(names[len(got):], " and "), cmd.CommandPath())
 		case len(got) > len(names):
-			return usagef("%s takes %d argument(s), got %d: %s", cmd.CommandPath(), len(names), len(got), strings.Join(got, " "))
+			return usagef("%s takes %s, got %d: %s", cmd.CommandPath(), count(len(names), "argument"), len(got), strings.Join(got, " "))
 		}
 		// Check identifiers before anything else (even the environment),
 		// so a mistyped id is reported as such.

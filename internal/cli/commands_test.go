@@ -48,7 +48,7 @@ func TestUsageErrors(t *testing.T) {
 		{name: "bad group id", args: []string{"group", "not-a-slug"}, wantMsg: `"not-a-slug" is not a valid taskGroupId`},
 		{name: "missing task id", args: []string{"cancel"}, wantMsg: "task cancel needs TASKID"},
 		{name: "missing artifact name", args: []string{"artifact", "get", taskA}, wantMsg: "needs NAME"},
-		{name: "extra argument", args: []string{"rerun", taskA, taskB}, wantMsg: "takes 1 argument(s), got 2"},
+		{name: "extra argument", args: []string{"rerun", taskA, taskB}, wantMsg: "takes 1 argument, got 2"},
 		{name: "unknown flag", args: []string{"status", "--bogus", taskA}, wantMsg: "unknown flag: --bogus"},
 		{name: "unknown command", args: []string{"frobnicate"}, wantMsg: `unknown command "frobnicate"`},
 		{name: "no subcommand", args: nil, wantMsg: "needs a subcommand"},

@@ -300,11 +300,11 @@ func blockedNote(s GroupSummary, t GroupTask) string {
 // groupFailure words a group that did not complete.
 func groupFailure(s GroupSummary) string {
 	bad := s.Counts[tcclient.StateFailed] + s.Counts[tcclient.StateException]
-	msg := fmt.Sprintf("task group %s: %d of %d tasks did not complete (%d failed, %d exception)",
-		s.TaskGroupID, bad+s.Blocked, s.Total, s.Counts[tcclient.StateFailed], s.Counts[tcclient.StateException])
+	msg := fmt.Sprintf("task group %s: %d of %s did not complete (%d failed, %d exception)",
+		s.TaskGroupID, bad+s.Blocked, count(s.Total, "task"), s.Counts[tcclient.StateFailed], s.Counts[tcclient.StateException])
 	if s.Blocked > 0 {
-		msg = fmt.Sprintf("task group %s: %d of %d tasks did not complete (%d failed, %d exception, %d blocked)",
-			s.TaskGroupID, bad+s.Blocked, s.Total, s.Counts[tcclient.StateFailed], s.Counts[tcclient.StateException], s.Blocked)
+		msg = fmt.Sprintf("task group %s: %d of %s did not complete (%d failed, %d exception, %d blocked)",
+			s.TaskGroupID, bad+s.Blocked, count(s.Total, "task"), s.Counts[tcclient.StateFailed], s.Counts[tcclient.StateException], s.Blocked)
 		if s.Stuck {
 			msg += "; nothing more can run"
 		}

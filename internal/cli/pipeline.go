@@ -254,7 +254,7 @@ func (a *app) createPipeline(ctx context.Context, name string, doc map[string]an
 	if a.json {
 		return a.printJSON(result)
 	}
-	fmt.Fprintf(a.env.Stdout, "Task group %s created: %d tasks\n", groupID, len(tasks))
+	fmt.Fprintf(a.env.Stdout, "Task group %s created: %s\n", groupID, count(len(tasks), "task"))
 	width := 0
 	for _, t := range tasks {
 		width = max(width, len(t.label))

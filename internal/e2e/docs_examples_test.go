@@ -29,13 +29,11 @@ var blocksNotYetRun = map[string]string{
 	"docs/console.md:npm ci --prefix web          # once": "npm ci and the browser test: .ci/run does these steps itself",
 	"docs/history.md:GET /api/hopper/v1/tasks?state=&taskQueueId=&taskGroupId=&name=&createdFrom=&createdTo=&limit=&continuationToken=": "an API description, not a command",
 	"docs/history.md:export TASKCLUSTER_ROOT_URL=https://hopper.example.com":                                                            "taskcluster signin opens a browser",
-	"docs/production.md:install -m 0755 hopper /usr/local/bin/hopper":                                                                   "installs into /usr/local and starts systemd units of the machine",
+	"docs/production.md:systemctl daemon-reload && systemctl enable --now hopper":                                                       "starts the unit: needs a machine booted with systemd (PID 1); TestProductionSystemdInstall runs the install block and systemd-analyze verify",
 	"docs/production.md:CGO_ENABLED=0 go build -trimpath -o deploy/container/hopper ./cmd/hopper":                                       "TestContainerImage builds and runs the image its own way (a private dockerd without a bridge)",
-	"docs/production.md:hopper.example.com {":                                                                                           "needs Caddy, which is not installed here",
-	"docs/production.md:server {":                                               "needs nginx, which is not installed here",
-	"docs/worker-pools.md:providerId: docker":                                   "TestDockerPoolScales runs a docker pool of its own (a private dockerd)",
-	"docs/worker-pools.md:CGO_ENABLED=0 go build -o rootfs/hopper ./cmd/hopper": "docker import on a private dockerd: not yet",
-	"docs/workers.md:mkdir -p rootfs/bin && cp /bin/busybox rootfs/bin/":        "docker import on a private dockerd: not yet",
+	"docs/worker-pools.md:providerId: docker":                                                                                           "TestDockerPoolScales runs a docker pool of its own (a private dockerd)",
+	"docs/worker-pools.md:CGO_ENABLED=0 go build -o rootfs/hopper ./cmd/hopper":                                                         "docker import on a private dockerd: not yet",
+	"docs/workers.md:mkdir -p rootfs/bin && cp /bin/busybox rootfs/bin/":                                                                "docker import on a private dockerd: not yet",
 }
 
 // TestEveryDocExampleIsRun holds README.md and docs/*.md to their promise:

@@ -24,15 +24,19 @@ import (
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
-// selfSigned writes a certificate for 127.0.0.1 and its key as PEM files.
-func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
+// selfSigned writes a certificate for ips (127.0.0.1 when none) and its
+// key as PEM files.
+func selfSigned(t *testing.T, dir string, ips ...net.IP) (certFile, keyFile string) {
 	t.Helper()
+	if len(ips) == 0 {
+		ips = []net.IP{net.ParseIP("127.0.0.1")}
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hopper test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		IPAddresses: ips, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)

@@ -52,8 +52,10 @@ type Store interface {
 	// Hooks (hooks.go).
 	HookStore
 
-	// The login service's sign-ins and sessions (login.go).
+	// The login service's sign-ins and sessions (login.go), and the
+	// people it has seen (loginidentity.go).
 	LoginStore
+	LoginIdentityStore
 
 	// Flow control (flow.go).
 	FlowStore

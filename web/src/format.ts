@@ -37,3 +37,11 @@ export function since(iso?: string, now = Date.now()): string {
   if (Number.isNaN(t)) return '';
   return fmtDuration(now - t) + ' ago';
 }
+
+/**
+ * count says "1 task", "2 tasks", "0 tasks": a number with its noun, which
+ * takes its plural (given, or the noun and "s") unless the number is one.
+ */
+export function count(n: number, noun: string, plural = noun + 's'): string {
+  return `${n} ${n === 1 ? noun : plural}`;
+}

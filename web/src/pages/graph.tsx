@@ -5,6 +5,7 @@
 // their tasks; the critical path is drawn bold.
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { Card } from '../components';
+import { count } from '../format';
 import { GEOMETRY, LABEL_MIN_SCALE, criticalPath, edgePath, fitScale, layout, zoomStep, type Node } from '../graph';
 import type { GroupMember } from '../types';
 
@@ -57,7 +58,7 @@ export function Graph({ members }: { members: GroupMember[] }) {
   };
   const labels = scale >= LABEL_MIN_SCALE;
   return (
-    <Card title={`Dependency graph: ${g.nodes.length} tasks in ${g.layers} levels, ${g.edges.length} dependencies`}
+    <Card title={`Dependency graph: ${count(g.nodes.length, 'task')} in ${count(g.layers, 'level')}, ${count(g.edges.length, 'dependency', 'dependencies')}`}
       actions={<span class="zoom">
         <button type="button" data-zoom="out" title="Zoom out" onClick={() => zoomTo(zoomStep(scale, -1))}>−</button>
         <span class="zoom-level small" data-scale={scale.toFixed(3)}>{Math.round(scale * 100)}%</span>

@@ -4,12 +4,11 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { call, enc, get, listAll } from '../api';
 import { Action, Badge, Card, ErrorBox, Kv, Loading, Tabs, TaskLink, VirtualList } from '../components';
-import { fmtTime } from '../format';
+import { count, fmtDuration, fmtTime } from '../format';
 import { subscribe, taskIdOf } from '../live';
 import { RESOLVED, STATES, anyUnresolved, type GroupMember, type State, type TaskDefinition } from '../types';
 import { Graph } from './graph';
 import { sortMembers, type MemberOrder } from '../graph';
-import { fmtDuration } from '../format';
 import { runDuration } from '../liveness';
 import { Timeline } from './timeline';
 
@@ -75,7 +74,7 @@ export function GroupPage({ taskGroupId, view }: { taskGroupId: string; view: st
   }, [taskGroupId]);
 
   if (error && !members) return <ErrorBox error={error} />;
-  if (!members) return <Loading what={`task group ${taskGroupId} (${loaded} tasks so far)`} />;
+  if (!members) return <Loading what={`task group ${taskGroupId} (${count(loaded, 'task')} so far)`} />;
   const counts: Record<string, number> = {};
   for (const m of members) counts[m.status.state] = (counts[m.status.state] ?? 0) + 1;
   const resolved = members.filter((m) => RESOLVED.has(m.status.state)).length;
@@ -99,7 +98,7 @@ export function GroupPage({ taskGroupId, view }: { taskGroupId: string; view: st
               setCancelUsed(true); // keeps its outcome in view once all is resolved
               const r = await call<{ cancelledCount?: number; taskGroupSize?: number }>('queue', 'POST', `/task-group/${enc(taskGroupId)}/cancel`);
               void load();
-              return `Cancelled ${r.cancelledCount ?? '?'} of ${r.taskGroupSize ?? members.length} tasks.`;
+              return `Cancelled ${r.cancelledCount ?? '?'} of ${count(r.taskGroupSize ?? members.length, 'task')}.`;
             }} />
           )}
         </div>

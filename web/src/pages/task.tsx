@@ -3,7 +3,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { artifactUrl, call, enc, get, listAll } from '../api';
 import { Action, Badge, Card, ErrorBox, GroupLink, Kv, Loading, QueueLink, TaskLink, safeHref, useAsync } from '../components';
-import { fmtDuration, fmtTime } from '../format';
+import { count, fmtDuration, fmtTime } from '../format';
 import { subscribe } from '../live';
 import { useSession } from '../signin';
 import type { Artifact, TaskDefinition, TaskStatus } from '../types';
@@ -171,7 +171,7 @@ function Blocked({ deps, requires, deadline }: { deps: string[]; requires: strin
     );
   }
   if (waiting.length) {
-    return <div class="notice waiting" role="status">Waiting for {waiting.length} of {deps.length} dependencies: {waiting.slice(0, 5).map((d, i) => <span key={d.id}>{i ? ', ' : ''}<TaskLink id={d.id} label={d.name} /> {d.state}</span>)}{waiting.length > 5 ? ', …' : ''}.</div>;
+    return <div class="notice waiting" role="status">Waiting for {waiting.length} of {count(deps.length, 'dependency', 'dependencies')}: {waiting.slice(0, 5).map((d, i) => <span key={d.id}>{i ? ', ' : ''}<TaskLink id={d.id} label={d.name} /> {d.state}</span>)}{waiting.length > 5 ? ', …' : ''}.</div>;
   }
   return null;
 }

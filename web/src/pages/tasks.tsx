@@ -5,7 +5,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { call, listAll } from '../api';
 import { Badge, Card, ErrorBox, QueueLink, TaskLink, VirtualList } from '../components';
-import { fmtTime } from '../format';
+import { count, fmtTime } from '../format';
 import { subscribe, taskIdOf } from '../live';
 import { STATES, type TaskQueue, type TaskStatus } from '../types';
 
@@ -120,7 +120,7 @@ export function TasksPage({ query }: { query: URLSearchParams }) {
     <div>
       <h1>Tasks</h1>
       <p class="lead">Tasks of every queue, newest first: filter by state, queue, group, name and creation time.</p>
-      <Card title={`${rows.length}${token ? '+' : ''} tasks`}>
+      <Card title={token ? `${rows.length}+ tasks` : count(rows.length, 'task')}>
         <form class="filters" onSubmit={submit} aria-label="task filters">
           <select aria-label="state" value={draft.state} onChange={(e) => set('state', (e.target as HTMLSelectElement).value, true)}>
             <option value="">any state</option>

@@ -3,7 +3,7 @@
 // runs of the critical path are marked. Rows are virtualised.
 import { useMemo } from 'preact/hooks';
 import { Card, VirtualList } from '../components';
-import { fmtDuration, fmtTime } from '../format';
+import { count, fmtDuration, fmtTime } from '../format';
 import { axisTicks, bars, criticalPath } from '../graph';
 import type { GroupMember } from '../types';
 
@@ -28,8 +28,8 @@ export function Timeline({ members }: { members: GroupMember[] }) {
   // Round steps from the first run's scheduling, each label where its tick is.
   const ticks = axisTicks(span);
   return (
-    <Card title={`Timeline: ${rows.length} runs over ${fmtDuration(span)}`}>
-      <p class="small muted">Critical path: {critical.size} tasks, ending {critEnd > -Infinity ? fmtTime(new Date(critEnd).toISOString()) : 'not yet'}. Pale: waiting for a worker; solid: running.</p>
+    <Card title={`Timeline: ${count(rows.length, 'run')} over ${fmtDuration(span)}`}>
+      <p class="small muted">Critical path: {count(critical.size, 'task')}, ending {critEnd > -Infinity ? fmtTime(new Date(critEnd).toISOString()) : 'not yet'}. Pale: waiting for a worker; solid: running.</p>
       <div class="timeline" data-rows={rows.length} data-critical={critical.size}>
         <div class="axis" style={{ marginLeft: `${LABEL_W}px` }}>
           {ticks.map((t, i) => <span key={i} class="tick" style={{ left: `${(t / span) * 100}%` }}>{i === 0 ? fmtTime(new Date(t0).toISOString()) : `+${fmtDuration(t)}`}</span>)}
