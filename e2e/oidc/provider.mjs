@@ -1,34 +1,50 @@
-// A generic OpenID Connect provider for hopper's sign-in tests: panva's
-// oidc-provider (certified by the OpenID Foundation), with its development
-// login and consent pages, the clients and people the Go test hands over
-// in OIDC_CONFIG, and a groups claim in the ID token. It prints
-// "listening <issuer>" once it serves.
+// A real OpenID provider for the sign-in tests: panva's oidc-provider
+// (certified by the OpenID Foundation) with its development sign-in pages
+// (any user name and password sign in), the device flow (RFC 8628) and a
+// groups claim. The Go tests start it; nothing here is for production.
 //
-//   OIDC_CONFIG='{"port": 4000, "clients": [...], "accounts": {"ann": {...}}}' node provider.mjs
+// Environment: OIDC_PORT, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET,
+// OIDC_REDIRECT_URIS (comma-separated), OIDC_GROUPS (JSON: user name to
+// its groups), OIDC_DEVICE_TTL (seconds a device code lasts, default 600).
 import Provider from 'oidc-provider';
 
-const cfg = JSON.parse(process.env.OIDC_CONFIG ?? '{}');
-const issuer = `http://127.0.0.1:${cfg.port}`;
+const env = (name, fallback) => {
+  const v = process.env[name] ?? fallback;
+  if (v === undefined) throw new Error(`${name} is not set`);
+  return v;
+};
+const port = Number(env('OIDC_PORT'));
+const issuer = `http://127.0.0.1:${port}`;
+const groups = JSON.parse(env('OIDC_GROUPS', '{}'));
 
 const provider = new Provider(issuer, {
-  clients: cfg.clients.map((c) => ({
-    grant_types: ['authorization_code'], response_types: ['code'], token_endpoint_auth_method: 'client_secret_basic', ...c,
-  })),
+  clients: [{
+    client_id: env('OIDC_CLIENT_ID'),
+    client_secret: env('OIDC_CLIENT_SECRET'),
+    redirect_uris: env('OIDC_REDIRECT_URIS').split(','),
+    grant_types: ['authorization_code', 'urn:ietf:params:oauth:grant-type:device_code'],
+    response_types: ['code'],
+    token_endpoint_auth_method: 'client_secret_basic',
+  }],
   scopes: ['openid', 'profile', 'email', 'groups'],
-  claims: { openid: ['sub'], profile: ['preferred_username', 'name'], email: ['email', 'email_verified'], groups: ['groups'] },
-  // The claims of the scopes asked for go in the ID token too (hopper
-  // reads the person, their e-mail and groups from it, as from Gitea's).
+  claims: {
+    openid: ['sub'], profile: ['preferred_username', 'name'], email: ['email', 'email_verified'], groups: ['groups'],
+  },
+  // The claims of the scopes granted go in the ID token, where hopper
+  // reads the groups (as Gitea puts them there).
   conformIdTokenClaims: false,
-  features: { devInteractions: { enabled: true } },
-  pkce: { required: () => true },
-  cookies: { keys: [cfg.cookieKey ?? 'hopper-e2e-cookie-key'] },
+  features: { devInteractions: { enabled: true }, deviceFlow: { enabled: true } },
+  ttl: { DeviceCode: Number(env('OIDC_DEVICE_TTL', '600')) },
+  cookies: { keys: ['hopper-e2e-cookie-key'] },
   async findAccount(ctx, id) {
-    const who = cfg.accounts[id];
-    if (!who) return undefined;
-    return { accountId: id, claims: async () => ({ sub: id, ...who }) };
+    return {
+      accountId: id,
+      async claims() {
+        return {
+          sub: id, preferred_username: id, name: id, email: `${id}@example.com`, email_verified: true, groups: groups[id] ?? [],
+        };
+      },
+    };
   },
 });
-provider.proxy = false;
-
-const server = provider.listen(cfg.port, '127.0.0.1', () => console.log(`listening ${issuer}`));
-process.on('SIGTERM', () => server.close(() => process.exit(0)));
+provider.listen(port, '127.0.0.1', () => console.log(`ready ${issuer}`));

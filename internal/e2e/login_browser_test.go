@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -76,48 +75,6 @@ func runSigninBrowser(ctx context.Context, t *testing.T, chromium, webDir string
 	require.Contains(t, string(out), "PASS all")
 }
 
-// oidcProvider is panva's oidc-provider (e2e/oidc), a real generic OpenID
-// provider, with one client and the people given.
-func startOIDCProvider(t *testing.T, clientID, secret, redirect string, accounts map[string]any) string {
-	t.Helper()
-	dir := filepath.Join(e2e.RepoRoot(), "e2e", "oidc")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "oidc-provider")); err != nil {
-		t.Skip("oidc-provider not installed: run `npm ci --prefix e2e/oidc`")
-	}
-	port := freeLoopbackPort(t)
-	cfg, err := json.Marshal(map[string]any{"port": port, "accounts": accounts,
-		"clients": []map[string]any{{"client_id": clientID, "client_secret": secret, "redirect_uris": []string{redirect}}}})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, "node", "provider.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "OIDC_CONFIG="+string(cfg))
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if issuer, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
-				ready <- issuer
-			}
-		}
-		close(ready)
-	}()
-	select {
-	case issuer, ok := <-ready:
-		require.True(t, ok, "oidc-provider exited: %s", stderr.String())
-		return issuer
-	case <-time.After(time.Minute):
-		t.Fatalf("oidc-provider did not start: %s", stderr.String())
-	}
-	return ""
-}
-
 // site is a registered website: a real OAuth2 client (golang.org/x/oauth2)
 // whose callback trades the code and fetches credentials.
 type site struct {
@@ -173,8 +130,7 @@ func TestSignInThroughOpenIDProviderInBrowser(t *testing.T) {
 	chromium, webDir := signinBrowser(t)
 	listen := e2e.FreePort(t)
 	rootURL := "http://" + listen
-	issuer := startOIDCProvider(t, "hopper", "corp-client-secret", rootURL+"/login/corp/callback", map[string]any{
-		"ann": map[string]any{"preferred_username": "ann", "email": "ann@example.com", "email_verified": true, "groups": []string{"builders"}}})
+	issuer := startOIDC(t, strconv.Itoa(freeLoopbackPort(t)), rootURL, map[string][]string{"ann": {"builders"}}, 10*time.Minute).issuer
 	th := startSite(t, rootURL, "treeherder", "queue:rerun-task:*", "secrets:get:treeherder/*")
 
 	// The guide's registration, pointed at this provider and website.
