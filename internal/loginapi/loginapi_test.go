@@ -24,6 +24,7 @@ import (
 )
 
 type bundle struct {
+	srv  *loginapi.Server
 	s    *apitest.Server
 	p    *provider
 	logs *bytes.Buffer
@@ -40,9 +41,10 @@ func setup(t testing.TB, requireVerified bool) *bundle {
 		"requireVerifiedEmail": `+map[bool]string{true: "true", false: "false"}[requireVerified]+`}]}`),
 		func(string) string { return "client-secret-value" })
 	require.NoError(t, err)
+	var srv *loginapi.Server
 	s := apitest.Start(t, apitest.Options{Logger: slog.New(slog.NewTextHandler(&syncWriter{b: logs}, nil)),
 		Routes: func(s *apitest.Server) []api.Route {
-			srv, err := loginapi.New(loginapi.Deps{Store: s.Store, Config: cfg, RootURL: s.URL, Clock: s.Clock, Logger: s.Logger,
+			srv, err = loginapi.New(loginapi.Deps{Store: s.Store, Sealer: s.Security.Sealer, Config: cfg, RootURL: s.URL, Clock: s.Clock, Logger: s.Logger,
 				Issue: func(clientID string, scopes []string, start, expiry time.Time) (auth.Credentials, error) {
 					return auth.CreateTemporaryCredentials(auth.TemporaryCredentialsOptions{ClientID: clientID, Start: start, Expiry: expiry,
 						Scopes: scopes, Issuer: auth.Credentials{ClientID: server.RootClientID, AccessToken: apitest.RootToken}})
@@ -51,7 +53,7 @@ func setup(t testing.TB, requireVerified bool) *bundle {
 			return append(s.AuthRoutes(), srv.Routes()...)
 		}})
 	p.redirect = s.URL + "/login/corp/callback"
-	return &bundle{s: s, p: p, logs: logs}
+	return &bundle{s: s, p: p, logs: logs, srv: srv}
 }
 
 type syncWriter struct{ b *bytes.Buffer }
