@@ -107,8 +107,8 @@ func (k killedAfterCreate) SetGithubCheckRunID(ctx context.Context, p store.SetG
 	return k.Store.SetGithubCheckRunID(ctx, p)
 }
 
-func (killedAfterCreate) FinishGithubOutbox(context.Context, store.FinishGithubOutboxParams) error {
-	return nil
+func (killedAfterCreate) FinishOutbox(context.Context, *store.OutboxMessage, store.OutboxOutcome) (bool, error) {
+	return true, nil
 }
 
 // TestChecksReplicaKilledAfterCreate: `checks-v1` reporting under a
@@ -157,6 +157,54 @@ func TestChecksReplicaKilledAfterCreate(t *testing.T) {
 			require.Equal(t, "completed", check.State)
 			require.Positive(t, check.CheckRunID)
 			require.NotEmpty(t, b.gh.Calls(fmt.Sprintf("/check-runs/%d", check.CheckRunID)), "the one created, updated")
+		})
+	}
+}
+
+// TestSenderKilledHoldingSendLease: a replica's sender claimed a build's
+// status (an outbox message of kind GithubSend) and was killed before
+// sending it: the status waits for the claim's lease (30 s, not renewed
+// by the dead replica), then another replica's sender sends it, once.
+// On both drivers.
+func TestSenderKilledHoldingSendLease(t *testing.T) {
+	t.Parallel()
+	for _, driver := range apitest.Drivers() {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			db, _ := apitest.OpenStore(t, driver)
+			b := setupOn(t, db)
+			b.gh.Install("Codertocat", "Hello-World", 1)
+			ctx := context.Background()
+			groupID := b.forgeBuild(t, "")
+			_, err := b.root.ClaimTask(ctx, groupID, 0, &tcclient.ClaimTaskRequest{WorkerGroup: "g", WorkerID: "w"})
+			require.NoError(t, err)
+			_, err = b.root.ReportCompleted(ctx, groupID, 0)
+			require.NoError(t, err)
+			require.NoError(t, b.svc.UpdateBuilds(ctx))
+			killed, err := b.store.ClaimOutbox(ctx, store.ClaimOutboxParams{Service: store.GithubService, Kind: store.GithubSend,
+				Owner: "killed-replica", Now: b.clock.Now(), Lease: 30 * time.Second, Limit: 10})
+			require.NoError(t, err)
+			require.Len(t, killed, 1, "the build's success status")
+
+			b.clock.Advance(time.Second)
+			n, err := b.svc.SendDue(ctx)
+			require.NoError(t, err)
+			require.Zero(t, n, "held by the killed replica")
+			require.Empty(t, b.gh.Calls("/statuses/"))
+			b.clock.Advance(30 * time.Second)
+			for range 2 {
+				_, err = b.svc.SendDue(ctx)
+				require.NoError(t, err)
+			}
+			statuses := b.gh.Calls("/statuses/")
+			require.Len(t, statuses, 1)
+			require.Equal(t, "success", statuses[0].Body["state"])
+			ok, err := b.store.FinishOutbox(ctx, &killed[0], store.OutboxOutcome{Done: true, Now: b.clock.Now()})
+			require.NoError(t, err)
+			require.False(t, ok, "the killed replica's claim is no longer its")
+			got, err := b.store.GetGithubOutbox(ctx, "github.com", "status:"+groupID)
+			require.NoError(t, err)
+			require.Equal(t, "sent", got.State)
 		})
 	}
 }

@@ -56,6 +56,9 @@ type Config struct {
 	Providers []Provider `json:"providers"`
 	// SessionLifetime is a Go duration ("12h"); empty means the default.
 	SessionLifetime string `json:"sessionLifetime,omitempty"`
+	// RegisteredClients are the websites that may ask people for
+	// credentials (Taskcluster's name; oauth.go).
+	RegisteredClients []Registration `json:"registeredClients,omitempty"`
 	// ScanInterval is how often the credential scanner runs, a Go
 	// duration; empty means DefaultScanInterval.
 	ScanInterval string `json:"scanInterval,omitempty"`
@@ -130,6 +133,17 @@ func ParseConfig(data []byte, getenv func(string) string) (*Config, error) {
 			return nil, fmt.Errorf("login configuration: two providers are named %q", p.Name)
 		}
 		seen[p.Name] = true
+	}
+	sites := map[string]bool{}
+	for i := range c.RegisteredClients {
+		r := &c.RegisteredClients[i]
+		if err := r.check(); err != nil {
+			return nil, fmt.Errorf("login configuration: %w", err)
+		}
+		if sites[r.ClientID] {
+			return nil, fmt.Errorf("login configuration: two registered clients are named %q", r.ClientID)
+		}
+		sites[r.ClientID] = true
 	}
 	return &c, nil
 }

@@ -80,6 +80,7 @@ func TestNewRegistersEveryRequestSchema(t *testing.T) {
 		"finish-artifact-request",
 		"github-create-comment-request", "github-create-status-request", "github-render-taskcluster-yml-request",
 		"index-find-tasks-request", "index-insert-task-request",
+		"login-oauth-decision-request",
 		"notify-address", "notify-email-request", "notify-matrix-request", "notify-pulse-request",
 		"notify-slack-request", "notify-webhook-request",
 		"object-create-upload-request",

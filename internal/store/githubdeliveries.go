@@ -138,7 +138,7 @@ func (db *DB) FinishGithubDelivery(ctx context.Context, p FinishGithubDeliveryPa
 			// (the reporter found no build then): it is looked at once.
 			tx.enqueue([]OutboxMessage{groupChanged(b.TaskGroupID, p.Now)}, p.Now)
 		}
-		return tx.queueOutbox(ctx, p.Outbox, p.Now)
+		return tx.queueOutbox(p.Outbox, p.Now)
 	})
 }
 

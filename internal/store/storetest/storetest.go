@@ -163,6 +163,7 @@ func Run(t *testing.T, open Opener) {
 		{"Hooks", testHooks},
 		{"LoginAttempts", testLoginAttempts},
 		{"LoginSessions", testLoginSessions},
+		{"LoginOAuth", testLoginOAuth},
 		{"LoginIdentities", testLoginIdentities},
 		{"HookSchedule", testHookSchedule},
 		{"HookClaimRace", testHookClaimRace},
