@@ -2,6 +2,7 @@ package githubapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -205,6 +206,59 @@ func TestSenderKilledHoldingSendLease(t *testing.T) {
 			got, err := b.store.GetGithubOutbox(ctx, "github.com", "status:"+groupID)
 			require.NoError(t, err)
 			require.Equal(t, "sent", got.State)
+		})
+	}
+}
+
+// TestProcessorKilledHoldingDeliveryLease: a replica claimed a stored
+// push delivery (its outbox message) and was killed before recording
+// anything: the delivery waits for the claim's lease, then another
+// replica processes it, once: one build, one task, one pending status,
+// and the killed replica's claim can record nothing. On both drivers.
+func TestProcessorKilledHoldingDeliveryLease(t *testing.T) {
+	t.Parallel()
+	for _, driver := range apitest.Drivers() {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			db, _ := apitest.OpenStore(t, driver)
+			b := setupOn(t, db)
+			push := example(t, "push", 4)
+			sha := push["after"].(string)
+			b.gh.Install("Codertocat", "Hello-World", 1)
+			b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", decisionTask)
+			b.role(t, "repo:github.com/Codertocat/Hello-World:branch:master")
+			body, err := json.Marshal(push)
+			require.NoError(t, err)
+			id := uuid.NewString()
+			status, _ := b.deliver(t, "push", id, body, webhookSecret)
+			require.Equal(t, http.StatusNoContent, status)
+			ctx := context.Background()
+			lease := b.clock.Now().Add(b.svc.Lease)
+			killed, err := b.store.ClaimGithubDelivery(ctx, b.clock.Now(), lease)
+			require.NoError(t, err)
+			require.Equal(t, id, killed.DeliveryID)
+
+			b.clock.Advance(time.Second)
+			n, err := b.svc.ProcessDue(ctx)
+			require.NoError(t, err)
+			require.Zero(t, n, "held by the killed replica")
+			b.clock.Advance(b.svc.Lease)
+			for range 2 {
+				_, err = b.svc.ProcessDue(ctx)
+				require.NoError(t, err)
+				require.NoError(t, b.svc.Report(ctx))
+			}
+			d, err := b.store.GetGithubDelivery(ctx, "github.com", id)
+			require.NoError(t, err)
+			require.Equal(t, store.DeliveryDone, d.State, d.Error)
+			require.Equal(t, 2, d.Attempts, "the killed claim and the one that processed it")
+			builds := b.builds(t)
+			require.Len(t, builds, 1)
+			require.Len(t, b.groupTasks(t, builds[0].TaskGroupID), 1)
+			require.Len(t, b.gh.Calls("/statuses/"), 1, "one pending status")
+			err = b.store.FinishGithubDelivery(ctx, store.FinishGithubDeliveryParams{Host: "github.com", DeliveryID: id, Lease: lease,
+				State: store.DeliveryFailed, Error: "killed", Now: b.clock.Now()})
+			require.ErrorIs(t, err, store.ErrLeaseLost)
 		})
 	}
 }

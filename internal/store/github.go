@@ -92,8 +92,10 @@ type GithubDelivery struct {
 	Body         []byte
 	Received     time.Time
 	State        string
+	// Attempts counts the claims of its processing; ClaimedUntil is the
+	// lease of the claim that returned it (ClaimGithubDelivery), the
+	// handle that finishes or retries it.
 	Attempts     int
-	NextAttempt  time.Time
 	ClaimedUntil time.Time
 	// Outcome says what processing did (for people); Error why it failed.
 	Outcome, Error string
@@ -195,6 +197,9 @@ const (
 	// GithubSend is the kind of the forge's writes: statuses, comments,
 	// reactions and check runs (GithubOutboxEntry).
 	GithubSend = "send"
+	// GithubDeliveryKind is the kind of a stored delivery's processing
+	// (ClaimGithubDelivery), queued when the delivery is stored.
+	GithubDeliveryKind = "delivery"
 )
 
 // forgeReported says whether a task's changes are reported to a forge:

@@ -47,6 +47,10 @@ func RunUpgrade(t *testing.T, before Upgrader) {
 		t.Parallel()
 		testUpgradeGithubOutbox(t, before)
 	})
+	t.Run("GithubDeliveries", func(t *testing.T) {
+		t.Parallel()
+		testUpgradeGithubDeliveries(t, before)
+	})
 }
 
 // testUpgradeNotifyDedupDenylist: migration 020 keys the denylist by the

@@ -54,3 +54,34 @@ func testUpgradeGithubOutbox(t *testing.T, before Upgrader) {
 	require.Equal(t, store.GithubOutboxEntry{Host: "github.com", Key: "status:g", Kind: "status", Owner: "o", Repo: "r", Target: "abc",
 		InstallationID: 7, Body: []byte(`{"state":"success"}`), Seq: 2, State: "pending", Attempts: 2, LastError: "e", Created: now}, e)
 }
+
+// testUpgradeGithubDeliveries: migration 047 gives each pending delivery
+// its outbox message: one a replica held is claimed once that lease
+// would have ended, with its attempts counted on; a processed one is
+// never claimed.
+func testUpgradeGithubDeliveries(t *testing.T, before Upgrader) {
+	exec, open := before(t, 46)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	leaseEnd := now.Add(time.Minute)
+	row := func(id, state string, claimed time.Time) {
+		exec(fmt.Sprintf(`INSERT INTO github_deliveries (host, delivery_id, forge, event, body, received, state, attempts, next_attempt,
+			claimed_until, outcome, error, digest, replay_of) VALUES ('github.com', '%s', 'github', 'push', '{}', %d, '%s', 1, %d, %d, '', '', '', '')`,
+			id, now.UnixMilli(), state, now.UnixMilli(), claimed.UnixMilli()))
+	}
+	row("held", store.DeliveryPending, leaseEnd)
+	row("done", store.DeliveryDone, time.UnixMilli(0))
+	s := open()
+	ctx := context.Background()
+	d, err := s.ClaimGithubDelivery(ctx, now, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.Nil(t, d, "the old lease holds")
+	d, err = s.ClaimGithubDelivery(ctx, leaseEnd, leaseEnd.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, "held", d.DeliveryID)
+	require.Equal(t, 2, d.Attempts)
+	require.NoError(t, s.FinishGithubDelivery(ctx, store.FinishGithubDeliveryParams{Host: d.Host, DeliveryID: d.DeliveryID,
+		Lease: d.ClaimedUntil, State: store.DeliveryDone, Now: leaseEnd}))
+	d, err = s.ClaimGithubDelivery(ctx, leaseEnd.Add(time.Hour), leaseEnd.Add(2*time.Hour))
+	require.NoError(t, err)
+	require.Nil(t, d)
+}
