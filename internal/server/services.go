@@ -14,6 +14,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/flowapi"
 	"github.com/hopper-ci/hopper/internal/hooksapi"
+	"github.com/hopper-ci/hopper/internal/hop"
 	"github.com/hopper-ci/hopper/internal/hopperapi"
 	"github.com/hopper-ci/hopper/internal/indexapi"
 	"github.com/hopper-ci/hopper/internal/live"
@@ -101,6 +102,9 @@ type wiring struct {
 	objects queueapi.ObjectService // nil: the blob store cannot hold objects
 	queue   *queueapi.Server
 	hooks   *hooksapi.Firer
+	// replicas records which replica holds each worker's tunnel and
+	// interactive agent, and forwards viewers to it (package hop).
+	replicas *hop.Directory
 	// onPending, once the Worker Manager is wired, wakes its provisioner
 	// when a task becomes pending.
 	onPending func()

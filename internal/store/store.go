@@ -84,6 +84,10 @@ type Store interface {
 	// forge integration vouches for (identity.go).
 	IdentityStore
 
+	// Which replica holds a worker's tunnel or interactive agent
+	// (endpoints.go).
+	EndpointStore
+
 	Close() error
 }
 
