@@ -178,3 +178,52 @@ func TestSignInThroughOpenIDProviderInBrowser(t *testing.T) {
 	require.NotContains(t, logs, "corp-client-secret")
 	require.Contains(t, logs, "a website was granted credentials")
 }
+
+// TestSignInThroughGiteaInBrowser: people sign in to the console in
+// Chromium through a real Gitea, and their Gitea team decides what they
+// may do: bob, in acme's builders team, sees the team role's scopes on
+// his profile; carol, in no team, signs in as herself without them.
+func TestSignInThroughGiteaInBrowser(t *testing.T) {
+	t.Parallel()
+	chromium, webDir := signinBrowser(t)
+	g := startGitea(t)
+	var bob, carol struct{ ID int64 }
+	g.api(t, http.MethodPost, "/admin/users", map[string]any{"username": "bob", "email": "bob@example.com", "password": "bob-password-1",
+		"must_change_password": false}, &bob)
+	g.api(t, http.MethodPost, "/admin/users", map[string]any{"username": "carol", "email": "carol@example.com", "password": "carol-password-1",
+		"must_change_password": false}, &carol)
+	g.api(t, http.MethodPost, "/orgs", map[string]any{"username": "acme"}, nil)
+	var team struct{ ID int64 }
+	g.api(t, http.MethodPost, "/orgs/acme/teams", map[string]any{"name": "builders", "permission": "read", "units": []string{"repo.code"}}, &team)
+	g.api(t, http.MethodPut, fmt.Sprintf("/teams/%d/members/bob", team.ID), nil, nil)
+
+	listen := e2e.FreePort(t)
+	rootURL := "http://" + listen
+	var app struct {
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+	}
+	g.api(t, http.MethodPost, "/user/applications/oauth2", map[string]any{"name": "hopper-console", "confidential_client": true,
+		"redirect_uris": []string{rootURL + "/login/gitea/callback"}}, &app)
+	dir := t.TempDir()
+	config := filepath.Join(dir, "login.json")
+	cfg, err := json.Marshal(map[string]any{"providers": []map[string]any{{"name": "gitea", "kind": "gitea", "displayName": "Gitea",
+		"issuer": g.url, "clientId": app.ClientID, "clientSecretEnv": "HOPPER_GITEA_CLIENT_SECRET"}}})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(config, cfg, 0o600))
+	srv := e2e.StartServer(t, e2e.ServerOptions{Listen: listen, Env: []string{"HOPPER_LOGIN_CONFIG=" + config,
+		"HOPPER_GITEA_CLIENT_SECRET=" + app.ClientSecret}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, err = rootClient(srv).CreateRole(ctx, "gitea-team:acme/builders", &tcclient.RoleRequest{Description: "Gitea team acme/builders",
+		Scopes: []string{"secrets:get:acme/*", "queue:create-task:lowest:acme/*"}})
+	require.NoError(t, err)
+
+	runSigninBrowser(ctx, t, chromium, webDir, signinFixture{RootURL: srv.RootURL, Provider: "gitea", User: "bob", Password: "bob-password-1",
+		Identity: fmt.Sprintf("gitea/%d|bob", bob.ID), Roles: []string{"gitea-org:acme", "gitea-team:acme/builders"},
+		Scopes: []string{"secrets:get:acme/*", "queue:create-task:lowest:acme/*"}})
+	runSigninBrowser(ctx, t, chromium, webDir, signinFixture{RootURL: srv.RootURL, Provider: "gitea", User: "carol", Password: "carol-password-1",
+		Identity: fmt.Sprintf("gitea/%d|carol", carol.ID), Scopes: []string{fmt.Sprintf("assume:login-identity:gitea/%d|carol", carol.ID)},
+		NotScopes: []string{"secrets:get:acme/*", "queue:create-task:lowest:acme/*"}})
+	require.NotContains(t, srv.Logs(), app.ClientSecret)
+}

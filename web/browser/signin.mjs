@@ -39,14 +39,16 @@ async function text(sel) {
 /** atProvider does the provider's pages until the browser is back at hopper. */
 async function atProvider() {
   for (let i = 0; i < 6 && !page.url().startsWith(fx.rootUrl); i++) {
-    if (await page.$('input[name=login]')) { // oidc-provider's login
-      await page.type('input[name=login]', fx.user);
+    // A login form (oidc-provider's login and password, Gitea's user_name
+    // and password) is sent with Enter; a consent page by its grant button.
+    const login = (await page.$('input[name=login]')) ?? (await page.$('#user_name'));
+    if (login) {
+      await login.type(fx.user);
       await page.type('input[name=password]', fx.password);
-    } else if (await page.$('#user_name')) { // Gitea's login
-      await page.type('#user_name', fx.user);
-      await page.type('#password', fx.password);
+      await Promise.all([page.waitForNavigation({ timeout: T }), page.keyboard.press('Enter')]);
+      continue;
     }
-    const submit = (await page.$('button[name=granted][value=true]')) ?? (await page.$('form button[type=submit]')) ?? (await page.$('form button'));
+    const submit = (await page.$('button[name=granted][value=true]')) ?? (await page.$('#authorize-app')) ?? (await page.$('form button[type=submit]'));
     if (!submit) throw new Error(`no button to press at ${new URL(page.url()).origin}: ${(await page.content()).slice(0, 400)}`);
     await Promise.all([page.waitForNavigation({ timeout: T }), submit.click()]);
   }
