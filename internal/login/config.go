@@ -175,8 +175,8 @@ func (c *Config) ScanEvery() (time.Duration, error) {
 		return DefaultScanInterval, nil
 	}
 	d, err := time.ParseDuration(c.ScanInterval)
-	if err != nil || d < time.Minute || d > 24*time.Hour {
-		return 0, fmt.Errorf("login configuration: scanInterval %q is not a duration between 1m and 24h", c.ScanInterval)
+	if err != nil || d < 10*time.Second || d > 24*time.Hour {
+		return 0, fmt.Errorf("login configuration: scanInterval %q is not a duration between 10s and 24h", c.ScanInterval)
 	}
 	return d, nil
 }

@@ -24,6 +24,7 @@ import (
 )
 
 type bundle struct {
+	srv   *loginapi.Server
 	s     *apitest.Server
 	p     *provider
 	logs  *bytes.Buffer
@@ -42,10 +43,11 @@ func setup(t testing.TB, requireVerified bool) *bundle {
 		"registeredClients": `+registrations+`}`),
 		func(string) string { return "client-secret-value" })
 	require.NoError(t, err)
+	var srv *loginapi.Server
 	clk := &offsetClock{}
 	s := apitest.Start(t, apitest.Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(&syncWriter{b: logs}, nil)),
 		Routes: func(s *apitest.Server) []api.Route {
-			srv, err := loginapi.New(loginapi.Deps{Store: s.Store, Config: cfg, RootURL: s.URL, Clock: s.Clock, Logger: s.Logger,
+			srv, err = loginapi.New(loginapi.Deps{Store: s.Store, Sealer: s.Security.Sealer, Config: cfg, RootURL: s.URL, Clock: s.Clock, Logger: s.Logger,
 				Issue: func(clientID string, scopes []string, start, expiry time.Time) (auth.Credentials, error) {
 					return auth.CreateTemporaryCredentials(auth.TemporaryCredentialsOptions{ClientID: clientID, Start: start, Expiry: expiry,
 						Scopes: scopes, Issuer: auth.Credentials{ClientID: server.RootClientID, AccessToken: apitest.RootToken}})
@@ -54,7 +56,7 @@ func setup(t testing.TB, requireVerified bool) *bundle {
 			return append(s.AuthRoutes(), srv.Routes()...)
 		}})
 	p.redirect = s.URL + "/login/corp/callback"
-	return &bundle{s: s, p: p, logs: logs, clock: clk}
+	return &bundle{s: s, p: p, logs: logs, clock: clk, srv: srv}
 }
 
 type syncWriter struct{ b *bytes.Buffer }

@@ -104,7 +104,9 @@ var callbackQuery = []string{"code", "state", "error", "error_description", "err
 // Routes is the service's route table.
 func (s *Server) Routes() []api.Route {
 	started := s.d.Clock.Now()
-	routes := append(api.ServiceHealthRoutes(BasePath+"/v1", started, s.d.Version),
+	routes := append(api.ServiceHealthRoutes(BasePath+"/v1", started, s.d.Version), s.cliRoutes()...)
+	routes = append(routes, s.deviceRoutes()...)
+	routes = append(routes,
 		api.Route{Name: "loginProviders", Method: http.MethodGet, Paths: []string{BasePath + "/providers"}, Handle: s.listProviders},
 		api.Route{Name: "loginCredentials", Method: http.MethodPost, Paths: []string{BasePath + "/credentials"}, Handle: s.credentials},
 		api.Route{Name: "logout", Method: http.MethodPost, Paths: []string{BasePath + "/logout"}, Handle: s.logout})

@@ -80,6 +80,8 @@ func TestNewRegistersEveryRequestSchema(t *testing.T) {
 		"finish-artifact-request",
 		"github-create-comment-request", "github-create-status-request", "github-render-taskcluster-yml-request",
 		"index-find-tasks-request", "index-insert-task-request",
+		"login-cli-token-request",
+		"login-device-token-request",
 		"login-oauth-decision-request",
 		"notify-address", "notify-email-request", "notify-matrix-request", "notify-pulse-request",
 		"notify-slack-request", "notify-webhook-request",
