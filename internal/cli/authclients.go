@@ -25,11 +25,21 @@ credentials) TASKCLUSTER_CERTIFICATE.`
 // authCLIClient builds an API client from the TASKCLUSTER_* variables.
 func authCLIClient() (*tcclient.Client, error) {
 	rootURL := os.Getenv("TASKCLUSTER_ROOT_URL")
+	clientID, token := os.Getenv("TASKCLUSTER_CLIENT_ID"), os.Getenv("TASKCLUSTER_ACCESS_TOKEN")
+	if clientID == "" && token == "" {
+		// No credentials in the environment: those `hopper login` stored.
+		stored, storedRoot, err := loadStoredCredentials(os.Getenv, rootURL, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		if stored != nil {
+			return &tcclient.Client{RootURL: storedRoot, Credentials: stored}, nil
+		}
+	}
 	if rootURL == "" {
 		return nil, errors.New("TASKCLUSTER_ROOT_URL is not set (the hopper server's root URL, e.g. http://127.0.0.1:8080)")
 	}
 	c := &tcclient.Client{RootURL: rootURL}
-	clientID, token := os.Getenv("TASKCLUSTER_CLIENT_ID"), os.Getenv("TASKCLUSTER_ACCESS_TOKEN")
 	switch {
 	case clientID != "" && token != "":
 		c.Credentials = &tcclient.Credentials{ClientID: clientID, AccessToken: token, Certificate: os.Getenv("TASKCLUSTER_CERTIFICATE")}

@@ -27,7 +27,16 @@ const (
 	// <name>-org:<org> and <name>-team:<org>/<team> roles.
 	KindGitea   = "gitea"
 	KindForgejo = "forgejo"
+	// KindGitHub is GitHub (or GitHub Enterprise Server): OAuth2 without
+	// OpenID, the person read from its REST API (/user, their teams and
+	// the organizations they administer), as Taskcluster's github
+	// strategy; roles <name>-team:<org>/<team> and <name>-org-admin:<org>.
+	KindGitHub = "github"
 )
+
+// GitHubURL is GitHub's own address, the default of a github provider's
+// baseUrl.
+const GitHubURL = "https://github.com"
 
 // Defaults.
 const (
@@ -47,6 +56,12 @@ type Config struct {
 	Providers []Provider `json:"providers"`
 	// SessionLifetime is a Go duration ("12h"); empty means the default.
 	SessionLifetime string `json:"sessionLifetime,omitempty"`
+	// RegisteredClients are the websites that may ask people for
+	// credentials (Taskcluster's name; oauth.go).
+	RegisteredClients []Registration `json:"registeredClients,omitempty"`
+	// ScanInterval is how often the credential scanner runs, a Go
+	// duration; empty means DefaultScanInterval.
+	ScanInterval string `json:"scanInterval,omitempty"`
 }
 
 // Provider is one configured identity provider.
@@ -58,8 +73,16 @@ type Provider struct {
 	Kind string `json:"kind"`
 	// DisplayName is what the console's sign-in button says.
 	DisplayName string `json:"displayName,omitempty"`
-	// Issuer is the OpenID issuer URL, found by discovery.
-	Issuer   string `json:"issuer"`
+	// Issuer is the OpenID issuer URL, found by discovery (not for
+	// github).
+	Issuer string `json:"issuer,omitempty"`
+	// BaseURL is a github provider's web address (default GitHubURL; a
+	// GitHub Enterprise Server's own), where people authorize hopper.
+	BaseURL string `json:"baseUrl,omitempty"`
+	// APIURL is a github provider's REST API (default
+	// https://api.github.com for GitHub, <baseUrl>/api/v3 for GitHub
+	// Enterprise Server).
+	APIURL   string `json:"apiUrl,omitempty"`
 	ClientID string `json:"clientId"`
 	// The client secret: from the file ClientSecretFile names, or the
 	// environment variable ClientSecretEnv names; never inline, so the
@@ -97,6 +120,9 @@ func ParseConfig(data []byte, getenv func(string) string) (*Config, error) {
 	if _, err := c.Lifetime(); err != nil {
 		return nil, err
 	}
+	if _, err := c.ScanEvery(); err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	for i := range c.Providers {
 		p := &c.Providers[i]
@@ -107,6 +133,17 @@ func ParseConfig(data []byte, getenv func(string) string) (*Config, error) {
 			return nil, fmt.Errorf("login configuration: two providers are named %q", p.Name)
 		}
 		seen[p.Name] = true
+	}
+	sites := map[string]bool{}
+	for i := range c.RegisteredClients {
+		r := &c.RegisteredClients[i]
+		if err := r.check(); err != nil {
+			return nil, fmt.Errorf("login configuration: %w", err)
+		}
+		if sites[r.ClientID] {
+			return nil, fmt.Errorf("login configuration: two registered clients are named %q", r.ClientID)
+		}
+		sites[r.ClientID] = true
 	}
 	return &c, nil
 }
@@ -132,6 +169,18 @@ func (c *Config) Lifetime() (time.Duration, error) {
 	return d, nil
 }
 
+// ScanEvery is the credential scanner's interval.
+func (c *Config) ScanEvery() (time.Duration, error) {
+	if c.ScanInterval == "" {
+		return DefaultScanInterval, nil
+	}
+	d, err := time.ParseDuration(c.ScanInterval)
+	if err != nil || d < 10*time.Second || d > 24*time.Hour {
+		return 0, fmt.Errorf("login configuration: scanInterval %q is not a duration between 10s and 24h", c.ScanInterval)
+	}
+	return d, nil
+}
+
 // Provider finds a configured provider by name.
 func (c *Config) Provider(name string) (*Provider, bool) {
 	for i := range c.Providers {
@@ -148,12 +197,18 @@ func (p *Provider) check(getenv func(string) string) error {
 	}
 	switch p.Kind {
 	case KindOIDC, KindGitea, KindForgejo:
+		if !httpURL(p.Issuer) {
+			return fmt.Errorf("issuer %q is not an http(s) URL", p.Issuer)
+		}
+		if p.BaseURL != "" || p.APIURL != "" {
+			return errors.New("baseUrl and apiUrl are for github providers; OpenID providers are found by their issuer")
+		}
+	case KindGitHub:
+		if err := p.checkGitHub(); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("kind %q is not one of oidc, gitea, forgejo", p.Kind)
-	}
-	u, err := url.Parse(p.Issuer)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return fmt.Errorf("issuer %q is not an http(s) URL", p.Issuer)
+		return fmt.Errorf("kind %q is not one of oidc, gitea, forgejo, github", p.Kind)
 	}
 	if p.ClientID == "" {
 		return errors.New("clientId is required")
@@ -179,6 +234,9 @@ func (p *Provider) check(getenv func(string) string) error {
 	if p.UsernameClaim == "" {
 		p.UsernameClaim = "preferred_username"
 	}
+	if p.Kind == KindGitHub {
+		return nil
+	}
 	if p.Scopes == nil {
 		p.Scopes = []string{"profile", "email"}
 		if p.Kind != KindOIDC {
@@ -198,4 +256,46 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" && u.RawQuery == "" && u.Fragment == ""
+}
+
+// checkGitHub fills in a github provider's addresses and scopes: read:org
+// lets hopper list the person's teams and organization memberships, and
+// user:email their verified addresses where the configuration requires
+// one.
+func (p *Provider) checkGitHub() error {
+	if p.Issuer != "" {
+		return errors.New("a github provider has no issuer (GitHub is not an OpenID provider): name GitHub Enterprise Server by baseUrl")
+	}
+	if p.BaseURL == "" {
+		p.BaseURL = GitHubURL
+	}
+	p.BaseURL = strings.TrimSuffix(p.BaseURL, "/")
+	if !httpURL(p.BaseURL) {
+		return fmt.Errorf("baseUrl %q is not an http(s) URL", p.BaseURL)
+	}
+	if p.APIURL == "" {
+		p.APIURL = p.BaseURL + "/api/v3"
+		if p.BaseURL == GitHubURL {
+			p.APIURL = "https://api.github.com"
+		}
+	}
+	p.APIURL = strings.TrimSuffix(p.APIURL, "/")
+	if !httpURL(p.APIURL) {
+		return fmt.Errorf("apiUrl %q is not an http(s) URL", p.APIURL)
+	}
+	if p.GroupsClaim != "" || p.UsernameClaim != "" {
+		return errors.New("groupsClaim and usernameClaim are for OpenID providers; GitHub's teams come from its API")
+	}
+	if p.Scopes == nil {
+		p.Scopes = []string{"read:org"}
+		if p.RequireVerifiedEmail {
+			p.Scopes = append(p.Scopes, "user:email")
+		}
+	}
+	return nil
 }

@@ -55,6 +55,10 @@ func Encode(s string) string {
 //   - gitea, forgejo: "<org>" gives <name>-org:<org> and "<org>:<team>"
 //     gives <name>-team:<org>/<team>, the shape of Taskcluster's GitHub
 //     strategy's github-team:<org>/<team>;
+//   - github: "<org>:<team>" (a team, by its slug) gives
+//     <name>-team:<org>/<team> and "<org>" (an organization the person
+//     administers) gives <name>-org-admin:<org>, Taskcluster's
+//     github-team and github-org-admin roles;
 //   - oidc: each group g gives <name>-group:<g>.
 //
 // Sorted, without duplicates.
@@ -65,6 +69,12 @@ func (p *Provider) Roles(who Person) []string {
 			continue
 		}
 		switch p.Kind {
+		case KindGitHub:
+			if org, team, ok := strings.Cut(g, ":"); ok {
+				set[p.Name+"-team:"+org+"/"+team] = true
+			} else {
+				set[p.Name+"-org-admin:"+g] = true
+			}
 		case KindGitea, KindForgejo:
 			if org, team, ok := strings.Cut(g, ":"); ok {
 				set[p.Name+"-team:"+org+"/"+team] = true

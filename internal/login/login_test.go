@@ -37,7 +37,7 @@ func TestParseConfig(t *testing.T) {
 	require.Equal(t, login.DefaultSessionLifetime, lifetime)
 
 	for name, bad := range map[string]string{
-		"unknown kind":      `{"providers": [{"name": "gh", "kind": "github", "issuer": "https://x", "clientId": "a"}]}`,
+		"unknown kind":      `{"providers": [{"name": "gh", "kind": "saml", "issuer": "https://x", "clientId": "a"}]}`,
 		"bad name":          `{"providers": [{"name": "Git/ea", "kind": "gitea", "issuer": "https://x", "clientId": "a"}]}`,
 		"no client":         `{"providers": [{"name": "g", "kind": "gitea", "issuer": "https://x"}]}`,
 		"not a URL":         `{"providers": [{"name": "g", "kind": "gitea", "issuer": "ftp://x", "clientId": "a"}]}`,

@@ -33,15 +33,35 @@ const BasePath = "/login"
 // IssueFunc signs temporary credentials named clientID with scopes.
 type IssueFunc func(clientID string, scopes []string, start, expiry time.Time) (auth.Credentials, error)
 
+// Store is the rows the login service keeps.
+type Store interface {
+	store.LoginStore
+	store.LoginIdentityStore
+}
+
+// Sealer encrypts what the store keeps of a provider's grant, bound to
+// the identity it belongs to (auth.Sealer, keyed by the server secret).
+type Sealer interface {
+	Seal(plaintext, associated string) (string, error)
+	Open(sealed, associated string) (string, error)
+}
+
 // Deps is what the login service needs.
 type Deps struct {
-	Store  store.LoginStore
+	Store Store
+	// Sealer seals the providers' grants the credential scanner asks
+	// with; nil keeps none (the scanner then goes by the roles of the
+	// last sign-in).
+	Sealer Sealer
 	Config *login.Config
 	// RootURL is the deployment's public URL (the providers send people
 	// back to RootURL/login/<provider>/callback).
 	RootURL string
 	Clock   interface{ Now() time.Time }
 	Issue   IssueFunc
+	// Expand expands scopes through the roles: a website's credentials
+	// are the person's expanded scopes within those consented to.
+	Expand  ExpandFunc
 	Logger  *slog.Logger
 	Version string
 	// HTTPClient reaches the providers (nil: a client with a timeout).
@@ -84,10 +104,14 @@ var callbackQuery = []string{"code", "state", "error", "error_description", "err
 // Routes is the service's route table.
 func (s *Server) Routes() []api.Route {
 	started := s.d.Clock.Now()
-	return append(api.ServiceHealthRoutes(BasePath+"/v1", started, s.d.Version),
+	routes := append(api.ServiceHealthRoutes(BasePath+"/v1", started, s.d.Version), s.cliRoutes()...)
+	routes = append(routes, s.deviceRoutes()...)
+	routes = append(routes,
 		api.Route{Name: "loginProviders", Method: http.MethodGet, Paths: []string{BasePath + "/providers"}, Handle: s.listProviders},
 		api.Route{Name: "loginCredentials", Method: http.MethodPost, Paths: []string{BasePath + "/credentials"}, Handle: s.credentials},
-		api.Route{Name: "logout", Method: http.MethodPost, Paths: []string{BasePath + "/logout"}, Handle: s.logout},
+		api.Route{Name: "logout", Method: http.MethodPost, Paths: []string{BasePath + "/logout"}, Handle: s.logout})
+	routes = append(routes, s.oauthRoutes()...)
+	return append(routes,
 		api.Route{Name: "loginStart", Method: http.MethodGet, Paths: []string{BasePath + "/{provider}"}, Query: []string{"returnTo"}, Handle: s.start},
 		api.Route{Name: "loginCallback", Method: http.MethodGet, Paths: []string{BasePath + "/{provider}/callback"}, Query: callbackQuery, Handle: s.callback},
 	)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -37,15 +38,29 @@ func (w *wiring) loginService() (service, error) {
 	}
 	w.log.Info("sign-in on", "providers", names)
 	issuer := w.sec.loginIssuer(w.key, names)
-	srv, err := loginapi.New(loginapi.Deps{Store: w.store, Config: cfg, RootURL: w.cfg.RootURL, Clock: w.cfg.Clock, Logger: w.log,
+	srv, err := loginapi.New(loginapi.Deps{Store: w.store, Sealer: w.sec.Sealer, Config: cfg, RootURL: w.cfg.RootURL, Clock: w.cfg.Clock, Logger: w.log,
 		Version: w.cfg.Version, Issue: func(clientID string, scopes []string, start, expiry time.Time) (auth.Credentials, error) {
 			return auth.CreateTemporaryCredentials(auth.TemporaryCredentialsOptions{ClientID: clientID, Start: start, Expiry: expiry,
 				Scopes: scopes, Issuer: issuer})
+		}, Expand: func(ctx context.Context, scopes []string) ([]string, error) {
+			e, err := w.sec.Roles.Expander(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return e.Expand(scopes), nil
 		}})
 	if err != nil {
 		return service{}, err
 	}
-	return service{routes: srv.Routes(), expiries: []maintenance.Expiry{{Service: "login", Run: w.store.ExpireLogin}}}, nil
+	every, err := cfg.ScanEvery()
+	if err != nil {
+		return service{}, err
+	}
+	scanner := &loginapi.Scanner{Server: srv, Store: w.store, Roles: w.sec.Roles, Holder: leaseHolder(), Actor: LoginClientID, Interval: every}
+	scan := &maintenance.Every{What: "scanning the credentials of people", Interval: every, Logger: w.log,
+		Pass: func(ctx context.Context) error { _, err := scanner.RunOnce(ctx); return err }}
+	return service{routes: srv.Routes(), duties: []maintenance.Service{scan},
+		expiries: []maintenance.Expiry{{Service: "login", Run: w.store.ExpireLogin}}}, nil
 }
 
 // loginIssuer adds the login service's static client, whose token is

@@ -25,7 +25,7 @@ func BenchmarkIdleTunnels(b *testing.B) {
 	const clients = 1000
 	srv := httptest.NewServer(nil)
 	defer srv.Close()
-	tun := tunnel.New(secret, srv.URL, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	tun := tunnel.New(secret, srv.URL, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	defer tun.Close()
 	mux := http.NewServeMux()
 	mux.Handle(tunnel.Prefix, tun)

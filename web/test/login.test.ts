@@ -1,0 +1,15 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { renewIn, signInHref } from '../src/login';
+
+test('credentials are renewed five minutes before they expire, at once when later', () => {
+  const now = 1_000_000_000;
+  assert.equal(renewIn(now + 60 * 60 * 1000, now), 55 * 60 * 1000);
+  assert.equal(renewIn(now + 60 * 1000, now), 0);
+  assert.equal(renewIn(now - 1, now), 0);
+});
+
+test("a provider's button comes back to the page it was pressed on", () => {
+  const p = { name: 'gitea', kind: 'gitea', displayName: 'Gitea', signInUrl: '/login/gitea' };
+  assert.equal(signInHref(p, '/ui/#/third-party?client_id=th&scope=a b'), '/login/gitea?returnTo=%2Fui%2F%23%2Fthird-party%3Fclient_id%3Dth%26scope%3Da%20b');
+});
