@@ -30,7 +30,7 @@ func (f cliFlow) query() string {
 		"code_challenge_method": {"S256"}}.Encode()
 }
 
-func do(t *testing.T, c *http.Client, method, to string, body any, header ...string) (int, http.Header, string) {
+func do(t testing.TB, c *http.Client, method, to string, body any, header ...string) (int, http.Header, string) {
 	t.Helper()
 	var r io.Reader
 	if body != nil {
@@ -56,7 +56,7 @@ func do(t *testing.T, c *http.Client, method, to string, body any, header ...str
 }
 
 // allow runs the command's page and its Allow button, returning the code.
-func (b *bundle) allow(t *testing.T, c *http.Client, f cliFlow) string {
+func (b *bundle) allow(t testing.TB, c *http.Client, f cliFlow) string {
 	t.Helper()
 	status, _, page := do(t, c, http.MethodGet, b.s.URL+"/login/corp/cli?"+f.query(), nil)
 	require.Equal(t, http.StatusOK, status, page)
@@ -71,7 +71,7 @@ func (b *bundle) allow(t *testing.T, c *http.Client, f cliFlow) string {
 	return to.Query().Get("code")
 }
 
-func (b *bundle) token(t *testing.T, code, verifier, redirect string) (int, string) {
+func (b *bundle) token(t testing.TB, code, verifier, redirect string) (int, string) {
 	t.Helper()
 	status, _, body := do(t, http.DefaultClient, http.MethodPost, b.s.URL+"/login/cli/token",
 		map[string]string{"code": code, "codeVerifier": verifier, "redirectUri": redirect})
@@ -181,4 +181,23 @@ func TestDeviceSignInNeedsTheProvidersDeviceFlow(t *testing.T) {
 	status, _, body = do(t, http.DefaultClient, http.MethodPost, down.s.URL+"/login/corp/device", nil)
 	require.Equal(t, http.StatusServiceUnavailable, status)
 	require.Contains(t, body, "cannot be reached")
+}
+
+// BenchmarkCommandSignIn is a command's sign-in once the browser is
+// signed in: hopper's page, Allow (a one-time code on SQLite) and the
+// code traded with its PKCE verifier for credentials.
+func BenchmarkCommandSignIn(b *testing.B) {
+	bb := setup(b, false)
+	status, page, c := bb.signIn(b)
+	if status != http.StatusFound {
+		b.Fatalf("sign-in: %d %s", status, page)
+	}
+	f := newCLIFlow()
+	b.ResetTimer()
+	for range b.N {
+		code := bb.allow(b, c, f)
+		if status, body := bb.token(b, code, f.verifier, f.redirect); status != http.StatusOK {
+			b.Fatalf("token: %d %s", status, body)
+		}
+	}
 }
