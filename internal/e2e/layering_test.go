@@ -126,7 +126,7 @@ func TestClientSideImportsNoServerSide(t *testing.T) {
 	t.Parallel()
 	imports := moduleImports(t)
 	shared := map[string]bool{}
-	for _, p := range []string{"hawk", "ident", "retry", "clock", "dockerapi", "jsone", "schema", "jsvalue", "interactive", "github", "buildinfo"} {
+	for _, p := range []string{"hawk", "ident", "retry", "clock", "dockerapi", "jsone", "schema", "jsvalue", "interactive", "github", "buildinfo", "wsmux"} {
 		shared["internal/"+p] = true
 	}
 	isClient := func(p string) bool {
