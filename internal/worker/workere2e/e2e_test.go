@@ -36,6 +36,8 @@ type env struct {
 	rootURL string
 	token   string
 	admin   *tcclient.Client
+	// process is the server's (a test may kill it).
+	process *os.Process
 }
 
 var shared *env
@@ -130,7 +132,7 @@ func launchReplica(bin, dataDir, addr, token string, args, environ []string) (*e
 		stop()
 		return nil, nil, fmt.Errorf("hopper serve did not become ready: %w", err)
 	}
-	return &env{bin: bin, rootURL: rootURL, token: token, admin: &tcclient.Client{
+	return &env{bin: bin, rootURL: rootURL, token: token, process: serve.Process, admin: &tcclient.Client{
 		RootURL: rootURL, Credentials: &tcclient.Credentials{ClientID: rootClientID, AccessToken: token},
 	}}, stop, nil
 }
