@@ -21,10 +21,7 @@ var docsNotYetRun = map[string]string{}
 // blocksNotYetRun are single blocks no test runs yet, by "file:first line
 // of the block", each with why; the list only shrinks.
 var blocksNotYetRun = map[string]string{
-	"docs/interactive.md:hopper task interactive FAILED_TASKID      # prints the copy's taskId": "the interactive guide arrived during issue 35; its author is to mark and run it",
-	"docs/interactive.md:payload:": "the interactive guide arrived during issue 35; its author is to mark and run it",
-	"docs/interactive.md:hopper role create project:ci-debuggers --description 'may debug proj-ci tasks' --scope 'interactive:open-shell:proj-ci/*'": "the interactive guide arrived during issue 35; its author is to mark and run it",
-	"README.md:go run ./cmd/hopper dev      # queue, worker and web UI on embedded SQLite, at http://127.0.0.1:8080":                                 "go run in the repository and go test ./... itself: TestReadmeDevCommand runs the built binary's dev instead",
+	"README.md:go run ./cmd/hopper dev      # queue, worker and web UI on embedded SQLite, at http://127.0.0.1:8080": "go run in the repository and go test ./... itself: TestReadmeDevCommand runs the built binary's dev instead",
 	"README.md:go run ./cmd/hopper dev":                   "go run in the repository: TestReadmeDevCommand runs the built binary's dev instead",
 	"docs/console.md:npm ci --prefix web          # once": "npm ci and the browser test: .ci/run does these steps itself",
 	"docs/history.md:GET /api/hopper/v1/tasks?state=&taskQueueId=&taskGroupId=&name=&createdFrom=&createdTo=&limit=&continuationToken=": "an API description, not a command",
