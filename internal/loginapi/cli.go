@@ -54,9 +54,14 @@ func (s *Server) cliRoutes() []api.Route {
 		{Name: "loginCli", Method: http.MethodGet, Paths: []string{BasePath + "/{provider}/cli"}, Query: cliQuery, Handle: s.cliConsent},
 		{Name: "loginCliAllow", Method: http.MethodPost, Paths: []string{BasePath + "/{provider}/cli/allow"}, Query: cliQuery, Handle: s.cliAllow},
 		{Name: "loginCliDeny", Method: http.MethodPost, Paths: []string{BasePath + "/{provider}/cli/deny"}, Query: cliQuery, Handle: s.cliDeny},
-		{Name: "loginCliToken", Method: http.MethodPost, Paths: []string{BasePath + "/cli/token"}, Input: "login-cli-token-request", Handle: s.cliToken},
+		{Name: "loginCliToken", Method: http.MethodPost, Paths: []string{BasePath + "/cli/token"}, Input: "login-cli-token-request", Handle: s.cliToken,
+			CleanPayloadFunc: omitPayload},
 	}
 }
+
+// omitPayload keeps a body of one-time secrets (a code and its verifier,
+// a device code) out of an error reply's echo of the request.
+func omitPayload([]byte) []byte { return []byte(`{}`) }
 
 // cliRequest is a command's request, checked.
 type cliRequest struct {
