@@ -164,6 +164,7 @@ func subcommands() []*cobra.Command {
 		workerCommand(),
 		sandboxInitCommand(),
 		taskCommand(),
+		cli.NewLoginCommand(cli.StdEnv()),
 		cli.NewClientCommand(),
 		cli.NewRoleCommand(),
 		cli.NewAuditCommand(),

@@ -23,6 +23,7 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	f := cmd.Flags()
 	f.StringVar(&cfg.Listen, "listen", env("HOPPER_LISTEN", "127.0.0.1:8080"), "address to serve on (HOPPER_LISTEN)")
 	f.StringVar(&cfg.RootURL, "root-url", env("HOPPER_ROOT_URL", ""), "public root URL (default http://<listen>) (HOPPER_ROOT_URL)")
+	f.StringVar(&cfg.ReplicaURL, "replica-url", env("HOPPER_REPLICA_URL", ""), "where the other replicas reach this one directly, for the shells and tunnelled live logs of workers connected here (default http://<listen>, the host name for 0.0.0.0) (HOPPER_REPLICA_URL)")
 	f.StringVar(&cfg.DB, "db", env("HOPPER_DB", ""), "store: sqlite:PATH or a postgres:// URL (default sqlite in --data-dir) (HOPPER_DB)")
 	f.IntVar(&cfg.Store.Batches, "db-batches", envInt("HOPPER_DB_BATCHES", 0), "PostgreSQL: concurrent transactions of combined task updates and creates (0: the default, 1; -1: every call alone) (HOPPER_DB_BATCHES)")
 	f.StringVar(&cfg.DataDir, "data-dir", env("HOPPER_DATA_DIR", defaultDataDir), "directory for the SQLite file, blobs and keys (HOPPER_DATA_DIR)")

@@ -25,11 +25,21 @@ credentials) TASKCLUSTER_CERTIFICATE.`
 // authCLIClient builds an API client from the TASKCLUSTER_* variables.
 func authCLIClient() (*tcclient.Client, error) {
 	rootURL := os.Getenv("TASKCLUSTER_ROOT_URL")
+	clientID, token := os.Getenv("TASKCLUSTER_CLIENT_ID"), os.Getenv("TASKCLUSTER_ACCESS_TOKEN")
+	if clientID == "" && token == "" {
+		// No credentials in the environment: those `hopper login` stored.
+		stored, storedRoot, err := loadStoredCredentials(os.Getenv, rootURL, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		if stored != nil {
+			return &tcclient.Client{RootURL: storedRoot, Credentials: stored}, nil
+		}
+	}
 	if rootURL == "" {
 		return nil, errors.New("TASKCLUSTER_ROOT_URL is not set (the hopper server's root URL, e.g. http://127.0.0.1:8080)")
 	}
 	c := &tcclient.Client{RootURL: rootURL}
-	clientID, token := os.Getenv("TASKCLUSTER_CLIENT_ID"), os.Getenv("TASKCLUSTER_ACCESS_TOKEN")
 	switch {
 	case clientID != "" && token != "":
 		c.Credentials = &tcclient.Credentials{ClientID: clientID, AccessToken: token, Certificate: os.Getenv("TASKCLUSTER_CERTIFICATE")}
@@ -37,6 +47,13 @@ func authCLIClient() (*tcclient.Client, error) {
 		return nil, errors.New("set both TASKCLUSTER_CLIENT_ID and TASKCLUSTER_ACCESS_TOKEN, or neither")
 	}
 	return c, nil
+}
+
+// signedIn tells whether the call used the credentials of `hopper login`
+// (then a refusal is about their scopes, not missing credentials).
+func signedIn() bool {
+	stored, _, _ := loadStoredCredentials(os.Getenv, os.Getenv("TASKCLUSTER_ROOT_URL"), time.Now())
+	return stored != nil
 }
 
 // authCLIError turns an API failure into what was being done, the status
@@ -50,7 +67,7 @@ func authCLIError(doing string, err error) error {
 		return failure(doing, err)
 	}
 	if (apiErr.StatusCode == http.StatusForbidden || apiErr.StatusCode == http.StatusUnauthorized) &&
-		os.Getenv("TASKCLUSTER_CLIENT_ID") == "" && os.Getenv("TASKCLUSTER_ACCESS_TOKEN") == "" {
+		os.Getenv("TASKCLUSTER_CLIENT_ID") == "" && os.Getenv("TASKCLUSTER_ACCESS_TOKEN") == "" && !signedIn() {
 		return withoutCredentials(&ExitError{Msg: doing, Err: err})
 	}
 	summary, details := tcclient.ErrorDigest(apiErr.Message)

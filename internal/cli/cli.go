@@ -140,6 +140,19 @@ func (e *Env) color() bool {
 // official clients.
 func (e *Env) Client() (*tcclient.Client, error) {
 	root := strings.TrimSpace(e.getenv("TASKCLUSTER_ROOT_URL"))
+	id, token, cert := e.getenv("TASKCLUSTER_CLIENT_ID"), e.getenv("TASKCLUSTER_ACCESS_TOKEN"), e.getenv("TASKCLUSTER_CERTIFICATE")
+	var stored *tcclient.Credentials
+	if id == "" && token == "" && cert == "" {
+		// No credentials in the environment: those `hopper login` stored.
+		var storedRoot string
+		var err error
+		if stored, storedRoot, err = loadStoredCredentials(e.getenv, root, e.now()); err != nil {
+			return nil, err
+		}
+		if root == "" {
+			root = storedRoot
+		}
+	}
 	if root == "" {
 		return nil, usagef("TASKCLUSTER_ROOT_URL is not set: point it at the queue's root URL, e.g. http://127.0.0.1:8080")
 	}
@@ -148,8 +161,9 @@ func (e *Env) Client() (*tcclient.Client, error) {
 		return nil, usagef("TASKCLUSTER_ROOT_URL %q is not an http(s) URL", root)
 	}
 	c := &tcclient.Client{RootURL: strings.TrimRight(root, "/"), HTTPClient: e.HTTPClient, RetryDelay: e.RetryDelay}
-	id, token, cert := e.getenv("TASKCLUSTER_CLIENT_ID"), e.getenv("TASKCLUSTER_ACCESS_TOKEN"), e.getenv("TASKCLUSTER_CERTIFICATE")
 	switch {
+	case stored != nil:
+		c.Credentials = stored
 	case id == "" && token == "":
 		if cert != "" {
 			return nil, usagef("TASKCLUSTER_CERTIFICATE is set without TASKCLUSTER_CLIENT_ID and TASKCLUSTER_ACCESS_TOKEN")

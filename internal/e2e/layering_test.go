@@ -60,9 +60,10 @@ func moduleImports(t *testing.T) map[string][]string {
 // tier places a package in the layers docs/ARCHITECTURE.md draws, lowest
 // first: 0 the leaves, the services' rules and the client side; 1 the
 // store; 2 what is built directly on it (its drivers and conformance
-// suite, the HTTP framework); 3 the services (routes, duties, the
-// schedule of duties); 4 the composition root; 5 what assembles a whole
-// server and worker or drives one from outside; 6 the binary.
+// suite, the HTTP framework, the replicas' directory internal/hop); 3 the
+// services (routes, duties, the schedule of duties); 4 the composition
+// root; 5 what assembles a whole server and worker or drives one from
+// outside; 6 the binary.
 func tier(pkg string) int {
 	switch pkg {
 	case "cmd/hopper":
@@ -73,7 +74,7 @@ func tier(pkg string) int {
 		return 4
 	case "internal/maintenance", "internal/notifysend", "internal/workerpool", "internal/object", "internal/live", "internal/tunnel", "internal/ui":
 		return 3
-	case "internal/api", "internal/store/sqlite", "internal/store/postgres", "internal/store/storetest":
+	case "internal/api", "internal/hop", "internal/store/sqlite", "internal/store/postgres", "internal/store/storetest":
 		return 2
 	case "internal/store":
 		return 1
@@ -125,7 +126,7 @@ func TestClientSideImportsNoServerSide(t *testing.T) {
 	t.Parallel()
 	imports := moduleImports(t)
 	shared := map[string]bool{}
-	for _, p := range []string{"hawk", "ident", "retry", "clock", "dockerapi", "jsone", "schema", "jsvalue", "interactive", "github", "buildinfo"} {
+	for _, p := range []string{"hawk", "ident", "retry", "clock", "dockerapi", "jsone", "schema", "jsvalue", "interactive", "github", "buildinfo", "wsmux"} {
 		shared["internal/"+p] = true
 	}
 	isClient := func(p string) bool {

@@ -111,18 +111,20 @@ func TestGiteaCommitErrorIsNotRetried(t *testing.T) {
 	require.Equal(t, "error", statuses[0].Body["state"])
 	// Nothing is left to retry: a day later nothing is due.
 	b.clock.Advance(24 * time.Hour)
-	due, err := b.store.ClaimGithubOutbox(ctx, b.clock.Now(), b.clock.Now().Add(time.Minute), 20)
+	due, err := b.store.ClaimOutbox(ctx, store.ClaimOutboxParams{Service: store.GithubService, Kind: store.GithubSend,
+		Owner: "test", Now: b.clock.Now(), Lease: time.Minute, Limit: 20})
 	require.NoError(t, err)
 	require.Empty(t, due)
 
 	// An entry that can never be sent (a commit comment on Gitea) fails
 	// at its first attempt instead of being tried for hours.
 	require.NoError(t, b.store.QueueGithubOutbox(ctx, []store.GithubOutboxEntry{{Host: host, Key: "comment:x", Kind: "comment",
-		Owner: "alice", Repo: "demo", Target: "sha:" + delivered.After, InstallationID: 9, Body: []byte(`{"body":"x"}`)}}))
+		Owner: "alice", Repo: "demo", Target: "sha:" + delivered.After, InstallationID: 9, Body: []byte(`{"body":"x"}`)}}, b.clock.Now()))
 	_, err = b.svc.SendDue(ctx)
 	require.NoError(t, err)
 	b.clock.Advance(24 * time.Hour)
-	due, err = b.store.ClaimGithubOutbox(ctx, b.clock.Now(), b.clock.Now().Add(time.Minute), 20)
+	due, err = b.store.ClaimOutbox(ctx, store.ClaimOutboxParams{Service: store.GithubService, Kind: store.GithubSend,
+		Owner: "test", Now: b.clock.Now(), Lease: time.Minute, Limit: 20})
 	require.NoError(t, err)
 	require.Empty(t, due)
 	e, err := b.store.GetGithubOutbox(ctx, host, "comment:x")

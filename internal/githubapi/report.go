@@ -205,43 +205,74 @@ func (s *Service) updateBuild(ctx context.Context, b *store.GithubBuild) error {
 	return nil
 }
 
+// Leases of the forge messages a sender holds: renewed every
+// sendRenewal while it sends, so a replica that dies holds them for
+// sendLease at most.
+const (
+	sendLease   = 30 * time.Second
+	sendRenewal = 10 * time.Second
+	sendBatch   = 20
+)
+
 // SendDue sends the outbox's due statuses, comments and reactions and
 // returns how many it sent. A failure the forge may get over (no answer,
 // 5xx, rate limit) is tried again with a growing back-off; one it will
-// not (a 4xx) is recorded as failed.
+// not (a 4xx) is recorded as failed. Replicas may run it at once: each
+// message is leased to one sender.
 func (s *Service) SendDue(ctx context.Context) (int, error) {
 	sent := 0
 	for ctx.Err() == nil {
-		now := s.Clock.Now()
-		entries, err := s.Store.ClaimGithubOutbox(ctx, now, now.Add(time.Minute), 20)
-		if err != nil {
+		claimed, err := s.Store.ClaimOutbox(ctx, store.ClaimOutboxParams{Service: store.GithubService, Kind: store.GithubSend,
+			Owner: s.Owner, Now: s.Clock.Now(), Lease: sendLease, Limit: sendBatch})
+		if err != nil || len(claimed) == 0 {
 			return sent, err
 		}
-		if len(entries) == 0 {
-			return sent, nil
-		}
-		for _, e := range entries {
-			err := s.send(ctx, &e)
-			next := time.Time{}
-			switch {
-			case err == nil:
-				sent++
-			case forge.Temporary(err) && !errors.As(err, new(refusal)) && e.Attempts < maxSendAttempts:
-				next = s.Clock.Now().Add(sendRetry(e.Attempts))
-				s.Log.Info("sending to the forge failed; trying again", "host", e.Host, "kind", e.Kind, "key", e.Key, "at", next, "error", err)
-			default:
-				s.Log.Warn("sending to the forge failed for good", "host", e.Host, "kind", e.Kind, "key", e.Key, "error", err)
-			}
-			errText := ""
-			if err != nil {
-				errText = err.Error()
-			}
-			if err := s.Store.FinishGithubOutbox(ctx, store.FinishGithubOutboxParams{ID: e.ID, Seq: e.Seq, Sent: err == nil, Next: next, Error: errText}); err != nil {
-				return sent, err
-			}
+		stop := store.KeepLeases(ctx, sendRenewal, func(ctx context.Context) error {
+			_, err := s.Store.RenewOutbox(ctx, claimed, s.Clock.Now().Add(sendLease))
+			return err
+		})
+		n, err := s.sendClaimed(ctx, claimed)
+		stop()
+		sent += n
+		if err != nil || len(claimed) < sendBatch {
+			return sent, err
 		}
 	}
 	return sent, ctx.Err()
+}
+
+// sendClaimed sends each claimed message and records the outcome.
+func (s *Service) sendClaimed(ctx context.Context, claimed []store.OutboxMessage) (int, error) {
+	sent := 0
+	for i := range claimed {
+		m := &claimed[i]
+		e, err := store.GithubOutboxEntryOf(m)
+		if err == nil {
+			err = s.send(ctx, &e)
+		}
+		if ctx.Err() != nil {
+			return sent, ctx.Err() // stopping: the lease runs out and another replica sends
+		}
+		o := store.OutboxOutcome{Done: err == nil, Now: s.Clock.Now()}
+		switch {
+		case err == nil:
+			sent++
+		case forge.Temporary(err) && !errors.As(err, new(refusal)) && m.Attempts <= maxSendAttempts:
+			o.Error, o.Next = err.Error(), o.Now.Add(sendRetry(m.Attempts-1))
+			s.Log.Info("sending to the forge failed; trying again", "host", e.Host, "kind", e.Kind, "key", e.Key, "at", o.Next, "error", err)
+		default:
+			o.Error = err.Error()
+			s.Log.Warn("sending to the forge failed for good", "host", e.Host, "kind", e.Kind, "key", e.Key, "error", err)
+		}
+		ok, err := s.Store.FinishOutbox(ctx, m, o)
+		if err != nil {
+			return sent, err
+		}
+		if !ok {
+			s.Log.Warn("a forge message's lease ran out before it was recorded; another replica may send it again", "key", m.Key)
+		}
+	}
+	return sent, nil
 }
 
 // refusal is an entry that can never be sent, whatever the forge's

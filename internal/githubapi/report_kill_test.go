@@ -2,6 +2,7 @@ package githubapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -107,8 +108,8 @@ func (k killedAfterCreate) SetGithubCheckRunID(ctx context.Context, p store.SetG
 	return k.Store.SetGithubCheckRunID(ctx, p)
 }
 
-func (killedAfterCreate) FinishGithubOutbox(context.Context, store.FinishGithubOutboxParams) error {
-	return nil
+func (killedAfterCreate) FinishOutbox(context.Context, *store.OutboxMessage, store.OutboxOutcome) (bool, error) {
+	return true, nil
 }
 
 // TestChecksReplicaKilledAfterCreate: `checks-v1` reporting under a
@@ -157,6 +158,107 @@ func TestChecksReplicaKilledAfterCreate(t *testing.T) {
 			require.Equal(t, "completed", check.State)
 			require.Positive(t, check.CheckRunID)
 			require.NotEmpty(t, b.gh.Calls(fmt.Sprintf("/check-runs/%d", check.CheckRunID)), "the one created, updated")
+		})
+	}
+}
+
+// TestSenderKilledHoldingSendLease: a replica's sender claimed a build's
+// status (an outbox message of kind GithubSend) and was killed before
+// sending it: the status waits for the claim's lease (30 s, not renewed
+// by the dead replica), then another replica's sender sends it, once.
+// On both drivers.
+func TestSenderKilledHoldingSendLease(t *testing.T) {
+	t.Parallel()
+	for _, driver := range apitest.Drivers() {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			db, _ := apitest.OpenStore(t, driver)
+			b := setupOn(t, db)
+			b.gh.Install("Codertocat", "Hello-World", 1)
+			ctx := context.Background()
+			groupID := b.forgeBuild(t, "")
+			_, err := b.root.ClaimTask(ctx, groupID, 0, &tcclient.ClaimTaskRequest{WorkerGroup: "g", WorkerID: "w"})
+			require.NoError(t, err)
+			_, err = b.root.ReportCompleted(ctx, groupID, 0)
+			require.NoError(t, err)
+			require.NoError(t, b.svc.UpdateBuilds(ctx))
+			killed, err := b.store.ClaimOutbox(ctx, store.ClaimOutboxParams{Service: store.GithubService, Kind: store.GithubSend,
+				Owner: "killed-replica", Now: b.clock.Now(), Lease: 30 * time.Second, Limit: 10})
+			require.NoError(t, err)
+			require.Len(t, killed, 1, "the build's success status")
+
+			b.clock.Advance(time.Second)
+			n, err := b.svc.SendDue(ctx)
+			require.NoError(t, err)
+			require.Zero(t, n, "held by the killed replica")
+			require.Empty(t, b.gh.Calls("/statuses/"))
+			b.clock.Advance(30 * time.Second)
+			for range 2 {
+				_, err = b.svc.SendDue(ctx)
+				require.NoError(t, err)
+			}
+			statuses := b.gh.Calls("/statuses/")
+			require.Len(t, statuses, 1)
+			require.Equal(t, "success", statuses[0].Body["state"])
+			ok, err := b.store.FinishOutbox(ctx, &killed[0], store.OutboxOutcome{Done: true, Now: b.clock.Now()})
+			require.NoError(t, err)
+			require.False(t, ok, "the killed replica's claim is no longer its")
+			got, err := b.store.GetGithubOutbox(ctx, "github.com", "status:"+groupID)
+			require.NoError(t, err)
+			require.Equal(t, "sent", got.State)
+		})
+	}
+}
+
+// TestProcessorKilledHoldingDeliveryLease: a replica claimed a stored
+// push delivery (its outbox message) and was killed before recording
+// anything: the delivery waits for the claim's lease, then another
+// replica processes it, once: one build, one task, one pending status,
+// and the killed replica's claim can record nothing. On both drivers.
+func TestProcessorKilledHoldingDeliveryLease(t *testing.T) {
+	t.Parallel()
+	for _, driver := range apitest.Drivers() {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			db, _ := apitest.OpenStore(t, driver)
+			b := setupOn(t, db)
+			push := example(t, "push", 4)
+			sha := push["after"].(string)
+			b.gh.Install("Codertocat", "Hello-World", 1)
+			b.gh.SetFile("Codertocat", "Hello-World", sha, ".taskcluster.yml", decisionTask)
+			b.role(t, "repo:github.com/Codertocat/Hello-World:branch:master")
+			body, err := json.Marshal(push)
+			require.NoError(t, err)
+			id := uuid.NewString()
+			status, _ := b.deliver(t, "push", id, body, webhookSecret)
+			require.Equal(t, http.StatusNoContent, status)
+			ctx := context.Background()
+			lease := b.clock.Now().Add(b.svc.Lease)
+			killed, err := b.store.ClaimGithubDelivery(ctx, b.clock.Now(), lease)
+			require.NoError(t, err)
+			require.Equal(t, id, killed.DeliveryID)
+
+			b.clock.Advance(time.Second)
+			n, err := b.svc.ProcessDue(ctx)
+			require.NoError(t, err)
+			require.Zero(t, n, "held by the killed replica")
+			b.clock.Advance(b.svc.Lease)
+			for range 2 {
+				_, err = b.svc.ProcessDue(ctx)
+				require.NoError(t, err)
+				require.NoError(t, b.svc.Report(ctx))
+			}
+			d, err := b.store.GetGithubDelivery(ctx, "github.com", id)
+			require.NoError(t, err)
+			require.Equal(t, store.DeliveryDone, d.State, d.Error)
+			require.Equal(t, 2, d.Attempts, "the killed claim and the one that processed it")
+			builds := b.builds(t)
+			require.Len(t, builds, 1)
+			require.Len(t, b.groupTasks(t, builds[0].TaskGroupID), 1)
+			require.Len(t, b.gh.Calls("/statuses/"), 1, "one pending status")
+			err = b.store.FinishGithubDelivery(ctx, store.FinishGithubDeliveryParams{Host: "github.com", DeliveryID: id, Lease: lease,
+				State: store.DeliveryFailed, Error: "killed", Now: b.clock.Now()})
+			require.ErrorIs(t, err, store.ErrLeaseLost)
 		})
 	}
 }

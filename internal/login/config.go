@@ -56,6 +56,9 @@ type Config struct {
 	Providers []Provider `json:"providers"`
 	// SessionLifetime is a Go duration ("12h"); empty means the default.
 	SessionLifetime string `json:"sessionLifetime,omitempty"`
+	// RegisteredClients are the websites that may ask people for
+	// credentials (Taskcluster's name; oauth.go).
+	RegisteredClients []Registration `json:"registeredClients,omitempty"`
 	// ScanInterval is how often the credential scanner runs, a Go
 	// duration; empty means DefaultScanInterval.
 	ScanInterval string `json:"scanInterval,omitempty"`
@@ -131,6 +134,17 @@ func ParseConfig(data []byte, getenv func(string) string) (*Config, error) {
 		}
 		seen[p.Name] = true
 	}
+	sites := map[string]bool{}
+	for i := range c.RegisteredClients {
+		r := &c.RegisteredClients[i]
+		if err := r.check(); err != nil {
+			return nil, fmt.Errorf("login configuration: %w", err)
+		}
+		if sites[r.ClientID] {
+			return nil, fmt.Errorf("login configuration: two registered clients are named %q", r.ClientID)
+		}
+		sites[r.ClientID] = true
+	}
 	return &c, nil
 }
 
@@ -161,8 +175,8 @@ func (c *Config) ScanEvery() (time.Duration, error) {
 		return DefaultScanInterval, nil
 	}
 	d, err := time.ParseDuration(c.ScanInterval)
-	if err != nil || d < time.Minute || d > 24*time.Hour {
-		return 0, fmt.Errorf("login configuration: scanInterval %q is not a duration between 1m and 24h", c.ScanInterval)
+	if err != nil || d < 10*time.Second || d > 24*time.Hour {
+		return 0, fmt.Errorf("login configuration: scanInterval %q is not a duration between 10s and 24h", c.ScanInterval)
 	}
 	return d, nil
 }

@@ -24,9 +24,11 @@ import (
 )
 
 type bundle struct {
-	s    *apitest.Server
-	p    *provider
-	logs *bytes.Buffer
+	srv   *loginapi.Server
+	s     *apitest.Server
+	p     *provider
+	logs  *bytes.Buffer
+	clock *offsetClock
 }
 
 // setup serves the login service with one generic OpenID provider, named
@@ -37,21 +39,24 @@ func setup(t testing.TB, requireVerified bool) *bundle {
 	logs := &bytes.Buffer{}
 	cfg, err := login.ParseConfig([]byte(`{"providers": [{"name": "corp", "kind": "oidc", "issuer": "`+p.srv.URL+`",
 		"clientId": "hopper-client", "clientSecretEnv": "CORP_SECRET", "scopes": ["profile", "email", "groups"],
-		"requireVerifiedEmail": `+map[bool]string{true: "true", false: "false"}[requireVerified]+`}]}`),
+		"requireVerifiedEmail": `+map[bool]string{true: "true", false: "false"}[requireVerified]+`}],
+		"registeredClients": `+registrations+`}`),
 		func(string) string { return "client-secret-value" })
 	require.NoError(t, err)
-	s := apitest.Start(t, apitest.Options{Logger: slog.New(slog.NewTextHandler(&syncWriter{b: logs}, nil)),
+	var srv *loginapi.Server
+	clk := &offsetClock{}
+	s := apitest.Start(t, apitest.Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(&syncWriter{b: logs}, nil)),
 		Routes: func(s *apitest.Server) []api.Route {
-			srv, err := loginapi.New(loginapi.Options{Store: s.Store, Config: cfg, RootURL: s.URL, Clock: s.Clock, Logger: s.Logger,
+			srv, err = loginapi.New(loginapi.Options{Store: s.Store, Sealer: s.Security.Sealer, Config: cfg, RootURL: s.URL, Clock: s.Clock, Logger: s.Logger,
 				Issue: func(clientID string, scopes []string, start, expiry time.Time) (auth.Credentials, error) {
 					return auth.CreateTemporaryCredentials(auth.TemporaryCredentialsOptions{ClientID: clientID, Start: start, Expiry: expiry,
 						Scopes: scopes, Issuer: auth.Credentials{ClientID: server.RootClientID, AccessToken: apitest.RootToken}})
-				}})
+				}, Expand: expander(s)})
 			require.NoError(t, err)
 			return append(s.AuthRoutes(), loginapi.Routes(loginapi.Deps{Server: srv})...)
 		}})
 	p.redirect = s.URL + "/login/corp/callback"
-	return &bundle{s: s, p: p, logs: logs}
+	return &bundle{s: s, p: p, logs: logs, clock: clk, srv: srv}
 }
 
 type syncWriter struct{ b *bytes.Buffer }

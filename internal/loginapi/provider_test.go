@@ -37,12 +37,18 @@ type provider struct {
 	spoil func(claims map[string]any) (otherKey bool)
 	// deny makes the authorize endpoint answer error=access_denied.
 	deny bool
+	// groups are the person's groups now (nil: the default two);
+	// refresh holds the refresh tokens issued (rotated on use), revoked
+	// makes every refresh answer invalid_grant (the account is gone).
+	groups  []string
+	refresh map[string]bool
+	revoked bool
 }
 
 type grant struct{ nonce, challenge string }
 
 func newProvider(t testing.TB, clientID, secret string) *provider {
-	p := &provider{t: t, clientID: clientID, secret: secret, codes: map[string]grant{}}
+	p := &provider{t: t, clientID: clientID, secret: secret, codes: map[string]grant{}, refresh: map[string]bool{}}
 	var err error
 	p.key, err = rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)
@@ -121,19 +127,37 @@ func (p *provider) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.mu.Lock()
-	g, found := p.codes[r.PostForm.Get("code")]
-	delete(p.codes, r.PostForm.Get("code"))
-	spoil := p.spoil
+	var g grant
+	found := false
+	if r.PostForm.Get("grant_type") == "refresh_token" {
+		// RFC 6749 §6: a refresh token issued to this client, used once.
+		found = p.refresh[r.PostForm.Get("refresh_token")] && !p.revoked
+		delete(p.refresh, r.PostForm.Get("refresh_token"))
+	} else {
+		g, found = p.codes[r.PostForm.Get("code")]
+		delete(p.codes, r.PostForm.Get("code"))
+		sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
+		found = found && r.PostForm.Get("redirect_uri") == p.redirect && base64.RawURLEncoding.EncodeToString(sum[:]) == g.challenge
+	}
+	spoil, groups := p.spoil, p.groups
+	refresh := base64.RawURLEncoding.EncodeToString(randBytes(p.t))
+	if found {
+		p.refresh[refresh] = true
+	}
 	p.mu.Unlock()
-	sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
-	if !found || r.PostForm.Get("redirect_uri") != p.redirect || base64.RawURLEncoding.EncodeToString(sum[:]) != g.challenge {
+	if !found {
 		fail("invalid_grant")
 		return
 	}
+	if groups == nil {
+		groups = []string{"admins", "dev team"}
+	}
 	now := time.Now()
 	claims := map[string]any{"iss": p.srv.URL, "sub": "u-42", "aud": p.clientID, "iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix(),
-		"nonce": g.nonce, "preferred_username": "Ann Example", "email": "ann@example.com", "email_verified": true,
-		"groups": []string{"admins", "dev team"}}
+		"preferred_username": "Ann Example", "email": "ann@example.com", "email_verified": true, "groups": groups}
+	if g.nonce != "" {
+		claims["nonce"] = g.nonce
+	}
 	key := p.key
 	if spoil != nil && spoil(claims) {
 		key = p.otherKey
@@ -145,5 +169,6 @@ func (p *provider) token(w http.ResponseWriter, r *http.Request) {
 	require.NoError(p.t, err)
 	raw, err := jws.CompactSerialize()
 	require.NoError(p.t, err)
-	writeJSON(w, map[string]any{"access_token": "provider-access-token", "token_type": "Bearer", "expires_in": 300, "id_token": raw})
+	writeJSON(w, map[string]any{"access_token": "provider-access-token", "token_type": "Bearer", "expires_in": 300, "id_token": raw,
+		"refresh_token": refresh})
 }

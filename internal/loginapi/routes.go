@@ -59,6 +59,9 @@ type Options struct {
 	RootURL string
 	Clock   interface{ Now() time.Time }
 	Issue   IssueFunc
+	// Expand expands scopes through the roles: a website's credentials
+	// are the person's expanded scopes within those consented to.
+	Expand  ExpandFunc
 	Logger  *slog.Logger
 	Version string
 	// HTTPClient reaches the providers (nil: a client with a timeout).
@@ -111,10 +114,14 @@ func Routes(d Deps) []api.Route {
 
 func (s *Server) routes() []api.Route {
 	started := s.d.Clock.Now()
-	return append(api.ServiceHealthRoutes(BasePath+"/v1", started, s.d.Version),
+	routes := append(api.ServiceHealthRoutes(BasePath+"/v1", started, s.d.Version), s.cliRoutes()...)
+	routes = append(routes, s.deviceRoutes()...)
+	routes = append(routes,
 		api.Route{Name: "loginProviders", Method: http.MethodGet, Paths: []string{BasePath + "/providers"}, Handle: s.listProviders},
 		api.Route{Name: "loginCredentials", Method: http.MethodPost, Paths: []string{BasePath + "/credentials"}, Handle: s.credentials},
-		api.Route{Name: "logout", Method: http.MethodPost, Paths: []string{BasePath + "/logout"}, Handle: s.logout},
+		api.Route{Name: "logout", Method: http.MethodPost, Paths: []string{BasePath + "/logout"}, Handle: s.logout})
+	routes = append(routes, s.oauthRoutes()...)
+	return append(routes,
 		api.Route{Name: "loginStart", Method: http.MethodGet, Paths: []string{BasePath + "/{provider}"}, Query: []string{"returnTo"}, Handle: s.start},
 		api.Route{Name: "loginCallback", Method: http.MethodGet, Paths: []string{BasePath + "/{provider}/callback"}, Query: callbackQuery, Handle: s.callback},
 	)

@@ -1,6 +1,7 @@
 package loginapi_test
 
 import (
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -176,4 +177,56 @@ func TestScannerReplicas(t *testing.T) {
 
 func forgetestUser(id int64, login string, teams ...string) forgetest.User {
 	return forgetest.User{ID: id, Login: login, Teams: teams, Email: login + "@example.com", Verified: true}
+}
+
+// TestScannerOpenIDRefresh: for an OpenID provider (Gitea, Forgejo, any
+// other) the scanner asks with the refresh token of the last sign-in:
+// the new ID token's groups decide (a person who left a group loses the
+// clients that need it), and a refused refresh (the account is gone)
+// disables the rest.
+func TestScannerOpenIDRefresh(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	status, page, _ := b.signIn(t)
+	require.Equal(t, http.StatusFound, status, page)
+	ctx := t.Context()
+	for role, scope := range map[string]string{"corp-group:admins": "auth:*", "corp-group:dev team": "secrets:get:dev/*"} {
+		_, err := b.s.Root.CreateRole(ctx, role, &tcclient.RoleRequest{Description: "group", Scopes: []string{scope}})
+		require.NoError(t, err)
+	}
+	for id, scopes := range map[string][]string{
+		"corp/u-42|Ann!20Example/admin": {"auth:create-client:corp/*"},
+		"corp/u-42|Ann!20Example/dev":   {"secrets:get:dev/x"},
+	} {
+		_, err := b.s.Root.CreateClient(ctx, id, &tcclient.ClientRequest{Description: "made for a person", Scopes: scopes,
+			Expires: tcclient.NewTime(time.Now().Add(time.Hour))})
+		require.NoError(t, err)
+	}
+	sc := &loginapi.Scanner{Server: b.srv, Store: b.s.Store, Roles: b.s.Security.Roles, Holder: "r1", Actor: server.LoginClientID,
+		Interval: time.Nanosecond, LeaseFor: time.Nanosecond}
+
+	b.p.mu.Lock()
+	b.p.groups = []string{"dev team"}
+	b.p.mu.Unlock()
+	rep, err := sc.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, loginapi.ScanReport{Scanned: 2, Disabled: 1}, rep)
+	c, err := b.s.Store.GetClient(ctx, "corp/u-42|Ann!20Example/admin")
+	require.NoError(t, err)
+	require.True(t, c.Disabled, "no longer an admin")
+	id, err := b.s.Store.GetLoginIdentity(ctx, "corp/u-42|Ann!20Example")
+	require.NoError(t, err)
+	require.Equal(t, []string{"corp-group:dev team"}, id.Roles)
+
+	rep, err = sc.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, loginapi.ScanReport{Scanned: 1}, rep, "the rotated refresh token was kept")
+
+	b.p.mu.Lock()
+	b.p.revoked = true
+	b.p.mu.Unlock()
+	rep, err = sc.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, loginapi.ScanReport{Scanned: 1, Disabled: 1}, rep, "the account is gone")
+	require.NotContains(t, b.logs.String(), "provider-access-token")
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/api"
-	"github.com/hopper-ci/hopper/internal/login"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -67,19 +66,7 @@ func (s *Server) credentials(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	expires := c.Now.Add(login.CredentialsLifetime)
-	if sess.Expires.Before(expires) {
-		expires = sess.Expires
-	}
-	scopes := login.Scopes(sess.Identity, sess.Roles)
-	// Start a little in the past, as Taskcluster's web-server does, so a
-	// caller whose clock is behind can use them at once.
-	creds, err := s.d.Issue(sess.Identity, scopes, c.Now.Add(-5*time.Minute), expires)
-	if err != nil {
-		return nil, err
-	}
-	return credentialsReply{Identity: sess.Identity, Provider: sess.Provider, Roles: sess.Roles, Scopes: scopes, Expires: expires.UTC(),
-		Credentials: map[string]string{"clientId": creds.ClientID, "accessToken": creds.AccessToken, "certificate": creds.Certificate}}, nil
+	return s.issueReply(c, sess.Provider, sess.Identity, sess.Roles, sess.Expires)
 }
 
 // logout ends the session and clears its cookie.

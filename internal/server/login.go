@@ -42,6 +42,12 @@ func (w *wiring) loginService() (service, error) {
 		Version: w.cfg.Version, Issue: func(clientID string, scopes []string, start, expiry time.Time) (auth.Credentials, error) {
 			return auth.CreateTemporaryCredentials(auth.TemporaryCredentialsOptions{ClientID: clientID, Start: start, Expiry: expiry,
 				Scopes: scopes, Issuer: issuer})
+		}, Expand: func(ctx context.Context, scopes []string) ([]string, error) {
+			e, err := w.sec.Roles.Expander(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return e.Expand(scopes), nil
 		}})
 	if err != nil {
 		return service{}, err

@@ -94,7 +94,8 @@ func (w *wiring) workerManagerService() (service, error) {
 			ErrorEvents: errorEvents, Clock: c.Clock, Logger: w.log}).Pass}
 	// A Pod that ends or goes is settled at once, not at the next scan; a
 	// task that becomes pending is provisioned for at once, not at the
-	// next tick (on this replica; another holding the lease ticks).
+	// next tick, by whichever replica holds the provisioner's lease (the
+	// hub relays the other replicas' announcements: PostgreSQL's NOTIFY).
 	k8s.Wake, k8s.Logger = scanner.Wake, w.log
 	k8s.Accounted = func(ctx context.Context, key workermanager.Key) (bool, error) {
 		wk, err := w.store.GetPoolWorker(ctx, key)
@@ -106,7 +107,7 @@ func (w *wiring) workerManagerService() (service, error) {
 		}
 		return wk.State != workermanager.StateStopped, nil
 	}
-	w.onPending = provisioner.Wake
+	w.hub.OnPending(func(string) { provisioner.Wake() })
 	return service{routes: routes, close: func() {
 		k8s.Close()
 		if closeFn != nil {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -58,14 +59,10 @@ type GithubStore interface {
 	// whether the build moved.
 	AdvanceGithubBuild(ctx context.Context, p AdvanceGithubBuildParams) (bool, error)
 
-	// QueueGithubOutbox queues entries (see GithubOutboxEntry.Key).
-	QueueGithubOutbox(ctx context.Context, entries []GithubOutboxEntry) error
-	// ClaimGithubOutbox leases up to limit entries due at now.
-	ClaimGithubOutbox(ctx context.Context, now, leaseUntil time.Time, limit int) ([]GithubOutboxEntry, error)
-	// FinishGithubOutbox records a send: sent, or failed with the next
-	// attempt's time (zero: given up). An entry whose body changed since
-	// it was claimed (Seq) stays due, to send its newer body.
-	FinishGithubOutbox(ctx context.Context, p FinishGithubOutboxParams) error
+	// QueueGithubOutbox queues entries at now (see GithubOutboxEntry.Key)
+	// as messages of kind GithubSend in the outbox, which the forge's
+	// sender claims (OutboxStore) and reads with GithubOutboxEntryOf.
+	QueueGithubOutbox(ctx context.Context, entries []GithubOutboxEntry, now time.Time) error
 	// GetGithubOutbox loads an entry by key.
 	GetGithubOutbox(ctx context.Context, host, key string) (*GithubOutboxEntry, error)
 
@@ -95,8 +92,10 @@ type GithubDelivery struct {
 	Body         []byte
 	Received     time.Time
 	State        string
+	// Attempts counts the claims of its processing; ClaimedUntil is the
+	// lease of the claim that returned it (ClaimGithubDelivery), the
+	// handle that finishes or retries it.
 	Attempts     int
-	NextAttempt  time.Time
 	ClaimedUntil time.Time
 	// Outcome says what processing did (for people); Error why it failed.
 	Outcome, Error string
@@ -124,16 +123,6 @@ type AdvanceGithubBuildParams struct {
 	State       string
 	Now         time.Time
 	Status      *GithubOutboxEntry
-}
-
-// FinishGithubOutboxParams describes FinishGithubOutbox: entry ID as
-// claimed at Seq was Sent, or failed with Error and is due again at Next
-// (zero: given up).
-type FinishGithubOutboxParams struct {
-	ID, Seq int64
-	Sent    bool
-	Next    time.Time
-	Error   string
 }
 
 // FinishGithubDeliveryParams end a claimed delivery.
@@ -164,9 +153,9 @@ type GithubBuildFilter struct {
 	PullRequestNumber                          int
 }
 
-// GithubOutboxEntry is a status or comment to send to a forge.
+// GithubOutboxEntry is a status or comment to send to a forge, held in
+// the outbox (kind GithubSend).
 type GithubOutboxEntry struct {
-	ID int64
 	// Key identifies the entry within its host: entries with the same key
 	// are one message. A status's key names its build, and queueing it
 	// again replaces the body (the newest state is what is sent); a
@@ -185,12 +174,16 @@ type GithubOutboxEntry struct {
 	Target         string
 	InstallationID int64
 	Body           []byte
-	Seq            int64
-	State          string
-	Attempts       int
-	NextAttempt    time.Time
-	LastError      string
-	Created        time.Time
+	// NextAttempt, when queueing, is when the entry is first due (zero:
+	// at once).
+	NextAttempt time.Time
+	// Seq, State ("pending", "sent", "failed"), Attempts, LastError and
+	// Created are the outbox's record of the entry, as read.
+	Seq       int64
+	State     string
+	Attempts  int
+	LastError string
+	Created   time.Time
 }
 
 // GithubService names the forge integration's messages in the outbox;
@@ -201,6 +194,12 @@ type GithubOutboxEntry struct {
 const (
 	GithubService      = "github"
 	GithubGroupChanged = "group"
+	// GithubSend is the kind of the forge's writes: statuses, comments,
+	// reactions and check runs (GithubOutboxEntry).
+	GithubSend = "send"
+	// GithubDeliveryKind is the kind of a stored delivery's processing
+	// (ClaimGithubDelivery), queued when the delivery is stored.
+	GithubDeliveryKind = "delivery"
 )
 
 // forgeReported says whether a task's changes are reported to a forge:
@@ -226,7 +225,6 @@ func (db *DB) ExpireGithubRecords(ctx context.Context, now time.Time) (int, erro
 	err := db.expireRows(ctx, "forge deliveries", func() []expireStep {
 		return []expireStep{
 			{&n, "DELETE FROM github_deliveries WHERE state <> 'pending' AND received < ?", []any{cutoff}},
-			{nil, "DELETE FROM github_outbox WHERE state <> 'pending' AND created < ?", []any{cutoff}},
 			expireOutbox(GithubService, now),
 		}
 	})
@@ -366,118 +364,78 @@ func (db *DB) AdvanceGithubBuild(ctx context.Context, p AdvanceGithubBuildParams
 		if p.Status == nil {
 			return nil
 		}
-		return tx.queueOutbox(ctx, []GithubOutboxEntry{*p.Status}, p.Now)
+		return tx.queueOutbox([]GithubOutboxEntry{*p.Status}, p.Now)
 	})
 	return moved, err
 }
 
-const githubOutboxColumns = "id, host, outbox_key, kind, owner, repo, target, installation_id, body, seq, state, attempts, next_attempt, last_error, created"
+// githubSend is how a GithubOutboxEntry is held in the outbox's body.
+type githubSend struct {
+	Host           string `json:"host"`
+	Key            string `json:"key"`
+	Kind           string `json:"kind"`
+	Owner          string `json:"owner"`
+	Repo           string `json:"repo"`
+	Target         string `json:"target"`
+	InstallationID int64  `json:"installationId"`
+	Body           string `json:"body"`
+}
 
-func scanGithubOutbox(row rowScanner) (GithubOutboxEntry, error) {
-	var (
-		e             GithubOutboxEntry
-		body          string
-		next, created int64
-	)
-	err := row.Scan(&e.ID, &e.Host, &e.Key, &e.Kind, &e.Owner, &e.Repo, &e.Target, &e.InstallationID, &body, &e.Seq, &e.State,
-		&e.Attempts, &next, &e.LastError, &created)
-	e.Body, e.NextAttempt, e.Created = []byte(body), fromMS(next), fromMS(created)
-	return e, err
+// githubSendKey is an entry's key in the outbox: its key within its host.
+func githubSendKey(host, key string) string { return host + " " + key }
+
+// message is the entry as an outbox message, queued at now.
+func (e *GithubOutboxEntry) message(now time.Time) (OutboxMessage, error) {
+	body, err := json.Marshal(githubSend{Host: e.Host, Key: e.Key, Kind: e.Kind, Owner: e.Owner, Repo: e.Repo, Target: e.Target,
+		InstallationID: e.InstallationID, Body: string(e.Body)})
+	if err != nil {
+		return OutboxMessage{}, fmt.Errorf("encoding %s %s: %w", e.Kind, e.Key, err)
+	}
+	return OutboxMessage{Service: GithubService, Kind: GithubSend, Key: githubSendKey(e.Host, e.Key), Body: body,
+		Due: e.NextAttempt, Once: !e.Replace, Expires: now.Add(GithubRetention)}, nil
+}
+
+// GithubOutboxEntryOf reads the forge message m (of kind GithubSend)
+// holds; its State is "sent" once done.
+func GithubOutboxEntryOf(m *OutboxMessage) (GithubOutboxEntry, error) {
+	var b githubSend
+	if err := json.Unmarshal(m.Body, &b); err != nil {
+		return GithubOutboxEntry{}, fmt.Errorf("reading forge message %s: %w", m.Key, err)
+	}
+	state := m.State
+	if state == OutboxDone {
+		state = "sent"
+	}
+	return GithubOutboxEntry{Host: b.Host, Key: b.Key, Kind: b.Kind, Owner: b.Owner, Repo: b.Repo, Target: b.Target,
+		InstallationID: b.InstallationID, Body: []byte(b.Body), Seq: m.Seq, State: state, Attempts: m.Attempts,
+		LastError: m.LastError, Created: m.Created}, nil
 }
 
 // QueueGithubOutbox implements GithubStore.
-func (db *DB) QueueGithubOutbox(ctx context.Context, entries []GithubOutboxEntry) error {
-	return db.tx(ctx, func(tx *txn) error { return tx.queueOutbox(ctx, entries, time.Time{}) })
+func (db *DB) QueueGithubOutbox(ctx context.Context, entries []GithubOutboxEntry, now time.Time) error {
+	return db.tx(ctx, func(tx *txn) error { return tx.queueOutbox(entries, now) })
 }
 
-func (t *txn) queueOutbox(ctx context.Context, entries []GithubOutboxEntry, now time.Time) error {
-	for _, e := range entries {
-		at := e.NextAttempt
-		if at.IsZero() {
-			at = now
-		}
-		onConflict := "DO NOTHING"
-		if e.Replace {
-			onConflict = `DO UPDATE SET body = excluded.body, seq = github_outbox.seq + 1, state = 'pending', attempts = 0,
-				next_attempt = excluded.next_attempt, installation_id = excluded.installation_id, last_error = ''`
-		}
-		_, err := t.exec(ctx, `INSERT INTO github_outbox (host, outbox_key, kind, owner, repo, target, installation_id, body, seq, state,
-			attempts, next_attempt, claimed_until, last_error, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, 'pending', 0, ?, 0, '', ?)
-			ON CONFLICT (host, outbox_key) `+onConflict,
-			e.Host, e.Key, e.Kind, e.Owner, e.Repo, e.Target, e.InstallationID, string(e.Body), ms(at), ms(at))
+// queueOutbox queues forge messages in the outbox, in this transaction.
+func (t *txn) queueOutbox(entries []GithubOutboxEntry, now time.Time) error {
+	msgs := make([]OutboxMessage, 0, len(entries))
+	for i := range entries {
+		m, err := entries[i].message(now)
 		if err != nil {
-			return fmt.Errorf("queueing %s %s for %s: %w", e.Kind, e.Key, e.Host, err)
+			return err
 		}
+		msgs = append(msgs, m)
 	}
+	t.enqueue(msgs, now)
 	return nil
-}
-
-// ClaimGithubOutbox implements GithubStore.
-func (db *DB) ClaimGithubOutbox(ctx context.Context, now, leaseUntil time.Time, limit int) ([]GithubOutboxEntry, error) {
-	const due = "state = 'pending' AND next_attempt <= ? AND claimed_until <= ?"
-	var one int
-	err := db.queryRow(ctx, "SELECT 1 FROM github_outbox WHERE "+due+" LIMIT 1", ms(now), ms(now)).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("looking for due forge messages: %w", err)
-	}
-	var out []GithubOutboxEntry
-	err = db.tx(ctx, func(tx *txn) error {
-		out = out[:0]
-		err := tx.queryEach(ctx, "SELECT "+githubOutboxColumns+" FROM github_outbox WHERE "+due+" ORDER BY next_attempt, id LIMIT ?"+db.dialect.LockSkip,
-			[]any{ms(now), ms(now), limit}, func(rows Rows) error {
-				for rows.Next() {
-					e, err := scanGithubOutbox(rows)
-					if err != nil {
-						return err
-					}
-					out = append(out, e)
-				}
-				return rows.Err()
-			})
-		if err != nil {
-			return fmt.Errorf("claiming forge messages: %w", err)
-		}
-		for _, e := range out {
-			if _, err := tx.exec(ctx, "UPDATE github_outbox SET claimed_until = ?, attempts = attempts + 1 WHERE id = ?", ms(leaseUntil), e.ID); err != nil {
-				return fmt.Errorf("claiming forge message %d: %w", e.ID, err)
-			}
-		}
-		return nil
-	})
-	return out, err
-}
-
-// FinishGithubOutbox implements GithubStore.
-func (db *DB) FinishGithubOutbox(ctx context.Context, p FinishGithubOutboxParams) error {
-	return db.tx(ctx, func(tx *txn) error {
-		var err error
-		switch {
-		case p.Sent:
-			_, err = tx.exec(ctx, "UPDATE github_outbox SET state = CASE WHEN seq = ? THEN 'sent' ELSE state END, claimed_until = 0, last_error = '' WHERE id = ?", p.Seq, p.ID)
-		case p.Next.IsZero():
-			_, err = tx.exec(ctx, "UPDATE github_outbox SET state = CASE WHEN seq = ? THEN 'failed' ELSE state END, claimed_until = 0, last_error = ? WHERE id = ?", p.Seq, reportText(p.Error), p.ID)
-		default:
-			_, err = tx.exec(ctx, "UPDATE github_outbox SET next_attempt = CASE WHEN seq = ? THEN ? ELSE next_attempt END, claimed_until = 0, last_error = ? WHERE id = ?",
-				p.Seq, ms(p.Next), reportText(p.Error), p.ID)
-		}
-		if err != nil {
-			return fmt.Errorf("recording forge message %d: %w", p.ID, err)
-		}
-		return nil
-	})
 }
 
 // GetGithubOutbox implements GithubStore.
 func (db *DB) GetGithubOutbox(ctx context.Context, host, key string) (*GithubOutboxEntry, error) {
-	e, err := scanGithubOutbox(db.queryRow(ctx, "SELECT "+githubOutboxColumns+" FROM github_outbox WHERE host = ? AND outbox_key = ?", host, key))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
+	m, err := db.getOutbox(ctx, GithubService, GithubSend, githubSendKey(host, key))
 	if err != nil {
-		return nil, fmt.Errorf("loading forge message %s: %w", key, err)
+		return nil, err
 	}
-	return &e, nil
+	e, err := GithubOutboxEntryOf(m)
+	return &e, err
 }

@@ -93,7 +93,7 @@ func (db *DB) AdvanceGithubCheck(ctx context.Context, c GithubCheck, now time.Ti
 		if !moved || entry == nil {
 			return nil
 		}
-		return tx.queueOutbox(ctx, []GithubOutboxEntry{*entry}, now)
+		return tx.queueOutbox([]GithubOutboxEntry{*entry}, now)
 	})
 	return moved, err
 }

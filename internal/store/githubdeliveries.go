@@ -10,20 +10,27 @@ import (
 	"time"
 )
 
-const githubDeliveryColumns = "host, delivery_id, forge, event, body, received, state, attempts, next_attempt, claimed_until, outcome, error, digest, replay_of"
+const githubDeliveryColumns = "host, delivery_id, forge, event, body, received, state, attempts, outcome, error, digest, replay_of"
 
 func scanGithubDelivery(row rowScanner) (*GithubDelivery, error) {
 	var (
-		d                       GithubDelivery
-		body                    string
-		received, next, claimed int64
+		d        GithubDelivery
+		body     string
+		received int64
 	)
-	if err := row.Scan(&d.Host, &d.DeliveryID, &d.Forge, &d.Event, &body, &received, &d.State, &d.Attempts, &next, &claimed, &d.Outcome, &d.Error, &d.Digest, &d.ReplayOf); err != nil {
+	if err := row.Scan(&d.Host, &d.DeliveryID, &d.Forge, &d.Event, &body, &received, &d.State, &d.Attempts, &d.Outcome, &d.Error, &d.Digest, &d.ReplayOf); err != nil {
 		return nil, err
 	}
-	d.Body = []byte(body)
-	d.Received, d.NextAttempt, d.ClaimedUntil = fromMS(received), fromMS(next), fromMS(claimed)
+	d.Body, d.Received = []byte(body), fromMS(received)
 	return &d, nil
+}
+
+// deliveryMessage is the outbox message that has a stored delivery
+// processed: its key names the delivery, its body is empty (the
+// delivery's row holds it).
+func deliveryMessage(d *GithubDelivery) OutboxMessage {
+	return OutboxMessage{Service: GithubService, Kind: GithubDeliveryKind, Key: githubSendKey(d.Host, d.DeliveryID),
+		Due: d.Received, Expires: d.Received.Add(GithubRetention)}
 }
 
 // AddGithubDelivery implements GithubStore. A delivery whose digest an
@@ -35,14 +42,15 @@ func (db *DB) AddGithubDelivery(ctx context.Context, d *GithubDelivery) (bool, e
 	added := false
 	err := db.tx(ctx, func(tx *txn) error {
 		added, d.ReplayOf = false, ""
-		res, err := tx.exec(ctx, "INSERT INTO github_deliveries ("+githubDeliveryColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, 0, '', '', ?, '')
+		res, err := tx.exec(ctx, "INSERT INTO github_deliveries ("+githubDeliveryColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, 0, '', '', ?, '')
 			ON CONFLICT DO NOTHING`,
-			d.Host, d.DeliveryID, d.Forge, d.Event, string(d.Body), ms(d.Received), DeliveryPending, ms(d.Received), d.Digest)
+			d.Host, d.DeliveryID, d.Forge, d.Event, string(d.Body), ms(d.Received), DeliveryPending, d.Digest)
 		if err != nil {
 			return fmt.Errorf("storing delivery %s from %s: %w", d.DeliveryID, d.Host, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
 			added = true
+			tx.enqueue([]OutboxMessage{deliveryMessage(d)}, d.Received)
 			return nil
 		}
 		var one int
@@ -57,8 +65,8 @@ func (db *DB) AddGithubDelivery(ctx context.Context, d *GithubDelivery) (bool, e
 		if err := tx.queryRow(ctx, "SELECT delivery_id FROM github_deliveries WHERE host = ? AND digest = ? AND replay_of = ''", d.Host, d.Digest).Scan(&first); err != nil {
 			return fmt.Errorf("finding the delivery %s from %s replays: %w", d.DeliveryID, d.Host, err)
 		}
-		_, err = tx.exec(ctx, "INSERT INTO github_deliveries ("+githubDeliveryColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, 0, ?, '', ?, ?)`,
-			d.Host, d.DeliveryID, d.Forge, d.Event, string(d.Body), ms(d.Received), DeliveryDone, ms(d.Received),
+		_, err = tx.exec(ctx, "INSERT INTO github_deliveries ("+githubDeliveryColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, '', ?, ?)`,
+			d.Host, d.DeliveryID, d.Forge, d.Event, string(d.Body), ms(d.Received), DeliveryDone,
 			"a replay of delivery "+first+" (the same event): nothing done again", d.Digest, first)
 		if err != nil {
 			return fmt.Errorf("storing replay %s from %s: %w", d.DeliveryID, d.Host, err)
@@ -81,48 +89,57 @@ func (db *DB) GetGithubDelivery(ctx context.Context, host, deliveryID string) (*
 	return d, nil
 }
 
-// ClaimGithubDelivery implements GithubStore. A read looks first, so an
-// idle poll writes nothing.
+// ClaimGithubDelivery implements GithubStore: the claim is one of the
+// outbox (kind GithubDeliveryKind), whose idle poll is one read.
 func (db *DB) ClaimGithubDelivery(ctx context.Context, now, leaseUntil time.Time) (*GithubDelivery, error) {
-	const due = "state = 'pending' AND next_attempt <= ? AND claimed_until <= ?"
-	var one int
-	err := db.queryRow(ctx, "SELECT 1 FROM github_deliveries WHERE "+due+" LIMIT 1", ms(now), ms(now)).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("looking for a due delivery: %w", err)
-	}
-	var d *GithubDelivery
-	err = db.tx(ctx, func(tx *txn) error {
-		var err error
-		d, err = scanGithubDelivery(tx.queryRow(ctx, "SELECT "+githubDeliveryColumns+" FROM github_deliveries WHERE "+due+
-			" ORDER BY next_attempt, received LIMIT 1"+db.dialect.LockSkip, ms(now), ms(now)))
-		if errors.Is(err, sql.ErrNoRows) {
-			d = nil
-			return nil
+	for {
+		claimed, err := db.ClaimOutbox(ctx, ClaimOutboxParams{Service: GithubService, Kind: GithubDeliveryKind,
+			Owner: leaseOwner(leaseUntil), Now: now, Lease: leaseUntil.Sub(now), Limit: 1})
+		if err != nil || len(claimed) == 0 {
+			return nil, err
+		}
+		m := &claimed[0]
+		host, id, _ := strings.Cut(m.Key, " ")
+		d, err := db.GetGithubDelivery(ctx, host, id)
+		if errors.Is(err, ErrNotFound) || (err == nil && d.State != DeliveryPending) {
+			// Nothing left to do (a delivery expired or recorded
+			// already): the message is done.
+			if _, err := db.FinishOutbox(ctx, m, OutboxOutcome{Done: true, Now: now}); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if err != nil {
-			return fmt.Errorf("finding a due delivery: %w", err)
+			return nil, err
 		}
-		d.ClaimedUntil = leaseUntil
-		d.Attempts++
-		_, err = tx.exec(ctx, "UPDATE github_deliveries SET claimed_until = ?, attempts = attempts + 1 WHERE host = ? AND delivery_id = ?",
-			ms(leaseUntil), d.Host, d.DeliveryID)
+		err = db.tx(ctx, func(tx *txn) error {
+			_, err := tx.exec(ctx, "UPDATE github_deliveries SET attempts = ? WHERE host = ? AND delivery_id = ?", m.Attempts, host, id)
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("claiming delivery %s: %w", d.DeliveryID, err)
+			return nil, fmt.Errorf("counting the attempts of delivery %s: %w", id, err)
 		}
-		return nil
-	})
-	return d, err
+		d.Attempts, d.ClaimedUntil = m.Attempts, leaseUntil
+		return d, nil
+	}
 }
 
 // FinishGithubDelivery implements GithubStore.
 func (db *DB) FinishGithubDelivery(ctx context.Context, p FinishGithubDeliveryParams) error {
 	return db.tx(ctx, func(tx *txn) error {
-		res, err := tx.exec(ctx, `UPDATE github_deliveries SET state = ?, outcome = ?, error = ?, claimed_until = 0
-			WHERE host = ? AND delivery_id = ? AND claimed_until = ? AND state = 'pending'`,
-			p.State, reportText(p.Outcome), reportText(p.Error), p.Host, p.DeliveryID, ms(p.Lease))
+		m, held, err := tx.heldOutbox(ctx, GithubService, GithubDeliveryKind, githubSendKey(p.Host, p.DeliveryID), leaseOwner(p.Lease))
+		if err == nil && held {
+			held, err = tx.finishOutbox(ctx, m, OutboxOutcome{Done: true, Now: p.Now})
+		}
+		if err != nil {
+			return err
+		}
+		if !held {
+			return ErrLeaseLost
+		}
+		res, err := tx.exec(ctx, `UPDATE github_deliveries SET state = ?, outcome = ?, error = ?, attempts = ?
+			WHERE host = ? AND delivery_id = ? AND state = 'pending'`,
+			p.State, reportText(p.Outcome), reportText(p.Error), m.Attempts, p.Host, p.DeliveryID)
 		if err != nil {
 			return fmt.Errorf("finishing delivery %s: %w", p.DeliveryID, err)
 		}
@@ -138,15 +155,23 @@ func (db *DB) FinishGithubDelivery(ctx context.Context, p FinishGithubDeliveryPa
 			// (the reporter found no build then): it is looked at once.
 			tx.enqueue([]OutboxMessage{groupChanged(b.TaskGroupID, p.Now)}, p.Now)
 		}
-		return tx.queueOutbox(ctx, p.Outbox, p.Now)
+		return tx.queueOutbox(p.Outbox, p.Now)
 	})
 }
 
 // RetryGithubDelivery implements GithubStore.
 func (db *DB) RetryGithubDelivery(ctx context.Context, p RetryGithubDeliveryParams) error {
 	return db.tx(ctx, func(tx *txn) error {
-		_, err := tx.exec(ctx, `UPDATE github_deliveries SET claimed_until = 0, next_attempt = ?, error = ?
-			WHERE host = ? AND delivery_id = ? AND claimed_until = ? AND state = 'pending'`, ms(p.Next), reportText(p.Error), p.Host, p.DeliveryID, ms(p.Lease))
+		m, held, err := tx.heldOutbox(ctx, GithubService, GithubDeliveryKind, githubSendKey(p.Host, p.DeliveryID), leaseOwner(p.Lease))
+		if err != nil || !held {
+			return err
+		}
+		// The outbox's back-off time is the delivery's: the caller's.
+		if _, err := tx.finishOutbox(ctx, m, OutboxOutcome{Next: p.Next, Error: p.Error, Now: p.Next}); err != nil {
+			return err
+		}
+		_, err = tx.exec(ctx, "UPDATE github_deliveries SET error = ? WHERE host = ? AND delivery_id = ? AND state = 'pending'",
+			reportText(p.Error), p.Host, p.DeliveryID)
 		if err != nil {
 			return fmt.Errorf("releasing delivery %s: %w", p.DeliveryID, err)
 		}

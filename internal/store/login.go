@@ -26,8 +26,10 @@ type LoginStore interface {
 	// DeleteLoginSession ends a session (signing out); no error when it is
 	// gone already.
 	DeleteLoginSession(ctx context.Context, idHash string) error
-	// ExpireLogin deletes expired sign-ins and sessions and says how many.
+	// ExpireLogin deletes expired sign-ins, sessions and third-party
+	// codes and tokens (LoginOAuthStore) and says how many.
 	ExpireLogin(ctx context.Context, now time.Time) (int, error)
+	LoginOAuthStore
 }
 
 // LoginAttempt is a sign-in sent to a provider, waiting for the person to
@@ -151,12 +153,14 @@ func (db *DB) DeleteLoginSession(ctx context.Context, idHash string) error {
 
 // ExpireLogin implements LoginStore.
 func (db *DB) ExpireLogin(ctx context.Context, now time.Time) (int, error) {
-	var attempts, sessions int
+	var attempts, sessions, codes, tokens int
 	err := db.expireRows(ctx, "login", func() []expireStep {
 		return []expireStep{
 			{&attempts, "DELETE FROM login_attempts WHERE expires < ?", []any{ms(now)}},
 			{&sessions, "DELETE FROM login_sessions WHERE expires < ?", []any{ms(now)}},
+			{&codes, "DELETE FROM login_oauth_codes WHERE expires < ?", []any{ms(now)}},
+			{&tokens, "DELETE FROM login_oauth_tokens WHERE expires < ?", []any{ms(now)}},
 		}
 	})
-	return attempts + sessions, err
+	return attempts + sessions + codes + tokens, err
 }

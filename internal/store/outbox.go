@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -35,15 +36,23 @@ type OutboxStore interface {
 
 // OutboxMessage is one message of the outbox: (Service, Kind, Key) names
 // it. Seq counts the times it was queued; Attempts its claims; Owner the
-// holder of its lease (set by a claim).
+// holder of its lease (set by a claim); State one of the Outbox states
+// (set by a read).
 type OutboxMessage struct {
 	Service, Kind, Key string
 	Body               []byte
 	Seq                int64
 	Attempts           int
 	Owner              string
+	State              string
 	LastError          string
 	Created, Expires   time.Time
+	// Due is when a queued message is first due (zero: at once).
+	Due time.Time
+	// Once says queueing the message again changes nothing, even after
+	// it was done: a forge comment is posted once, however often the
+	// event that asks for it is processed.
+	Once bool
 }
 
 // ClaimOutboxParams describes ClaimOutbox.
@@ -72,21 +81,69 @@ const (
 	OutboxFailed  = "failed"
 )
 
-// enqueue queues messages in this transaction, due at once. A message
-// already waiting keeps its place (a leased one its lease) and takes the
-// newer body; one done or given up is due again.
+// enqueue queues messages in this transaction, due at once (or at their
+// Due). A message already waiting keeps its place (a leased one its
+// lease) and takes the newer body; one done or given up is due again;
+// one queued Once stays as it is.
 func (t *txn) enqueue(msgs []OutboxMessage, now time.Time) {
 	for _, m := range msgs {
-		t.send(Statement{Query: `INSERT INTO outbox (service, kind, msg_key, body, seq, state, attempts, next_attempt, lease_owner,
-			last_error, created, updated, expires) VALUES (?, ?, ?, ?, 1, 'pending', 0, ?, '', '', ?, ?, ?)
-			ON CONFLICT (service, kind, msg_key) DO UPDATE SET body = excluded.body, seq = outbox.seq + 1, updated = excluded.updated,
+		due := m.Due
+		if due.IsZero() {
+			due = now
+		}
+		conflict := `DO UPDATE SET body = excluded.body, seq = outbox.seq + 1, updated = excluded.updated,
 				expires = CASE WHEN excluded.expires > outbox.expires THEN excluded.expires ELSE outbox.expires END,
 				next_attempt = CASE WHEN outbox.state = 'pending' AND outbox.lease_owner <> '' THEN outbox.next_attempt ELSE excluded.next_attempt END,
 				attempts = CASE WHEN outbox.state = 'pending' THEN outbox.attempts ELSE 0 END,
-				state = 'pending'`,
-			Args: []any{m.Service, m.Kind, m.Key, string(m.Body), ms(now), ms(now), ms(now), ms(m.Expires)},
+				state = 'pending'`
+		if m.Once {
+			conflict = "DO NOTHING"
+		}
+		t.send(Statement{Query: `INSERT INTO outbox (service, kind, msg_key, body, seq, state, attempts, next_attempt, lease_owner,
+			last_error, created, updated, expires) VALUES (?, ?, ?, ?, 1, 'pending', 0, ?, '', '', ?, ?, ?)
+			ON CONFLICT (service, kind, msg_key) ` + conflict,
+			Args: []any{m.Service, m.Kind, m.Key, string(m.Body), ms(due), ms(now), ms(now), ms(m.Expires)},
 			What: fmt.Sprintf("queueing %s %s %s", m.Service, m.Kind, m.Key)})
 	}
+}
+
+// leaseOwner names a claim by its lease's end, for the services whose
+// handle on a claim is its lease (a delivery's, a hook's): a message is
+// claimed again only once the lease before ran out, so no two claims of
+// one message end at the same time.
+func leaseOwner(lease time.Time) string { return "lease-" + strconv.FormatInt(ms(lease), 10) }
+
+// heldOutbox is a message as the claim of owner holds it, to finish in
+// this transaction; false if that claim no longer holds it.
+func (t *txn) heldOutbox(ctx context.Context, service, kind, key, owner string) (*OutboxMessage, bool, error) {
+	m := OutboxMessage{Service: service, Kind: kind, Key: key, Owner: owner, State: OutboxPending}
+	err := t.queryRow(ctx, `SELECT seq, attempts FROM outbox WHERE service = ? AND kind = ? AND msg_key = ? AND state = 'pending'
+		AND lease_owner = ?`+t.db.dialect.LockRow, service, kind, key, owner).Scan(&m.Seq, &m.Attempts)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("finding the claim of %s %s %s: %w", service, kind, key, err)
+	}
+	return &m, true, nil
+}
+
+// getOutbox reads one message; ErrNotFound if there is none.
+func (db *DB) getOutbox(ctx context.Context, service, kind, key string) (*OutboxMessage, error) {
+	m := OutboxMessage{Service: service, Kind: kind, Key: key}
+	var body string
+	var created, expires int64
+	err := db.queryRow(ctx, `SELECT body, seq, state, attempts, lease_owner, last_error, created, expires FROM outbox
+		WHERE service = ? AND kind = ? AND msg_key = ?`, service, kind, key).
+		Scan(&body, &m.Seq, &m.State, &m.Attempts, &m.Owner, &m.LastError, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading %s %s %s: %w", service, kind, key, err)
+	}
+	m.Body, m.Created, m.Expires = []byte(body), fromMS(created), fromMS(expires)
+	return &m, nil
 }
 
 const outboxDue = "service = ? AND kind = ? AND state = 'pending' AND next_attempt <= ?"
@@ -109,7 +166,7 @@ func (db *DB) ClaimOutbox(ctx context.Context, p ClaimOutboxParams) ([]OutboxMes
 		err := tx.queryEach(ctx, "SELECT msg_key, body, seq, attempts, last_error, created, expires FROM outbox WHERE "+outboxDue+
 			" ORDER BY next_attempt LIMIT ?"+db.dialect.LockSkip, append(due, p.Limit), func(rows Rows) error {
 			for rows.Next() {
-				m := OutboxMessage{Service: p.Service, Kind: p.Kind, Owner: p.Owner}
+				m := OutboxMessage{Service: p.Service, Kind: p.Kind, Owner: p.Owner, State: OutboxPending}
 				var body string
 				var created, expires int64
 				if err := rows.Scan(&m.Key, &body, &m.Seq, &m.Attempts, &m.LastError, &created, &expires); err != nil {
@@ -160,6 +217,19 @@ func (db *DB) RenewOutbox(ctx context.Context, claimed []OutboxMessage, until ti
 
 // FinishOutbox implements OutboxStore.
 func (db *DB) FinishOutbox(ctx context.Context, m *OutboxMessage, o OutboxOutcome) (bool, error) {
+	done := false
+	err := db.tx(ctx, func(tx *txn) error {
+		var err error
+		done, err = tx.finishOutbox(ctx, m, o)
+		return err
+	})
+	return done, err
+}
+
+// finishOutbox is FinishOutbox in this transaction, for a service that
+// records what the work did in the same transaction, only while the
+// claim is its own.
+func (t *txn) finishOutbox(ctx context.Context, m *OutboxMessage, o OutboxOutcome) (bool, error) {
 	state, next := OutboxDone, o.Now
 	switch {
 	case o.Done:
@@ -168,23 +238,18 @@ func (db *DB) FinishOutbox(ctx context.Context, m *OutboxMessage, o OutboxOutcom
 	default:
 		state, next = OutboxPending, o.Next
 	}
-	done := false
-	err := db.tx(ctx, func(tx *txn) error {
-		// A newer version (seq moved on) is due at once, whatever became
-		// of this one.
-		res, err := tx.exec(ctx, `UPDATE outbox SET state = CASE WHEN seq = ? THEN ? ELSE 'pending' END,
+	// A newer version (seq moved on) is due at once, whatever became of
+	// this one.
+	res, err := t.exec(ctx, `UPDATE outbox SET state = CASE WHEN seq = ? THEN ? ELSE 'pending' END,
 			next_attempt = CASE WHEN seq = ? THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END, attempts = CASE WHEN seq = ? THEN attempts ELSE 0 END,
 			lease_owner = '', last_error = ?, updated = ?
 			WHERE service = ? AND kind = ? AND msg_key = ? AND state = 'pending' AND lease_owner = ? AND attempts = ?`,
-			m.Seq, state, m.Seq, ms(next), ms(o.Now), m.Seq, truncateText(o.Error, 1000), ms(o.Now),
-			m.Service, m.Kind, m.Key, m.Owner, m.Attempts)
-		if err != nil {
-			return fmt.Errorf("recording %s %s %s: %w", m.Service, m.Kind, m.Key, err)
-		}
-		done = res.affected == 1
-		return nil
-	})
-	return done, err
+		m.Seq, state, m.Seq, ms(next), ms(o.Now), m.Seq, truncateText(o.Error, 1000), ms(o.Now),
+		m.Service, m.Kind, m.Key, m.Owner, m.Attempts)
+	if err != nil {
+		return false, fmt.Errorf("recording %s %s %s: %w", m.Service, m.Kind, m.Key, err)
+	}
+	return res.affected == 1, nil
 }
 
 // expireOutbox is the step of a service's expiry that deletes its

@@ -15,6 +15,9 @@ import { CliSignInPage } from './pages/clisignin';
 import { DeliveryPage, GithubPage } from './pages/github';
 import { AuditPage } from './pages/audit';
 import { PoolsPage } from './pages/pools';
+import { ProfilePage } from './pages/profile';
+import { ThirdPartyPage } from './pages/thirdparty';
+import { startSignOn } from './login';
 
 const SLUGID = /^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$/;
 const TASK_QUEUE_ID = /^[a-zA-Z0-9_-]{1,38}\/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$/;
@@ -71,6 +74,10 @@ function Page({ hash }: { hash: string }) {
       return <AuditPage key={hash} kind={rest[0]} id={rest[1]} />;
     case 'delivery':
       return <DeliveryPage key={hash} host={rest[0]} deliveryId={rest[1]} />;
+    case 'profile':
+      return <ProfilePage />;
+    case 'third-party':
+      return <ThirdPartyPage key={hash} query={query} />;
     case 'auth':
       if (rest[0] === 'clients' && rest[1] === 'create') return <CliSignInPage query={query} />;
       break;
@@ -124,3 +131,4 @@ function App() {
 }
 
 render(<App />, document.getElementById('app')!);
+void startSignOn();

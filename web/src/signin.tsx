@@ -8,6 +8,7 @@ import { ErrorBox, errorText } from './components';
 import { needsSignIn } from './access';
 import { prepareCredentials, session } from './session';
 import type { Credentials } from './hawk';
+import { loadProviders, onEnded, person, signInHref, signOut, type Provider } from './login';
 
 export function useSession(): Credentials | null {
   const [c, setC] = useState(session.credentials());
@@ -18,18 +19,42 @@ export function useSession(): Credentials | null {
 export function SignIn() {
   const creds = useSession();
   const [open, setOpen] = useState(false);
+  const [notice, setNotice] = useState('');
+  useEffect(() => onEnded(setNotice), []);
   if (creds) {
+    const who = person();
     return (
       <div class="session">
-        <span class="who" title="signed in">{creds.clientId}</span>
-        <button class="secondary" onClick={() => session.set(null)}>Sign out</button>
+        <a class="who" id="signed-in-as" href="#/profile" title="your profile">{who?.identity ?? creds.clientId}</a>
+        <button class="secondary" id="sign-out" onClick={() => void signOut()}>Sign out</button>
       </div>
     );
   }
   return (
     <div class="session">
-      <button onClick={() => setOpen(!open)} id="sign-in">Sign in</button>
-      {open && <SignInForm onDone={() => setOpen(false)} />}
+      {notice && <span class="notice small" role="status" id="sign-in-ended">{notice}</span>}
+      <button onClick={() => { setOpen(!open); setNotice(''); }} id="sign-in">Sign in</button>
+      {open && <div class="signin-menu"><ProviderButtons /><SignInForm onDone={() => setOpen(false)} /></div>}
+    </div>
+  );
+}
+
+/**
+ * ProviderButtons offers a "Sign in with <provider>" button per provider
+ * the deployment has (none without); the person comes back to returnTo.
+ */
+export function ProviderButtons({ returnTo }: { returnTo?: string }) {
+  const [list, setList] = useState<Provider[]>([]);
+  useEffect(() => {
+    void loadProviders().then(setList);
+  }, []);
+  if (list.length === 0) return null;
+  return (
+    <div class="providers">
+      {list.map((p) => (
+        <a key={p.name} class="button provider" id={`sign-in-with-${p.name}`} href={signInHref(p, returnTo)}>Sign in with {p.displayName}</a>
+      ))}
+      <p class="small muted">or with a client's credentials:</p>
     </div>
   );
 }
@@ -118,6 +143,7 @@ export function AccessError({ error, what }: { error: unknown; what: string }) {
     return (
       <div class="notice signin-needed" role="alert">
         <p>Sign in to see {what}: anonymous visitors may not.</p>
+        <ProviderButtons />
         <SignInForm label="Sign in" />
       </div>
     );

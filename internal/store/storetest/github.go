@@ -200,47 +200,71 @@ func groupIDs(bs []store.GithubBuild) []string {
 	return out
 }
 
+// claimSends claims the forge's due messages at now, read as entries.
+func (e *env) claimSends(now time.Time) ([]store.OutboxMessage, []store.GithubOutboxEntry) {
+	e.t.Helper()
+	msgs, err := e.s.ClaimOutbox(e.ctx, store.ClaimOutboxParams{Service: store.GithubService, Kind: store.GithubSend,
+		Owner: "sender", Now: now, Lease: time.Minute, Limit: 10})
+	require.NoError(e.t, err)
+	var entries []store.GithubOutboxEntry
+	for i := range msgs {
+		entry, err := store.GithubOutboxEntryOf(&msgs[i])
+		require.NoError(e.t, err)
+		entries = append(entries, entry)
+	}
+	return msgs, entries
+}
+
+// finishSend records the outcome of a claimed forge message at now.
+func (e *env) finishSend(m *store.OutboxMessage, o store.OutboxOutcome) {
+	e.t.Helper()
+	ok, err := e.s.FinishOutbox(e.ctx, m, o)
+	require.NoError(e.t, err)
+	require.True(e.t, ok)
+}
+
+// testGithubOutbox: the forge's statuses and comments are messages of
+// the outbox (kind GithubSend): an exact duplicate comment is queued
+// once, even after it was sent; a status queued again replaces its body,
+// and a newer body queued while the older is being sent is sent next.
 func testGithubOutbox(t *testing.T, open Opener) {
 	e := setup(t, open)
 	comment := store.GithubOutboxEntry{Host: "h", Key: "comment:x", Kind: "comment", Owner: "o", Repo: "r", Target: "3", Body: []byte(`{"body":"hi"}`), NextAttempt: Epoch}
 	status := store.GithubOutboxEntry{Host: "h", Key: "status:g", Kind: "status", Replace: true, Owner: "o", Repo: "r", Target: "sha",
 		Body: []byte(`{"state":"pending"}`), NextAttempt: Epoch.Add(time.Second)}
-	require.NoError(t, e.s.QueueGithubOutbox(e.ctx, []store.GithubOutboxEntry{comment, status}))
+	require.NoError(t, e.s.QueueGithubOutbox(e.ctx, []store.GithubOutboxEntry{comment, status}, Epoch))
 	// An exact duplicate comment is not queued again.
-	require.NoError(t, e.s.QueueGithubOutbox(e.ctx, []store.GithubOutboxEntry{comment}))
+	require.NoError(t, e.s.QueueGithubOutbox(e.ctx, []store.GithubOutboxEntry{comment}, Epoch))
 
-	claimed, err := e.s.ClaimGithubOutbox(e.ctx, Epoch.Add(time.Second), Epoch.Add(time.Minute), 10)
-	require.NoError(t, err)
+	msgs, claimed := e.claimSends(Epoch.Add(time.Second))
 	require.Len(t, claimed, 2)
 	require.Equal(t, "comment:x", claimed[0].Key)
-	again, err := e.s.ClaimGithubOutbox(e.ctx, Epoch.Add(time.Second), Epoch.Add(time.Minute), 10)
-	require.NoError(t, err)
+	require.Equal(t, []string{"h", "comment", "o", "r", "3", `{"body":"hi"}`},
+		[]string{claimed[0].Host, claimed[0].Kind, claimed[0].Owner, claimed[0].Repo, claimed[0].Target, string(claimed[0].Body)})
+	_, again := e.claimSends(Epoch.Add(time.Second))
 	require.Empty(t, again, "leased")
 
 	// The comment is sent; the status fails and is retried later, and a
 	// newer state queued meanwhile wins over the claimed one.
-	require.NoError(t, e.s.FinishGithubOutbox(e.ctx, store.FinishGithubOutboxParams{ID: claimed[0].ID, Seq: claimed[0].Seq, Sent: true}))
+	e.finishSend(&msgs[0], store.OutboxOutcome{Done: true, Now: Epoch.Add(time.Second)})
 	newer := status
 	newer.Body, newer.NextAttempt = []byte(`{"state":"success"}`), Epoch.Add(2*time.Second)
-	require.NoError(t, e.s.QueueGithubOutbox(e.ctx, []store.GithubOutboxEntry{newer}))
-	require.NoError(t, e.s.FinishGithubOutbox(e.ctx, store.FinishGithubOutboxParams{ID: claimed[1].ID, Seq: claimed[1].Seq, Sent: true}))
+	require.NoError(t, e.s.QueueGithubOutbox(e.ctx, []store.GithubOutboxEntry{newer}, Epoch.Add(time.Second)))
+	e.finishSend(&msgs[1], store.OutboxOutcome{Done: true, Now: Epoch.Add(time.Second)})
 	got, err := e.s.GetGithubOutbox(e.ctx, "h", "status:g")
 	require.NoError(t, err)
 	require.Equal(t, "pending", got.State, "the newer body is still to send")
 	require.EqualValues(t, 2, got.Seq)
-	claimed, err = e.s.ClaimGithubOutbox(e.ctx, Epoch.Add(2*time.Second), Epoch.Add(time.Minute), 10)
-	require.NoError(t, err)
+	msgs, claimed = e.claimSends(Epoch.Add(2 * time.Second))
 	require.Len(t, claimed, 1)
 	require.Equal(t, `{"state":"success"}`, string(claimed[0].Body))
-	require.NoError(t, e.s.FinishGithubOutbox(e.ctx, store.FinishGithubOutboxParams{ID: claimed[0].ID, Seq: claimed[0].Seq, Sent: false, Next: Epoch.Add(time.Hour), Error: "502"}))
-	none, err := e.s.ClaimGithubOutbox(e.ctx, Epoch.Add(time.Minute), Epoch.Add(2*time.Minute), 10)
-	require.NoError(t, err)
+	e.finishSend(&msgs[0], store.OutboxOutcome{Now: Epoch.Add(2 * time.Second), Next: Epoch.Add(time.Hour), Error: "502"})
+	_, none := e.claimSends(Epoch.Add(time.Minute))
 	require.Empty(t, none, "backing off")
-	claimed, err = e.s.ClaimGithubOutbox(e.ctx, Epoch.Add(time.Hour), Epoch.Add(2*time.Hour), 10)
-	require.NoError(t, err)
+	msgs, claimed = e.claimSends(Epoch.Add(time.Hour))
 	require.Len(t, claimed, 1)
 	require.Equal(t, "502", claimed[0].LastError)
-	require.NoError(t, e.s.FinishGithubOutbox(e.ctx, store.FinishGithubOutboxParams{ID: claimed[0].ID, Seq: claimed[0].Seq, Sent: true}))
+	e.finishSend(&msgs[0], store.OutboxOutcome{Done: true, Now: Epoch.Add(time.Hour)})
 	got, err = e.s.GetGithubOutbox(e.ctx, "h", "status:g")
 	require.NoError(t, err)
 	require.Equal(t, "sent", got.State)
@@ -248,6 +272,10 @@ func testGithubOutbox(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.Equal(t, "sent", c.State)
 	require.EqualValues(t, 1, c.Seq)
+	// A sent comment queued again is not sent again.
+	require.NoError(t, e.s.QueueGithubOutbox(e.ctx, []store.GithubOutboxEntry{comment}, Epoch.Add(time.Hour)))
+	_, none = e.claimSends(Epoch.Add(2 * time.Hour))
+	require.Empty(t, none, "the comment was posted once")
 }
 
 // testGithubExpiry: processed deliveries and sent messages go after

@@ -164,6 +164,7 @@ func Run(t *testing.T, open Opener) {
 		{"Hooks", testHooks},
 		{"LoginAttempts", testLoginAttempts},
 		{"LoginSessions", testLoginSessions},
+		{"LoginOAuth", testLoginOAuth},
 		{"LoginIdentities", testLoginIdentities},
 		{"HookSchedule", testHookSchedule},
 		{"HookClaimRace", testHookClaimRace},
@@ -191,6 +192,7 @@ func Run(t *testing.T, open Opener) {
 		{"NotifyClaims", testNotifyClaims},
 		{"RequestUnderLease", testRequestUnderLease},
 		{"TextNUL", testTextNUL},
+		{"Endpoints", testEndpoints},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

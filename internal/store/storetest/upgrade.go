@@ -43,6 +43,18 @@ func RunUpgrade(t *testing.T, before Upgrader) {
 		t.Parallel()
 		testUpgradeNotifyDedupDenylist(t, before)
 	})
+	t.Run("GithubOutbox", func(t *testing.T) {
+		t.Parallel()
+		testUpgradeGithubOutbox(t, before)
+	})
+	t.Run("GithubDeliveries", func(t *testing.T) {
+		t.Parallel()
+		testUpgradeGithubDeliveries(t, before)
+	})
+	t.Run("Hooks", func(t *testing.T) {
+		t.Parallel()
+		testUpgradeHooks(t, before)
+	})
 }
 
 // testUpgradeNotifyDedupDenylist: migration 020 keys the denylist by the
