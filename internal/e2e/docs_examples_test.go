@@ -24,7 +24,6 @@ var blocksNotYetRun = map[string]string{
 	"docs/console.md:npm ci --prefix web          # once":                         "npm ci replaces web/node_modules and the build rewrites internal/ui/static in the tree that other packages test and embed at the same time: .ci/run runs these steps itself, before go test",
 	"docs/history.md:export TASKCLUSTER_ROOT_URL=https://hopper.example.com":      "taskcluster signin opens a browser",
 	"docs/production.md:systemctl daemon-reload && systemctl enable --now hopper": "starts the unit: needs a machine booted with systemd (PID 1); TestProductionSystemdInstall runs the install block and systemd-analyze verify",
-	"docs/worker-pools.md:providerId: docker":                                     "TestDockerPoolScales runs a docker pool of its own (a private dockerd)",
 }
 
 // TestEveryDocExampleIsRun holds README.md and docs/*.md to their promise:
