@@ -37,6 +37,9 @@ type signinFixture struct {
 	AuthorizeURL string `json:"authorizeUrl,omitempty"`
 	SiteClientID string `json:"siteClientId,omitempty"`
 	SiteSays     string `json:"siteSays,omitempty"`
+	// WaitForExpiry has the browser wait, signed in, until the sign-in
+	// expires.
+	WaitForExpiry bool `json:"waitForExpiry,omitempty"`
 }
 
 // signinBrowser returns the system Chromium and the web directory with
@@ -226,4 +229,29 @@ func TestSignInThroughGiteaInBrowser(t *testing.T) {
 		Identity: fmt.Sprintf("gitea/%d|carol", carol.ID), Scopes: []string{fmt.Sprintf("assume:login-identity:gitea/%d|carol", carol.ID)},
 		NotScopes: []string{"secrets:get:acme/*", "queue:create-task:lowest:acme/*"}})
 	require.NotContains(t, srv.Logs(), app.ClientSecret)
+}
+
+// TestSignInExpiresInBrowser: when a person's sign-in ends (here after
+// 40 seconds), the console says so and forgets their credentials, instead
+// of failing its calls with them.
+func TestSignInExpiresInBrowser(t *testing.T) {
+	t.Parallel()
+	chromium, webDir := signinBrowser(t)
+	listen := e2e.FreePort(t)
+	rootURL := "http://" + listen
+	issuer := startOIDC(t, strconv.Itoa(freeLoopbackPort(t)), rootURL, map[string][]string{"dan": {"builders"}}, 10*time.Minute).issuer
+	var cfg map[string]any
+	require.NoError(t, json.Unmarshal([]byte(e2e.DocExample(t, "login-registered-client").Replace(t,
+		"https://sso.example.com/realms/corp", issuer)), &cfg))
+	cfg["sessionLifetime"] = "40s"
+	data, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	config := filepath.Join(t.TempDir(), "login.json")
+	require.NoError(t, os.WriteFile(config, data, 0o600))
+	srv := e2e.StartServer(t, e2e.ServerOptions{Listen: listen, Env: []string{"HOPPER_LOGIN_CONFIG=" + config,
+		"HOPPER_CORP_CLIENT_SECRET=corp-client-secret"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	runSigninBrowser(ctx, t, chromium, webDir, signinFixture{RootURL: srv.RootURL, Provider: "corp", User: "dan", Password: "any",
+		Identity: "corp/dan|dan", WaitForExpiry: true})
 }

@@ -135,6 +135,16 @@ func (s *Server) cliConsent(c *api.Call) (any, error) {
 		return nil, err
 	}
 	if sess == nil {
+		// A provider that cannot be reached is told to the command at once
+		// (RFC 6749's temporarily_unavailable), rather than left waiting
+		// while the browser shows the error.
+		if r.p.Kind != login.KindGitHub {
+			if _, err := s.discover(c.Context(), r.p); err != nil {
+				s.d.Logger.Warn("login: the provider cannot be reached", "provider", r.p.Name, "error", err)
+				return redirect(r.redirect + "?" + url.Values{"error": {"temporarily_unavailable"}, "state": {r.state},
+					"error_description": {r.p.DisplayName + " cannot be reached"}}.Encode()), nil
+			}
+		}
 		return redirect(BasePath + "/" + r.p.Name + "?" + url.Values{"returnTo": {c.R.URL.Path + "?" + r.query()}}.Encode()), nil
 	}
 	var b bytes.Buffer

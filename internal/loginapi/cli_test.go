@@ -201,3 +201,19 @@ func BenchmarkCommandSignIn(b *testing.B) {
 		}
 	}
 }
+
+// TestCommandSignInProviderDown: a provider that cannot be reached is
+// told to the command's redirect at once, with its state.
+func TestCommandSignInProviderDown(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	b.p.srv.Close()
+	f := newCLIFlow()
+	status, h, _ := do(t, http.DefaultClient, http.MethodGet, b.s.URL+"/login/corp/cli?"+f.query(), nil)
+	require.Equal(t, http.StatusFound, status)
+	to, err := url.Parse(h.Get("Location"))
+	require.NoError(t, err)
+	require.Equal(t, f.redirect, to.Scheme+"://"+to.Host+to.Path)
+	require.Equal(t, "temporarily_unavailable", to.Query().Get("error"))
+	require.Equal(t, f.state, to.Query().Get("state"))
+}

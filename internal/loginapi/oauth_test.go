@@ -51,7 +51,7 @@ func (b *bundle) site(clientID, callback string, scopes ...string) *oauth2.Confi
 }
 
 // visit has the browser c open to, stopping at the console or the site.
-func visit(t *testing.T, c *http.Client, to string) (int, string, string) {
+func visit(t testing.TB, c *http.Client, to string) (int, string, string) {
 	t.Helper()
 	stop := *c
 	stop.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -64,7 +64,7 @@ func visit(t *testing.T, c *http.Client, to string) (int, string, string) {
 
 // consent is the console's consent page's request: the fragment's query,
 // answered with allow.
-func (b *bundle) consent(t *testing.T, c *http.Client, location string, allow bool, origin string) (int, string) {
+func (b *bundle) consent(t testing.TB, c *http.Client, location string, allow bool, origin string) (int, string) {
 	t.Helper()
 	frag, ok := strings.CutPrefix(location, "/ui/#/third-party?")
 	require.True(t, ok, location)
@@ -88,7 +88,7 @@ func (b *bundle) consent(t *testing.T, c *http.Client, location string, allow bo
 	return resp.StatusCode, got.RedirectTo
 }
 
-func siteCredentials(t *testing.T, rootURL, bearer string) (int, []byte) {
+func siteCredentials(t testing.TB, rootURL, bearer string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, rootURL+"/login/oauth/credentials", nil)
 	req.Header.Set("Authorization", "Bearer "+bearer)
@@ -239,4 +239,66 @@ func TestThirdPartyRefusals(t *testing.T) {
 		_, location, _ = visit(t, c, narrower.AuthCodeURL("st"))
 		require.True(t, strings.HasPrefix(location, "/ui/#/third-party?"), "other scopes than registered need consent: %s", location)
 	})
+}
+
+// TestTokenRefusals: the token endpoint refuses, with RFC 6749's error
+// codes, a code traded by another website or for another callback, an
+// unknown website, another grant type and a body that is not a form; a
+// refused exchange uses the code up.
+func TestTokenRefusals(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	_, _, c := b.signIn(t)
+	site := b.site("treeherder", siteCallback, "queue:rerun-task:*")
+	code := func() string {
+		_, location, _ := visit(t, c, site.AuthCodeURL("st"))
+		_, to := b.consent(t, c, location, true, b.s.URL)
+		back, err := url.Parse(to)
+		require.NoError(t, err)
+		return back.Query().Get("code")
+	}
+	post := func(contentType, body string) (int, string) {
+		resp, err := http.Post(b.s.URL+"/login/oauth/token", contentType, strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	form := func(v url.Values) (int, string) { return post("application/x-www-form-urlencoded", v.Encode()) }
+	tests := []struct {
+		name   string
+		send   func(code string) (int, string)
+		status int
+		says   string
+	}{
+		{"another website", func(code string) (int, string) {
+			return form(url.Values{"grant_type": {"authorization_code"}, "code": {code}, "client_id": {"tools"}, "redirect_uri": {siteCallback}})
+		}, http.StatusBadRequest, "invalid_grant"},
+		{"another callback", func(code string) (int, string) {
+			return form(url.Values{"grant_type": {"authorization_code"}, "code": {code}, "client_id": {"treeherder"}, "redirect_uri": {siteCallback + "x"}})
+		}, http.StatusBadRequest, "invalid_grant"},
+		{"unknown website", func(code string) (int, string) {
+			return form(url.Values{"grant_type": {"authorization_code"}, "code": {code}, "client_id": {"nobody"}, "redirect_uri": {siteCallback}})
+		}, http.StatusUnauthorized, "invalid_client"},
+		{"another grant type", func(code string) (int, string) {
+			return form(url.Values{"grant_type": {"password"}, "code": {code}, "client_id": {"treeherder"}})
+		}, http.StatusBadRequest, "unsupported_grant_type"},
+		{"a JSON body", func(code string) (int, string) {
+			return post("application/json", `{"grant_type": "authorization_code", "code": "`+code+`"}`)
+		}, http.StatusBadRequest, "invalid_request"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := tc.send(code())
+			require.Equal(t, tc.status, status, body)
+			require.Contains(t, body, `"error":"`+tc.says+`"`)
+			require.NotContains(t, body, "access_token")
+		})
+	}
+	// A code refused for another callback cannot be traded afterwards.
+	c1 := code()
+	status, _ := form(url.Values{"grant_type": {"authorization_code"}, "code": {c1}, "client_id": {"treeherder"}, "redirect_uri": {siteCallback + "x"}})
+	require.Equal(t, http.StatusBadRequest, status)
+	_, err := site.Exchange(t.Context(), c1)
+	require.ErrorContains(t, err, "invalid_grant")
 }

@@ -69,6 +69,17 @@ try {
     await page.waitForFunction((id) => document.querySelector('#signed-in-as')?.textContent.includes(id), { timeout: T }, fx.identity);
     if (!page.url().endsWith('#/tasks')) throw new Error(`back at ${page.url()}`);
   });
+  if (fx.waitForExpiry) {
+    await check('the sign-in expires: the console says so and holds no credentials', async () => {
+      await page.waitForSelector('#sign-in-ended', { timeout: 180000 });
+      if (await page.$('#signed-in-as')) throw new Error('still shown as signed in');
+      const held = await page.evaluate(() => sessionStorage.getItem('hopper.credentials'));
+      if (held) throw new Error('credentials still kept');
+    });
+    console.log('PASS all');
+    await browser.close();
+    process.exit(0);
+  }
   await check('the profile shows identity, roles and expanded scopes', async () => {
     await page.click('#signed-in-as');
     await page.waitForSelector('#profile-scopes li', { timeout: T });

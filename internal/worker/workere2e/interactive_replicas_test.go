@@ -17,7 +17,7 @@ const replicaSecret = "HOPPER_SECRET_KEY=00112233445566778899aabbccddeeff0011223
 // startReplicas starts n `hopper serve` replicas sharing a fresh
 // PostgreSQL database, a secret and a root token; extra are further flags
 // of each. It skips without HOPPER_TEST_POSTGRES.
-func startReplicas(t *testing.T, n int, extra ...string) []*env {
+func startReplicas(t testing.TB, n int, extra ...string) []*env {
 	t.Helper()
 	db := e2e.FreshPostgres(t)
 	var tok [33]byte
