@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-ci/hopper/internal/cli"
-	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/server"
 )
 
@@ -24,6 +23,7 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	f := cmd.Flags()
 	f.StringVar(&cfg.Listen, "listen", env("HOPPER_LISTEN", "127.0.0.1:8080"), "address to serve on (HOPPER_LISTEN)")
 	f.StringVar(&cfg.RootURL, "root-url", env("HOPPER_ROOT_URL", ""), "public root URL (default http://<listen>) (HOPPER_ROOT_URL)")
+	f.StringVar(&cfg.ReplicaURL, "replica-url", env("HOPPER_REPLICA_URL", ""), "where the other replicas reach this one directly, for the shells and tunnelled live logs of workers connected here (default http://<listen>, the host name for 0.0.0.0) (HOPPER_REPLICA_URL)")
 	f.StringVar(&cfg.DB, "db", env("HOPPER_DB", ""), "store: sqlite:PATH or a postgres:// URL (default sqlite in --data-dir) (HOPPER_DB)")
 	f.IntVar(&cfg.Store.Batches, "db-batches", envInt("HOPPER_DB_BATCHES", 0), "PostgreSQL: concurrent transactions of combined task updates and creates (0: the default, 1; -1: every call alone) (HOPPER_DB_BATCHES)")
 	f.StringVar(&cfg.DataDir, "data-dir", env("HOPPER_DATA_DIR", defaultDataDir), "directory for the SQLite file, blobs and keys (HOPPER_DATA_DIR)")
@@ -37,8 +37,8 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	// Only tests need a different cadence; keep it out of --help.
 	_ = f.MarkHidden("expire-interval")
 	f.StringVar(&cfg.Kubeconfig, "kubeconfig", env("HOPPER_KUBECONFIG", ""), "kubeconfig of the cluster the kubernetes provider runs worker Pods in (default: the cluster hopper runs in, through its service account) (HOPPER_KUBECONFIG)")
-	f.DurationVar(&cfg.ProvisionInterval, "provision-interval", envDuration("HOPPER_PROVISION_INTERVAL", maintenance.DefaultProvisionTick), "how often dynamic worker pools are provisioned (also at once when a task becomes pending) (HOPPER_PROVISION_INTERVAL)")
-	f.DurationVar(&cfg.ScanInterval, "worker-scan-interval", envDuration("HOPPER_WORKER_SCAN_INTERVAL", maintenance.DefaultScanTick), "how often every pool worker is checked against what runs it (HOPPER_WORKER_SCAN_INTERVAL)")
+	f.DurationVar(&cfg.ProvisionInterval, "provision-interval", envDuration("HOPPER_PROVISION_INTERVAL", server.DefaultProvisionInterval), "how often dynamic worker pools are provisioned (also at once when a task becomes pending) (HOPPER_PROVISION_INTERVAL)")
+	f.DurationVar(&cfg.ScanInterval, "worker-scan-interval", envDuration("HOPPER_WORKER_SCAN_INTERVAL", server.DefaultScanInterval), "how often every pool worker is checked against what runs it (HOPPER_WORKER_SCAN_INTERVAL)")
 	f.StringVar(logLevel, "log-level", env("HOPPER_LOG_LEVEL", defaultLogLevel), "debug, info, warn or error; debug adds one line per API request (HOPPER_LOG_LEVEL)")
 	f.StringVar(&cfg.TLSCert, "tls-cert", env("HOPPER_TLS_CERT", ""), "serve HTTPS with this PEM certificate chain (with --tls-key; default: plain HTTP, for a TLS proxy in front) (HOPPER_TLS_CERT)")
 	f.StringVar(&cfg.TLSKey, "tls-key", env("HOPPER_TLS_KEY", ""), "the PEM private key of --tls-cert (HOPPER_TLS_KEY)")

@@ -49,6 +49,13 @@ func authCLIClient() (*tcclient.Client, error) {
 	return c, nil
 }
 
+// signedIn tells whether the call used the credentials of `hopper login`
+// (then a refusal is about their scopes, not missing credentials).
+func signedIn() bool {
+	stored, _, _ := loadStoredCredentials(os.Getenv, os.Getenv("TASKCLUSTER_ROOT_URL"), time.Now())
+	return stored != nil
+}
+
 // authCLIError turns an API failure into what was being done, the status
 // and code, and the server's explanation (tcclient.ErrorDigest): its first
 // line, then, indented on the lines below, what to fix (the missing
@@ -60,7 +67,7 @@ func authCLIError(doing string, err error) error {
 		return failure(doing, err)
 	}
 	if (apiErr.StatusCode == http.StatusForbidden || apiErr.StatusCode == http.StatusUnauthorized) &&
-		os.Getenv("TASKCLUSTER_CLIENT_ID") == "" && os.Getenv("TASKCLUSTER_ACCESS_TOKEN") == "" {
+		os.Getenv("TASKCLUSTER_CLIENT_ID") == "" && os.Getenv("TASKCLUSTER_ACCESS_TOKEN") == "" && !signedIn() {
 		return withoutCredentials(&ExitError{Msg: doing, Err: err})
 	}
 	summary, details := tcclient.ErrorDigest(apiErr.Message)

@@ -343,6 +343,8 @@ func loopbackHandler(state string, results chan<- callbackResult) http.Handler {
 		switch {
 		case subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(state)) != 1:
 			res.err = &ExitError{Code: ExitFailed, Msg: "signing in: the browser came back with another sign-in's state (a forged or stale redirect); nothing was written"}
+		case q.Get("error") == "temporarily_unavailable":
+			res.err = &ExitError{Code: ExitUnavailable, Msg: oneLine(fmt.Sprintf("signing in: %s; nothing was written", q.Get("error_description")))}
 		case q.Get("error") == "access_denied":
 			res.err = &ExitError{Code: ExitFailed, Msg: "signing in: you denied the command in the browser; nothing was written"}
 		case q.Get("error") != "":

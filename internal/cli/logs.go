@@ -147,13 +147,13 @@ func (s *logStream) live(ctx context.Context, idle time.Duration) (bool, error) 
 	if ref.StorageType != tcclient.StorageReference {
 		// The live log already links to the backing log: the run's
 		// output is complete.
-		if err := s.copyURL(ctx, ref.URL, 0); err != nil {
+		if err := s.copyURL(ctx, ref.URL, 0, false); err != nil {
 			return false, err
 		}
 		s.complete = true
 		return true, nil
 	}
-	if err := s.copyURL(ctx, ref.URL, idle); err != nil {
+	if err := s.copyURL(ctx, ref.URL, idle, true); err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
@@ -184,7 +184,7 @@ func (s *logStream) backing(ctx context.Context) error {
 			lastErr = &ExitError{Code: ExitFailed, Msg: fmt.Sprintf("task %s run %d has no backing log (%s is still a live-log reference)", s.taskID, s.run, name)}
 			continue
 		}
-		if err := s.copyURL(ctx, ref.URL, 0); err != nil {
+		if err := s.copyURL(ctx, ref.URL, 0, false); err != nil {
 			return err
 		}
 		s.complete = true
@@ -196,8 +196,10 @@ func (s *logStream) backing(ctx context.Context) error {
 // snapshotLimit bounds a live-log snapshot to this many idle periods.
 const snapshotLimit = 10
 
-// copyURL downloads rawURL and writes the bytes past s.written to s.out.
-func (s *logStream) copyURL(ctx context.Context, rawURL string, idle time.Duration) error {
+// copyURL downloads rawURL and writes the bytes past s.written to s.out;
+// resume asks a live log for those bytes only (Range), where a stored log
+// is read whole (its bytes may be gzip-encoded).
+func (s *logStream) copyURL(ctx context.Context, rawURL string, idle time.Duration, resume bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var timer *time.Timer
@@ -209,7 +211,11 @@ func (s *logStream) copyURL(ctx context.Context, rawURL string, idle time.Durati
 		hard := time.AfterFunc(snapshotLimit*idle, cancel)
 		defer hard.Stop()
 	}
-	body, err := s.a.open(ctx, rawURL)
+	from := int64(0)
+	if resume {
+		from = s.written
+	}
+	body, pos, err := s.a.openFrom(ctx, rawURL, from)
 	if err != nil {
 		if idle > 0 && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return nil
@@ -217,7 +223,6 @@ func (s *logStream) copyURL(ctx context.Context, rawURL string, idle time.Durati
 		return err
 	}
 	defer body.Close()
-	var pos int64
 	buf := make([]byte, 32<<10)
 	for {
 		n, rerr := body.Read(buf)
@@ -257,32 +262,67 @@ func (s *logStream) copyURL(ctx context.Context, rawURL string, idle time.Durati
 // Content-Encoding: gzip (a custom transport, or a server that compresses
 // unasked, as stores of pre-gzipped logs do) is decompressed here.
 func (a *app) open(ctx context.Context, rawURL string) (io.ReadCloser, error) {
+	body, _, err := a.openFrom(ctx, rawURL, 0)
+	return body, err
+}
+
+// openFrom is open resuming at byte from (Range: bytes=from-, when from >
+// 0): it returns where the body starts, from when the server answered
+// 206 (a live log resumed, nothing repeated), 0 when it sent the whole
+// thing (the caller skips what it has).
+func (a *app) openFrom(ctx context.Context, rawURL string, from int64) (io.ReadCloser, int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return nil, fmt.Errorf("building request for %s: %w", redactURL(rawURL), err)
+		return nil, 0, fmt.Errorf("building request for %s: %w", redactURL(rawURL), err)
+	}
+	if from > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", from))
+		// A range of the compressed bytes is not one of the log's.
+		req.Header.Set("Accept-Encoding", "identity")
 	}
 	resp, err := a.env.httpClient().Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("downloading %s: %w", redactURL(rawURL), err)
+		return nil, 0, fmt.Errorf("downloading %s: %w", redactURL(rawURL), err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	start := int64(0)
+	switch {
+	case resp.StatusCode == http.StatusPartialContent && from > 0 && rangeStartsAt(resp.Header.Get("Content-Range"), from):
+		start = from
+	case resp.StatusCode != http.StatusOK:
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
-		return nil, &ExitError{Code: ExitFailed, Msg: oneLine(fmt.Sprintf("downloading %s: HTTP %d: %s",
+		return nil, 0, &ExitError{Code: ExitFailed, Msg: oneLine(fmt.Sprintf("downloading %s: HTTP %d: %s",
 			redactURL(rawURL), resp.StatusCode, firstLine(string(msg))))}
 	}
 	if !resp.Uncompressed && strings.EqualFold(strings.TrimSpace(resp.Header.Get("Content-Encoding")), "gzip") {
+		if start > 0 {
+			resp.Body.Close()
+			return nil, 0, fmt.Errorf("downloading %s: a range of gzip-encoded bytes", redactURL(rawURL))
+		}
 		zr, err := gzip.NewReader(resp.Body)
 		if err != nil {
 			resp.Body.Close()
-			return nil, fmt.Errorf("decompressing %s: %w", redactURL(rawURL), err)
+			return nil, 0, fmt.Errorf("decompressing %s: %w", redactURL(rawURL), err)
 		}
 		return struct {
 			io.Reader
 			io.Closer
-		}{zr, resp.Body}, nil
+		}{zr, resp.Body}, 0, nil
 	}
-	return resp.Body, nil
+	return resp.Body, start, nil
+}
+
+// rangeStartsAt reports whether a 206's Content-Range starts at from; a
+// live log still growing sends none (its length is unknown), and its 206
+// alone says it starts where asked.
+func rangeStartsAt(contentRange string, from int64) bool {
+	if contentRange == "" {
+		return true
+	}
+	var first, last int64
+	var total string
+	n, _ := fmt.Sscanf(contentRange, "bytes %d-%d/%s", &first, &last, &total)
+	return n >= 2 && first == from
 }
 
 // redactURL drops the query of a URL for messages: signed URLs carry their

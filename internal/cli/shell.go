@@ -18,6 +18,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/ident"
 	"github.com/hopper-ci/hopper/internal/interactive"
+	"github.com/hopper-ci/hopper/internal/tcclient"
 )
 
 func shellCommand(run runFunc) *cobra.Command {
@@ -128,9 +129,9 @@ func InteractiveCopy(def map[string]any, now time.Time) (map[string]any, error) 
 
 // shell joins the terminal to a shell in the task until either ends.
 func (a *app) shell(ctx context.Context, taskID string) error {
-	conn, err := a.client.OpenShell(ctx, taskID)
+	conn, err := a.openShellWhenRunning(ctx, taskID)
 	if err != nil {
-		return failure("opening a shell in task "+taskID, err)
+		return err
 	}
 	defer conn.CloseNow()
 	conn.SetReadLimit(interactive.MaxMessage + 1024)
@@ -213,6 +214,35 @@ func (a *app) shell(ctx context.Context, taskID string) error {
 				code = ExitFailed
 			}
 			return &ExitError{Code: code, Msg: fmt.Sprintf("the shell exited with code %d", *c.Exit)}
+		}
+	}
+}
+
+// openShellWhenRunning opens a shell in taskID, waiting (with a notice)
+// while the task is pending or its worker not connected yet: a copy made
+// by "task interactive" is opened at once. A task that resolved is an
+// error.
+func (a *app) openShellWhenRunning(ctx context.Context, taskID string) (*websocket.Conn, error) {
+	said := false
+	for {
+		conn, err := a.client.OpenShell(ctx, taskID)
+		if err == nil {
+			return conn, nil
+		}
+		// A task that is not interactive will not become so.
+		if tcclient.StatusCode(err) != http.StatusConflict || strings.Contains(err.Error(), "not interactive") {
+			return nil, failure("opening a shell in task "+taskID, err)
+		}
+		st, serr := a.client.Status(ctx, taskID)
+		if serr != nil || st.State != tcclient.StatePending && st.State != tcclient.StateRunning && st.State != tcclient.StateUnscheduled {
+			return nil, failure("opening a shell in task "+taskID, err)
+		}
+		if !said {
+			fmt.Fprintf(a.env.Stderr, "Waiting for task %s to run (%s)\n", taskID, st.State)
+			said = true
+		}
+		if err := tcclient.SleepContext(ctx, a.env.pollInterval()); err != nil {
+			return nil, failure("opening a shell in task "+taskID, err)
 		}
 	}
 }

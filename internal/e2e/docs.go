@@ -179,6 +179,9 @@ type DocShell struct {
 	// KeepGoing runs every line even after one fails (the example shows
 	// a failing command); the test then checks the output.
 	KeepGoing bool
+	// Stdin is what the reader types into the example's commands (a
+	// shell's lines); empty: nothing.
+	Stdin string
 }
 
 // docShellPrelude defines what tests may put in a guide's placeholders:
@@ -239,6 +242,9 @@ func (d DocShell) Run(t testing.TB, block DocBlock) (string, error) {
 	cmd.Env = append(append(filteredEnv("TASKCLUSTER_"), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"HOPPER_DOC_BIN="+Binary(t), "HOPPER_DOC_OUTPUT="+filepath.Join(binDir, "output"), "TMPDIR="+binDir), d.Env...)
 	cmd.WaitDelay = 5 * time.Second
+	if d.Stdin != "" {
+		cmd.Stdin = strings.NewReader(d.Stdin)
+	}
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		err = fmt.Errorf("example %s (%s) still running after %s: %w", block.Name, block.Where(), timeout, err)

@@ -21,19 +21,11 @@ var docsNotYetRun = map[string]string{}
 // blocksNotYetRun are single blocks no test runs yet, by "file:first line
 // of the block", each with why; the list only shrinks.
 var blocksNotYetRun = map[string]string{
-	"docs/interactive.md:hopper task interactive FAILED_TASKID      # prints the copy's taskId": "the interactive guide arrived during issue 35; its author is to mark and run it",
-	"docs/interactive.md:payload:": "the interactive guide arrived during issue 35; its author is to mark and run it",
-	"docs/interactive.md:hopper role create project:ci-debuggers --description 'may debug proj-ci tasks' --scope 'interactive:open-shell:proj-ci/*'": "the interactive guide arrived during issue 35; its author is to mark and run it",
-	"README.md:go run ./cmd/hopper dev      # queue, worker and web UI on embedded SQLite, at http://127.0.0.1:8080":                                 "go run in the repository and go test ./... itself: TestReadmeDevCommand runs the built binary's dev instead",
-	"README.md:go run ./cmd/hopper dev":                   "go run in the repository: TestReadmeDevCommand runs the built binary's dev instead",
-	"docs/console.md:npm ci --prefix web          # once": "npm ci and the browser test: .ci/run does these steps itself",
-	"docs/history.md:GET /api/hopper/v1/tasks?state=&taskQueueId=&taskGroupId=&name=&createdFrom=&createdTo=&limit=&continuationToken=": "an API description, not a command",
-	"docs/history.md:export TASKCLUSTER_ROOT_URL=https://hopper.example.com":                                                            "taskcluster signin opens a browser",
-	"docs/production.md:systemctl daemon-reload && systemctl enable --now hopper":                                                       "starts the unit: needs a machine booted with systemd (PID 1); TestProductionSystemdInstall runs the install block and systemd-analyze verify",
-	"docs/production.md:CGO_ENABLED=0 go build -trimpath -o deploy/container/hopper ./cmd/hopper":                                       "TestContainerImage builds and runs the image its own way (a private dockerd without a bridge)",
-	"docs/worker-pools.md:providerId: docker":                                                                                           "TestDockerPoolScales runs a docker pool of its own (a private dockerd)",
-	"docs/worker-pools.md:CGO_ENABLED=0 go build -o rootfs/hopper ./cmd/hopper":                                                         "docker import on a private dockerd: not yet",
-	"docs/workers.md:mkdir -p rootfs/bin && cp /bin/busybox rootfs/bin/":                                                                "docker import on a private dockerd: not yet",
+	"docs/console.md:npm ci --prefix web          # once":                                         "npm ci replaces web/node_modules and the build rewrites internal/ui/static in the tree that other packages test and embed at the same time: .ci/run runs these steps itself, before go test",
+	"docs/history.md:export TASKCLUSTER_ROOT_URL=https://hopper.example.com":                      "taskcluster signin opens a browser",
+	"docs/production.md:systemctl daemon-reload && systemctl enable --now hopper":                 "starts the unit: needs a machine booted with systemd (PID 1); TestProductionSystemdInstall runs the install block and systemd-analyze verify",
+	"docs/production.md:CGO_ENABLED=0 go build -trimpath -o deploy/container/hopper ./cmd/hopper": "TestContainerImage builds and runs the image its own way (a private dockerd without a bridge)",
+	"docs/worker-pools.md:providerId: docker":                                                     "TestDockerPoolScales runs a docker pool of its own (a private dockerd)",
 }
 
 // TestEveryDocExampleIsRun holds README.md and docs/*.md to their promise:

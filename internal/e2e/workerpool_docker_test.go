@@ -1,11 +1,9 @@
 package e2e_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,40 +22,37 @@ import (
 	"github.com/hopper-ci/hopper/internal/workerprovider"
 )
 
-// hopperImage imports an image holding a static hopper binary at /hopper
-// (and busybox, for the tasks' shell) into the daemon, as `docker import`
-// would.
-func hopperImage(t *testing.T, d *dockertest.Daemon, ref string) {
+// hopperImage builds docs/worker-pools.md's image as the guide does: its
+// block, run as written in a checkout of the repository, builds the
+// static binary into rootfs/ and imports rootfs as hopper-worker:1 into
+// the daemon. rootfs holds busybox beforehand: the tasks here use a shell,
+// which the guide says the image then needs. (The checkout is the
+// repository's top-level entries linked into a temporary directory, so
+// that rootfs/ is not written into the tree under test; -trimpath, as the
+// guide builds, keeps Go's build cache shared with other directories.)
+func hopperImage(t *testing.T, d *dockertest.Daemon) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "hopper")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/hopper")
-	build.Dir = e2e.RepoRoot()
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "building a static hopper: %s", out)
+	checkout := t.TempDir()
+	entries, err := os.ReadDir(e2e.RepoRoot())
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.Name() == ".git" || e.Name() == "rootfs" {
+			continue
+		}
+		require.NoError(t, os.Symlink(filepath.Join(e2e.RepoRoot(), e.Name()), filepath.Join(checkout, e.Name())))
+	}
 	base, err := dockertest.BusyboxRootfs(nil)
 	require.NoError(t, err)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	tr := tar.NewReader(bytes.NewReader(base))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		require.NoError(t, tw.WriteHeader(h))
-		_, err = io.Copy(tw, tr)
-		require.NoError(t, err)
-	}
-	data, err := os.ReadFile(bin)
-	require.NoError(t, err)
-	require.NoError(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "hopper", Mode: 0o755, Size: int64(len(data)), ModTime: time.Now()}))
-	_, err = tw.Write(data)
-	require.NoError(t, err)
-	require.NoError(t, tw.Close())
-	repo, tag := ref[:len(ref)-len(":e2e")], "e2e"
-	require.NoError(t, d.Client.ImportImage(context.Background(), &buf, repo, tag))
+	rootfs := filepath.Join(checkout, "rootfs")
+	require.NoError(t, os.Mkdir(rootfs, 0o755))
+	untar := exec.Command("tar", "-x", "-C", rootfs)
+	untar.Stdin = bytes.NewReader(base)
+	out, err := untar.CombinedOutput()
+	require.NoError(t, err, "unpacking busybox into rootfs: %s", out)
+	shell, err := e2e.DocShell{Dir: checkout, Env: []string{"DOCKER_HOST=" + d.Host}, Timeout: 15 * time.Minute}.
+		Run(t, e2e.DocExample(t, "worker-pools-image"))
+	require.NoError(t, err, "docs/worker-pools.md's image block:\n%s", shell)
+	return "hopper-worker:1"
 }
 
 // TestDockerPoolScales runs a docker pool on a private dockerd: a backlog
@@ -75,7 +70,7 @@ func TestDockerPoolScales(t *testing.T) {
 	d, err := dockertest.Start()
 	require.NoError(t, err)
 	t.Cleanup(d.Stop)
-	hopperImage(t, d, "hopper-worker:e2e")
+	image := hopperImage(t, d)
 
 	srv := e2e.StartServer(t, e2e.ServerOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -83,7 +78,7 @@ func TestDockerPoolScales(t *testing.T) {
 	root := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
 	const pool = "e2e-docker/builders"
 	config := map[string]any{
-		"minCapacity": 0, "maxCapacity": 2, "image": "hopper-worker:e2e",
+		"minCapacity": 0, "maxCapacity": 2, "image": image,
 		"hosts":        []map[string]any{{"endpoint": d.Host}},
 		"lifecycle":    map[string]any{"registrationTimeout": 60, "queueInactivityTimeout": 12},
 		"workerConfig": map[string]any{"hopperWorker": map[string]any{"claimInterval": "200ms", "isolation": "none"}},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -258,9 +259,12 @@ func BenchmarkKubernetesBacklog(b *testing.B) {
 
 // TestKubernetesPoolReplicas: two hopper replicas on one PostgreSQL both
 // run the provisioner against the same cluster; a backlog grows the pool
-// to maxCapacity and never past it. Then the replica that provisioned is
-// restarted while the Pods work: the new process adopts what the database
-// and the cluster hold, and creates no Pod more.
+// to maxCapacity and never past it. The provisioners never tick (an hour
+// apart): b, started first, holds the lease, and the tasks are created
+// through a, so only a wake-up crossing from a to b (PostgreSQL's NOTIFY)
+// provisions them. Then a replica is restarted while the Pods work: the
+// new process adopts what the database and the cluster hold, and creates
+// no Pod more.
 func TestKubernetesPoolReplicas(t *testing.T) {
 	t.Parallel()
 	db := e2e.FreshPostgres(t)
@@ -273,8 +277,8 @@ func TestKubernetesPoolReplicas(t *testing.T) {
 	env := []string{"HOPPER_SECRET_KEY=" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"}
 	// The workers reach the replicas at one root URL, b's (one address
 	// behind a load balancer in production); both replicas name it.
-	b := e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--db", db, "--kubeconfig", kubeconfig, "--provision-interval", "1s"}, Env: env})
-	replicaArgs := []string{"--db", db, "--kubeconfig", kubeconfig, "--provision-interval", "1s", "--root-url", b.RootURL}
+	b := e2e.StartServer(t, e2e.ServerOptions{Args: []string{"--db", db, "--kubeconfig", kubeconfig, "--provision-interval", "1h"}, Env: env})
+	replicaArgs := []string{"--db", db, "--kubeconfig", kubeconfig, "--provision-interval", "1h", "--root-url", b.RootURL}
 	a := e2e.StartServer(t, e2e.ServerOptions{Args: replicaArgs, Env: env})
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -288,7 +292,10 @@ func TestKubernetesPoolReplicas(t *testing.T) {
 		n := podsRun.Add(1)
 		return append(append([]string{bin}, cmd[1:]...), "--work-dir", filepath.Join(workDirs, fmt.Sprintf("w%d", n)))
 	}})
-	root := rootClient(b)
+	// Everything is asked of a, which does not hold the provisioner's
+	// lease (b took it on its first pass; if the lease has lapsed since,
+	// a's own wake-up takes it and the test proves less).
+	root := rootClient(a)
 	raw, err := json.Marshal(map[string]any{
 		"minCapacity": 0, "maxCapacity": 3, "namespace": ns,
 		"pod":          map[string]any{"image": "hopper-worker:e2e", "hostNetwork": true},
@@ -304,16 +311,20 @@ func TestKubernetesPoolReplicas(t *testing.T) {
 	defer stopWatch()
 	most := k.sampleMost(watch)
 
+	created := time.Now()
 	var ids []string
 	for range 6 {
 		ids = append(ids, createShellTask(t, ctx, root, pool, "sleep 1"))
 	}
+	first := waitForRun(t, ctx, root, ids[0], 0, "running", 2*time.Minute)
+	t.Logf("task created on a -> b's provisioner woken -> Pod -> first claim: %s", first.Sub(created))
 	for _, id := range ids {
 		waitForRun(t, ctx, root, id, 0, "completed", 2*time.Minute)
 	}
 	require.Equal(t, int32(3), most.Load(), "the backlog grew the pool to its maximum, and not past it")
 
-	// Restart replica a while three Pods work.
+	// Restart b, the provisioner, while three Pods work: on the same
+	// address (the workers' root URL), now provisioning every second.
 	ids = nil
 	for range 3 {
 		ids = append(ids, createShellTask(t, ctx, root, pool, "sleep 8"))
@@ -323,8 +334,9 @@ func TestKubernetesPoolReplicas(t *testing.T) {
 	}
 	before, err := poolPods(ctx, c, ns, pool)
 	require.NoError(t, err)
-	a.Stop()
-	a2 := e2e.StartServer(t, e2e.ServerOptions{Args: replicaArgs, Env: env})
+	b.Stop()
+	e2e.StartServer(t, e2e.ServerOptions{Listen: strings.TrimPrefix(b.RootURL, "http://"),
+		Args: []string{"--db", db, "--kubeconfig", kubeconfig, "--provision-interval", "1s"}, Env: env})
 	for _, id := range ids {
 		waitForRun(t, ctx, root, id, 0, "completed", 2*time.Minute)
 	}
@@ -339,5 +351,4 @@ func TestKubernetesPoolReplicas(t *testing.T) {
 	}
 	require.ElementsMatch(t, names(before), names(after), "the restarted replica started no Pod")
 	require.Equal(t, int32(3), most.Load(), "never more than maxCapacity Pods")
-	_ = a2
 }

@@ -120,13 +120,26 @@ func (h *handlers) openShell(c *api.Call) (any, error) {
 	if !isWebSocket(c.R) {
 		return nil, notWebSocket("openShell")
 	}
+	holder := ""
 	if !h.Relay.Connected(run.taskID, run.runID) {
-		return nil, api.Errorf(api.CodeRequestConflict, "The worker of task %s run %d is not connected to this server yet; try again in a moment", taskID, run.runID)
+		if h.Relay.dir != nil {
+			holder, err = h.Relay.dir.Locate(ctx, run.endpointKey())
+		}
+		if holder == "" {
+			return nil, api.Errorf(api.CodeRequestConflict, "The worker of task %s run %d is not connected to hopper yet; try again in a moment", taskID, run.runID)
+		}
 	}
 	who := c.CallerClientID()
 	if err := h.Store.RecordAudit(ctx, store.AuditTask, taskID, store.Audit{ClientID: who,
 		Action: fmt.Sprintf("interactive shell opened in run %d", run.runID), At: c.Now}); err != nil {
 		return nil, fmt.Errorf("recording the shell in the audit log: %w", err)
+	}
+	if holder != "" {
+		// The worker's agent is held by another replica: the shell is
+		// served there, one signed hop away, authorized and audited here.
+		h.Logger.Info("interactive shell forwarded to the replica holding the worker", "taskId", taskID, "runId", run.runID, "clientId", who, "replica", holder)
+		h.Relay.dir.Forward(c.W, c.R, holder, hopShellPath(run))
+		return &api.Response{Status: http.StatusSwitchingProtocols, Streamed: true}, nil
 	}
 	viewer, err := websocket.Accept(c.W, c.R, nil)
 	if err != nil {

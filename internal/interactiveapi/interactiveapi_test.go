@@ -27,7 +27,7 @@ type bundle struct {
 
 func setup(t testing.TB) *bundle {
 	t.Helper()
-	relay := interactiveapi.NewRelay()
+	relay := interactiveapi.NewRelay(nil, nil)
 	t.Cleanup(relay.Close)
 	srv := apitest.Start(t, apitest.Options{Routes: func(s *apitest.Server) []api.Route {
 		return append(interactiveapi.Routes(interactiveapi.Deps{Store: s.Store, Relay: relay, Version: "test", Logger: s.Logger}), s.AuthRoutes()...)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -17,8 +19,12 @@ import (
 // (its agent); a viewer asks for a shell, the relay asks the agent for a
 // session, and the worker opens a WebSocket of its own for it, which the
 // relay joins to the viewer's. Neither side listens: the worker only ever
-// connects out.
+// connects out. With several replicas, the agent is held by the replica
+// the worker connected to, which records it in the shared directory
+// (package hop); a viewer arriving at another replica is forwarded there.
 type Relay struct {
+	dir     Directory // nil: one replica
+	log     *slog.Logger
 	mu      sync.Mutex
 	agents  map[runKey]*agent
 	pending map[string]*pendingSession
@@ -48,9 +54,26 @@ type pendingSession struct {
 	done chan struct{}
 }
 
-// NewRelay returns an empty relay.
-func NewRelay() *Relay {
-	return &Relay{agents: map[runKey]*agent{}, pending: map[string]*pendingSession{}, open: map[*websocket.Conn]bool{}}
+// Directory is where replicas record which of them holds a worker's
+// agent, and how a viewer's request reaches it (*hop.Directory).
+type Directory interface {
+	Hold(ctx context.Context, key string) error
+	Release(key string)
+	Locate(ctx context.Context, key string) (string, error)
+	Signed(r *http.Request) (bool, error)
+	Forward(w http.ResponseWriter, r *http.Request, replicaURL, path string)
+}
+
+// endpointKey names a run's agent in the directory.
+func (k runKey) endpointKey() string { return fmt.Sprintf("shell/%s/%d", k.taskID, k.runID) }
+
+// NewRelay returns an empty relay; dir (nil with one replica) records
+// the agents held here for the other replicas.
+func NewRelay(dir Directory, log *slog.Logger) *Relay {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Relay{dir: dir, log: log, agents: map[runKey]*agent{}, pending: map[string]*pendingSession{}, open: map[*websocket.Conn]bool{}}
 }
 
 // errClosed refuses connections once the server stops.
@@ -128,6 +151,13 @@ func (r *Relay) serveAgent(ctx context.Context, run runKey, c *websocket.Conn) {
 	r.mu.Unlock()
 	if old != nil {
 		_ = old.conn.Close(websocket.StatusPolicyViolation, "replaced by a newer connection of the worker")
+	}
+	if r.dir != nil {
+		if err := r.dir.Hold(ctx, run.endpointKey()); err != nil {
+			// Viewers on this replica still reach it; the renewal retries.
+			r.log.Warn("recording the worker's agent for the other replicas", "taskId", run.taskID, "runId", run.runID, "error", err)
+		}
+		defer r.dir.Release(run.endpointKey())
 	}
 	// The worker sends nothing on it; reading notices its end and answers
 	// its pings.

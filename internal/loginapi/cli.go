@@ -54,9 +54,14 @@ func (s *Server) cliRoutes() []api.Route {
 		{Name: "loginCli", Method: http.MethodGet, Paths: []string{BasePath + "/{provider}/cli"}, Query: cliQuery, Handle: s.cliConsent},
 		{Name: "loginCliAllow", Method: http.MethodPost, Paths: []string{BasePath + "/{provider}/cli/allow"}, Query: cliQuery, Handle: s.cliAllow},
 		{Name: "loginCliDeny", Method: http.MethodPost, Paths: []string{BasePath + "/{provider}/cli/deny"}, Query: cliQuery, Handle: s.cliDeny},
-		{Name: "loginCliToken", Method: http.MethodPost, Paths: []string{BasePath + "/cli/token"}, Input: "login-cli-token-request", Handle: s.cliToken},
+		{Name: "loginCliToken", Method: http.MethodPost, Paths: []string{BasePath + "/cli/token"}, Input: "login-cli-token-request", Handle: s.cliToken,
+			CleanPayloadFunc: omitPayload},
 	}
 }
+
+// omitPayload keeps a body of one-time secrets (a code and its verifier,
+// a device code) out of an error reply's echo of the request.
+func omitPayload([]byte) []byte { return []byte(`{}`) }
 
 // cliRequest is a command's request, checked.
 type cliRequest struct {
@@ -130,6 +135,16 @@ func (s *Server) cliConsent(c *api.Call) (any, error) {
 		return nil, err
 	}
 	if sess == nil {
+		// A provider that cannot be reached is told to the command at once
+		// (RFC 6749's temporarily_unavailable), rather than left waiting
+		// while the browser shows the error.
+		if r.p.Kind != login.KindGitHub {
+			if _, err := s.discover(c.Context(), r.p); err != nil {
+				s.d.Logger.Warn("login: the provider cannot be reached", "provider", r.p.Name, "error", err)
+				return redirect(r.redirect + "?" + url.Values{"error": {"temporarily_unavailable"}, "state": {r.state},
+					"error_description": {r.p.DisplayName + " cannot be reached"}}.Encode()), nil
+			}
+		}
 		return redirect(BasePath + "/" + r.p.Name + "?" + url.Values{"returnTo": {c.R.URL.Path + "?" + r.query()}}.Encode()), nil
 	}
 	var b bytes.Buffer

@@ -27,7 +27,7 @@ func (s *Server) deviceRoutes() []api.Route {
 	return []api.Route{
 		{Name: "loginDevice", Method: http.MethodPost, Paths: []string{BasePath + "/{provider}/device"}, Handle: s.deviceStart},
 		{Name: "loginDeviceToken", Method: http.MethodPost, Paths: []string{BasePath + "/{provider}/device/token"},
-			Input: "login-device-token-request", Handle: s.deviceToken},
+			Input: "login-device-token-request", Handle: s.deviceToken, CleanPayloadFunc: omitPayload},
 	}
 }
 

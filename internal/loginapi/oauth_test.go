@@ -51,7 +51,7 @@ func (b *bundle) site(clientID, callback string, scopes ...string) *oauth2.Confi
 }
 
 // visit has the browser c open to, stopping at the console or the site.
-func visit(t *testing.T, c *http.Client, to string) (int, string, string) {
+func visit(t testing.TB, c *http.Client, to string) (int, string, string) {
 	t.Helper()
 	stop := *c
 	stop.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -64,7 +64,7 @@ func visit(t *testing.T, c *http.Client, to string) (int, string, string) {
 
 // consent is the console's consent page's request: the fragment's query,
 // answered with allow.
-func (b *bundle) consent(t *testing.T, c *http.Client, location string, allow bool, origin string) (int, string) {
+func (b *bundle) consent(t testing.TB, c *http.Client, location string, allow bool, origin string) (int, string) {
 	t.Helper()
 	frag, ok := strings.CutPrefix(location, "/ui/#/third-party?")
 	require.True(t, ok, location)
@@ -88,7 +88,7 @@ func (b *bundle) consent(t *testing.T, c *http.Client, location string, allow bo
 	return resp.StatusCode, got.RedirectTo
 }
 
-func siteCredentials(t *testing.T, rootURL, bearer string) (int, []byte) {
+func siteCredentials(t testing.TB, rootURL, bearer string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, rootURL+"/login/oauth/credentials", nil)
 	req.Header.Set("Authorization", "Bearer "+bearer)

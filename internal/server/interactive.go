@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"net/http"
 
+	"github.com/hopper-ci/hopper/internal/hop"
 	"github.com/hopper-ci/hopper/internal/interactiveapi"
+	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/tunnel"
 )
 
@@ -14,19 +16,24 @@ import (
 // WebSockets are hijacked connections the HTTP server does not close, so
 // draining closes them.
 func (w *wiring) interactiveService() (service, error) {
-	relay := interactiveapi.NewRelay()
+	relay := interactiveapi.NewRelay(w.replicas, w.log)
+	deps := interactiveapi.Deps{Store: w.store, Relay: relay, Version: w.cfg.Version, Logger: w.log}
 	return service{
-		routes: interactiveapi.Routes(interactiveapi.Deps{Store: w.store, Relay: relay, Version: w.cfg.Version, Logger: w.log}),
-		drain:  relay.Close,
+		routes:   interactiveapi.Routes(deps),
+		handlers: map[string]http.Handler{interactiveapi.HopPrefix: interactiveapi.HopHandler(deps)},
+		drain:    relay.Close,
 	}, nil
 }
 
 // tunnelService is Taskcluster's websocktunnel served inside hopper
 // (<root>/websocktunnel): workers without an inbound port serve their
-// live logs and shells through it.
+// live logs and shells through it. It also renews the leases of the
+// replica directory that it and the relay share (w.replicas).
 func (w *wiring) tunnelService() (service, error) {
-	t := tunnel.New(tunnelSecret(w.key), w.cfg.RootURL, w.log)
-	return service{handlers: map[string]http.Handler{tunnel.Prefix: t, tunnel.Prefix + "/": t}, drain: t.Close}, nil
+	t := tunnel.New(tunnelSecret(w.key), w.cfg.RootURL, w.log, w.replicas)
+	return service{handlers: map[string]http.Handler{tunnel.Prefix: t, tunnel.Prefix + "/": t}, drain: t.Close,
+		duties:   []maintenance.Service{&maintenance.EndpointRenewer{Endpoints: w.replicas, Interval: hop.RenewEvery, Logger: w.log}},
+		expiries: []maintenance.Expiry{{Service: "replica-endpoints", Run: w.store.ExpireEndpoints}}}, nil
 }
 
 // tunnelSecret derives the websocktunnel tokens' signing secret from the

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/clock"
 	"github.com/hopper-ci/hopper/internal/events"
+	"github.com/hopper-ci/hopper/internal/hop"
 	"github.com/hopper-ci/hopper/internal/live"
 	"github.com/hopper-ci/hopper/internal/login"
 	"github.com/hopper-ci/hopper/internal/maintenance"
@@ -25,6 +27,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/schema"
 	"github.com/hopper-ci/hopper/internal/ui"
+	"github.com/hopper-ci/hopper/internal/workerpool"
 )
 
 // The defaults of Config's settings, for cmd/hopper's flags: each is
@@ -36,6 +39,10 @@ const (
 	DefaultLongPoll      = queueapi.DefaultLongPoll
 	DefaultDeadlineDelay = maintenance.DefaultDeadlineDelay
 	DefaultExpireEvery   = maintenance.DefaultExpireEvery
+	// DefaultProvisionInterval and DefaultScanInterval are the worker
+	// pools' duties' cadences.
+	DefaultProvisionInterval = workerpool.DefaultProvisionTick
+	DefaultScanInterval      = workerpool.DefaultScanTick
 )
 
 // Config configures a queue server.
@@ -44,6 +51,12 @@ type Config struct {
 	Listen string
 	// RootURL is the public root URL (default http://<listen address>).
 	RootURL string
+	// ReplicaURL is where the other replicas reach this one directly,
+	// bypassing the load balancer (default http://<listen address>, the
+	// host name standing for an unspecified address): a viewer's shell or
+	// tunnelled live log is forwarded to the replica the worker is
+	// connected to.
+	ReplicaURL string
 	// DB is the store spec (see OpenStore); DataDir holds the SQLite file,
 	// blobs and generated keys.
 	DB string
@@ -97,8 +110,8 @@ type Config struct {
 	// service account).
 	Kubeconfig string
 	// ProvisionInterval and ScanInterval are the provisioner's and the
-	// worker scanner's cadence (defaults maintenance.DefaultProvisionTick
-	// and maintenance.DefaultScanTick).
+	// worker scanner's cadence (defaults DefaultProvisionInterval and
+	// DefaultScanInterval).
 	ProvisionInterval, ScanInterval time.Duration
 	// S3STS backs awsS3Credentials; when nil it is read from the
 	// environment's HOPPER_AWS_S3_* (LoadS3STS), and without those
@@ -147,6 +160,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.RootURL == "" {
 		cfg.RootURL = scheme + ln.Addr().String()
 	}
+	if cfg.ReplicaURL == "" {
+		cfg.ReplicaURL = scheme + replicaHost(ln.Addr())
+	}
 	st, err := OpenStore(ctx, cfg.DB, cfg.DataDir, log, cfg.Store)
 	if err != nil {
 		return fmt.Errorf("opening store: %w", err)
@@ -178,7 +194,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	w := &wiring{cfg: cfg, store: st, hub: st, sec: sec, blobs: blobs, schemas: schemas, key: key, log: log, events: ep, live: hub}
+	w := &wiring{cfg: cfg, store: st, hub: st, sec: sec, blobs: blobs, schemas: schemas, key: key, log: log, events: ep, live: hub,
+		replicas: hop.New(key[:], cfg.ReplicaURL, st, cfg.Clock, log)}
 	services, err := w.build()
 	if err != nil {
 		return err
@@ -332,4 +349,19 @@ func storeKind(spec string) string {
 		return "sqlite"
 	}
 	return "postgres"
+}
+
+// replicaHost is the listener's address as another replica dials it: an
+// unspecified IP (listening on every interface) stands for this machine's
+// host name.
+func replicaHost(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return a.String()
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return a.String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
 }

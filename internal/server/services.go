@@ -14,6 +14,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/authapi"
 	"github.com/hopper-ci/hopper/internal/flowapi"
 	"github.com/hopper-ci/hopper/internal/hooksapi"
+	"github.com/hopper-ci/hopper/internal/hop"
 	"github.com/hopper-ci/hopper/internal/hopperapi"
 	"github.com/hopper-ci/hopper/internal/indexapi"
 	"github.com/hopper-ci/hopper/internal/live"
@@ -21,7 +22,6 @@ import (
 	"github.com/hopper-ci/hopper/internal/object"
 	"github.com/hopper-ci/hopper/internal/objectapi"
 	"github.com/hopper-ci/hopper/internal/purgecacheapi"
-	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/schema"
 	"github.com/hopper-ci/hopper/internal/secretsapi"
@@ -101,32 +101,9 @@ type wiring struct {
 	objects queueapi.ObjectService // nil: the blob store cannot hold objects
 	queue   *queueapi.Server
 	hooks   *hooksapi.Firer
-	// onPending, once the Worker Manager is wired, wakes its provisioner
-	// when a task becomes pending.
-	onPending func()
-}
-
-// pendingWaker is the queue's event publisher that also calls the
-// wiring's onPending when a change made a run pending.
-type pendingWaker struct {
-	*queueapi.EventPublisher
-	w *wiring
-}
-
-// PublishChanges implements queueapi.Publisher.
-func (p pendingWaker) PublishChanges(ctx context.Context, changes []store.Change) {
-	p.EventPublisher.PublishChanges(ctx, changes)
-	if p.w.onPending == nil {
-		return
-	}
-	for _, c := range changes {
-		for _, e := range c.Events {
-			if e.Kind == queue.EventTaskPending {
-				p.w.onPending()
-				return
-			}
-		}
-	}
+	// replicas records which replica holds each worker's tunnel and
+	// interactive agent, and forwards viewers to it (package hop).
+	replicas *hop.Directory
 }
 
 // build runs the constructors in order.
@@ -167,13 +144,9 @@ func (w *wiring) objectService() (service, error) {
 // it, so their events and metrics are those of API calls.
 func (w *wiring) queueService() (service, error) {
 	metrics := queueapi.NewMetrics(w.store, w.cfg.Clock)
-	pub := w.events
-	if ep, ok := w.events.(*queueapi.EventPublisher); ok {
-		pub = pendingWaker{ep, w}
-	}
 	q, err := queueapi.New(queueapi.Options{
 		Config: queueapi.Config{RootURL: w.cfg.RootURL, ClaimTimeout: w.cfg.ClaimTimeout, LongPoll: w.cfg.LongPoll, Version: w.cfg.Version},
-		Store:  w.store, Hub: w.hub, Clock: w.cfg.Clock, Issuer: w.sec.Issuer, Publisher: pub, Logger: w.log, Metrics: metrics,
+		Store:  w.store, Hub: w.hub, Clock: w.cfg.Clock, Issuer: w.sec.Issuer, Publisher: w.events, Logger: w.log, Metrics: metrics,
 		Schemas: w.schemas, Artifacts: w.blobs, Objects: w.objects, PoolState: w.poolState, Standing: poolStanding{w.store},
 	})
 	if err != nil {

@@ -33,12 +33,6 @@ func deliveryMessage(d *GithubDelivery) OutboxMessage {
 		Due: d.Received, Expires: d.Received.Add(GithubRetention)}
 }
 
-// deliveryLeaseOwner names a claim of a delivery by its lease's end: a
-// delivery is claimed again only once the lease before ran out, so no
-// two claims of one delivery end at the same time, and the lease alone
-// (GithubStore's handle on a claim) says whether the claim still holds.
-func deliveryLeaseOwner(lease time.Time) string { return "lease-" + strconv.FormatInt(ms(lease), 10) }
-
 // AddGithubDelivery implements GithubStore. A delivery whose digest an
 // earlier delivery of the host has (a replay: the same body under a new
 // delivery id) is stored as done, naming the earlier one in ReplayOf,
@@ -100,7 +94,7 @@ func (db *DB) GetGithubDelivery(ctx context.Context, host, deliveryID string) (*
 func (db *DB) ClaimGithubDelivery(ctx context.Context, now, leaseUntil time.Time) (*GithubDelivery, error) {
 	for {
 		claimed, err := db.ClaimOutbox(ctx, ClaimOutboxParams{Service: GithubService, Kind: GithubDeliveryKind,
-			Owner: deliveryLeaseOwner(leaseUntil), Now: now, Lease: leaseUntil.Sub(now), Limit: 1})
+			Owner: leaseOwner(leaseUntil), Now: now, Lease: leaseUntil.Sub(now), Limit: 1})
 		if err != nil || len(claimed) == 0 {
 			return nil, err
 		}
@@ -130,25 +124,10 @@ func (db *DB) ClaimGithubDelivery(ctx context.Context, now, leaseUntil time.Time
 	}
 }
 
-// heldDelivery is the outbox message of a delivery as the claim that
-// leased it until lease holds it; false if the claim no longer holds.
-func (t *txn) heldDelivery(ctx context.Context, host, deliveryID string, lease time.Time) (*OutboxMessage, bool, error) {
-	m := OutboxMessage{Service: GithubService, Kind: GithubDeliveryKind, Key: githubSendKey(host, deliveryID), Owner: deliveryLeaseOwner(lease)}
-	err := t.queryRow(ctx, `SELECT seq, attempts FROM outbox WHERE service = ? AND kind = ? AND msg_key = ? AND state = 'pending'
-		AND lease_owner = ?`, m.Service, m.Kind, m.Key, m.Owner).Scan(&m.Seq, &m.Attempts)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("finding the claim of delivery %s: %w", deliveryID, err)
-	}
-	return &m, true, nil
-}
-
 // FinishGithubDelivery implements GithubStore.
 func (db *DB) FinishGithubDelivery(ctx context.Context, p FinishGithubDeliveryParams) error {
 	return db.tx(ctx, func(tx *txn) error {
-		m, held, err := tx.heldDelivery(ctx, p.Host, p.DeliveryID, p.Lease)
+		m, held, err := tx.heldOutbox(ctx, GithubService, GithubDeliveryKind, githubSendKey(p.Host, p.DeliveryID), leaseOwner(p.Lease))
 		if err == nil && held {
 			held, err = tx.finishOutbox(ctx, m, OutboxOutcome{Done: true, Now: p.Now})
 		}
@@ -183,7 +162,7 @@ func (db *DB) FinishGithubDelivery(ctx context.Context, p FinishGithubDeliveryPa
 // RetryGithubDelivery implements GithubStore.
 func (db *DB) RetryGithubDelivery(ctx context.Context, p RetryGithubDeliveryParams) error {
 	return db.tx(ctx, func(tx *txn) error {
-		m, held, err := tx.heldDelivery(ctx, p.Host, p.DeliveryID, p.Lease)
+		m, held, err := tx.heldOutbox(ctx, GithubService, GithubDeliveryKind, githubSendKey(p.Host, p.DeliveryID), leaseOwner(p.Lease))
 		if err != nil || !held {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/notify"
@@ -172,6 +173,7 @@ func (db *DB) CreateHook(ctx context.Context, h *Hook) (*Hook, error) {
 			return fmt.Errorf("creating hook %s/%s: %w", h.HookGroupID, h.HookID, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
+			tx.scheduleHook(h, h.Created)
 			return nil
 		}
 		existing, err = scanHook(tx.queryRow(ctx, "SELECT "+hookColumns+" FROM hooks WHERE hook_group_id = ? AND hook_id = ?", h.HookGroupID, h.HookID))
@@ -264,7 +266,8 @@ func (db *DB) UpdateHook(ctx context.Context, hookGroupID, hookID string, fn fun
 		if err != nil {
 			return fmt.Errorf("saving hook %s/%s: %w", hookGroupID, hookID, err)
 		}
-		return nil
+		tx.scheduleHook(h, h.LastModified)
+		return tx.flush(ctx)
 	})
 	if err != nil {
 		return nil, err
@@ -276,45 +279,87 @@ func (db *DB) UpdateHook(ctx context.Context, hookGroupID, hookID string, fn fun
 func (db *DB) DeleteHook(ctx context.Context, hookGroupID, hookID string) error {
 	return db.tx(ctx, func(tx *txn) error {
 		tx.send(Statement{Query: "DELETE FROM hooks WHERE hook_group_id = ? AND hook_id = ?", Args: []any{hookGroupID, hookID}, What: "deleting hook"})
+		tx.unscheduleHook(hookGroupID, hookID)
 		_, err := tx.exec(ctx, "DELETE FROM hook_last_fires WHERE hook_group_id = ? AND hook_id = ?", hookGroupID, hookID)
 		return err
 	})
 }
 
-// ClaimDueHook implements HookStore. A read looks for a due hook first,
-// so a scheduler polling an idle deployment writes nothing.
+// Scheduled fires are claimed through the services' outbox: a hook with a
+// schedule has one message (HooksService, HookFire, keyed by the hook),
+// due at its next due time, queued again whenever that changes.
+const (
+	HooksService = "hooks"
+	HookFire     = "fire"
+)
+
+func hookKey(hookGroupID, hookID string) string { return hookGroupID + "/" + hookID }
+
+// scheduleHook queues the message of h's next due time (none: it has no
+// schedule), in this transaction: a waiting message is due at the new
+// time, a leased one stays with its holder, whose finish leaves it due.
+func (t *txn) scheduleHook(h *Hook, now time.Time) {
+	if h.NextScheduled.IsZero() {
+		t.unscheduleHook(h.HookGroupID, h.HookID)
+		return
+	}
+	t.enqueue([]OutboxMessage{{Service: HooksService, Kind: HookFire, Key: hookKey(h.HookGroupID, h.HookID), Due: h.NextScheduled,
+		Expires: h.NextScheduled.Add(LastFireRetention)}}, now)
+}
+
+// unscheduleHook deletes the message of a hook's next due time.
+func (t *txn) unscheduleHook(hookGroupID, hookID string) {
+	t.send(Statement{Query: "DELETE FROM outbox WHERE service = ? AND kind = ? AND msg_key = ?",
+		Args: []any{HooksService, HookFire, hookKey(hookGroupID, hookID)}, What: "unscheduling hook " + hookKey(hookGroupID, hookID)})
+}
+
+// ClaimDueHook implements HookStore: the lease is the outbox's (its idle
+// poll is one read); the hook's claimed_until records it too, for the
+// schedule's rule (the end of the claim before the next).
 func (db *DB) ClaimDueHook(ctx context.Context, now, leaseUntil time.Time) (*Hook, error) {
-	var one int
-	err := db.queryRow(ctx, `SELECT 1 FROM hooks WHERE next_scheduled > 0 AND next_scheduled <= ? AND claimed_until <= ? LIMIT 1`,
-		ms(now), ms(now)).Scan(&one)
+	for {
+		claimed, err := db.ClaimOutbox(ctx, ClaimOutboxParams{Service: HooksService, Kind: HookFire, Owner: leaseOwner(leaseUntil),
+			Now: now, Lease: leaseUntil.Sub(now), Limit: 1})
+		if err != nil || len(claimed) == 0 {
+			return nil, err
+		}
+		var h *Hook
+		err = db.tx(ctx, func(tx *txn) error {
+			var err error
+			h, err = tx.claimHook(ctx, &claimed[0], now, leaseUntil)
+			return err
+		})
+		if err != nil || h != nil {
+			return h, err
+		}
+	}
+}
+
+// claimHook takes the hook a claimed message names, if it is due: its
+// claim ends at leaseUntil. A hook gone or no longer due (its schedule
+// changed while the message was leased) has its message put right, and
+// nil is returned.
+func (t *txn) claimHook(ctx context.Context, m *OutboxMessage, now, leaseUntil time.Time) (*Hook, error) {
+	group, id, _ := strings.Cut(m.Key, "/")
+	h, err := scanHook(t.queryRow(ctx, "SELECT "+hookColumns+" FROM hooks WHERE hook_group_id = ? AND hook_id = ?"+t.db.dialect.LockRow, group, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+		t.unscheduleHook(group, id)
+		return nil, t.flush(ctx)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("looking for a due hook: %w", err)
+		return nil, fmt.Errorf("finding due hook %s: %w", m.Key, err)
 	}
-	var h *Hook
-	err = db.tx(ctx, func(tx *txn) error {
-		var err error
-		h, err = scanHook(tx.queryRow(ctx, "SELECT "+hookColumns+` FROM hooks
-			WHERE next_scheduled > 0 AND next_scheduled <= ? AND claimed_until <= ?
-			ORDER BY next_scheduled LIMIT 1`+db.dialect.LockSkip, ms(now), ms(now)))
-		if errors.Is(err, sql.ErrNoRows) {
-			h = nil
-			return nil
+	if h.NextScheduled.IsZero() || h.NextScheduled.After(now) {
+		if _, err := t.finishOutbox(ctx, m, OutboxOutcome{Done: true, Now: now}); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			return fmt.Errorf("finding a due hook: %w", err)
-		}
-		h.LastClaimEnd, h.ClaimedUntil = h.ClaimedUntil, leaseUntil
-		_, err = tx.exec(ctx, "UPDATE hooks SET claimed_until = ? WHERE hook_group_id = ? AND hook_id = ?", ms(leaseUntil), h.HookGroupID, h.HookID)
-		if err != nil {
-			return fmt.Errorf("claiming hook %s/%s: %w", h.HookGroupID, h.HookID, err)
-		}
-		return nil
-	})
+		t.scheduleHook(h, now)
+		return nil, t.flush(ctx)
+	}
+	h.LastClaimEnd, h.ClaimedUntil = h.ClaimedUntil, leaseUntil
+	_, err = t.exec(ctx, "UPDATE hooks SET claimed_until = ? WHERE hook_group_id = ? AND hook_id = ?", ms(leaseUntil), h.HookGroupID, h.HookID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("claiming hook %s/%s: %w", h.HookGroupID, h.HookID, err)
 	}
 	return h, nil
 }
@@ -340,6 +385,10 @@ func (db *DB) FinishScheduledFire(ctx context.Context, p FinishFireParams) (bool
 			tx.send(Statement{Query: `UPDATE hooks SET next_task_id = ?, next_scheduled = ?, claimed_until = ?
 				WHERE hook_group_id = ? AND hook_id = ?`, Args: []any{p.NextTaskID, optMS(p.NextScheduled), optMS(p.Finished), p.HookGroupID, p.HookID},
 				What: "moving hook " + p.HookGroupID + "/" + p.HookID + " to its next due time"})
+			// The due time fired is done, whoever's claim of it holds (the
+			// hook's taskId decides): the message starts again at the next.
+			tx.unscheduleHook(p.HookGroupID, p.HookID)
+			tx.scheduleHook(&Hook{HookGroupID: p.HookGroupID, HookID: p.HookID, NextScheduled: p.NextScheduled}, p.Finished)
 		}
 		if p.Fire == nil {
 			return tx.flush(ctx)
@@ -360,15 +409,27 @@ func (db *DB) FinishScheduledFire(ctx context.Context, p FinishFireParams) (bool
 	return applied, err
 }
 
-// ReleaseHookClaim implements HookStore.
+// ReleaseHookClaim implements HookStore: while the hook still waits for
+// h.NextTaskID, its message starts again, due at once (its due time
+// passed), whoever's lease it was under.
 func (db *DB) ReleaseHookClaim(ctx context.Context, h *Hook) error {
 	return db.tx(ctx, func(tx *txn) error {
-		_, err := tx.exec(ctx, "UPDATE hooks SET claimed_until = ? WHERE hook_group_id = ? AND hook_id = ? AND next_task_id = ?",
-			optMS(h.LastClaimEnd), h.HookGroupID, h.HookID, h.NextTaskID)
-		if err != nil {
-			return fmt.Errorf("releasing hook %s/%s: %w", h.HookGroupID, h.HookID, err)
+		var next int64
+		err := tx.queryRow(ctx, "SELECT next_scheduled FROM hooks WHERE hook_group_id = ? AND hook_id = ? AND next_task_id = ?"+db.dialect.LockRow,
+			h.HookGroupID, h.HookID, h.NextTaskID).Scan(&next)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // moved on or gone meanwhile: nothing to release
 		}
-		return nil
+		if err != nil {
+			return fmt.Errorf("loading hook %s/%s: %w", h.HookGroupID, h.HookID, err)
+		}
+		tx.send(Statement{Query: "UPDATE hooks SET claimed_until = ? WHERE hook_group_id = ? AND hook_id = ?",
+			Args: []any{optMS(h.LastClaimEnd), h.HookGroupID, h.HookID}, What: "releasing hook " + hookKey(h.HookGroupID, h.HookID)})
+		tx.unscheduleHook(h.HookGroupID, h.HookID)
+		if next > 0 {
+			tx.scheduleHook(&Hook{HookGroupID: h.HookGroupID, HookID: h.HookID, NextScheduled: fromMS(next)}, fromMS(next))
+		}
+		return tx.flush(ctx)
 	})
 }
 

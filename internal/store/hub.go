@@ -2,6 +2,7 @@ package store
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +27,8 @@ type Hub struct {
 	// backupEvery is how often a queue with waiters forgets that it is
 	// empty and wakes one waiter to look (DefaultHubBackup).
 	backupEvery time.Duration
+	// observers are told of every announcement (OnPending).
+	observers atomic.Pointer[[]func(taskQueueID string)]
 }
 
 // DefaultHubBackup is how often a task queue with waiters has one of them
@@ -286,4 +289,39 @@ func (h *Hub) wakeLocked(taskQueueID string, n int) (uncovered int) {
 		q.push(w)
 	}
 	return max(n, 0)
+}
+
+// OnPending registers f to be told the task queue of every run made
+// pending that this process learns of: its own, once committed, and,
+// where the driver relays them (PostgreSQL's NOTIFY), other processes'.
+// f is called with "" when announcements may have been missed (a
+// listener that reconnected). Unlike a claimWork waiter, an observer
+// is told of every announcement, whoever is waiting: the Worker Manager's
+// provisioner, which holds its lease on one replica only, wakes on
+// whichever replica a task became pending. f runs on the announcing
+// goroutine and must not block.
+func (h *Hub) OnPending(f func(taskQueueID string)) {
+	for {
+		old := h.observers.Load()
+		var next []func(string)
+		if old != nil {
+			next = append(next, *old...)
+		}
+		next = append(next, f)
+		if h.observers.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// Announced tells the observers (OnPending) that runs became pending in
+// the task queue ("": perhaps in any). The store calls it after each
+// commit that made runs pending; a driver calls it for other processes'
+// announcements.
+func (h *Hub) Announced(taskQueueID string) {
+	if obs := h.observers.Load(); obs != nil {
+		for _, f := range *obs {
+			f(taskQueueID)
+		}
+	}
 }

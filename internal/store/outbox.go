@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -104,6 +105,27 @@ func (t *txn) enqueue(msgs []OutboxMessage, now time.Time) {
 			Args: []any{m.Service, m.Kind, m.Key, string(m.Body), ms(due), ms(now), ms(now), ms(m.Expires)},
 			What: fmt.Sprintf("queueing %s %s %s", m.Service, m.Kind, m.Key)})
 	}
+}
+
+// leaseOwner names a claim by its lease's end, for the services whose
+// handle on a claim is its lease (a delivery's, a hook's): a message is
+// claimed again only once the lease before ran out, so no two claims of
+// one message end at the same time.
+func leaseOwner(lease time.Time) string { return "lease-" + strconv.FormatInt(ms(lease), 10) }
+
+// heldOutbox is a message as the claim of owner holds it, to finish in
+// this transaction; false if that claim no longer holds it.
+func (t *txn) heldOutbox(ctx context.Context, service, kind, key, owner string) (*OutboxMessage, bool, error) {
+	m := OutboxMessage{Service: service, Kind: kind, Key: key, Owner: owner, State: OutboxPending}
+	err := t.queryRow(ctx, `SELECT seq, attempts FROM outbox WHERE service = ? AND kind = ? AND msg_key = ? AND state = 'pending'
+		AND lease_owner = ?`+t.db.dialect.LockRow, service, kind, key, owner).Scan(&m.Seq, &m.Attempts)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("finding the claim of %s %s %s: %w", service, kind, key, err)
+	}
+	return &m, true, nil
 }
 
 // getOutbox reads one message; ErrNotFound if there is none.

@@ -173,6 +173,9 @@ func (db *DB) SubscribePendingFunc(taskQueueID string, capacity int, woken func(
 	return db.hub.SubscribeFunc(taskQueueID, capacity, woken)
 }
 
+// OnPending implements WorkHub.
+func (db *DB) OnPending(f func(taskQueueID string)) { db.hub.OnPending(f) }
+
 // WaitForWork implements WorkHub.
 func (db *DB) WaitForWork(taskQueueID string, capacity int, c *Claimant, woken func()) *Waiting {
 	return db.hub.Wait(taskQueueID, capacity, c, woken)
@@ -206,7 +209,8 @@ func (db *DB) q(query string) string {
 // transaction made pending (txn.notify) are announced: to this process's
 // hub, which wakes waiting claimWork calls or keeps the runs as offers, and
 // through the dialect's AnnouncePending to the other processes sharing the
-// database. Nothing else runs after a commit.
+// database, and to the hub's observers (Hub.OnPending). Nothing else runs
+// after a commit.
 func (db *DB) tx(ctx context.Context, fn func(tx *txn) error) error {
 	return retry.Do(ctx, txRetry, func(int) error {
 		err := db.tryTx(ctx, fn)
@@ -263,6 +267,7 @@ func (db *DB) tryTx(ctx context.Context, fn func(tx *txn) error) error {
 		if db.dialect.AnnouncePending != nil {
 			db.dialect.AnnouncePending(q, n)
 		}
+		db.hub.Announced(q)
 	}
 	return nil
 }

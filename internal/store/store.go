@@ -84,6 +84,10 @@ type Store interface {
 	// forge integration vouches for (identity.go).
 	IdentityStore
 
+	// Which replica holds a worker's tunnel or interactive agent
+	// (endpoints.go).
+	EndpointStore
+
 	Close() error
 }
 
@@ -108,6 +112,11 @@ type WorkHub interface {
 	// call to take them (Waiting.Claimed). The call must Leave, and
 	// answer with any claims Leave returns.
 	WaitForWork(taskQueueID string, capacity int, c *Claimant, woken func()) *Waiting
+	// OnPending registers f, told the task queue of every run made
+	// pending that this process learns of (its own commits and, where the
+	// driver relays them, other processes'; "" when some may have been
+	// missed). f must not block.
+	OnPending(f func(taskQueueID string))
 }
 
 // Page selects one page of a listing.

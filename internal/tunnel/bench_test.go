@@ -18,14 +18,14 @@ import (
 
 // BenchmarkIdleTunnels registers 1,000 idle tunnel clients (workers
 // waiting for viewers) and reports the heap each holds, then a request's
-// round trip through one of them while all stay connected. The clients'
-// ends live in this process too, so the per-tunnel figure bounds the
-// server's part from above.
+// round trip through one of them while all stay connected, and the
+// goroutines each adds. The clients' ends live in this process too, so
+// the per-tunnel figures bound the server's part from above.
 func BenchmarkIdleTunnels(b *testing.B) {
 	const clients = 1000
 	srv := httptest.NewServer(nil)
 	defer srv.Close()
-	tun := tunnel.New(secret, srv.URL, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	tun := tunnel.New(secret, srv.URL, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	defer tun.Close()
 	mux := http.NewServeMux()
 	mux.Handle(tunnel.Prefix, tun)
@@ -34,6 +34,7 @@ func BenchmarkIdleTunnels(b *testing.B) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+	goroutinesBefore := runtime.NumGoroutine()
 	sessions := make([]*wsmux.Session, 0, clients)
 	for i := 0; i < clients; i++ {
 		id := fmt.Sprintf("idle.w%d", i)
@@ -44,6 +45,7 @@ func BenchmarkIdleTunnels(b *testing.B) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	perTunnel := float64(after.HeapInuse-before.HeapInuse) / clients / 1024
+	goroutinesPer := float64(runtime.NumGoroutine()-goroutinesBefore) / clients
 	go func() {
 		_ = http.Serve(listener{sessions[clients/2]}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.WriteString(w, "ok")
@@ -62,6 +64,7 @@ func BenchmarkIdleTunnels(b *testing.B) {
 	b.StopTimer()
 	// After ResetTimer, which forgets metrics reported before it.
 	b.ReportMetric(perTunnel, "KiB/tunnel")
+	b.ReportMetric(goroutinesPer, "goroutines/tunnel")
 	for _, s := range sessions {
 		_ = s.Close()
 	}

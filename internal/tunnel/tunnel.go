@@ -12,9 +12,11 @@
 //     comes back the same way; a WebSocket upgrade (a shell) becomes a
 //     byte pipe once the worker switched protocols.
 //
-// Sessions live in the replica the worker registered with: a viewer on
-// another replica gets 504, as from a websocktunnel server the worker is
-// not connected to.
+// Sessions live in the replica the worker registered with; with several
+// replicas, each records its sessions in the shared directory (package
+// hop), and a viewer arriving at another replica is forwarded there, one
+// signed hop. A viewer whose worker is connected nowhere gets 504, as
+// from a websocktunnel server the worker is not connected to.
 package tunnel
 
 import (
@@ -32,6 +34,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/hopper-ci/hopper/internal/auth"
+	"github.com/hopper-ci/hopper/internal/hop"
 	"github.com/hopper-ci/hopper/internal/wsmux"
 )
 
@@ -50,12 +53,23 @@ const MaxStreams = 16
 
 var idPattern = regexp.MustCompile(`^[a-zA-Z0-9_~.%-]+$`)
 
+// Directory is where replicas record which of them holds a worker's
+// session, and how a viewer's request reaches it (*hop.Directory).
+type Directory interface {
+	Hold(ctx context.Context, key string) error
+	Release(key string)
+	Locate(ctx context.Context, key string) (string, error)
+	Signed(r *http.Request) (bool, error)
+	Forward(w http.ResponseWriter, r *http.Request, replicaURL, path string)
+}
+
 // Server is the tunnel of one replica.
 type Server struct {
 	secret  []byte
 	rootURL string
 	log     *slog.Logger
 	now     func() time.Time
+	dir     Directory // nil: one replica, no forwarding
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -72,10 +86,14 @@ type session struct {
 }
 
 // New returns the tunnel; secret verifies the workers' tokens (the one
-// auth.websocktunnelToken signs with), rootURL makes the viewers' URLs.
-func New(secret []byte, rootURL string, log *slog.Logger) *Server {
-	return &Server{secret: secret, rootURL: strings.TrimRight(rootURL, "/"), log: log, now: time.Now, sessions: map[string]*session{}}
+// auth.websocktunnelToken signs with), rootURL makes the viewers' URLs,
+// dir (nil with one replica) finds sessions held by other replicas.
+func New(secret []byte, rootURL string, log *slog.Logger, dir Directory) *Server {
+	return &Server{secret: secret, rootURL: strings.TrimRight(rootURL, "/"), log: log, now: time.Now, dir: dir, sessions: map[string]*session{}}
 }
+
+// endpointKey names a tunnel's session in the directory.
+func endpointKey(id string) string { return "wst/" + id }
 
 // Close ends every worker's session (the server is stopping).
 func (s *Server) Close() {
@@ -146,8 +164,19 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, id string) {
 	old := s.sessions[id]
 	s.sessions[id] = se
 	s.mu.Unlock()
+	// Recorded before the client hears it is registered, so that a viewer
+	// it then sends to any replica finds it.
+	if s.dir != nil {
+		if err := s.dir.Hold(r.Context(), endpointKey(id)); err != nil {
+			// Viewers on this replica still reach it; the renewal retries.
+			s.log.Warn("recording the tunnel session for the other replicas", "tunnelId", id, "error", err)
+		}
+	}
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
+		if s.dir != nil {
+			s.dir.Release(endpointKey(id))
+		}
 		s.mu.Lock()
 		if s.sessions[id] == se {
 			delete(s.sessions, id)
@@ -172,6 +201,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, id string) {
 			delete(s.sessions, id)
 		}
 		s.mu.Unlock()
+		if s.dir != nil {
+			s.dir.Release(endpointKey(id))
+		}
 	}()
 }
 
@@ -214,6 +246,22 @@ func (s *Server) stream(ctx context.Context, id string) (*wsmux.Stream, func(), 
 }
 
 func (s *Server) serveViewer(w http.ResponseWriter, r *http.Request, id, path string) {
+	if s.dir != nil {
+		signed, err := s.dir.Signed(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		// A request another replica forwarded is served from this
+		// replica's sessions only: never a second hop.
+		if !signed && !s.Connected(id) {
+			if u, err := s.dir.Locate(r.Context(), endpointKey(id)); err == nil {
+				s.log.Debug("tunnel viewer forwarded to the replica holding the session", "tunnelId", id, "replica", u)
+				s.dir.Forward(w, r, u, r.URL.RequestURI())
+				return
+			}
+		}
+	}
 	st, done, status := s.stream(r.Context(), id)
 	if status != 0 {
 		msg := map[int]string{http.StatusGatewayTimeout: "No client is connected with that id",
@@ -225,6 +273,7 @@ func (s *Server) serveViewer(w http.ResponseWriter, r *http.Request, id, path st
 	defer st.Close()
 	out := r.Clone(r.Context())
 	out.Header.Set("x-websocktunnel-original-path", r.URL.Path)
+	out.Header.Del(hop.Header)
 	out.RequestURI = ""
 	u := *r.URL
 	u.Path, u.RawPath, u.RawQuery = path, "", r.URL.RawQuery

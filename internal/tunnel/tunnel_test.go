@@ -71,7 +71,7 @@ func TestTunnel(t *testing.T) {
 	srv := httptest.NewUnstartedServer(nil)
 	srv.Start()
 	defer srv.Close()
-	tun := tunnel.New(secret, srv.URL, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	tun := tunnel.New(secret, srv.URL, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	defer tun.Close()
 	mux := http.NewServeMux()
 	mux.Handle(tunnel.Prefix, tun)

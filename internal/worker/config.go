@@ -115,6 +115,12 @@ type Config struct {
 	// 127.0.0.1).
 	LiveLogBindAddress string `yaml:"liveLogBindAddress" json:"liveLogBindAddress,omitempty"`
 	LiveLogPublicHost  string `yaml:"liveLogPublicHost" json:"liveLogPublicHost,omitempty"`
+	// LiveLogTunnel serves the live logs through hopper instead: the
+	// worker connects out to <rootUrl>/websocktunnel (with a token from
+	// auth.websocktunnelToken, which takes
+	// auth:websocktunnel-token:hopper/<workerGroup>.<workerId>) and needs
+	// no inbound port (default false).
+	LiveLogTunnel bool `yaml:"liveLogTunnel" json:"liveLogTunnel,omitempty"`
 	// ClaimInterval is the minimum time between the start of a claimWork
 	// call that brought no task and the next (default 5 s; tests use
 	// less). After a call that brought tasks, the next starts as soon as

@@ -69,7 +69,7 @@ type taskRun struct {
 	backing bool
 	// logClosed is set once the footer is written and the log closed.
 	logClosed bool
-	live      *tasklog.LiveServer
+	live      liveEndpoint
 	liveLog   bool // the live log was requested and is enabled
 	proxy     *tcproxy.Proxy
 	task      engineTask

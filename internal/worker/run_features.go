@@ -28,10 +28,16 @@ func scopeSatisfied(scopes []string, required string) bool {
 
 func (r *taskRun) startLiveLog(maxRunTime int) {
 	cfg := &r.w.cfg
-	live, err := tasklog.StartLive(r.log, cfg.LiveLogBindAddress, cfg.LiveLogPublicHost)
-	if err != nil {
-		r.log.Warnf("Live log unavailable: %v", err)
-		return
+	var live liveEndpoint
+	if r.w.tunnel != nil {
+		live = startTunnelLive(r.w.tunnel, r.log)
+	} else {
+		server, err := tasklog.StartLive(r.log, cfg.LiveLogBindAddress, cfg.LiveLogPublicHost)
+		if err != nil {
+			r.log.Warnf("Live log unavailable: %v", err)
+			return
+		}
+		live = server
 	}
 	r.live = live
 	expires := time.Now().Add(time.Duration(maxRunTime)*time.Second + 900*time.Second)
@@ -40,7 +46,7 @@ func (r *taskRun) startLiveLog(maxRunTime int) {
 	}
 	ctx, cancel := context.WithTimeout(r.workCtx, time.Minute)
 	defer cancel()
-	_, err = r.claim.Queue().CreateArtifact(ctx, r.claim.TaskID, r.claim.RunID, r.logs.Live, &tcclient.CreateArtifactRequest{
+	_, err := r.claim.Queue().CreateArtifact(ctx, r.claim.TaskID, r.claim.RunID, r.logs.Live, &tcclient.CreateArtifactRequest{
 		StorageType: tcclient.StorageReference, Expires: tcclient.NewTime(expires),
 		ContentType: "text/plain; charset=utf-8", URL: live.URL(),
 	})

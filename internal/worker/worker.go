@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/tcclient"
+	"github.com/hopper-ci/hopper/internal/worker/livetunnel"
 	"github.com/hopper-ci/hopper/internal/worker/payload"
 	"github.com/hopper-ci/hopper/internal/worker/superseding"
 )
@@ -46,6 +47,9 @@ type Worker struct {
 
 	// HTTPClient is used for all queue calls and downloads (nil: default).
 	HTTPClient *http.Client
+
+	// tunnel serves the runs' live logs through hopper (liveLogTunnel).
+	tunnel *livetunnel.Client
 
 	// reclaimRetryDelay is the first back-off of a failing reclaim.
 	reclaimRetryDelay time.Duration
@@ -175,6 +179,10 @@ func (w *Worker) Run(ctx context.Context) (int, error) {
 		// Engines that hold machine state (the process engine's cgroups)
 		// release it when the worker stops.
 		defer c.close()
+	}
+	if w.cfg.LiveLogTunnel {
+		w.tunnel = w.startTunnel()
+		defer w.tunnel.Close()
 	}
 	finished := make(chan struct{})
 	defer close(finished)

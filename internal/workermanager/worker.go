@@ -231,6 +231,20 @@ func (w *Worker) RegisterProven(pool *Pool, providerID, newSecret string, now ti
 	return w.registered(pool, newSecret, now), nil
 }
 
+// RecordProven records what a provider's check of a registering
+// worker's proof established of what runs it (its Pod's UID), unless the
+// provider's record of its start is already stored: a worker may
+// register before the provisioner records what its start returned, and
+// that record, written later, says the same.
+func (w *Worker) RecordProven(data json.RawMessage) {
+	if len(data) == 0 {
+		return
+	}
+	if s := strings.TrimSpace(string(w.ProviderData)); s == "" || s == "{}" || s == "null" {
+		w.ProviderData = data
+	}
+}
+
 // registered moves a worker whose registration was accepted to running.
 func (w *Worker) registered(pool *Pool, newSecret string, now time.Time) Registration {
 	l := pool.Lifecycle()

@@ -45,8 +45,9 @@ func (h *handlers) registerWorker(c *api.Call) (any, error) {
 	}
 	k := workermanager.Key{WorkerPoolID: in.WorkerPoolID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
 	staticSecret, _ := in.WorkerIdentityProof["staticSecret"].(string)
+	var proven json.RawMessage
 	if prov.Verifier != nil {
-		if err := h.verifyIdentity(c, prov, pool, k, in.WorkerIdentityProof); err != nil {
+		if proven, err = h.verifyIdentity(c, prov, pool, k, in.WorkerIdentityProof); err != nil {
 			return nil, err
 		}
 	}
@@ -57,6 +58,9 @@ func (h *handlers) registerWorker(c *api.Call) (any, error) {
 		if prov.Verifier != nil {
 			// Proven above; once only, so a replayed proof is refused.
 			reg, err = w.RegisterProven(pool, in.ProviderID, secret, c.Now)
+			if err == nil {
+				w.RecordProven(proven)
+			}
 		} else {
 			reg, err = w.Register(pool, prov.Type, in.ProviderID, staticSecret, secret, c.Now)
 		}
@@ -86,19 +90,20 @@ func (h *handlers) registerWorker(c *api.Call) (any, error) {
 // verifyIdentity has the provider check a registering worker's proof
 // (outside the worker's transaction: the check may ask the cluster). The
 // refusal says nothing of why; the log does.
-func (h *handlers) verifyIdentity(c *api.Call, prov Provider, pool *workermanager.Pool, k workermanager.Key, proof map[string]any) error {
+func (h *handlers) verifyIdentity(c *api.Call, prov Provider, pool *workermanager.Pool, k workermanager.Key, proof map[string]any) (json.RawMessage, error) {
 	w, err := h.Store.GetPoolWorker(c.Context(), k)
 	if errors.Is(err, store.ErrNotFound) {
-		return notFound("Worker %s/%s in worker pool %s does not exist", k.WorkerGroup, k.WorkerID, k.WorkerPoolID)
+		return nil, notFound("Worker %s/%s in worker pool %s does not exist", k.WorkerGroup, k.WorkerID, k.WorkerPoolID)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := prov.Verifier.VerifyIdentity(c.Context(), pool, w, proof); err != nil {
+	proven, err := prov.Verifier.VerifyIdentity(c.Context(), pool, w, proof)
+	if err != nil {
 		h.Logger.Info("worker registration refused", "worker", k.String(), "reason", err.Error())
-		return inputError("the workerIdentityProof of worker %s/%s was not accepted", k.WorkerGroup, k.WorkerID)
+		return nil, inputError("the workerIdentityProof of worker %s/%s was not accepted", k.WorkerGroup, k.WorkerID)
 	}
-	return nil
+	return proven, nil
 }
 
 // credentials issues a registered worker's temporary credentials, named

@@ -44,9 +44,12 @@ type Provider struct {
 
 // IdentityVerifier checks a registering worker's workerIdentityProof
 // against what runs it; an error is a refusal, whose detail is logged,
-// never echoed.
+// never echoed. What the proof established of what runs the worker
+// (providerData, nil: nothing new) is recorded with the registration
+// where the worker has none yet: a worker may register before the
+// provisioner has recorded what its start returned.
 type IdentityVerifier interface {
-	VerifyIdentity(ctx context.Context, pool *workermanager.Pool, w *workermanager.Worker, proof map[string]any) error
+	VerifyIdentity(ctx context.Context, pool *workermanager.Pool, w *workermanager.Worker, proof map[string]any) (providerData json.RawMessage, err error)
 }
 
 // QueueWorkers is what the API reads of the queue's own worker records

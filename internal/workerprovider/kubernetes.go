@@ -128,6 +128,9 @@ type kubernetesData struct {
 	Namespace string `json:"namespace"`
 	Pod       string `json:"pod"`
 	UID       string `json:"uid,omitempty"`
+	// recorded says the Pod was named by the worker's record, not derived
+	// from its key (its start has not returned yet).
+	recorded bool
 }
 
 // Kubernetes runs each worker of a pool as a Pod in the pool's namespace
@@ -372,6 +375,7 @@ func workerPodRef(pool *workermanager.Pool, w *workermanager.Worker) (kubernetes
 			return d, fmt.Errorf("reading worker %s's provider data: %w", w.Key(), err)
 		}
 	}
+	d.recorded = d.Pod != ""
 	if d.Pod == "" {
 		cfg, err := ParseKubernetesConfig(pool.Config)
 		if err != nil {
@@ -404,6 +408,11 @@ func (k *Kubernetes) Check(ctx context.Context, pool *workermanager.Pool, w *wor
 		if err != nil && !apierrors.IsNotFound(err) {
 			return Status{}, describeAPIError(err, "reading Pod "+ref.Namespace+"/"+ref.Pod)
 		}
+	}
+	if !found && ref.UID == "" && !ref.recorded {
+		// Nothing recorded and no Pod: the create may be under way (the
+		// provisioner records a worker before it creates its Pod).
+		return Status{NotStarted: true, Detail: "its Pod " + ref.Namespace + "/" + ref.Pod + " was not made yet"}, nil
 	}
 	if !found || (ref.UID != "" && string(pod.UID) != ref.UID) {
 		return Status{Detail: "its Pod " + ref.Namespace + "/" + ref.Pod + " is gone (deleted or evicted)"}, nil

@@ -2,6 +2,7 @@ package workerprovider_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -74,12 +75,28 @@ func TestKubernetesProviderLogic(t *testing.T) {
 	// Token reviews: what the API server answers decides.
 	review := authnv1.TokenReviewStatus{Authenticated: true, Audiences: []string{testAudience},
 		User: authnv1.UserInfo{Username: "system:serviceaccount:builds:ci", Extra: map[string]authnv1.ExtraValue{
-			"authentication.kubernetes.io/pod-name": {name}, "authentication.kubernetes.io/pod-uid": {""}}}}
+			"authentication.kubernetes.io/pod-name": {name}, "authentication.kubernetes.io/pod-uid": {"uid-1"}}}}
 	client.PrependReactor("create", "tokenreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, &authnv1.TokenReview{Status: review}, nil
 	})
+	// The fake clientset gives Pods no UID: the Pod is given the one the
+	// token is bound to, as the API server would have; Start recorded none.
+	p, err := pods.Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	p.UID = "uid-1"
+	_, err = pods.Update(ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
 	proof := map[string]any{workerprovider.ProofToken: "a.b.c"}
-	require.NoError(t, k.VerifyIdentity(ctx, pool, w, proof), "the fake clientset gives Pods no UID: only the name is compared")
+	// Registering before the Pod's UID is recorded: the Pod read from the
+	// cluster says which UID is the worker's, and that is what the
+	// registration records.
+	proven, err := k.VerifyIdentity(ctx, pool, w, proof)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"namespace":"builds","pod":"`+name+`","uid":"uid-1"}`, string(proven))
+	w.ProviderData = proven
+	again, err := k.VerifyIdentity(ctx, pool, w, proof)
+	require.NoError(t, err)
+	require.Nil(t, again, "nothing new to record once the UID is")
 	for _, tc := range []struct {
 		name   string
 		change func(s *authnv1.TokenReviewStatus)
@@ -91,13 +108,22 @@ func TestKubernetesProviderLogic(t *testing.T) {
 			s.User.Extra = map[string]authnv1.ExtraValue{"authentication.kubernetes.io/pod-name": {"someone-else"}}
 		}},
 		{"no pod", func(s *authnv1.TokenReviewStatus) { s.User.Extra = nil }},
+		{"another pod of the name", func(s *authnv1.TokenReviewStatus) {
+			s.User.Extra = map[string]authnv1.ExtraValue{"authentication.kubernetes.io/pod-name": {name}, "authentication.kubernetes.io/pod-uid": {"uid-2"}}
+		}},
 	} {
 		saved := review
 		tc.change(&review)
-		require.Error(t, k.VerifyIdentity(ctx, pool, w, proof), tc.name)
+		for _, data := range []json.RawMessage{proven, nil} {
+			w.ProviderData = data
+			_, err := k.VerifyIdentity(ctx, pool, w, proof)
+			require.Error(t, err, "%s (uid recorded: %v)", tc.name, data != nil)
+		}
+		w.ProviderData = proven
 		review = saved
 	}
-	require.Error(t, k.VerifyIdentity(ctx, pool, w, map[string]any{}), "no token")
+	_, err = k.VerifyIdentity(ctx, pool, w, map[string]any{})
+	require.Error(t, err, "no token")
 
 	// Stop deletes the Pod; what is gone is no error.
 	require.NoError(t, k.Stop(ctx, pool, w))

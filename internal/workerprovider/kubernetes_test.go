@@ -199,7 +199,21 @@ func TestKubernetesIdentity(t *testing.T) {
 	proof := func(tok string) map[string]any { return map[string]any{workerprovider.ProofToken: tok} }
 
 	good := token(pa)
-	require.NoError(t, k.VerifyIdentity(ctx, pool, w, proof(good)))
+	_, err := k.VerifyIdentity(ctx, pool, w, proof(good))
+	require.NoError(t, err)
+
+	// A Pod registering before the provisioner recorded its UID: the token
+	// passes, and the UID the cluster bound it to is what is recorded.
+	early := requestedWorker(pool, "w-early")
+	_, err = k.Start(ctx, pool, early, workerprovider.Registration{RootURL: "http://127.0.0.1:1"})
+	require.NoError(t, err)
+	earlyPod, err := c.Client.CoreV1().Pods("builds").Get(ctx, workerprovider.PodName(early.Key()), metav1.GetOptions{})
+	require.NoError(t, err)
+	proven, err := k.VerifyIdentity(ctx, pool, early, proof(token(earlyPod)))
+	require.NoError(t, err)
+	require.Contains(t, string(proven), string(earlyPod.UID))
+	_, err = k.VerifyIdentity(ctx, pool, early, proof(token(pb)))
+	require.Error(t, err, "another Pod's token, the UID not recorded")
 
 	wrongAudience := *pa
 	wrongAudience.Spec.Volumes = []corev1.Volume{{Name: "x", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
@@ -215,7 +229,7 @@ func TestKubernetesIdentity(t *testing.T) {
 		{"audience", token(&wrongAudience)},
 		{"other pod", token(pb)},
 	} {
-		err := k.VerifyIdentity(ctx, pool, w, proof(tc.token))
+		_, err := k.VerifyIdentity(ctx, pool, w, proof(tc.token))
 		require.Error(t, err, tc.name)
 		t.Logf("%s: %v", tc.name, err)
 		require.NotContains(t, err.Error(), good, "the token is never echoed")
@@ -224,7 +238,10 @@ func TestKubernetesIdentity(t *testing.T) {
 	// Once its Pod is gone the token is worth nothing, even to the worker
 	// it was bound to.
 	require.NoError(t, c.Client.CoreV1().Pods("builds").Delete(ctx, pa.Name, metav1.DeleteOptions{}))
-	require.Eventually(t, func() bool { return k.VerifyIdentity(ctx, pool, w, proof(good)) != nil }, time.Minute, 50*time.Millisecond)
+	require.Eventually(t, func() bool {
+		_, err := k.VerifyIdentity(ctx, pool, w, proof(good))
+		return err != nil
+	}, time.Minute, 50*time.Millisecond)
 }
 
 // TestKubernetesBadInput: what the cluster refuses is an error saying

@@ -91,7 +91,20 @@ export function renewIn(expires: number, now = Date.now()): number {
   return Math.max(0, expires - now - 5 * 60 * 1000);
 }
 
+/**
+ * nextRenewal is when (ms from now) to ask for credentials again: five
+ * minutes before they expire; but once asking gave no later expiry (the
+ * credentials end with the session), only when they have expired, to
+ * learn that the sign-in ended rather than asking again and again.
+ */
+export function nextRenewal(expires: number, renewedFrom: number, now = Date.now()): number {
+  if (expires > renewedFrom) return renewIn(expires, now);
+  return Math.max(0, expires - now) + 1000;
+}
+
 let timer: ReturnType<typeof setTimeout> | undefined;
+// renewedFrom is the expiry of the credentials last renewed.
+let renewedFrom = 0;
 let ended: ((why: string) => void) | undefined;
 
 /** onEnded is told when a provider sign-in ends by itself (expiry). */
@@ -105,6 +118,7 @@ function schedule() {
   const expires = session.expires();
   if (!who || !expires) return;
   timer = setTimeout(async () => {
+    renewedFrom = expires;
     try {
       if (!(await fetchCredentials())) {
         sessionStorage.removeItem(PERSON);
@@ -114,7 +128,7 @@ function schedule() {
     } catch {
       schedule(); // the server is unreachable: keep what we have until it expires
     }
-  }, renewIn(expires));
+  }, nextRenewal(expires, renewedFrom));
 }
 
 /**

@@ -263,6 +263,7 @@ func (l *listener) listen(ctx context.Context, ready func()) error {
 	ready()
 	if missed {
 		l.hub.NotifyAll()
+		l.hub.Announced("")
 	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -274,6 +275,7 @@ func (l *listener) listen(ctx context.Context, ready func()) error {
 			continue // this process woke its own waiters already
 		}
 		l.hub.Notify(a.taskQueueID, a.runs)
+		l.hub.Announced(a.taskQueueID)
 	}
 }
 

@@ -241,26 +241,50 @@ func testCrossProcessWakeup(t *testing.T, stores []store.Store) {
 	defer unsubscribe()
 	other, unsubscribeOther := hubOf(a).SubscribePending("prov/other", 1)
 	defer unsubscribeOther()
+	// The observers (OnPending: the provisioner's wake-up) of both
+	// replicas hear of every run made pending, whoever waits.
+	observed, observedLocally := observe(a), observe(b)
 
 	_, err := b.CreateTask(ctx, store.CreateTaskParams{TaskID: "t1", Task: NewTask(testQueue, Epoch, withGroup("t1"), withRetries(1)), Now: Epoch})
 	require.NoError(t, err)
 	requireSignal(t, ch, "createTask on the other replica")
+	requireSignal(t, observed, "createTask on the other replica (an observer)")
+	requireSignal(t, observedLocally, "createTask on the observer's replica")
 	drain(ch)
+	drain(observed)
+	drain(observedLocally)
 
 	res, err := b.ClaimWork(ctx, store.ClaimWorkParams{TaskQueueID: testQueue, WorkerGroup: workerGroup, WorkerID: workerID,
 		Count: 1, Now: Epoch, TakenUntil: Epoch.Add(claimTimeout)})
 	require.NoError(t, err)
 	require.Len(t, res.Claims, 1)
 	requireNoSignal(t, ch, "a claim on the other replica") // claims never announce across processes
+	requireNoSignal(t, observed, "a claim on the other replica (an observer)")
 
 	exp, err := b.ExpireClaims(ctx, Epoch.Add(claimTimeout), 10)
 	require.NoError(t, err)
 	require.Len(t, exp.Changes, 1)
 	requireSignal(t, ch, "a retry on the other replica")
+	requireSignal(t, observed, "a retry on the other replica (an observer)")
 
 	select {
 	case <-other:
 		t.Fatal("a subscriber of another queue was woken")
 	default:
 	}
+}
+
+// observe registers an observer of the store's announcements that
+// signals the test queue's.
+func observe(s store.Store) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	hubOf(s).OnPending(func(taskQueueID string) {
+		if taskQueueID == testQueue {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	})
+	return ch
 }

@@ -191,6 +191,7 @@ func Run(t *testing.T, open Opener) {
 		{"NotifyClaims", testNotifyClaims},
 		{"RequestUnderLease", testRequestUnderLease},
 		{"TextNUL", testTextNUL},
+		{"Endpoints", testEndpoints},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

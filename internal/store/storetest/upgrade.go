@@ -51,6 +51,10 @@ func RunUpgrade(t *testing.T, before Upgrader) {
 		t.Parallel()
 		testUpgradeGithubDeliveries(t, before)
 	})
+	t.Run("Hooks", func(t *testing.T) {
+		t.Parallel()
+		testUpgradeHooks(t, before)
+	})
 }
 
 // testUpgradeNotifyDedupDenylist: migration 020 keys the denylist by the

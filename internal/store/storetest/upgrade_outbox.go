@@ -85,3 +85,32 @@ func testUpgradeGithubDeliveries(t *testing.T, before Upgrader) {
 	require.NoError(t, err)
 	require.Nil(t, d)
 }
+
+// testUpgradeHooks: migration 048 gives each hook with a schedule its
+// outbox message: one a replica held is claimed once that lease would
+// have ended, the end of that lease standing as the claim before; a hook
+// without a schedule is never claimed.
+func testUpgradeHooks(t *testing.T, before Upgrader) {
+	exec, open := before(t, 47)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	leaseEnd := now.Add(10 * time.Second)
+	row := func(id string, next, claimed int64) {
+		exec(fmt.Sprintf(`INSERT INTO hooks (hook_group_id, hook_id, metadata, task, bindings, schedule, trigger_schema, trigger_token,
+			next_task_id, next_scheduled, claimed_until, created, last_modified) VALUES ('g', '%s', '{}', '{}', '[]', '[]', '{}', '', 't-%s', %d, %d, %d, %d)`,
+			id, id, next, claimed, now.UnixMilli(), now.UnixMilli()))
+	}
+	row("held", now.Add(-time.Second).UnixMilli(), leaseEnd.UnixMilli())
+	row("unscheduled", 0, 0)
+	s := open()
+	ctx := context.Background()
+	h, err := s.ClaimDueHook(ctx, now, now.Add(10*time.Second))
+	require.NoError(t, err)
+	require.Nil(t, h, "the old lease holds")
+	h, err = s.ClaimDueHook(ctx, leaseEnd, leaseEnd.Add(10*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, "held", h.HookID)
+	require.Equal(t, leaseEnd, h.LastClaimEnd)
+	h, err = s.ClaimDueHook(ctx, leaseEnd.Add(5*time.Second), leaseEnd.Add(15*time.Second))
+	require.NoError(t, err)
+	require.Nil(t, h, "held by the new claim; the unscheduled hook is never due")
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -54,21 +55,63 @@ func (s *LiveServer) URL() string {
 	return "http://" + net.JoinHostPort(s.host, strconv.Itoa(port)) + s.path
 }
 
-func (s *LiveServer) serveLog(w http.ResponseWriter, r *http.Request) {
+func (s *LiveServer) serveLog(w http.ResponseWriter, r *http.Request) { ServeLive(s.log, w, r) }
+
+// ServeLive follows log on w (the live log's answer, wherever it is
+// served). A reader that lost its stream resumes with Range: bytes=N- and
+// gets 206 and the log from byte N on, nothing lost or repeated; while the
+// log grows its complete length is unknown, so Content-Range is sent once
+// the log is closed only, and a client takes the 206 itself as the
+// promise that the body starts at N.
+func ServeLive(log *Log, w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-cache")
 	// The URL itself is the secret (like Taskcluster's livelog), so any page,
 	// such as hopper's web UI, may read it.
 	w.Header().Set("Access-Control-Allow-Origin", "*")
-	w.WriteHeader(http.StatusOK)
+	w.Header().Set("Accept-Ranges", "bytes")
+	from, ranged := openRange(r.Header.Get("Range"))
+	if ranged {
+		size, spill, closed, _ := log.snapshot()
+		total := size + int64(len(spill))
+		if from > total && closed {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", total))
+			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
+		if closed && from < total {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", from, total-1, total))
+		}
+		w.WriteHeader(http.StatusPartialContent)
+	} else {
+		w.WriteHeader(http.StatusOK)
+	}
 	flusher, _ := w.(http.Flusher)
 	flush := func() {
 		if flusher != nil {
 			flusher.Flush()
 		}
 	}
-	_ = s.log.Follow(r.Context(), w, flush)
+	_ = log.FollowFrom(r.Context(), from, w, flush)
+}
+
+// openRange parses the one kind of Range a resuming reader sends,
+// "bytes=N-"; anything else is ignored (the whole log, 200).
+func openRange(h string) (int64, bool) {
+	spec, ok := strings.CutPrefix(h, "bytes=")
+	if !ok {
+		return 0, false
+	}
+	n, ok := strings.CutSuffix(spec, "-")
+	if !ok {
+		return 0, false
+	}
+	from, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || from < 0 {
+		return 0, false
+	}
+	return from, true
 }
 
 // Close stops the server. Followers get the rest of the log if it was

@@ -227,7 +227,12 @@ func (l *Log) GzipTo(w io.Writer) error {
 // flush, if non-nil, is called after each chunk so HTTP clients see output
 // promptly.
 func (l *Log) Follow(ctx context.Context, w io.Writer, flush func()) error {
-	var off int64
+	return l.FollowFrom(ctx, 0, w, flush)
+}
+
+// FollowFrom is Follow from byte off on: a reader that lost its stream
+// resumes where it was, with nothing lost or repeated.
+func (l *Log) FollowFrom(ctx context.Context, off int64, w io.Writer, flush func()) error {
 	buf := make([]byte, 32<<10)
 	for {
 		size, spill, closed, changed := l.snapshot()

@@ -36,6 +36,8 @@ type env struct {
 	rootURL string
 	token   string
 	admin   *tcclient.Client
+	// process is the server's (a test may kill it).
+	process *os.Process
 }
 
 var shared *env
@@ -95,9 +97,14 @@ func launchServer(bin, dataDir, claimTimeout string) (*env, func(), error) {
 // launchServerAt is launchServer on a given address with a given root
 // token: a server started again where one stopped, as after a restart.
 func launchServerAt(bin, dataDir, claimTimeout, addr, token string) (*env, func(), error) {
-	serve := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dataDir,
-		"--claim-timeout", claimTimeout, "--log-level", "warn")
-	serve.Env = append(os.Environ(), "HOPPER_ROOT_ACCESS_TOKEN="+token)
+	return launchReplica(bin, dataDir, addr, token, []string{"--claim-timeout", claimTimeout}, nil)
+}
+
+// launchReplica is launchServerAt with further flags and environment: a
+// replica sharing a database (--db) and a secret (HOPPER_SECRET_KEY).
+func launchReplica(bin, dataDir, addr, token string, args, environ []string) (*env, func(), error) {
+	serve := exec.Command(bin, append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--log-level", "warn"}, args...)...)
+	serve.Env = append(append(os.Environ(), "HOPPER_ROOT_ACCESS_TOKEN="+token), environ...)
 	serve.Stdout, serve.Stderr = os.Stderr, os.Stderr
 	if err := serve.Start(); err != nil {
 		return nil, nil, fmt.Errorf("starting hopper serve: %w", err)
@@ -125,7 +132,7 @@ func launchServerAt(bin, dataDir, claimTimeout, addr, token string) (*env, func(
 		stop()
 		return nil, nil, fmt.Errorf("hopper serve did not become ready: %w", err)
 	}
-	return &env{bin: bin, rootURL: rootURL, token: token, admin: &tcclient.Client{
+	return &env{bin: bin, rootURL: rootURL, token: token, process: serve.Process, admin: &tcclient.Client{
 		RootURL: rootURL, Credentials: &tcclient.Credentials{ClientID: rootClientID, AccessToken: token},
 	}}, stop, nil
 }

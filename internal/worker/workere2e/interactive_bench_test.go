@@ -13,7 +13,9 @@ import (
 // BenchmarkShellKeystrokeEcho measures a keystroke's round trip through
 // an open shell: from the viewer's WebSocket write of one character to
 // its echo coming back, through hopper's relay, the worker's WebSocket,
-// the pseudo-terminal and bash in the strict sandbox (one replica).
+// the pseudo-terminal and bash in the strict sandbox; on one replica, and
+// across two sharing PostgreSQL (the viewer on A, the worker's agent on
+// B: one signed hop more).
 func BenchmarkShellKeystrokeEcho(b *testing.B) {
 	if shared == nil {
 		b.Skip("needs the hopper binaries; not run with -short")
@@ -21,14 +23,24 @@ func BenchmarkShellKeystrokeEcho(b *testing.B) {
 	if reason := strictSandboxMissing(b); reason != "" {
 		b.Skip(reason)
 	}
+	b.Run("one-replica", func(b *testing.B) { keystrokeEcho(b, shared, shared) })
+	b.Run("two-replicas", func(b *testing.B) {
+		rs := startReplicas(b, 2)
+		keystrokeEcho(b, rs[0], rs[1])
+	})
+}
+
+// keystrokeEcho types into a shell opened through viewer in a task whose
+// worker works for worker.
+func keystrokeEcho(b *testing.B, viewer, worker *env) {
 	queue := uniqueQueue("shellbench")
 	dir := reachableDir(b)
-	launchWorker(b, dir, workerConfig(shared, queue, dir, workerOpts{id: "shellbench", tasks: 1, config: map[string]any{"isolation": "strict"}}))
-	id := createTaskOn(b, shared, queue, map[string]any{"command": [][]string{{"true"}}, "features": map[string]bool{"interactive": true}, "maxRunTime": 60}, nil)
+	launchWorker(b, dir, workerConfig(worker, queue, dir, workerOpts{id: "shellbench", tasks: 1, config: map[string]any{"isolation": "strict"}}))
+	id := createTaskOn(b, worker, queue, map[string]any{"command": [][]string{{"true"}}, "features": map[string]bool{"interactive": true}, "maxRunTime": 60}, nil)
 	ctx := context.Background()
 	var conn *websocket.Conn
 	for deadline := time.Now().Add(2 * time.Minute); ; {
-		c, err := shared.admin.OpenShell(ctx, id)
+		c, err := viewer.admin.OpenShell(ctx, id)
 		if err == nil {
 			conn = c
 			break
@@ -40,7 +52,7 @@ func BenchmarkShellKeystrokeEcho(b *testing.B) {
 	}
 	defer func() {
 		_ = conn.CloseNow()
-		_, _ = shared.admin.CancelTask(ctx, id)
+		_, _ = viewer.admin.CancelTask(ctx, id)
 	}()
 	// Wait for the prompt, then clear the line after each keystroke.
 	readUntil := func(want string) {

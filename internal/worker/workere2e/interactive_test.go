@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/creack/pty"
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 
 	"github.com/hopper-ci/hopper/internal/e2e"
 	"github.com/hopper-ci/hopper/internal/interactive"
@@ -194,7 +195,7 @@ func cliEnv() []string {
 
 // TestInteractiveCopyAndShellFromATerminal: `hopper task interactive`
 // copies a failed task with features.interactive on; `hopper task shell`,
-// run on a real terminal, opens a shell in the copy, where typing
+// run on a real terminal (both as docs/interactive.md writes them), opens a shell in the copy, where typing
 // echo $TASK_ID shows the copy's id; cancelling the copy ends the shell
 // and the command.
 func TestInteractiveCopyAndShellFromATerminal(t *testing.T) {
@@ -207,11 +208,20 @@ func TestInteractiveCopyAndShellFromATerminal(t *testing.T) {
 	}, nil)
 	testclock.WaitFor(t, 2*time.Minute, "the task to fail", func() bool { return status(t, failed).State == tcclient.StateFailed })
 
-	cmd := exec.Command(shared.bin, "task", "interactive", failed)
-	cmd.Env = cliEnv()
+	// docs/interactive.md's two lines, as written but for the ids, with
+	// hopper on the PATH.
+	lines := strings.Split(strings.TrimSpace(e2e.DocExample(t, "interactive-from-terminal").Text), "\n")
+	require.Len(t, lines, 2, "the guide's interactive, then shell")
+	binDir := t.TempDir()
+	require.NoError(t, os.Symlink(shared.bin, filepath.Join(binDir, "hopper")))
+	env := append(cliEnv(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	require.Contains(t, lines[0], "FAILED_TASKID")
+	cmd := exec.Command("bash", "-c", strings.ReplaceAll(lines[0], "FAILED_TASKID", failed))
+	cmd.Env = env
 	out, err := cmd.Output()
 	require.NoError(t, err)
 	copyID := strings.TrimSpace(string(out))
+	require.Contains(t, lines[1], "NEW_TASKID")
 	def, err := shared.admin.Task(context.Background(), copyID)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"command":[["sh","-c","echo broken; exit 1"]],"maxRunTime":60,"features":{"interactive":true}}`, string(def.Payload))
@@ -224,8 +234,8 @@ func TestInteractiveCopyAndShellFromATerminal(t *testing.T) {
 	done := make(chan error, 1)
 	testclock.WaitFor(t, 2*time.Minute, "hopper task shell to connect", func() bool {
 		screen.Reset()
-		shell = exec.Command(shared.bin, "task", "shell", copyID)
-		shell.Env = cliEnv()
+		shell = exec.Command("bash", "-c", strings.ReplaceAll(lines[1], "NEW_TASKID", copyID))
+		shell.Env = env
 		var err error
 		term, err = pty.StartWithSize(shell, &pty.Winsize{Cols: 100, Rows: 30})
 		require.NoError(t, err)
@@ -310,4 +320,29 @@ func TestInteractiveShellAfterServerRestart(t *testing.T) {
 	require.Equal(t, tcclient.StateRunning, st.State, "the task ran on across the restart")
 	_, err = again.admin.CancelTask(context.Background(), id)
 	require.NoError(t, err)
+}
+
+// TestInteractiveGuidePayload: docs/interactive.md's payload, as written:
+// its command fails (no Makefile here), and the task stays alive for the
+// keep-alive the payload gives, where a shell opens; cancelling it ends
+// it.
+func TestInteractiveGuidePayload(t *testing.T) {
+	t.Parallel()
+	needStrictSandbox(t)
+	var doc struct {
+		Payload map[string]any `yaml:"payload"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(e2e.DocExample(t, "interactive-payload").Text), &doc))
+	queue := uniqueQueue("guidepayload")
+	w := strictWorker(t, queue, "guidepayload", 1, nil)
+	id := createTaskWith(t, queue, doc.Payload, nil)
+	waitLiveLog(t, id, "Commands ended; the task stays alive for 30m0s")
+	require.Equal(t, tcclient.StateRunning, status(t, id).State)
+	sh := openShell(t, shared.admin, id)
+	sh.send(t, `echo "shell in $TASK_ID"`)
+	sh.await(t, "shell in "+id)
+	_, err := shared.admin.CancelTask(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, 0, w.wait(t, 2*time.Minute))
+	require.Equal(t, tcclient.StateException, status(t, id).State)
 }

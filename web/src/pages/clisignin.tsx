@@ -8,7 +8,7 @@ import { call, enc } from '../api';
 import { Card, ErrorBox, Kv, Loading, useAsync } from '../components';
 import { fmtTime } from '../format';
 import { cliCallbackAllowed, cliClientId, fromNow, scopeIntersection } from '../scopes';
-import { SignInForm, useSession } from '../signin';
+import { ProviderButtons, SignInForm, useSession } from '../signin';
 
 export function CliSignInPage({ query }: { query: URLSearchParams }) {
   const creds = useSession();
@@ -41,7 +41,7 @@ export function CliSignInPage({ query }: { query: URLSearchParams }) {
       <div>
         <h1>Command-line sign-in</h1>
         <p class="lead">A <code>taskcluster signin</code> command on this machine asks for credentials. Sign in to create them.</p>
-        <Card><SignInForm label="Sign in to continue" /></Card>
+        <Card><ProviderButtons /><SignInForm label="Sign in to continue" /></Card>
       </div>
     );
   }
