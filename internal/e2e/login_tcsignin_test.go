@@ -84,7 +84,7 @@ func TestTaskclusterSigninAfterSingleSignOn(t *testing.T) {
 	guide := make(chan shellResult, 1)
 	example := e2e.DocExample(t, "login-taskcluster-signin")
 	go func() {
-		out, err := e2e.DocShell{Env: []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")},
+		out, err := e2e.DocShell{Env: []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}, Timeout: 5 * time.Minute,
 			Replace: []string{"https://hopper.example.com", srv.RootURL}}.Run(t, example)
 		guide <- shellResult{out, err}
 	}()

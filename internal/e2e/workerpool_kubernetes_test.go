@@ -311,10 +311,13 @@ func TestKubernetesPoolReplicas(t *testing.T) {
 	defer stopWatch()
 	most := k.sampleMost(watch)
 
+	created := time.Now()
 	var ids []string
 	for range 6 {
 		ids = append(ids, createShellTask(t, ctx, root, pool, "sleep 1"))
 	}
+	first := waitForRun(t, ctx, root, ids[0], 0, "running", 2*time.Minute)
+	t.Logf("task created on a -> b's provisioner woken -> Pod -> first claim: %s", first.Sub(created))
 	for _, id := range ids {
 		waitForRun(t, ctx, root, id, 0, "completed", 2*time.Minute)
 	}

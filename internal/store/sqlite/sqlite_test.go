@@ -142,7 +142,3 @@ func TestUpgrade(t *testing.T) {
 		}
 	})
 }
-
-func TestProvisionerRace(t *testing.T) {
-	storetest.RunProvisionerRace(t, openFixture)
-}
