@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,7 @@ REPO_INDEXER_ENABLED = false
 [cron]
 ENABLED = false
 `, dir, port, url, assets)), 0o600))
+	giteaFrontendPlaceholders(t, filepath.Join(dir, "custom"))
 	env := append(os.Environ(), "GITEA_WORK_DIR="+dir, "HOME="+dir, "GITEA_CUSTOM="+filepath.Join(dir, "custom"))
 	run := func(args ...string) string {
 		t.Helper()
@@ -106,13 +108,9 @@ ENABLED = false
 	}
 	run("migrate")
 	run("admin", "user", "create", "--username", "alice", "--password", "alice-password-1", "--email", "alice@example.com", "--admin", "--must-change-password=false")
-	token := strings.TrimSpace(run("admin", "user", "generate-access-token", "--username", "alice", "--token-name", "hopper", "--scopes", "all", "--raw"))
-	lines := strings.Split(token, "\n")
-	token = strings.TrimSpace(lines[len(lines)-1])
+	token := giteaTokenIn(t, run("admin", "user", "generate-access-token", "--username", "alice", "--token-name", "hopper", "--scopes", "all", "--raw"))
 	run("admin", "user", "create", "--username", "hopperbot", "--password", "hopperbot-password-1", "--email", "bot@example.com", "--must-change-password=false")
-	bot := strings.TrimSpace(run("admin", "user", "generate-access-token", "--username", "hopperbot", "--token-name", "hopper", "--scopes", "write:repository,write:issue", "--raw"))
-	lines = strings.Split(bot, "\n")
-	bot = strings.TrimSpace(lines[len(lines)-1])
+	bot := giteaTokenIn(t, run("admin", "user", "generate-access-token", "--username", "hopperbot", "--token-name", "hopper", "--scopes", "write:repository,write:issue", "--raw"))
 	var logs bytes.Buffer
 	cmd := exec.Command(bin, "web", "--config", ini)
 	cmd.Env = env
@@ -135,6 +133,45 @@ ENABLED = false
 		return resp.StatusCode == http.StatusOK
 	}, 60*time.Second, 200*time.Millisecond, "gitea did not start")
 	return g
+}
+
+// giteaTokenIn finds the token in generate-access-token's output. Gitea's
+// console log shares stdout and is written asynchronously, so under load
+// its lines can come after the token: the last line is not always it.
+func giteaTokenIn(t *testing.T, out string) string {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if line = strings.TrimSpace(line); giteaTokenRE.MatchString(line) {
+			return line
+		}
+	}
+	t.Fatalf("no access token in gitea's output: %s", out)
+	return ""
+}
+
+var giteaTokenRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// giteaFrontendPlaceholders gives Gitea, whose module source has no built
+// frontend (public/assets holds only images; building it takes Gitea's
+// node toolchain), empty files at the asset paths its pages load. Without
+// them each page's <script onerror="alert(...)"> opens a dialog for the
+// 404, which blocks the page in a browser: it never fires load. Gitea's
+// sign-in and grant pages are plain server-rendered forms, so the browser
+// test drives them without Gitea's JavaScript and styles. The theme file
+// carries the meta block Gitea reads to list it as a usable theme.
+func giteaFrontendPlaceholders(t *testing.T, custom string) {
+	t.Helper()
+	files := map[string]string{
+		"js/iife.js":               "/* Gitea's frontend is not built for the tests */\n",
+		"js/index.js":              "/* Gitea's frontend is not built for the tests */\n",
+		"css/index.css":            "/* Gitea's frontend is not built for the tests */\n",
+		"css/theme-gitea-auto.css": "gitea-theme-meta-info {\n  --theme-display-name: \"Auto\";\n  --theme-color-scheme: \"auto\";\n}\n",
+	}
+	for name, content := range files {
+		path := filepath.Join(custom, "public", "assets", filepath.FromSlash(name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	}
 }
 
 // api calls Gitea's API as alice.

@@ -19,6 +19,12 @@ const browser = await puppeteer.launch({
 const page = await browser.newPage();
 const pageErrors = [];
 page.on('pageerror', (e) => pageErrors.push(e.message));
+// A dialog blocks its page (no load event, no screenshot) until answered:
+// dismiss it and fail with what it said rather than time out.
+page.on('dialog', async (d) => {
+  pageErrors.push(`dialog at ${new URL(page.url()).origin}: ${d.message()}`);
+  await d.dismiss();
+});
 // Every request the browser makes, to check no credential rides in a URL
 // or a Referer.
 const requests = [];
@@ -86,7 +92,7 @@ try {
     const identity = await text('#profile-identity');
     if (!identity.includes(fx.identity)) throw new Error(`identity ${identity}`);
     const roles = await text('#profile-roles');
-    for (const r of fx.roles) if (!roles.includes(r)) throw new Error(`roles ${roles} lack ${r}`);
+    for (const r of fx.roles ?? []) if (!roles.includes(r)) throw new Error(`roles ${roles} lack ${r}`);
     const scopes = await page.$$eval('#profile-scopes li', (l) => l.map((e) => e.textContent));
     for (const s of fx.scopes) if (!scopes.includes(s)) throw new Error(`scopes ${scopes} lack ${s}`);
     for (const s of fx.notScopes ?? []) if (scopes.includes(s)) throw new Error(`scopes ${scopes} hold ${s}`);
@@ -136,7 +142,7 @@ try {
   if (pageErrors.length) throw new Error(`page errors: ${pageErrors.join('; ')}`);
   console.log('PASS all');
 } catch (e) {
-  console.log(`FAIL ${step}: ${e.message}`);
+  console.log(`FAIL ${step}: ${e.message}${pageErrors.length ? ` (page errors: ${pageErrors.join('; ')})` : ''}`);
   process.exitCode = 1;
 } finally {
   await browser.close();
