@@ -64,6 +64,8 @@ type Cluster struct {
 	Config *rest.Config
 	Client kubernetes.Interface
 	dir    string
+	// node is the real node (StartWithNode), if any.
+	node *node
 }
 
 // Start starts a control plane, stopped when the test ends; the test
