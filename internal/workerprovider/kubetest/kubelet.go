@@ -112,7 +112,7 @@ state = %[2]q
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
   [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dir = %[4]q
+    bin_dirs = [%[4]q]
     conf_dir = %[5]q
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = "hopper.test/pause:1"
