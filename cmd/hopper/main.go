@@ -95,8 +95,8 @@ func flagError(c *cobra.Command, err error) error {
 }
 
 // argsAreUsage makes every command's argument check a usage mistake (exit
-// 64): cobra's own checks ("accepts 2 arg(s), received 0") return plain
-// errors, which would exit 1.
+// 64): cobra's own checks (cobra.NoArgs, …) return plain errors, which
+// would exit 1.
 func argsAreUsage(c *cobra.Command) {
 	c.SetFlagErrorFunc(flagError)
 	if c.HasSubCommands() && c.HasParent() {

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-ci/hopper/internal/cli"
-	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/server"
 )
 
@@ -38,8 +37,8 @@ func addServerFlags(cmd *cobra.Command, cfg *server.Config, logLevel *string) {
 	// Only tests need a different cadence; keep it out of --help.
 	_ = f.MarkHidden("expire-interval")
 	f.StringVar(&cfg.Kubeconfig, "kubeconfig", env("HOPPER_KUBECONFIG", ""), "kubeconfig of the cluster the kubernetes provider runs worker Pods in (default: the cluster hopper runs in, through its service account) (HOPPER_KUBECONFIG)")
-	f.DurationVar(&cfg.ProvisionInterval, "provision-interval", envDuration("HOPPER_PROVISION_INTERVAL", maintenance.DefaultProvisionTick), "how often dynamic worker pools are provisioned (also at once when a task becomes pending) (HOPPER_PROVISION_INTERVAL)")
-	f.DurationVar(&cfg.ScanInterval, "worker-scan-interval", envDuration("HOPPER_WORKER_SCAN_INTERVAL", maintenance.DefaultScanTick), "how often every pool worker is checked against what runs it (HOPPER_WORKER_SCAN_INTERVAL)")
+	f.DurationVar(&cfg.ProvisionInterval, "provision-interval", envDuration("HOPPER_PROVISION_INTERVAL", server.DefaultProvisionInterval), "how often dynamic worker pools are provisioned (also at once when a task becomes pending) (HOPPER_PROVISION_INTERVAL)")
+	f.DurationVar(&cfg.ScanInterval, "worker-scan-interval", envDuration("HOPPER_WORKER_SCAN_INTERVAL", server.DefaultScanInterval), "how often every pool worker is checked against what runs it (HOPPER_WORKER_SCAN_INTERVAL)")
 	f.StringVar(logLevel, "log-level", env("HOPPER_LOG_LEVEL", defaultLogLevel), "debug, info, warn or error; debug adds one line per API request (HOPPER_LOG_LEVEL)")
 	f.StringVar(&cfg.TLSCert, "tls-cert", env("HOPPER_TLS_CERT", ""), "serve HTTPS with this PEM certificate chain (with --tls-key; default: plain HTTP, for a TLS proxy in front) (HOPPER_TLS_CERT)")
 	f.StringVar(&cfg.TLSKey, "tls-key", env("HOPPER_TLS_KEY", ""), "the PEM private key of --tls-cert (HOPPER_TLS_KEY)")

@@ -14,7 +14,7 @@ const browser = await puppeteer.launch({
 });
 try {
   const page = await browser.newPage();
-  page.setDefaultTimeout(60_000);
+  page.setDefaultTimeout(180_000);
   await page.goto(SIGNIN_URL);
   // The console's page: not signed in in this new browser.
   await page.waitForSelector(`#sign-in-with-${SIGNIN_PROVIDER}`);

@@ -34,7 +34,7 @@ Auth API keeps them (30 days). Needs auth:audit-history:<client|role> for
 		return &cobra.Command{
 			Use:   kind + " " + map[string]string{"client": "CLIENT_ID", "role": "ROLE_ID"}[kind],
 			Short: "The changes made to one " + kind,
-			Args:  cobra.ExactArgs(1),
+			Args:  exactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return printAudit(cmd, asJSON, "getting the history of "+kind+" "+args[0], func(ctx context.Context, c *tcclient.Client, o tcclient.ListOptions) (*tcclient.AuditHistoryResponse, error) {
 					return c.GetEntityHistory(ctx, kind, args[0], o)
@@ -45,7 +45,7 @@ Auth API keeps them (30 days). Needs auth:audit-history:<client|role> for
 	by := &cobra.Command{
 		Use:   "by CLIENT_ID",
 		Short: "The changes one client made to clients and roles",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return printAudit(cmd, asJSON, "listing the changes client "+args[0]+" made", func(ctx context.Context, c *tcclient.Client, o tcclient.ListOptions) (*tcclient.AuditHistoryResponse, error) {
 				return c.ListAuditHistory(ctx, args[0], o)

@@ -223,7 +223,7 @@ func clientCreateCommand(asJSON *bool) *cobra.Command {
 	create := &cobra.Command{
 		Use:   "create CLIENT_ID",
 		Short: "Create a client and print its access token (shown only once)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {
@@ -299,7 +299,7 @@ func clientActionCommand(asJSON *bool, use, short, doing string, call func(c *tc
 	return &cobra.Command{
 		Use:   use + " CLIENT_ID",
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {
@@ -332,7 +332,7 @@ func deleteCommand(kind, idKey string, asJSON *bool, del func(c *tcclient.Client
 	return &cobra.Command{
 		Use:   "delete " + strings.ToUpper(kind) + "_ID",
 		Short: "Delete a " + kind + " (succeeds if it does not exist)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {

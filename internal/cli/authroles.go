@@ -45,7 +45,7 @@ matches a whole family, and "<..>" in its scopes receives the matched rest.
 	create := &cobra.Command{
 		Use:   "create ROLE_ID",
 		Short: "Create a role",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {
@@ -99,7 +99,7 @@ matches a whole family, and "<..>" in its scopes receives the matched rest.
 	show := &cobra.Command{
 		Use:   "show ROLE_ID",
 		Short: "Show a role and what it expands to",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {
@@ -137,7 +137,7 @@ func roleUpdateCommand(asJSON *bool) *cobra.Command {
 		Short: "Change a role's description or scopes (--scope replaces them, --add-scope/--remove-scope edit them)",
 		Example: "  hopper role update hook-id:proj/nightly --add-scope queue:create-task:project:none\n" +
 			"  hopper role update repo:github.com/org/app:* --remove-scope 'secrets:get:*' --description 'app CI'",
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
 			if !f.Changed("description") && !f.Changed("scope") && len(adds) == 0 && len(removes) == 0 {

@@ -23,7 +23,7 @@ name created before the request, before their next use.
 	purge := &cobra.Command{
 		Use:   "purge WORKER_POOL_ID CACHE_NAME",
 		Short: "Ask the pool's workers to empty a cache (needs purge-cache:<workerPoolId>:<cacheName>)",
-		Args:  cobra.ExactArgs(2),
+		Args:  exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {
@@ -40,7 +40,7 @@ name created before the request, before their next use.
 	requests := &cobra.Command{
 		Use:   "requests WORKER_POOL_ID",
 		Short: "List a pool's open purge requests (requests are kept a day)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {

@@ -48,7 +48,7 @@ func hookDefineCommand(asJSON *bool, verb string, call func(c *tcclient.Client, 
 	c := &cobra.Command{
 		Use:   verb + " HOOK_GROUP_ID HOOK_ID -f FILE",
 		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a hook from a YAML or JSON file (- reads standard input)",
-		Args:  cobra.ExactArgs(2),
+		Args:  exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			def, err := readHookFile(file, cmd.InOrStdin())
 			if err != nil {
@@ -75,7 +75,7 @@ func hookShowCommand(asJSON *bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show HOOK_GROUP_ID HOOK_ID",
 		Short: "Show a hook with its next due time and last fire",
-		Args:  cobra.ExactArgs(2),
+		Args:  exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {
@@ -99,7 +99,7 @@ func hookListCommand(asJSON *bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list [HOOK_GROUP_ID]",
 		Short: "List hook groups, or the hooks of a group with their schedules",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  atMostArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {
@@ -138,7 +138,7 @@ func hookTriggerCommand(asJSON *bool) *cobra.Command {
 	trigger := &cobra.Command{
 		Use:   "trigger HOOK_GROUP_ID HOOK_ID [-p PAYLOAD]",
 		Short: "Fire a hook now, with a payload (YAML or JSON; default {})",
-		Args:  cobra.ExactArgs(2),
+		Args:  exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			payload := map[string]any{}
 			if payloadFile != "" {
@@ -177,7 +177,7 @@ func hookFiresCommand(asJSON *bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "fires HOOK_GROUP_ID HOOK_ID",
 		Short: "List a hook's fires, newest first, with the state of each task",
-		Args:  cobra.ExactArgs(2),
+		Args:  exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {
@@ -210,7 +210,7 @@ func hookRemoveCommand(asJSON *bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "remove HOOK_GROUP_ID HOOK_ID",
 		Short: "Remove a hook and its record of fires (succeeds if it does not exist)",
-		Args:  cobra.ExactArgs(2),
+		Args:  exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {
@@ -234,7 +234,7 @@ func hookTokenCommand(asJSON *bool) *cobra.Command {
 	token := &cobra.Command{
 		Use:   "token HOOK_GROUP_ID HOOK_ID [--reset]",
 		Short: "Print the hook's webhook URL, which fires it with the JSON body POSTed to it (--reset: a new token first)",
-		Args:  cobra.ExactArgs(2),
+		Args:  exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {

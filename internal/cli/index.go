@@ -47,7 +47,7 @@ func indexFindCommand(asJSON *bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "find PATH",
 		Short: "Show the task indexed at a path",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {
@@ -71,7 +71,7 @@ func indexListCommand(asJSON *bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list [NAMESPACE]",
 		Short: "List the namespaces and entries directly under a namespace (default: the root)",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  atMostArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ns := ""
 			if len(args) == 1 {
@@ -120,7 +120,7 @@ func indexInsertCommand(asJSON *bool) *cobra.Command {
 	insert := &cobra.Command{
 		Use:   "insert PATH TASK_ID",
 		Short: "Index a task at a path (kept unless an entry of higher rank is there)",
-		Args:  cobra.ExactArgs(2),
+		Args:  exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			until, err := parseClientExpiry(expires, time.Now())
 			if err != nil {

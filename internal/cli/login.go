@@ -80,7 +80,7 @@ export TASKCLUSTER_… lines instead, as "taskcluster signin" does:
 
 Exit codes: 0 signed in, 1 sign-in refused or failed (nothing written),
 64 bad usage, 69 server or provider unreachable, 130 interrupted.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: atMostArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if ctx == nil {

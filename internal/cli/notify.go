@@ -40,7 +40,7 @@ produced and what became of each.
   pulse ROUTING_KEY       (notify:pulse:<routingKey>)
   webhook NAME            (notify:webhook:<name>)
 It exits 0 once the server has sent it, 1 if it failed (with the reason).`,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			method, body, err := testMessage(args[0], args[1], time.Now())
 			if err != nil {
@@ -83,7 +83,7 @@ It exits 0 once the server has sent it, 1 if it failed (with the reason).`,
 	list := &cobra.Command{
 		Use:   "list TASK_ID",
 		Short: "List the notifications a task's routes produced and their delivery state",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {

@@ -46,7 +46,7 @@ func poolDefineCommand(asJSON *bool, verb string) *cobra.Command {
 	c := &cobra.Command{
 		Use:   verb + " WORKER_POOL_ID -f FILE",
 		Short: map[string]string{"create": "Create", "update": "Replace"}[verb] + " a worker pool from a YAML or JSON file (- reads standard input)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			def, err := readPoolFile(file, cmd.InOrStdin())
 			if err != nil {
@@ -106,7 +106,7 @@ func poolShowCommand(asJSON *bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show WORKER_POOL_ID",
 		Short: "Show a pool, its workers and its latest errors",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {
@@ -136,7 +136,7 @@ func poolRemoveCommand(asJSON *bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "remove WORKER_POOL_ID",
 		Short: "Delete a pool (it goes once its workers are gone)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {
@@ -164,7 +164,7 @@ func poolAddWorkerCommand(asJSON *bool) *cobra.Command {
 	addWorker := &cobra.Command{
 		Use:   "add-worker WORKER_POOL_ID WORKER_GROUP WORKER_ID --secret-file FILE",
 		Short: "Add a machine to a static pool: make its secret, write it to FILE (mode 0600) and declare the worker",
-		Args:  cobra.ExactArgs(3),
+		Args:  exactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			until, err := parseClientExpiry(expires, time.Now())
 			if err != nil {
@@ -222,7 +222,7 @@ func poolRemoveWorkerCommand(asJSON *bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "remove-worker WORKER_POOL_ID WORKER_GROUP WORKER_ID",
 		Short: "Remove a worker: it stops, and the tasks it had claimed go back to pending at once",
-		Args:  cobra.ExactArgs(3),
+		Args:  exactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {

@@ -46,7 +46,7 @@ func secretSetCommand(asJSON *bool) *cobra.Command {
 (or standard input when --file is "-" or not given); with --key the input
 is taken as text and stored as {"<key>": "<text>"} (one trailing newline
 dropped).`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			value, err := readSecretValue(cmd.InOrStdin(), file, key)
 			if err != nil {
@@ -81,7 +81,7 @@ func secretGetCommand(asJSON *bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "get NAME",
 		Short: "Print a secret's value (with --json, also its expiry)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {
@@ -139,7 +139,7 @@ func secretRemoveCommand(asJSON *bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Delete a secret (succeeds if it does not exist)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := authCLIClient()
 			if err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,22 +40,40 @@ A failed task is not interactive: create an interactive copy of it with
 }
 
 func interactiveCommand(run runFunc) *cobra.Command {
-	return &cobra.Command{
+	var copyOnly bool
+	cmd := &cobra.Command{
 		Use:   "interactive TASKID",
 		Short: "Create an interactive copy of a task, to debug it from inside",
 		Long: `Create a copy of a task with features.interactive on: same payload, scopes
 and queue, in the same task group, without its routes and dependencies,
 with no retries and a new deadline. Open a shell in it with
-"hopper task shell NEW_TASKID" once it runs.`,
+"hopper task shell NEW_TASKID" once it runs.
+
+When the task's decision task (the task whose taskId is its taskGroupId)
+declares a create-interactive action in its public/actions.json (as
+taskgraph's decision tasks do for Treeherder), that action is triggered
+instead, as Treeherder would: it makes the interactive task its own way.`,
 		Args: args("TASKID"),
-		RunE: run(func(ctx context.Context, a *app, got []string) error { return a.interactiveCopy(ctx, got[0]) }),
+		RunE: run(func(ctx context.Context, a *app, got []string) error { return a.interactiveCopy(ctx, got[0], copyOnly) }),
 	}
+	cmd.Flags().BoolVar(&copyOnly, "copy", false, "copy the task even when its decision task declares a create-interactive action")
+	return cmd
 }
 
-func (a *app) interactiveCopy(ctx context.Context, taskID string) error {
-	var def map[string]any
-	if err := a.client.Do(ctx, http.MethodGet, "/task/"+taskID, nil, nil, &def); err != nil {
+func (a *app) interactiveCopy(ctx context.Context, taskID string, copyOnly bool) error {
+	var raw json.RawMessage
+	if err := a.client.Do(ctx, http.MethodGet, "/task/"+taskID, nil, nil, &raw); err != nil {
 		return failure("reading task "+taskID, err)
+	}
+	if !copyOnly {
+		done, err := a.interactiveByAction(ctx, taskID, raw)
+		if done || err != nil {
+			return err
+		}
+	}
+	var def map[string]any
+	if err := json.Unmarshal(raw, &def); err != nil {
+		return fmt.Errorf("reading task %s: %w", taskID, err)
 	}
 	cp, err := InteractiveCopy(def, a.env.now())
 	if err != nil {
@@ -245,4 +264,34 @@ func (a *app) openShellWhenRunning(ctx context.Context, taskID string) (*websock
 			return nil, failure("opening a shell in task "+taskID, err)
 		}
 	}
+}
+
+// interactiveByAction triggers the create-interactive action of the
+// task's decision task, if it declares one; done reports whether it did.
+func (a *app) interactiveByAction(ctx context.Context, taskID string, raw json.RawMessage) (done bool, err error) {
+	var task tcclient.TaskDefinition
+	if err := json.Unmarshal(raw, &task); err != nil {
+		return false, fmt.Errorf("reading task %s: %w", taskID, err)
+	}
+	if task.TaskGroupID == "" {
+		return false, nil
+	}
+	act, f, err := a.interactiveAction(ctx, &task)
+	if errors.Is(err, errNoAction) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	id, err := a.runAction(ctx, act, f, taskID, raw, task.TaskGroupID)
+	if err != nil {
+		return false, err
+	}
+	if a.json {
+		return true, a.printJSON(map[string]string{"taskId": id, "action": act.Name, "kind": act.Kind, "for": taskID})
+	}
+	fmt.Fprintf(a.env.Stdout, "%s\n", id)
+	fmt.Fprintf(a.env.Stderr, "Triggered the %s action (%s) of decision task %s for %s: task %s makes the interactive task\n",
+		act.Name, act.Kind, task.TaskGroupID, taskID, id)
+	return true, nil
 }

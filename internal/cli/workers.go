@@ -27,7 +27,7 @@ runs it holds, capacity the most tasks it asked for at once since it came
 online (docs/history.md, "Workers").
 
 ` + authCLIEnvHelp,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !ident.ValidTaskQueueID(args[0]) {
 				return usagef("%q is not a task queue id (<provisionerId>/<workerType>)", args[0])

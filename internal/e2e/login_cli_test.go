@@ -182,7 +182,7 @@ func startLogin(t *testing.T, env []string, args ...string) *loginRun {
 func (r *loginRun) address(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
 	var m []string
-	err := testclock.Poll(context.Background(), time.Minute, func() bool {
+	err := testclock.Poll(context.Background(), 3*time.Minute, func() bool {
 		m = re.FindStringSubmatch(r.stderr.String())
 		return m != nil
 	})
@@ -195,7 +195,7 @@ func (r *loginRun) wait(t *testing.T) int {
 	t.Helper()
 	select {
 	case <-r.done:
-	case <-time.After(2 * time.Minute):
+	case <-time.After(5 * time.Minute):
 		t.Fatalf("hopper login did not finish: %s", r.stderr.String())
 	}
 	return r.cmd.ProcessState.ExitCode()
@@ -252,7 +252,7 @@ func TestHopperLoginWithOIDCProvider(t *testing.T) {
 	guide := make(chan shellResult, 1)
 	example := e2e.DocExample(t, "login-hopper-login")
 	go func() {
-		out, err := e2e.DocShell{Env: []string{"HOPPER_CREDENTIALS=" + credFile, "BROWSER=" + openScript},
+		out, err := e2e.DocShell{Env: []string{"HOPPER_CREDENTIALS=" + credFile, "BROWSER=" + openScript}, Timeout: 5 * time.Minute,
 			Replace: []string{"https://hopper.example.com", srv.RootURL, "hopper login gitea", "hopper login corp"}}.Run(t, example)
 		guide <- shellResult{out, err}
 	}()

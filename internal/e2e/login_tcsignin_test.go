@@ -84,7 +84,7 @@ func TestTaskclusterSigninAfterSingleSignOn(t *testing.T) {
 	guide := make(chan shellResult, 1)
 	example := e2e.DocExample(t, "login-taskcluster-signin")
 	go func() {
-		out, err := e2e.DocShell{Env: []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")},
+		out, err := e2e.DocShell{Env: []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}, Timeout: 5 * time.Minute,
 			Replace: []string{"https://hopper.example.com", srv.RootURL}}.Run(t, example)
 		guide <- shellResult{out, err}
 	}()
@@ -118,4 +118,47 @@ func TestTaskclusterSigninAfterSingleSignOn(t *testing.T) {
 	require.NoError(t, res.err, res.out)
 	require.Contains(t, res.out, `{"secret":{"token":"v1"}`, "the next command read the secret with the client signin made")
 	require.NotContains(t, srv.Logs(), "corp-client-secret")
+}
+
+// TestHopperLoginInChromium runs `hopper login` with Chromium as the
+// person's browser: oidc-provider's pages, hopper's page for the command
+// (its Allow and Deny forms post to hopper, which sends the browser to
+// the loopback port), and the command's answer page.
+func TestHopperLoginInChromium(t *testing.T) {
+	t.Parallel()
+	browserBin := chromium(t)
+	if _, err := os.Stat(filepath.Join(e2e.RepoRoot(), "e2e", "oidc", "node_modules", "puppeteer-core")); err != nil {
+		t.Skip("puppeteer-core not installed: run `npm ci --prefix e2e/oidc`")
+	}
+	listen := e2e.FreePort(t)
+	port := strings.TrimPrefix(e2e.FreePort(t), "127.0.0.1:")
+	op := startOIDC(t, port, "http://"+listen, map[string][]string{"alice": {"builders"}}, 10*time.Minute)
+	srv := startCorpHopper(t, listen, op.issuer)
+	credFile := filepath.Join(t.TempDir(), "credentials.json")
+	env := []string{"TASKCLUSTER_ROOT_URL=" + srv.RootURL, "HOPPER_CREDENTIALS=" + credFile}
+	for _, button := range []string{"deny", "allow"} {
+		run := startLogin(t, env, "--no-browser")
+		cmd := exec.Command("node", "login.mjs")
+		cmd.Dir = filepath.Join(e2e.RepoRoot(), "e2e", "oidc")
+		cmd.Env = append(os.Environ(), "CHROMIUM="+browserBin, "LOGIN_URL="+run.address(t, cliURL)[1], "LOGIN_USER=alice", "LOGIN_BUTTON="+button)
+		b, err := cmd.CombinedOutput()
+		require.NoError(t, err, string(b))
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		var seen struct{ Identity, Reached, Text string }
+		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &seen), string(b))
+		require.Equal(t, "corp/alice|alice", seen.Identity)
+		require.Regexp(t, `^http://127\.0\.0\.1:[0-9]+/callback$`, seen.Reached, seen.Text)
+		if button == "deny" {
+			require.Contains(t, seen.Text, "you denied the command")
+			require.Equal(t, 1, run.wait(t))
+			_, err = os.Stat(credFile)
+			require.ErrorIs(t, err, os.ErrNotExist)
+			continue
+		}
+		require.Contains(t, seen.Text, "Signed in")
+		require.Equal(t, 0, run.wait(t), run.stderr.String())
+		require.Contains(t, run.stderr.String(), "Signed in as corp/alice|alice")
+		_, err = os.Stat(credFile)
+		require.NoError(t, err)
+	}
 }

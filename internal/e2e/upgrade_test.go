@@ -22,7 +22,8 @@ const previousRelease = "1e64542"
 var releaseBuild sync.Mutex
 
 // releaseBinary builds hopper as it was at commit, from this repository's
-// history, once per machine (kept in the system's temporary directory), or
+// history, once per machine (kept in the user's cache directory,
+// ~/.cache/hopper-test, with the tests' other slow components), or
 // skips when the history is not there (a shallow clone).
 func releaseBinary(t *testing.T, commit string) string {
 	t.Helper()
@@ -34,7 +35,10 @@ func releaseBinary(t *testing.T, commit string) string {
 	if err := exec.Command("git", "-C", root, "cat-file", "-e", commit+"^{commit}").Run(); err != nil {
 		t.Skipf("commit %s is not in this clone's history (shallow clone?): %v", commit, err)
 	}
-	bin := filepath.Join(os.TempDir(), "hopper-release-"+commit)
+	cache, err := os.UserCacheDir()
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(cache, "hopper-test"), 0o755))
+	bin := filepath.Join(cache, "hopper-test", "hopper-release-"+commit)
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}

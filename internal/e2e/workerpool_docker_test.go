@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 
 	"github.com/hopper-ci/hopper/internal/dockerapi"
 	"github.com/hopper-ci/hopper/internal/dockerapi/dockertest"
@@ -77,16 +78,28 @@ func TestDockerPoolScales(t *testing.T) {
 	defer cancel()
 	root := &tcclient.Client{RootURL: srv.RootURL, Credentials: &tcclient.Credentials{ClientID: srv.ClientID, AccessToken: srv.Token}}
 	const pool = "e2e-docker/builders"
-	config := map[string]any{
-		"minCapacity": 0, "maxCapacity": 2, "image": image,
-		"hosts":        []map[string]any{{"endpoint": d.Host}},
-		"lifecycle":    map[string]any{"registrationTimeout": 60, "queueInactivityTimeout": 12},
-		"workerConfig": map[string]any{"hopperWorker": map[string]any{"claimInterval": "200ms", "isolation": "none"}},
+	// The guide's pool, on the test's daemon, smaller and quicker to
+	// shrink.
+	doc := e2e.DocExample(t, "worker-pools-docker-pool").Replace(t,
+		"maxCapacity: 8", "maxCapacity: 2",
+		"    - {endpoint: unix:///var/run/docker.sock, maxContainers: 4}\n    - {endpoint: tcp://10.0.0.7:2375, maxContainers: 4}\n",
+		"    - {endpoint: '"+d.Host+"', maxContainers: 4}\n",
+		"image: hopper-worker:1 ", "image: "+image+" ",
+		"registrationTimeout: 300", "registrationTimeout: 60",
+		"queueInactivityTimeout: 1800", "queueInactivityTimeout: 12",
+		"isolation: none}", "isolation: none, claimInterval: 200ms}")
+	var def struct {
+		ProviderID   string         `yaml:"providerId"`
+		Description  string         `yaml:"description"`
+		Owner        string         `yaml:"owner"`
+		EmailOnError bool           `yaml:"emailOnError"`
+		Config       map[string]any `yaml:"config"`
 	}
-	raw, err := json.Marshal(config)
+	require.NoError(t, yaml.Unmarshal([]byte(doc), &def))
+	raw, err := json.Marshal(def.Config)
 	require.NoError(t, err)
-	_, err = root.CreateWorkerPool(ctx, pool, &tcclient.WorkerPoolDefinition{ProviderID: "docker", Description: "containers",
-		Owner: "ops@example.com", Config: raw})
+	_, err = root.CreateWorkerPool(ctx, pool, &tcclient.WorkerPoolDefinition{ProviderID: def.ProviderID, Description: def.Description,
+		Owner: def.Owner, EmailOnError: def.EmailOnError, Config: raw})
 	require.NoError(t, err)
 
 	// Watch the daemon: never more than maxCapacity containers of the pool.

@@ -10,8 +10,8 @@ import "time"
 // scheduler runs are therefore not made up (the hook fires once, for the
 // earliest), and neither are those that pass while a fire is slow.
 //
-// hopper gives each due time to one replica with a lease on the hook's row
-// (Firer.Lease, 10 s), so a replica that dies firing holds the hook until
+// hopper gives each due time to one replica with a lease on the hook's
+// message in the services' outbox (Firer.Lease, 10 s), so a replica that dies firing holds the hook until
 // its lease runs out while the other replicas wait. Its rule is: a due
 // time is missed only when no replica was up to fire it.
 //

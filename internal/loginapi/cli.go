@@ -111,7 +111,7 @@ func loopbackRedirect(raw string) bool {
 }
 
 var consentTemplate = template.Must(template.New("consent").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="referrer" content="no-referrer">
+<html lang="en"><head><meta charset="utf-8">
 <title>Command-line sign-in · hopper</title></head>
 <body><main><h1>Command-line sign-in</h1>
 <p id="detail">A command on this computer (<code>hopper login</code>, answering at <code>{{.Redirect}}</code>) asks for credentials
@@ -159,6 +159,10 @@ func (s *Server) cliConsent(c *api.Call) (any, error) {
 	resp.Header.Set("X-Frame-Options", "DENY")
 	resp.Header.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
 	resp.Header.Set("Cache-Control", "no-store")
+	// same-origin, not no-referrer: under no-referrer a browser sends
+	// "Origin: null" with the form's POST, which sameOrigin must refuse;
+	// other sites still get no Referer.
+	resp.Header.Set("Referrer-Policy", "same-origin")
 	return resp, nil
 }
 

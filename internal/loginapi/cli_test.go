@@ -61,6 +61,7 @@ func (b *bundle) allow(t testing.TB, c *http.Client, f cliFlow) string {
 	status, _, page := do(t, c, http.MethodGet, b.s.URL+"/login/corp/cli?"+f.query(), nil)
 	require.Equal(t, http.StatusOK, status, page)
 	require.Contains(t, page, "corp/u-42|Ann!20Example")
+	require.NotContains(t, page, "no-referrer", "a browser would post the form with Origin: null")
 	status, h, _ := do(t, c, http.MethodPost, b.s.URL+"/login/corp/cli/allow?"+f.query(), nil, "Origin", b.s.URL)
 	require.Equal(t, http.StatusSeeOther, status)
 	to, err := url.Parse(h.Get("Location"))

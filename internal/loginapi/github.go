@@ -122,8 +122,7 @@ func (s *Server) githubVerified(ctx context.Context, p *login.Provider, ts oauth
 func (s *Server) githubGet(ctx context.Context, p *login.Provider, ts oauth2.TokenSource, path string, into any) error {
 	tok, err := ts.Token()
 	if err != nil {
-		var re *oauth2.RetrieveError
-		if errors.As(err, &re) && re.ErrorCode != "" {
+		if refusedGrant(err) {
 			return errGone
 		}
 		return fmt.Errorf("renewing the GitHub token: %w", err)

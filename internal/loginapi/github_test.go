@@ -53,13 +53,13 @@ func setupGitHub(t testing.TB, driver string, requireVerified bool) *ghBundle {
 	b := &ghBundle{gh: gh, clock: clock, logs: logs}
 	b.s = apitest.Start(t, apitest.Options{Store: st, Clock: clock, Logger: slog.New(slog.NewTextHandler(&syncWriter{b: logs}, nil)),
 		Routes: func(s *apitest.Server) []api.Route {
-			b.srv, err = loginapi.New(loginapi.Deps{Store: s.Store, Sealer: s.Security.Sealer, Config: cfg, RootURL: s.URL, Clock: s.Clock, Logger: s.Logger,
+			b.srv, err = loginapi.New(loginapi.Options{Store: s.Store, Sealer: s.Security.Sealer, Config: cfg, RootURL: s.URL, Clock: s.Clock, Logger: s.Logger,
 				Issue: func(clientID string, scopes []string, start, expiry time.Time) (auth.Credentials, error) {
 					return auth.CreateTemporaryCredentials(auth.TemporaryCredentialsOptions{ClientID: clientID, Start: start, Expiry: expiry,
 						Scopes: scopes, Issuer: auth.Credentials{ClientID: server.RootClientID, AccessToken: apitest.RootToken}})
 				}})
 			require.NoError(t, err)
-			return append(s.AuthRoutes(), b.srv.Routes()...)
+			return append(s.AuthRoutes(), loginapi.Routes(loginapi.Deps{Server: b.srv})...)
 		}})
 	gh.Redirect = b.s.URL + "/login/gh/callback"
 	gh.Put(forgetest.User{ID: 101, Login: "alice", Teams: []string{"acme/builders", "acme/ops"}, Admin: []string{"acme"},

@@ -47,13 +47,13 @@ func setup(t testing.TB, requireVerified bool) *bundle {
 	clk := &offsetClock{}
 	s := apitest.Start(t, apitest.Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(&syncWriter{b: logs}, nil)),
 		Routes: func(s *apitest.Server) []api.Route {
-			srv, err = loginapi.New(loginapi.Deps{Store: s.Store, Sealer: s.Security.Sealer, Config: cfg, RootURL: s.URL, Clock: s.Clock, Logger: s.Logger,
+			srv, err = loginapi.New(loginapi.Options{Store: s.Store, Sealer: s.Security.Sealer, Config: cfg, RootURL: s.URL, Clock: s.Clock, Logger: s.Logger,
 				Issue: func(clientID string, scopes []string, start, expiry time.Time) (auth.Credentials, error) {
 					return auth.CreateTemporaryCredentials(auth.TemporaryCredentialsOptions{ClientID: clientID, Start: start, Expiry: expiry,
 						Scopes: scopes, Issuer: auth.Credentials{ClientID: server.RootClientID, AccessToken: apitest.RootToken}})
 				}, Expand: expander(s)})
 			require.NoError(t, err)
-			return append(s.AuthRoutes(), srv.Routes()...)
+			return append(s.AuthRoutes(), loginapi.Routes(loginapi.Deps{Server: srv})...)
 		}})
 	p.redirect = s.URL + "/login/corp/callback"
 	return &bundle{s: s, p: p, logs: logs, clock: clk, srv: srv}

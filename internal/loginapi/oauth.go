@@ -204,24 +204,34 @@ func (s *Server) token(c *api.Call) (any, error) {
 	if code == "" {
 		return tokenError(http.StatusBadRequest, "invalid_request", "code is required"), nil
 	}
-	g, err := s.d.Store.TakeOAuthCode(c.Context(), hashOf(code), c.Now)
+	// The checks run in the exchange's transaction: a refused exchange
+	// uses the code up too (RFC 6749 §4.1.2: a code is used once).
+	accessToken := randomToken()
+	var refused string
+	g, err := s.d.Store.ExchangeOAuthCode(c.Context(), hashOf(code), c.Now, func(g store.OAuthGrant) *store.OAuthGrant {
+		switch {
+		case g.ClientID != clientID || g.RedirectURI != form.Get("redirect_uri"):
+			refused = "the code was given to another website or callback"
+		case g.Challenge != "" && !pkceMatches(g.Challenge, form.Get("code_verifier")):
+			refused = "the code_verifier does not match the code_challenge"
+		default:
+			refused = ""
+			tok := g
+			tok.Hash, tok.Expires = hashOf(accessToken), g.GrantExpires
+			return &tok
+		}
+		return nil
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return tokenError(http.StatusBadRequest, "invalid_grant", "the code is unknown, expired or used already"), nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if g.ClientID != clientID || g.RedirectURI != form.Get("redirect_uri") {
-		return tokenError(http.StatusBadRequest, "invalid_grant", "the code was given to another website or callback"), nil
+	if refused != "" {
+		return tokenError(http.StatusBadRequest, "invalid_grant", refused), nil
 	}
-	if g.Challenge != "" && !pkceMatches(g.Challenge, form.Get("code_verifier")) {
-		return tokenError(http.StatusBadRequest, "invalid_grant", "the code_verifier does not match the code_challenge"), nil
-	}
-	accessToken := randomToken()
-	g.Hash, g.Expires = hashOf(accessToken), g.GrantExpires
-	if err := s.d.Store.CreateOAuthToken(c.Context(), *g); err != nil {
-		return nil, err
-	}
+	g.Expires = g.GrantExpires
 	h := http.Header{}
 	h.Set("Pragma", "no-cache")
 	return &api.Response{Status: http.StatusOK, Header: h, Body: map[string]any{"access_token": accessToken, "token_type": "Bearer",

@@ -240,3 +240,65 @@ func TestThirdPartyRefusals(t *testing.T) {
 		require.True(t, strings.HasPrefix(location, "/ui/#/third-party?"), "other scopes than registered need consent: %s", location)
 	})
 }
+
+// TestTokenRefusals: the token endpoint refuses, with RFC 6749's error
+// codes, a code traded by another website or for another callback, an
+// unknown website, another grant type and a body that is not a form; a
+// refused exchange uses the code up.
+func TestTokenRefusals(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	_, _, c := b.signIn(t)
+	site := b.site("treeherder", siteCallback, "queue:rerun-task:*")
+	code := func() string {
+		_, location, _ := visit(t, c, site.AuthCodeURL("st"))
+		_, to := b.consent(t, c, location, true, b.s.URL)
+		back, err := url.Parse(to)
+		require.NoError(t, err)
+		return back.Query().Get("code")
+	}
+	post := func(contentType, body string) (int, string) {
+		resp, err := http.Post(b.s.URL+"/login/oauth/token", contentType, strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	form := func(v url.Values) (int, string) { return post("application/x-www-form-urlencoded", v.Encode()) }
+	tests := []struct {
+		name   string
+		send   func(code string) (int, string)
+		status int
+		says   string
+	}{
+		{"another website", func(code string) (int, string) {
+			return form(url.Values{"grant_type": {"authorization_code"}, "code": {code}, "client_id": {"tools"}, "redirect_uri": {siteCallback}})
+		}, http.StatusBadRequest, "invalid_grant"},
+		{"another callback", func(code string) (int, string) {
+			return form(url.Values{"grant_type": {"authorization_code"}, "code": {code}, "client_id": {"treeherder"}, "redirect_uri": {siteCallback + "x"}})
+		}, http.StatusBadRequest, "invalid_grant"},
+		{"unknown website", func(code string) (int, string) {
+			return form(url.Values{"grant_type": {"authorization_code"}, "code": {code}, "client_id": {"nobody"}, "redirect_uri": {siteCallback}})
+		}, http.StatusUnauthorized, "invalid_client"},
+		{"another grant type", func(code string) (int, string) {
+			return form(url.Values{"grant_type": {"password"}, "code": {code}, "client_id": {"treeherder"}})
+		}, http.StatusBadRequest, "unsupported_grant_type"},
+		{"a JSON body", func(code string) (int, string) {
+			return post("application/json", `{"grant_type": "authorization_code", "code": "`+code+`"}`)
+		}, http.StatusBadRequest, "invalid_request"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := tc.send(code())
+			require.Equal(t, tc.status, status, body)
+			require.Contains(t, body, `"error":"`+tc.says+`"`)
+			require.NotContains(t, body, "access_token")
+		})
+	}
+	// A code refused for another callback cannot be traded afterwards.
+	c1 := code()
+	status, _ := form(url.Values{"grant_type": {"authorization_code"}, "code": {c1}, "client_id": {"treeherder"}, "redirect_uri": {siteCallback + "x"}})
+	require.Equal(t, http.StatusBadRequest, status)
+	_, err := site.Exchange(t.Context(), c1)
+	require.ErrorContains(t, err, "invalid_grant")
+}

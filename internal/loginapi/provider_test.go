@@ -122,7 +122,10 @@ func (p *provider) token(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": code})
 	}
-	if id != p.clientID || secret != p.secret {
+	p.mu.Lock()
+	want := p.secret
+	p.mu.Unlock()
+	if id != p.clientID || secret != want {
 		fail("invalid_client")
 		return
 	}

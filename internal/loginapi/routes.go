@@ -46,8 +46,8 @@ type Sealer interface {
 	Open(sealed, associated string) (string, error)
 }
 
-// Deps is what the login service needs.
-type Deps struct {
+// Options is what the login service needs.
+type Options struct {
 	Store Store
 	// Sealer seals the providers' grants the credential scanner asks
 	// with; nil keeps none (the scanner then goes by the roles of the
@@ -70,7 +70,7 @@ type Deps struct {
 
 // Server serves the login service.
 type Server struct {
-	d        Deps
+	d        Options
 	lifetime time.Duration
 	secure   bool // cookies only over https
 	origin   string
@@ -81,7 +81,7 @@ type Server struct {
 
 // New checks the configuration and builds the service. Providers are
 // discovered at first use, so one that is down does not stop the server.
-func New(d Deps) (*Server, error) {
+func New(d Options) (*Server, error) {
 	lifetime, err := d.Config.Lifetime()
 	if err != nil {
 		return nil, err
@@ -101,8 +101,18 @@ func New(d Deps) (*Server, error) {
 // iss, OpenID session management's session_state).
 var callbackQuery = []string{"code", "state", "error", "error_description", "error_uri", "iss", "session_state", "scope"}
 
+// Deps is what the route table serves: the service New built (its
+// configuration is checked there, where a mistake can be answered).
+type Deps struct {
+	Server *Server
+}
+
 // Routes is the service's route table.
-func (s *Server) Routes() []api.Route {
+func Routes(d Deps) []api.Route {
+	return d.Server.routes()
+}
+
+func (s *Server) routes() []api.Route {
 	started := s.d.Clock.Now()
 	routes := append(api.ServiceHealthRoutes(BasePath+"/v1", started, s.d.Version), s.cliRoutes()...)
 	routes = append(routes, s.deviceRoutes()...)

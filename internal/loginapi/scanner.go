@@ -252,8 +252,7 @@ func (s *Server) refreshOIDC(ctx context.Context, p *login.Provider, refreshToke
 	octx := oidc.ClientContext(ctx, s.d.HTTPClient)
 	tok, err := s.oauth2Config(p, op).TokenSource(octx, &oauth2.Token{RefreshToken: refreshToken, Expiry: time.Unix(1, 0)}).Token()
 	if err != nil {
-		var re *oauth2.RetrieveError
-		if errors.As(err, &re) && re.ErrorCode == "invalid_grant" {
+		if refusedGrant(err) {
 			return nil, nil, errGone
 		}
 		return nil, nil, fmt.Errorf("refreshing at %s: %w", p.Name, err)
@@ -270,4 +269,24 @@ func (s *Server) refreshOIDC(ctx context.Context, p *login.Provider, refreshToke
 		return nil, nil, fmt.Errorf("the refreshed ID token of %s: %s", p.Name, r.detail)
 	}
 	return &who, tok, nil
+}
+
+// refusedGrant says whether the provider refused a kept grant itself
+// (RFC 6749 §5.2: invalid_grant, unauthorized_client, as Gitea answers a
+// grant deleted with its account or a refresh token it no longer
+// accepts; GitHub's bad_refresh_token): hopper can no longer ask about
+// the person, so their clients go, as Taskcluster's scanner disables a
+// person it has no token for. A refusal of hopper's own client
+// (invalid_client, a wrong secret) or a provider in trouble
+// (server_error) is not the person's doing, and disables nothing.
+func refusedGrant(err error) bool {
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) {
+		return false
+	}
+	switch re.ErrorCode {
+	case "invalid_grant", "unauthorized_client", "bad_refresh_token":
+		return true
+	}
+	return false
 }

@@ -222,8 +222,17 @@ func TestScannerOpenIDRefresh(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, loginapi.ScanReport{Scanned: 1}, rep, "the rotated refresh token was kept")
 
+	// The provider refusing hopper itself (its secret changed there) is
+	// not the person's doing: nothing is disabled.
 	b.p.mu.Lock()
-	b.p.revoked = true
+	b.p.secret = "rotated-at-the-provider"
+	b.p.mu.Unlock()
+	rep, err = sc.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, loginapi.ScanReport{Scanned: 1, Unresolved: 1}, rep)
+
+	b.p.mu.Lock()
+	b.p.secret, b.p.revoked = "client-secret-value", true
 	b.p.mu.Unlock()
 	rep, err = sc.RunOnce(ctx)
 	require.NoError(t, err)

@@ -19,7 +19,7 @@ type HookFirer interface {
 
 // HookScheduler is the Hooks service's cron: it fires scheduled hooks when
 // they are due. Every replica runs one; the firer gives each due time to
-// one of them (a lease on the hook's row) and records it once.
+// one of them (a lease on the hook's outbox message) and records it once.
 type HookScheduler struct {
 	Firer  HookFirer
 	Logger *slog.Logger

@@ -3,7 +3,6 @@ package maintenance_test
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/apitest"
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
@@ -379,19 +377,4 @@ func TestDataExpirerRunsEveryExpiry(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 	require.ErrorContains(t, err, "the b service's data")
 	require.Equal(t, []string{"a", "b", "c"}, ran)
-}
-
-// replicas opens n stores on one database of the driver ("sqlite": one
-// handle; "postgres": a handle each on one schema, as replicas have).
-func replicas(t testing.TB, driver string, n int) []store.Store {
-	t.Helper()
-	if driver == "postgres" && os.Getenv("HOPPER_TEST_POSTGRES") == "" {
-		t.Skip("HOPPER_TEST_POSTGRES not set: no PostgreSQL to test against")
-	}
-	db, open := apitest.OpenStore(t, driver)
-	out := []store.Store{db}
-	for len(out) < n {
-		out = append(out, open())
-	}
-	return out
 }

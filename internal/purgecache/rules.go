@@ -14,8 +14,16 @@ import (
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/queue"
-	"github.com/hopper-ci/hopper/internal/store"
 )
+
+// Request asks the workers of a pool to empty a cache created before
+// Before; the store keeps one per pool and cache name.
+type Request struct {
+	WorkerPoolID string
+	CacheName    string
+	Before       time.Time
+	Expires      time.Time
+}
 
 // RequestLifetime is how long a purge request is kept: a worker that was
 // away longer keeps caches older than the request (as in Taskcluster).
@@ -34,14 +42,14 @@ func ValidWorkerPoolID(id string) bool { return workerPoolIDPattern.MatchString(
 
 // NewRequest is the record a purgeCache call leaves: caches of that name
 // created before now are to be emptied.
-func NewRequest(workerPoolID, cacheName string, now time.Time) store.PurgeRequest {
-	return store.PurgeRequest{WorkerPoolID: workerPoolID, CacheName: cacheName, Before: now, Expires: now.Add(RequestLifetime)}
+func NewRequest(workerPoolID, cacheName string, now time.Time) Request {
+	return Request{WorkerPoolID: workerPoolID, CacheName: cacheName, Before: now, Expires: now.Add(RequestLifetime)}
 }
 
 // Since keeps the requests made at or after since (a worker passes the
 // time of its previous question, so it hears of each request once or
 // twice, never not at all).
-func Since(reqs []store.PurgeRequest, since time.Time) []store.PurgeRequest {
+func Since(reqs []Request, since time.Time) []Request {
 	out := reqs[:0:0]
 	for _, r := range reqs {
 		if !r.Before.Before(since) {
@@ -60,7 +68,7 @@ type Entry struct {
 }
 
 // Entries renders requests for the API.
-func Entries(reqs []store.PurgeRequest) []Entry {
+func Entries(reqs []Request) []Entry {
 	out := make([]Entry, 0, len(reqs))
 	for _, r := range reqs {
 		p, w, _ := strings.Cut(r.WorkerPoolID, "/")

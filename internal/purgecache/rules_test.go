@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/hopper-ci/hopper/internal/store"
 )
 
 func TestValidWorkerPoolID(t *testing.T) {
@@ -27,7 +25,7 @@ func TestValidWorkerPoolID(t *testing.T) {
 func TestSinceAndEntries(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2031, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
-	reqs := []store.PurgeRequest{
+	reqs := []Request{
 		NewRequest("p/w", "old", now.Add(-time.Hour)),
 		NewRequest("p/w", "edge", now),
 		NewRequest("p/w", "new", now.Add(time.Minute)),

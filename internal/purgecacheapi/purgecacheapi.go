@@ -107,7 +107,7 @@ func (h *handlers) purgeRequests(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, &api.Error{Code: api.CodeInvalidRequestArguments, Message: err.Error()}
 	}
-	var all []store.PurgeRequest
+	var all []purgecache.Request
 	page := store.Page{}
 	for {
 		reqs, next, err := h.store.ListPurgeRequests(c.Context(), pool, page)

@@ -114,8 +114,8 @@ type Server struct {
 	objects ObjectService
 	// poolState is Options.PoolState.
 	poolState func(ctx context.Context, key store.WorkerKey) (state, providerID string, err error)
-	// standing, when set, says which workers the Worker Manager stopped.
-	standing WorkerStanding
+	// refuseStopped is Options.RefuseStopped.
+	refuseStopped bool
 
 	// touched remembers when this process last wrote a worker's
 	// bookkeeping records (store.WorkerKey → time.Time).
@@ -152,9 +152,12 @@ type Options struct {
 	// (requested, running, stopping, stopped; "standalone" when no pool
 	// knows it) and its provider, for listWorkers.
 	PoolState func(ctx context.Context, key store.WorkerKey) (state, providerID string, err error)
-	// Standing, when set, says which workers their pool's manager has
-	// stopped: claimWork, claimTask and reclaimTask refuse them.
-	Standing WorkerStanding
+	// RefuseStopped makes claimWork, claimTask and reclaimTask refuse a
+	// worker its pool's manager has stopped (removeWorker, or its
+	// scanner): such a worker's credentials last until they expire (days).
+	// The store reads the worker's standing in the claim's first round
+	// trip (store.ClaimWorkParams.CheckStopped, UpdateTaskParams.Standing).
+	RefuseStopped bool
 }
 
 // New builds the Queue service.
@@ -184,7 +187,7 @@ func New(opts Options) (*Server, error) {
 		cfg: cfg, store: opts.Store, clock: opts.Clock, schemas: schemas,
 		creds: opts.Issuer, pub: opts.Publisher, log: opts.Logger,
 		metrics: opts.Metrics, draining: make(chan struct{}),
-		blobs: opts.Artifacts, objects: opts.Objects, live: newLiveness(cfg), poolState: opts.PoolState, standing: opts.Standing,
+		blobs: opts.Artifacts, objects: opts.Objects, live: newLiveness(cfg), poolState: opts.PoolState, refuseStopped: opts.RefuseStopped,
 	}
 	if s.metrics != nil && s.metrics.queues != nil {
 		// The metrics are built before the queue they describe.

@@ -82,10 +82,6 @@ func (s *Server) claimWork(c *api.Call) (any, error) {
 	}
 	ctx := c.Context()
 	key := store.WorkerKey{TaskQueueID: taskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
-	if err := s.refuseStopped(ctx, key); err != nil {
-		return nil, err
-	}
-	s.touchWorker(key, c.Now, in.Tasks)
 	started := time.Now()
 	wait := s.longPollFor()
 	deadline := started.Add(wait)
@@ -107,6 +103,9 @@ func (s *Server) claimWork(c *api.Call) (any, error) {
 		// The worker's recent tasks go with its touches, in batches
 		// (touches.go), not in the claim's transaction.
 		Count: in.Tasks, CheckQuarantine: true, SkipKnownEmpty: true,
+		// A worker its pool's manager stopped is refused in the first
+		// attempt's round trip, not by a look of its own before it.
+		CheckStopped: s.refuseStopped,
 	}
 	for first := true; ; first = false {
 		now := s.clock.Now()
@@ -119,6 +118,14 @@ func (s *Server) claimWork(c *api.Call) (any, error) {
 			if res, err = s.store.ClaimWork(ctx, params); err != nil {
 				return nil, err
 			}
+		}
+		if first {
+			if res.WorkerStopped {
+				return nil, refusal(key)
+			}
+			// Seen once it is known not refused.
+			s.touchWorker(key, c.Now, in.Tasks)
+			params.CheckStopped = false
 		}
 		if !res.QuarantinedUntil.IsZero() {
 			// A quarantined worker waits out the long-poll and gets nothing;
@@ -227,20 +234,22 @@ func (s *Server) claimTask(c *api.Call) (any, error) {
 		return nil, queue.Conflictf("Task %s is under the flow control of key %q (limit or supersede): only claimWork hands it out", t.TaskID, p.Key)
 	}
 	key := store.WorkerKey{TaskQueueID: t.Task.TaskQueueID, WorkerGroup: in.WorkerGroup, WorkerID: in.WorkerID}
-	if err := s.refuseStopped(ctx, key); err != nil {
-		return nil, err
-	}
-	// A quarantined worker is refused with 409 (Taskcluster answers an
-	// invalid empty claim here, which surfaces as a 500).
-	if w, err := s.store.GetWorker(ctx, key, c.Now); err == nil && w.QuarantineUntil.After(c.Now) {
-		return nil, queue.Conflictf("Worker %s/%s is quarantined until %s", in.WorkerGroup, in.WorkerID, queue.NewTime(w.QuarantineUntil))
-	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, err
-	}
 	runID := c.IntParam("runId")
-	res, err := s.store.UpdateTask(ctx, store.UpdateTaskParams{TaskID: t.TaskID, Now: c.Now, Apply: func(t *queue.TaskState, tr *queue.Transition) error {
-		return t.Claim(runID, in.WorkerGroup, in.WorkerID, c.Now, s.takenUntil(c.Now), tr)
-	}})
+	// The worker's standing is read with the task's lock, in one round
+	// trip: a worker its manager stopped is refused, and a quarantined one
+	// too, with 409 (Taskcluster answers an invalid empty claim there,
+	// which surfaces as a 500).
+	standing := &store.WorkerStanding{Worker: key}
+	res, err := s.store.UpdateTask(ctx, store.UpdateTaskParams{TaskID: t.TaskID, Now: c.Now, Standing: standing,
+		Apply: func(t *queue.TaskState, tr *queue.Transition) error {
+			if standing.Stopped && s.refuseStopped {
+				return refusal(key)
+			}
+			if standing.QuarantinedUntil.After(c.Now) {
+				return queue.Conflictf("Worker %s/%s is quarantined until %s", in.WorkerGroup, in.WorkerID, queue.NewTime(standing.QuarantinedUntil))
+			}
+			return t.Claim(runID, in.WorkerGroup, in.WorkerID, c.Now, s.takenUntil(c.Now), tr)
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -274,8 +283,14 @@ func madeChanges(res *store.Result) bool {
 // runCall serves the methods addressed to one run: 404 for an unknown task
 // or run, then the transition.
 func (s *Server) runCall(c *api.Call, apply func(*queue.TaskState, *queue.Transition, int) error) (*store.Result, error) {
+	return s.runCallStanding(c, nil, apply)
+}
+
+// runCallStanding is runCall reading a worker's standing with the task
+// (store.UpdateTaskParams.Standing).
+func (s *Server) runCallStanding(c *api.Call, standing *store.WorkerStanding, apply func(*queue.TaskState, *queue.Transition, int) error) (*store.Result, error) {
 	taskID, runID := c.Params["taskId"], c.IntParam("runId")
-	res, err := s.store.UpdateTask(c.Context(), store.UpdateTaskParams{TaskID: taskID, Now: c.Now, Apply: func(t *queue.TaskState, tr *queue.Transition) error {
+	res, err := s.store.UpdateTask(c.Context(), store.UpdateTaskParams{TaskID: taskID, Now: c.Now, Standing: standing, Apply: func(t *queue.TaskState, tr *queue.Transition) error {
 		if runID >= len(t.Runs) {
 			return queue.NotFoundf("Run %d not found on task %s", runID, taskID)
 		}
@@ -292,10 +307,18 @@ func (s *Server) runCall(c *api.Call, apply func(*queue.TaskState, *queue.Transi
 }
 
 func (s *Server) reclaimTask(c *api.Call) (any, error) {
-	if err := s.refuseStoppedHolder(c); err != nil {
-		return nil, err
+	// Whether the run's holder was stopped by its pool's manager is read
+	// with the task's lock. Removal resolves the worker's runs, so this is
+	// for a run that slipped past that (a claim that landed as the worker
+	// was removed), until the worker scanner resolves it.
+	var standing *store.WorkerStanding
+	if s.refuseStopped {
+		standing = &store.WorkerStanding{RunID: c.IntParam("runId")}
 	}
-	res, err := s.runCall(c, func(t *queue.TaskState, _ *queue.Transition, runID int) error {
+	res, err := s.runCallStanding(c, standing, func(t *queue.TaskState, _ *queue.Transition, runID int) error {
+		if r := t.Runs[runID]; standing != nil && standing.Stopped && r.State == queue.StateRunning {
+			return refusal(store.WorkerKey{TaskQueueID: t.Task.TaskQueueID, WorkerGroup: r.WorkerGroup, WorkerID: r.WorkerID})
+		}
 		return t.Reclaim(runID, c.Now, s.takenUntil(c.Now))
 	})
 	if err != nil {

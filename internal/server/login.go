@@ -38,7 +38,7 @@ func (w *wiring) loginService() (service, error) {
 	}
 	w.log.Info("sign-in on", "providers", names)
 	issuer := w.sec.loginIssuer(w.key, names)
-	srv, err := loginapi.New(loginapi.Deps{Store: w.store, Sealer: w.sec.Sealer, Config: cfg, RootURL: w.cfg.RootURL, Clock: w.cfg.Clock, Logger: w.log,
+	srv, err := loginapi.New(loginapi.Options{Store: w.store, Sealer: w.sec.Sealer, Config: cfg, RootURL: w.cfg.RootURL, Clock: w.cfg.Clock, Logger: w.log,
 		Version: w.cfg.Version, Issue: func(clientID string, scopes []string, start, expiry time.Time) (auth.Credentials, error) {
 			return auth.CreateTemporaryCredentials(auth.TemporaryCredentialsOptions{ClientID: clientID, Start: start, Expiry: expiry,
 				Scopes: scopes, Issuer: issuer})
@@ -59,7 +59,7 @@ func (w *wiring) loginService() (service, error) {
 	scanner := &loginapi.Scanner{Server: srv, Store: w.store, Roles: w.sec.Roles, Holder: leaseHolder(), Actor: LoginClientID, Interval: every}
 	scan := &maintenance.Every{What: "scanning the credentials of people", Interval: every, Logger: w.log,
 		Pass: func(ctx context.Context) error { _, err := scanner.RunOnce(ctx); return err }}
-	return service{routes: srv.Routes(), duties: []maintenance.Service{scan},
+	return service{routes: loginapi.Routes(loginapi.Deps{Server: srv}), duties: []maintenance.Service{scan},
 		expiries: []maintenance.Expiry{{Service: "login", Run: w.store.ExpireLogin}}}, nil
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/queueapi"
 	"github.com/hopper-ci/hopper/internal/schema"
 	"github.com/hopper-ci/hopper/internal/ui"
+	"github.com/hopper-ci/hopper/internal/workerpool"
 )
 
 // The defaults of Config's settings, for cmd/hopper's flags: each is
@@ -38,6 +39,10 @@ const (
 	DefaultLongPoll      = queueapi.DefaultLongPoll
 	DefaultDeadlineDelay = maintenance.DefaultDeadlineDelay
 	DefaultExpireEvery   = maintenance.DefaultExpireEvery
+	// DefaultProvisionInterval and DefaultScanInterval are the worker
+	// pools' duties' cadences.
+	DefaultProvisionInterval = workerpool.DefaultProvisionTick
+	DefaultScanInterval      = workerpool.DefaultScanTick
 )
 
 // Config configures a queue server.
@@ -105,8 +110,8 @@ type Config struct {
 	// service account).
 	Kubeconfig string
 	// ProvisionInterval and ScanInterval are the provisioner's and the
-	// worker scanner's cadence (defaults maintenance.DefaultProvisionTick
-	// and maintenance.DefaultScanTick).
+	// worker scanner's cadence (defaults DefaultProvisionInterval and
+	// DefaultScanInterval).
 	ProvisionInterval, ScanInterval time.Duration
 	// S3STS backs awsS3Credentials; when nil it is read from the
 	// environment's HOPPER_AWS_S3_* (LoadS3STS), and without those

@@ -147,7 +147,7 @@ func (w *wiring) queueService() (service, error) {
 	q, err := queueapi.New(queueapi.Options{
 		Config: queueapi.Config{RootURL: w.cfg.RootURL, ClaimTimeout: w.cfg.ClaimTimeout, LongPoll: w.cfg.LongPoll, Version: w.cfg.Version},
 		Store:  w.store, Hub: w.hub, Clock: w.cfg.Clock, Issuer: w.sec.Issuer, Publisher: w.events, Logger: w.log, Metrics: metrics,
-		Schemas: w.schemas, Artifacts: w.blobs, Objects: w.objects, PoolState: w.poolState, Standing: poolStanding{w.store},
+		Schemas: w.schemas, Artifacts: w.blobs, Objects: w.objects, PoolState: w.poolState, RefuseStopped: true,
 	})
 	if err != nil {
 		return service{}, err

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/workermanager"
 	"github.com/hopper-ci/hopper/internal/workermanagerapi"
+	"github.com/hopper-ci/hopper/internal/workerpool"
 	"github.com/hopper-ci/hopper/internal/workerprovider"
 )
 
@@ -36,8 +38,8 @@ func apiProviders(k8s *workerprovider.Kubernetes) []workermanagerapi.Provider {
 }
 
 // dynamicProviders run the dynamic pools' workers, by provider id.
-func dynamicProviders(k8s *workerprovider.Kubernetes) map[string]maintenance.PoolProvider {
-	return map[string]maintenance.PoolProvider{
+func dynamicProviders(k8s *workerprovider.Kubernetes) map[string]workerpool.PoolProvider {
+	return map[string]workerpool.PoolProvider{
 		"docker":     {Type: workermanager.ProviderTypeDocker, Provider: &workerprovider.Docker{}},
 		"kubernetes": {Type: workermanager.ProviderTypeKubernetes, Provider: k8s},
 	}
@@ -70,7 +72,7 @@ func (w *wiring) workerManagerService() (service, error) {
 		publisher, closeFn = amqp, func() { _ = amqp.Close() }
 	}
 	queue := queueWorkers{store: w.store, queue: w.queue,
-		resolver: &maintenance.WorkerRunResolver{Store: w.store, Publisher: w.queue}}
+		resolver: &workerpool.WorkerRunResolver{Store: w.store, Publisher: w.queue}}
 	k8s := workerprovider.NewKubernetes(w.cfg.Kubeconfig, w.cfg.RootURL)
 	// client-go logs (a watch that lost its connection, …) through klog,
 	// a process-wide logger: into the first server's log, not
@@ -80,14 +82,16 @@ func (w *wiring) workerManagerService() (service, error) {
 		Issuer: workerIssuer{w.sec.Issuer}, Providers: apiProviders(k8s), Publisher: publisher,
 		Caller: w.sec.Authorizer.Caller, Logger: w.log, Schemas: w.schemas, Version: w.cfg.Version})
 	c := w.cfg
-	events := maintenance.NewEventsPublisher(publisher, workermanagerapi.Message, w.log)
-	errorEvents := maintenance.NewErrorEventsPublisher(publisher, workermanagerapi.ErrorMessage, w.log)
+	events := workerpool.NewEventsPublisher(publisher, workermanagerapi.Message, w.log)
+	errorEvents := workerpool.NewErrorEventsPublisher(publisher, workermanagerapi.ErrorMessage, w.log)
 	holder := leaseHolder()
 	providers := dynamicProviders(k8s)
-	provisioner := &maintenance.Provisioner{Store: w.store, Providers: providers, RootURL: c.RootURL, Holder: holder, Events: events,
-		ErrorEvents: errorEvents, Clock: c.Clock, Logger: w.log, Interval: c.ProvisionInterval}
-	scanner := &maintenance.WorkerScanner{Store: w.store, Providers: providers, Resolver: queue.resolver, Holder: holder, Events: events,
-		ErrorEvents: errorEvents, Clock: c.Clock, Logger: w.log, Interval: c.ScanInterval}
+	provisioner := &maintenance.Every{What: "provisioning worker pools", Interval: cmp.Or(c.ProvisionInterval, workerpool.DefaultProvisionTick), Logger: w.log,
+		Pass: (&workerpool.Provisioner{Store: w.store, Providers: providers, RootURL: c.RootURL, Holder: holder, Events: events,
+			ErrorEvents: errorEvents, Clock: c.Clock, Logger: w.log}).Pass}
+	scanner := &maintenance.Every{What: "scanning pool workers", Interval: cmp.Or(c.ScanInterval, workerpool.DefaultScanTick), Logger: w.log,
+		Pass: (&workerpool.WorkerScanner{Store: w.store, Providers: providers, Resolver: queue.resolver, Holder: holder, Events: events,
+			ErrorEvents: errorEvents, Clock: c.Clock, Logger: w.log}).Pass}
 	// A Pod that ends or goes is settled at once, not at the next scan; a
 	// task that becomes pending is provisioned for at once, not at the
 	// next tick, by whichever replica holds the provisioner's lease (the
@@ -116,7 +120,7 @@ func (w *wiring) workerManagerService() (service, error) {
 type queueWorkers struct {
 	store    workermanagerapi.QueueWorkers // the queue's records as stored
 	queue    *queueapi.Server
-	resolver *maintenance.WorkerRunResolver
+	resolver *workerpool.WorkerRunResolver
 }
 
 // GetWorker implements workermanagerapi.QueueWorkers.
@@ -135,10 +139,12 @@ func (q queueWorkers) ListWorkers(ctx context.Context, now time.Time, filter sto
 	return q.store.ListWorkers(ctx, now, filter, page)
 }
 
-// poolStanding tells the queue which workers the Worker Manager stopped.
+// poolStanding tells the secrets service which workers the Worker Manager
+// stopped (the queue reads it in its claims, store.WorkerStanding).
 type poolStanding struct{ store store.WorkerManagerStore }
 
-// WorkerStopped implements queueapi.WorkerStanding.
+// WorkerStopped reports whether the Worker Manager stopped the worker
+// (its record stopping or stopped); a worker no pool knows is not.
 func (p poolStanding) WorkerStopped(ctx context.Context, key store.WorkerKey) (bool, error) {
 	w, err := p.store.GetPoolWorker(ctx, workermanager.Key{WorkerPoolID: key.TaskQueueID, WorkerGroup: key.WorkerGroup, WorkerID: key.WorkerID})
 	if errors.Is(err, store.ErrNotFound) {

@@ -151,6 +151,11 @@ func (t *txn) lockBatchTasks(ctx context.Context, calls []*updateCall) (map[stri
 	// the transitions are known.
 	var edges []dependencyEdge
 	t.send(t.dependentsOfStatement(ids, &edges))
+	for _, c := range calls {
+		if c.p.Standing != nil {
+			t.sendStanding(c.p.TaskID, c.p.Now, c.p.Standing)
+		}
+	}
 	if err := t.flush(ctx); err != nil {
 		return nil, nil, err
 	}

@@ -20,7 +20,17 @@ import (
 // a concurrent claim by the same worker changed them meanwhile, they are
 // appended again under a lock after the commit.
 func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, error) {
-	if (p.SkipKnownEmpty || p.Woken) && !p.RecordRecentTasks {
+	if p.CheckStopped && (p.SkipKnownEmpty || p.Woken) && db.hub.answersAlone(p.TaskQueueID) {
+		// The claim may not look at the queue at all: the worker's
+		// standing is its one question to the database.
+		key := WorkerKey{TaskQueueID: p.TaskQueueID, WorkerGroup: p.WorkerGroup, WorkerID: p.WorkerID}
+		stopped, err := db.poolWorkerStopped(ctx, key)
+		if err != nil || stopped {
+			return &ClaimResult{WorkerStopped: stopped}, err
+		}
+		p.CheckStopped = false
+	}
+	if (p.SkipKnownEmpty || p.Woken) && !p.RecordRecentTasks && !p.CheckStopped {
 		// Where this process knows the queue's pending runs exactly, the
 		// claim takes them from the hub (handover.go).
 		if res, exact, err := db.claimHandedOver(ctx, p); exact {
@@ -28,7 +38,7 @@ func (db *DB) ClaimWork(ctx context.Context, p ClaimWorkParams) (*ClaimResult, e
 		}
 	}
 	generation, empty := db.hub.knownEmpty(p.TaskQueueID)
-	if p.SkipKnownEmpty && !p.Woken && empty {
+	if p.SkipKnownEmpty && !p.Woken && empty && !p.CheckStopped {
 		return &ClaimResult{Skipped: true}, nil
 	}
 	res, err := db.claimWork(ctx, p, generation)
@@ -77,6 +87,10 @@ func (t *txn) claimRuns(ctx context.Context, p ClaimWorkParams, flows bool, key 
 	plain, keyed, worker, err := t.readClaimCandidates(ctx, p, flows, key)
 	if err != nil {
 		return nil, err
+	}
+	if worker.stopped {
+		res.WorkerStopped = true
+		return nil, nil
 	}
 	if p.CheckQuarantine && worker.found && worker.quarantineUntil > ms(p.Now) {
 		res.QuarantinedUntil = fromMS(worker.quarantineUntil)
@@ -129,6 +143,9 @@ func (t *txn) readClaimCandidates(ctx context.Context, p ClaimWorkParams, flows 
 	if p.RecordRecentTasks || p.CheckQuarantine {
 		t.send(t.workerClaimRecordStatement(key, &worker, false))
 	}
+	if p.CheckStopped {
+		t.send(poolWorkerStoppedStatement(key, &worker.stopped))
+	}
 	err = t.flush(ctx)
 	return plain, keyed, worker, err
 }
@@ -161,6 +178,9 @@ func (t *txn) claimCandidates(p ClaimWorkParams, candidates []claimCandidate, re
 // noteClaim tells this process's hub, after the commit, what the claim
 // learned of the queue.
 func (db *DB) noteClaim(p ClaimWorkParams, res *ClaimResult, generation uint64) {
+	if res.WorkerStopped {
+		return // the claim did not look at the queue
+	}
 	if !res.QuarantinedUntil.IsZero() && p.Woken {
 		db.hub.forgetEmpty(p.TaskQueueID)
 	}

@@ -16,13 +16,14 @@ import (
 type LoginOAuthStore interface {
 	// CreateOAuthCode records a code for the grant g (g.Hash the code's).
 	CreateOAuthCode(ctx context.Context, g OAuthGrant) error
-	// TakeOAuthCode deletes and returns the grant of a code, once:
-	// ErrNotFound when it is unknown, used already or expired at now.
-	TakeOAuthCode(ctx context.Context, codeHash string, now time.Time) (*OAuthGrant, error)
-	// CreateOAuthToken records an access token for the grant g (g.Hash
-	// the token's; Challenge and GrantExpires unused, Expires the
-	// token's end).
-	CreateOAuthToken(ctx context.Context, g OAuthGrant) error
+	// ExchangeOAuthCode takes the grant of a code, once, and in the same
+	// transaction records the access token trade makes of it (g.Hash the
+	// token's, g.Expires its end; Challenge and GrantExpires unused); a
+	// nil token records none, and the code is used up all the same. It
+	// returns the code's grant: ErrNotFound when the code is unknown,
+	// used already or expired at now. trade must be pure (a transaction
+	// may run again).
+	ExchangeOAuthCode(ctx context.Context, codeHash string, now time.Time, trade func(code OAuthGrant) *OAuthGrant) (*OAuthGrant, error)
 	// GetOAuthToken returns the grant of an access token: ErrNotFound
 	// when it is unknown or expired at now.
 	GetOAuthToken(ctx context.Context, tokenHash string, now time.Time) (*OAuthGrant, error)
@@ -87,13 +88,15 @@ func (db *DB) CreateOAuthCode(ctx context.Context, g OAuthGrant) error {
 	})
 }
 
-// TakeOAuthCode implements LoginOAuthStore. The row is deleted by the
-// statement that reads it, so two exchanges of one code get it once.
-func (db *DB) TakeOAuthCode(ctx context.Context, codeHash string, now time.Time) (*OAuthGrant, error) {
-	g := OAuthGrant{Hash: codeHash}
-	var roles, scopes string
-	var grantExpires, expires int64
+// ExchangeOAuthCode implements LoginOAuthStore. The code's row is
+// deleted by the statement that reads it, so two exchanges of one code
+// get it once; the token is inserted in the same transaction.
+func (db *DB) ExchangeOAuthCode(ctx context.Context, codeHash string, now time.Time, trade func(OAuthGrant) *OAuthGrant) (*OAuthGrant, error) {
+	var out *OAuthGrant
 	err := db.tx(ctx, func(tx *txn) error {
+		g := OAuthGrant{Hash: codeHash}
+		var roles, scopes string
+		var grantExpires, expires int64
 		err := tx.queryRow(ctx, `DELETE FROM login_oauth_codes WHERE code_hash = ?
 			RETURNING client_id, redirect_uri, provider, identity, roles, scopes, challenge, grant_expires, expires`, codeHash).
 			Scan(&g.ClientID, &g.RedirectURI, &g.Provider, &g.Identity, &roles, &scopes, &g.Challenge, &grantExpires, &expires)
@@ -103,32 +106,36 @@ func (db *DB) TakeOAuthCode(ctx context.Context, codeHash string, now time.Time)
 		if err != nil {
 			return fmt.Errorf("taking a code: %w", err)
 		}
+		g.GrantExpires, g.Expires = fromMS(grantExpires), fromMS(expires)
+		if err := decodeGrant(&g, roles, scopes); err != nil {
+			return err
+		}
+		out = &g
+		if g.Expires.Before(now) {
+			return nil // used up, and refused below
+		}
+		tok := trade(g)
+		if tok == nil {
+			return nil
+		}
+		troles, tscopes, err := encodeGrant(*tok)
+		if err != nil {
+			return err
+		}
+		_, err = tx.exec(ctx, `INSERT INTO login_oauth_tokens (token_hash, client_id, provider, identity, roles, scopes, expires)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, tok.Hash, tok.ClientID, tok.Provider, tok.Identity, troles, tscopes, ms(tok.Expires))
+		if err != nil {
+			return fmt.Errorf("recording an access token for %s: %w", tok.ClientID, err)
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	g.GrantExpires, g.Expires = fromMS(grantExpires), fromMS(expires)
-	if g.Expires.Before(now) {
+	if out.Expires.Before(now) {
 		return nil, ErrNotFound
 	}
-	return &g, decodeGrant(&g, roles, scopes)
-}
-
-// CreateOAuthToken implements LoginOAuthStore.
-func (db *DB) CreateOAuthToken(ctx context.Context, g OAuthGrant) error {
-	roles, scopes, err := encodeGrant(g)
-	if err != nil {
-		return err
-	}
-	return db.tx(ctx, func(tx *txn) error {
-		_, err := tx.exec(ctx, `INSERT INTO login_oauth_tokens (token_hash, client_id, provider, identity, roles, scopes, expires)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, g.Hash, g.ClientID, g.Provider, g.Identity, roles, scopes, ms(g.Expires))
-		if err != nil {
-			return fmt.Errorf("recording an access token for %s: %w", g.ClientID, err)
-		}
-		return nil
-	})
+	return out, nil
 }
 
 // GetOAuthToken implements LoginOAuthStore.

@@ -239,12 +239,14 @@ func (t *txn) finishOutbox(ctx context.Context, m *OutboxMessage, o OutboxOutcom
 		state, next = OutboxPending, o.Next
 	}
 	// A newer version (seq moved on) is due at once, whatever became of
-	// this one.
+	// this one. The error is someone else's text (a forge's answer): a
+	// NUL or bytes that are not UTF-8 are recorded as U+FFFD, so that
+	// recording a failure cannot itself fail.
 	res, err := t.exec(ctx, `UPDATE outbox SET state = CASE WHEN seq = ? THEN ? ELSE 'pending' END,
 			next_attempt = CASE WHEN seq = ? THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END, attempts = CASE WHEN seq = ? THEN attempts ELSE 0 END,
 			lease_owner = '', last_error = ?, updated = ?
 			WHERE service = ? AND kind = ? AND msg_key = ? AND state = 'pending' AND lease_owner = ? AND attempts = ?`,
-		m.Seq, state, m.Seq, ms(next), ms(o.Now), m.Seq, truncateText(o.Error, 1000), ms(o.Now),
+		m.Seq, state, m.Seq, ms(next), ms(o.Now), m.Seq, reportText(truncateText(o.Error, 1000)), ms(o.Now),
 		m.Service, m.Kind, m.Key, m.Owner, m.Attempts)
 	if err != nil {
 		return false, fmt.Errorf("recording %s %s %s: %w", m.Service, m.Kind, m.Key, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/hopper-ci/hopper/internal/purgecache"
 )
 
 // PurgeCacheStore persists the purge-cache service's requests (package
@@ -12,26 +14,17 @@ type PurgeCacheStore interface {
 	// PutPurgeRequest records a request to purge a cache of a worker pool;
 	// a newer request replaces an older one (before and expires never move
 	// backwards).
-	PutPurgeRequest(ctx context.Context, r PurgeRequest) error
+	PutPurgeRequest(ctx context.Context, r purgecache.Request) error
 	// ListPurgeRequests lists requests ordered by worker pool and cache
 	// name: of one worker pool, or of all when workerPoolID is "".
-	ListPurgeRequests(ctx context.Context, workerPoolID string, page Page) ([]PurgeRequest, string, error)
+	ListPurgeRequests(ctx context.Context, workerPoolID string, page Page) ([]purgecache.Request, string, error)
 	// ExpirePurgeRequests deletes requests whose expiry passed and says how
 	// many.
 	ExpirePurgeRequests(ctx context.Context, now time.Time) (int, error)
 }
 
-// PurgeRequest asks the workers of a pool to empty a cache created before
-// Before.
-type PurgeRequest struct {
-	WorkerPoolID string
-	CacheName    string
-	Before       time.Time
-	Expires      time.Time
-}
-
 // PutPurgeRequest implements PurgeCacheStore.
-func (db *DB) PutPurgeRequest(ctx context.Context, r PurgeRequest) error {
+func (db *DB) PutPurgeRequest(ctx context.Context, r purgecache.Request) error {
 	return db.tx(ctx, func(tx *txn) error {
 		_, err := tx.exec(ctx, `INSERT INTO purge_cache_requests (worker_pool_id, cache_name, purge_before, expires) VALUES (?, ?, ?, ?)
 			ON CONFLICT (worker_pool_id, cache_name) DO UPDATE SET
@@ -47,7 +40,7 @@ func (db *DB) PutPurgeRequest(ctx context.Context, r PurgeRequest) error {
 
 // ListPurgeRequests implements PurgeCacheStore. The continuation token is
 // the last (worker pool, cache) pair of the page.
-func (db *DB) ListPurgeRequests(ctx context.Context, workerPoolID string, page Page) ([]PurgeRequest, string, error) {
+func (db *DB) ListPurgeRequests(ctx context.Context, workerPoolID string, page Page) ([]purgecache.Request, string, error) {
 	out, next, err := listPageFields(ctx, db, page, 2, func(after string) (string, []any, error) {
 		afterPool, afterCache := splitPurgeCursor(after)
 		query := `SELECT worker_pool_id, cache_name, purge_before, expires FROM purge_cache_requests
@@ -58,17 +51,17 @@ func (db *DB) ListPurgeRequests(ctx context.Context, workerPoolID string, page P
 			args = append(args, workerPoolID)
 		}
 		return query + " ORDER BY worker_pool_id, cache_name LIMIT ?", args, nil
-	}, func(row rowScanner) (PurgeRequest, error) {
+	}, func(row rowScanner) (purgecache.Request, error) {
 		var (
-			r               PurgeRequest
+			r               purgecache.Request
 			before, expires int64
 		)
 		if err := row.Scan(&r.WorkerPoolID, &r.CacheName, &before, &expires); err != nil {
-			return PurgeRequest{}, err
+			return purgecache.Request{}, err
 		}
 		r.Before, r.Expires = fromMS(before), fromMS(expires)
 		return r, nil
-	}, func(r PurgeRequest) string { return r.WorkerPoolID + "\x00" + r.CacheName })
+	}, func(r purgecache.Request) string { return r.WorkerPoolID + "\x00" + r.CacheName })
 	if err != nil {
 		return nil, "", fmt.Errorf("listing purge requests: %w", err)
 	}

@@ -359,6 +359,8 @@ type workerClaimRecord struct {
 	found           bool
 	recentTasks     string
 	quarantineUntil int64
+	// stopped says its pool's manager stopped it (ClaimWorkParams.CheckStopped).
+	stopped bool
 }
 
 // workerClaimRecordStatement reads the worker's recent tasks and quarantine,

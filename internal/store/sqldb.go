@@ -27,6 +27,10 @@ type Dialect struct {
 	// LockSkip is appended to a SELECT to lock its rows, skipping rows that
 	// other transactions hold.
 	LockSkip string
+	// RunField gives the SQL expression of a field of the run whose
+	// index is the placeholder runID in the JSON array of a task's runs
+	// (the runs column), as text.
+	RunField func(runID, field string) string
 	// LockShare is appended to a SELECT to keep the rows it reads from
 	// being transitioned (every transition locks its task with LockRow
 	// first) until the transaction ends, while letting readers and claims

@@ -159,6 +159,23 @@ type UpdateTaskParams struct {
 	TaskID string
 	Now    time.Time
 	Apply  func(t *queue.TaskState, tr *queue.Transition) error
+	// Standing, when set, is filled in the round trip that locks the task,
+	// before Apply runs, so a claim or reclaim refuses a stopped or
+	// quarantined worker without a look of its own first.
+	Standing *WorkerStanding
+}
+
+// WorkerStanding is what an UpdateTask reads of a worker with the task:
+// whether its pool's manager stopped it, and whether it is quarantined.
+type WorkerStanding struct {
+	// Worker is the worker asked about; without a WorkerID, the one
+	// holding run RunID of the task (in the task's queue), whose
+	// quarantine is not read.
+	Worker WorkerKey
+	RunID  int
+	// Stopped and QuarantinedUntil are what was read.
+	Stopped          bool
+	QuarantinedUntil time.Time
 }
 
 // ClaimWorkParams describes a claimWork call.
@@ -175,6 +192,12 @@ type ClaimWorkParams struct {
 	// CheckQuarantine claims nothing for a worker whose record says it is
 	// quarantined (read in the same round trip as the pending runs).
 	CheckQuarantine bool
+	// CheckStopped claims nothing for a worker the Worker Manager has
+	// stopped (its record in a pool stopping or stopped), and says so in
+	// WorkerStopped. It is read in the claim's first round trip; a claim
+	// that would not ask the database (SkipKnownEmpty on a queue known
+	// empty, runs handed over) asks it only that.
+	CheckStopped bool
 	// SkipKnownEmpty returns at once, claiming nothing and touching no
 	// database, when an earlier claim of this process found the queue
 	// drained and no run was announced since (see Hub). Only a caller that
@@ -198,6 +221,9 @@ type ClaimResult struct {
 	// QuarantinedUntil is set, and nothing claimed, when CheckQuarantine
 	// found the worker quarantined.
 	QuarantinedUntil time.Time
+	// WorkerStopped is set, and nothing claimed, when CheckStopped found
+	// the worker stopped by its pool's manager.
+	WorkerStopped bool
 	// Skipped says SkipKnownEmpty applied: the database was not asked.
 	Skipped bool
 	// WorkerUnknown says RecordRecentTasks found no record of the worker,

@@ -112,6 +112,18 @@ try {
     await new Promise((r) => setTimeout(r, 500));
     if (await page.$('#signed-in-as')) throw new Error('signed in again after signing out');
   });
+  if (fx.authorizeUrl) {
+    await check('signed out, a website asks: the console signs the person in first, then asks for consent', async () => {
+      await page.goto(fx.authorizeUrl);
+      await page.waitForSelector('#third-party-sign-in', { timeout: T });
+      await Promise.all([page.waitForNavigation({ timeout: T }), page.click(`#sign-in-with-${fx.provider}`)]);
+      await atProvider();
+      await page.waitForSelector('#third-party-allow', { timeout: T });
+      await Promise.all([page.waitForNavigation({ timeout: T }), page.click('#third-party-allow')]);
+      const body = await page.$eval('body', (e) => e.textContent);
+      if (!body.includes(fx.siteSays)) throw new Error(`the website says ${body}`);
+    });
+  }
   await check('no credential in a URL or a Referer', async () => {
     if (!accessToken) throw new Error('the console held no credentials');
     for (const r of requests) {

@@ -119,6 +119,14 @@ func start(turn *os.File) (*Daemon, error) {
 		"--data-root", filepath.Join(dir, "data"), "--exec-root", filepath.Join(dir, "exec"),
 		"-H", "unix://"+sock, "--pidfile", filepath.Join(dir, "pid"))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own temporary directory, removed with the rest: containerd
+	// writes containerd.<pid>.stacks.log there when it dumps its stacks
+	// (one was left in the system's after a run).
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("creating daemon temporary directory: %w", err)
+	}
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	// Its own process group, so a test binary's signals do not reach it
 	// before Stop does.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -82,6 +82,7 @@ func dialect(announce func(taskQueueID string, runs int), pool *pgxpool.Pool, ba
 		// with the FOR UPDATE of every transition.
 		LockSkip:       " FOR NO KEY UPDATE SKIP LOCKED",
 		LockShare:      " FOR KEY SHARE",
+		RunField:       func(runID, field string) string { return "(runs::jsonb -> " + runID + "::int ->> '" + field + "')" },
 		NextPendingSeq: "nextval('hopper_pending_seq')",
 		Assert:         "hopper_assert", // migration 003
 		// nextval is evaluated row by row, in the statement's row order.

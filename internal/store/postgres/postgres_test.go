@@ -228,7 +228,3 @@ func TestUpgrade(t *testing.T) {
 		return exec, func() store.Store { return openSchema(t, url, schema, 4) }
 	})
 }
-
-func TestProvisionerRace(t *testing.T) {
-	storetest.RunProvisionerRace(t, openFixture)
-}

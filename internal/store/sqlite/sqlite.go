@@ -23,6 +23,9 @@ var migrationsFS embed.FS
 // writes through a single connection, so no row locks are needed.
 var Dialect = store.Dialect{
 	Name: "sqlite",
+	RunField: func(runID, field string) string {
+		return "json_extract(runs, '$[' || " + runID + " || '].' || '" + field + "')"
+	},
 	// The WHERE lets SQLite answer MAX from the partial index on
 	// pending_seq instead of scanning every task.
 	NextPendingSeq: "(SELECT COALESCE(MAX(pending_seq), 0) + 1 FROM tasks WHERE pending_seq IS NOT NULL)",

@@ -143,6 +143,8 @@ func TestUpgrade(t *testing.T) {
 	})
 }
 
-func TestProvisionerRace(t *testing.T) {
-	storetest.RunProvisionerRace(t, openFixture)
+// BenchmarkWorkerStanding: storetest.BenchWorkerStanding (statements are
+// counted on PostgreSQL only).
+func BenchmarkWorkerStanding(b *testing.B) {
+	storetest.BenchWorkerStanding(b, openFile(b, filepath.Join(b.TempDir(), "hopper.db")), nil)
 }

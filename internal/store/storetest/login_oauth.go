@@ -20,19 +20,22 @@ func testLoginOAuth(t *testing.T, open Opener) {
 		GrantExpires: Epoch.Add(24 * time.Hour).UTC(), Expires: Epoch.Add(10 * time.Minute).UTC()}
 	require.NoError(t, e.s.CreateOAuthCode(e.ctx, code))
 	require.Error(t, e.s.CreateOAuthCode(e.ctx, code), "a code is recorded once")
-	_, err := e.s.TakeOAuthCode(e.ctx, "other", Epoch)
+	none := func(store.OAuthGrant) *store.OAuthGrant { return nil }
+	_, err := e.s.ExchangeOAuthCode(e.ctx, "other", Epoch, none)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	got, err := e.s.TakeOAuthCode(e.ctx, "c1", Epoch)
+	got, err := e.s.ExchangeOAuthCode(e.ctx, "c1", Epoch, none)
 	require.NoError(t, err)
 	require.Equal(t, code, *got)
-	_, err = e.s.TakeOAuthCode(e.ctx, "c1", Epoch)
-	require.ErrorIs(t, err, store.ErrNotFound, "a code is used once")
+	_, err = e.s.ExchangeOAuthCode(e.ctx, "c1", Epoch, none)
+	require.ErrorIs(t, err, store.ErrNotFound, "a code is used once, also when it gave no token")
 
 	late := code
 	late.Hash = "c2"
 	require.NoError(t, e.s.CreateOAuthCode(e.ctx, late))
-	_, err = e.s.TakeOAuthCode(e.ctx, "c2", Epoch.Add(11*time.Minute))
+	traded := false
+	_, err = e.s.ExchangeOAuthCode(e.ctx, "c2", Epoch.Add(11*time.Minute), func(store.OAuthGrant) *store.OAuthGrant { traded = true; return nil })
 	require.ErrorIs(t, err, store.ErrNotFound, "an expired code is refused")
+	require.False(t, traded, "an expired code is not traded")
 
 	race := code
 	race.Hash = "c3"
@@ -44,7 +47,7 @@ func testLoginOAuth(t *testing.T, open Opener) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := e.s.TakeOAuthCode(e.ctx, "c3", Epoch); err == nil {
+			if _, err := e.s.ExchangeOAuthCode(e.ctx, "c3", Epoch, none); err == nil {
 				mu.Lock()
 				taken++
 				mu.Unlock()
@@ -56,7 +59,15 @@ func testLoginOAuth(t *testing.T, open Opener) {
 
 	tok := store.OAuthGrant{Hash: "t1", ClientID: "treeherder", Provider: "gitea", Identity: "gitea/1|alice",
 		Roles: []string{}, Scopes: []string{"queue:rerun-task:*"}, Expires: Epoch.Add(time.Hour).UTC()}
-	require.NoError(t, e.s.CreateOAuthToken(e.ctx, tok))
+	forToken := code
+	forToken.Hash = "c5"
+	require.NoError(t, e.s.CreateOAuthCode(e.ctx, forToken))
+	got, err = e.s.ExchangeOAuthCode(e.ctx, "c5", Epoch, func(g store.OAuthGrant) *store.OAuthGrant {
+		require.Equal(t, "c5", g.Hash)
+		return &tok
+	})
+	require.NoError(t, err)
+	require.Equal(t, "treeherder", got.ClientID)
 	gotTok, err := e.s.GetOAuthToken(e.ctx, "t1", Epoch)
 	require.NoError(t, err)
 	require.Equal(t, tok.Scopes, gotTok.Scopes)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/purgecache"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -15,7 +16,7 @@ func testPurgeRequests(t *testing.T, open Opener) {
 	e := setup(t, open)
 	put := func(pool, cache string, before time.Time) {
 		t.Helper()
-		require.NoError(t, e.s.PutPurgeRequest(e.ctx, store.PurgeRequest{WorkerPoolID: pool, CacheName: cache, Before: before, Expires: before.Add(24 * time.Hour)}))
+		require.NoError(t, e.s.PutPurgeRequest(e.ctx, purgecache.Request{WorkerPoolID: pool, CacheName: cache, Before: before, Expires: before.Add(24 * time.Hour)}))
 	}
 	put("prov/b", "cache-1", Epoch)
 	put("prov/a", "cache-2", Epoch)
@@ -25,7 +26,7 @@ func testPurgeRequests(t *testing.T, open Opener) {
 	list, next, err := e.s.ListPurgeRequests(e.ctx, "prov/a", store.Page{})
 	require.NoError(t, err)
 	require.Empty(t, next)
-	require.Equal(t, []store.PurgeRequest{
+	require.Equal(t, []purgecache.Request{
 		{WorkerPoolID: "prov/a", CacheName: "cache-1", Before: Epoch.Add(time.Minute), Expires: Epoch.Add(time.Minute + 24*time.Hour)},
 		{WorkerPoolID: "prov/a", CacheName: "cache-2", Before: Epoch, Expires: Epoch.Add(24 * time.Hour)},
 	}, list)

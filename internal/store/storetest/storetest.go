@@ -156,6 +156,8 @@ func Run(t *testing.T, open Opener) {
 		{"ObjectsConcurrentCreate", testObjectsConcurrentCreate},
 		{"ExpireObjects", testExpireObjects},
 		{"PurgeRequests", testPurgeRequests},
+		{"WorkerStanding", testWorkerStanding},
+		{"PendingWithRoute", testPendingWithRoute},
 		{"IndexCompletedTasks", testIndexCompletedTasks},
 		{"IndexConcurrentCompletions", testIndexConcurrentCompletions},
 		{"IndexInsertListExpire", testIndexInsertListExpire},

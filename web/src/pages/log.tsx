@@ -59,6 +59,51 @@ export function LogPanel({ taskId, status, task }: { taskId: string; status: Tas
       }
       setText(all + dec.decode());
     };
+    // follow streams a live log and, when the stream drops (a replica
+    // restarting, the worker's tunnel moving), asks for the rest with
+    // Range: bytes=N-, so nothing is lost or shown twice; a server that
+    // answers 200 instead sends it all again, and what was shown is
+    // skipped.
+    const follow = async (url: string) => {
+      const dec = new TextDecoder();
+      let all = '';
+      let received = 0;
+      for (let attempt = 0; !ctl.signal.aborted; attempt++) {
+        try {
+          const res = await fetch(url, {
+            signal: ctl.signal, cache: 'no-store', credentials: 'omit',
+            headers: received > 0 ? { Range: `bytes=${received}-` } : {},
+          });
+          if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+          let skip = res.status === 206 ? 0 : received;
+          const reader = res.body.getReader();
+          for (;;) {
+            const { done, value } = await reader.read();
+            if (done) {
+              setText(all + dec.decode());
+              return;
+            }
+            let chunk = value;
+            if (skip > 0) {
+              const cut = Math.min(skip, chunk.length);
+              chunk = chunk.subarray(cut);
+              skip -= cut;
+            }
+            if (chunk.length === 0) continue;
+            received += chunk.length;
+            all += dec.decode(chunk, { stream: true });
+            if (all.length > MAX_CHARS) all = all.slice(-MAX_CHARS);
+            setText(all);
+            attempt = 0;
+          }
+        } catch (e) {
+          if (ctl.signal.aborted || attempt >= 30) throw e;
+          setMsg(`The live log of run ${run.runId} dropped; resuming…`);
+          await new Promise((r) => setTimeout(r, 2000));
+          setMsg(`Streaming the live log of run ${run.runId}…`);
+        }
+      }
+    };
     void (async () => {
       try {
         if (phase === 'live') {
@@ -75,7 +120,7 @@ export function LogPanel({ taskId, status, task }: { taskId: string; status: Tas
           }
           if (!c?.url) return;
           setMsg(`Streaming the live log of run ${run.runId}…`);
-          await read(c.url, true);
+          await follow(c.url);
           setMsg('The live log ended; the full log follows once the run is resolved.');
           return;
         }

@@ -1,4 +1,4 @@
-package maintenance_test
+package workerpool_test
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/dockerapi/dockertest"
-	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/testclock"
 	"github.com/hopper-ci/hopper/internal/workermanager"
+	"github.com/hopper-ci/hopper/internal/workerpool"
 	"github.com/hopper-ci/hopper/internal/workerprovider"
 )
 
@@ -112,9 +112,9 @@ func TestWorkerStartRacesTheScanner(t *testing.T) {
 				pool := &workermanager.Pool{WorkerPoolID: poolID, ProviderID: "docker", PreviousProviderIDs: []string{}, Config: cfg,
 					Owner: "o@example.com", Created: now, LastModified: now}
 				require.NoError(t, st.CreateWorkerPool(ctx, pool))
-				providers := map[string]maintenance.PoolProvider{"docker": {Type: workermanager.ProviderTypeDocker, Provider: &workerprovider.Docker{}}}
-				prov := &maintenance.Provisioner{Store: st, Providers: providers, RootURL: "http://127.0.0.1:1", Holder: "p", Clock: clock}
-				scanner := &maintenance.WorkerScanner{Store: st, Providers: providers, Resolver: &maintenance.WorkerRunResolver{Store: st},
+				providers := map[string]workerpool.PoolProvider{"docker": {Type: workermanager.ProviderTypeDocker, Provider: &workerprovider.Docker{}}}
+				prov := &workerpool.Provisioner{Store: st, Providers: providers, RootURL: "http://127.0.0.1:1", Holder: "p", Clock: clock}
+				scanner := &workerpool.WorkerScanner{Store: st, Providers: providers, Resolver: &workerpool.WorkerRunResolver{Store: st},
 					Holder: "s", Clock: clock}
 
 				started := make(chan error, 1)

@@ -1,4 +1,4 @@
-package storetest
+package workerpool_test
 
 import (
 	"context"
@@ -12,10 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/ident"
-	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/store"
+	"github.com/hopper-ci/hopper/internal/store/storetest"
 	"github.com/hopper-ci/hopper/internal/testclock"
 	"github.com/hopper-ci/hopper/internal/workermanager"
+	"github.com/hopper-ci/hopper/internal/workerpool"
 	"github.com/hopper-ci/hopper/internal/workerprovider"
 )
 
@@ -45,29 +46,38 @@ func (e *countingEngine) Stop(context.Context, *workermanager.Pool, *workermanag
 	return nil
 }
 
-// RunProvisionerRace proves a pool never exceeds its maxCapacity with two
+// TestProvisionerRace proves a pool never exceeds its maxCapacity with two
 // provisioners on two replicas of one database: both race every pass for
 // the lease; one is killed (its lease runs out) and one stalls inside a
 // start while the other takes over, and every worker the stalled one
-// still tries to add is refused.
-func RunProvisionerRace(t *testing.T, open func(t *testing.T, n int) Fixture) {
+// still tries to add is refused. On PostgreSQL the replicas are two
+// handles on one database.
+func TestProvisionerRace(t *testing.T) {
 	t.Parallel()
-	fx := open(t, 2)
-	a, b := fx.Stores[0], fx.Stores[len(fx.Stores)-1]
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			st := replicas(t, driver, 2)
+			provisionerRace(t, st[0], st[len(st)-1])
+		})
+	}
+}
+
+func provisionerRace(t *testing.T, a, b store.Store) {
 	ctx := context.Background()
-	clock := testclock.New(Epoch)
+	clock := testclock.New(storetest.Epoch)
 	const poolID, max = "race/pool", 5
 	pool := &workermanager.Pool{WorkerPoolID: poolID, ProviderID: "docker", PreviousProviderIDs: []string{}, Description: "d",
-		Config: json.RawMessage(fmt.Sprintf(`{"minCapacity":1,"maxCapacity":%d}`, max)), Owner: "o@example.com", Created: Epoch, LastModified: Epoch}
+		Config: json.RawMessage(fmt.Sprintf(`{"minCapacity":1,"maxCapacity":%d}`, max)), Owner: "o@example.com", Created: storetest.Epoch, LastModified: storetest.Epoch}
 	require.NoError(t, a.CreateWorkerPool(ctx, pool))
 	for range 40 {
-		_, err := a.CreateTask(ctx, store.CreateTaskParams{TaskID: ident.NewSlugID(), Task: NewTask(poolID, Epoch), Now: Epoch})
+		_, err := a.CreateTask(ctx, store.CreateTaskParams{TaskID: ident.NewSlugID(), Task: storetest.NewTask(poolID, storetest.Epoch), Now: storetest.Epoch})
 		require.NoError(t, err)
 	}
 	engine := &countingEngine{}
-	providers := map[string]maintenance.PoolProvider{"docker": {Type: workermanager.ProviderTypeDocker, Provider: engine}}
-	pa := &maintenance.Provisioner{Store: a.(maintenance.PoolStore), Providers: providers, Holder: "replica-a", Clock: clock, LeaseFor: 30 * time.Second}
-	pb := &maintenance.Provisioner{Store: b.(maintenance.PoolStore), Providers: providers, Holder: "replica-b", Clock: clock, LeaseFor: 30 * time.Second}
+	providers := map[string]workerpool.PoolProvider{"docker": {Type: workermanager.ProviderTypeDocker, Provider: engine}}
+	pa := &workerpool.Provisioner{Store: a, Providers: providers, Holder: "replica-a", Clock: clock, LeaseFor: 30 * time.Second}
+	pb := &workerpool.Provisioner{Store: b, Providers: providers, Holder: "replica-b", Clock: clock, LeaseFor: 30 * time.Second}
 
 	live := func() int {
 		c, err := a.WorkerPoolCounts(ctx, []string{poolID})
@@ -96,7 +106,7 @@ func RunProvisionerRace(t *testing.T, open func(t *testing.T, n int) Fixture) {
 			clock.Advance(31 * time.Second)
 		}
 		var wg sync.WaitGroup
-		for _, p := range []*maintenance.Provisioner{pa, pb} {
+		for _, p := range []*workerpool.Provisioner{pa, pb} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

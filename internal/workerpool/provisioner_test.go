@@ -1,4 +1,4 @@
-package maintenance_test
+package workerpool_test
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/storetest"
 	"github.com/hopper-ci/hopper/internal/workermanager"
+	"github.com/hopper-ci/hopper/internal/workerpool"
 	"github.com/hopper-ci/hopper/internal/workerprovider"
 )
 
@@ -31,8 +31,8 @@ func TestProvisionerUnreachableDaemon(t *testing.T) {
 	require.NoError(t, b.store.CreateWorkerPool(ctx, pool))
 	_, err := b.store.CreateTask(ctx, store.CreateTaskParams{TaskID: "aaaaaaaaQaaaaaaaaaaaaA", Task: storetest.NewTask(testQueue, now), Now: now})
 	require.NoError(t, err)
-	p := &maintenance.Provisioner{Store: b.store, Holder: "h", Clock: b.clock,
-		Providers: map[string]maintenance.PoolProvider{"docker": {Type: workermanager.ProviderTypeDocker, Provider: &workerprovider.Docker{}}}}
+	p := &workerpool.Provisioner{Store: b.store, Holder: "h", Clock: b.clock,
+		Providers: map[string]workerpool.PoolProvider{"docker": {Type: workermanager.ProviderTypeDocker, Provider: &workerprovider.Docker{}}}}
 	for range 2 {
 		n, err := p.RunOnce(ctx)
 		require.NoError(t, err)

@@ -1,6 +1,7 @@
-package maintenance
+package workerpool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -75,21 +76,14 @@ type Provisioner struct {
 	ErrorEvents ErrorEvents
 	Clock       clock.Clock
 	Logger      *slog.Logger
-	// Interval is the cadence (default DefaultProvisionTick); LeaseFor the
-	// lease's length (default DefaultLeaseFor).
-	Interval, LeaseFor time.Duration
-
-	loop
+	// LeaseFor is the lease's length (default DefaultLeaseFor).
+	LeaseFor time.Duration
 }
 
-var _ Service = (*Provisioner)(nil)
-
-// Start implements Service.
-func (p *Provisioner) Start(ctx context.Context) {
-	p.loop.start(ctx, p.Logger, "provisioning worker pools", interval(p.Interval, DefaultProvisionTick), true, func(ctx context.Context) error {
-		_, err := p.RunOnce(ctx)
-		return err
-	})
+// Pass provisions once (RunOnce), as maintenance.Every schedules it.
+func (p *Provisioner) Pass(ctx context.Context) error {
+	_, err := p.RunOnce(ctx)
+	return err
 }
 
 // allPools lists every pool.
@@ -113,7 +107,7 @@ func allPools(ctx context.Context, st store.WorkerManagerStore) ([]workermanager
 // takes) the lease, and returns how many workers it started.
 func (p *Provisioner) RunOnce(ctx context.Context) (int, error) {
 	now := p.Clock.Now()
-	ok, err := p.Store.TakeLease(ctx, store.TakeLeaseParams{Name: ProvisionerLease, Holder: p.Holder, Now: now, Until: now.Add(interval(p.LeaseFor, DefaultLeaseFor))})
+	ok, err := p.Store.TakeLease(ctx, store.TakeLeaseParams{Name: ProvisionerLease, Holder: p.Holder, Now: now, Until: now.Add(cmp.Or(p.LeaseFor, DefaultLeaseFor))})
 	if err != nil || !ok {
 		return 0, err
 	}

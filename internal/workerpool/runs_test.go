@@ -1,4 +1,4 @@
-package maintenance_test
+package workerpool_test
 
 import (
 	"context"
@@ -8,13 +8,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/queue"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/storetest"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/testclock"
 	"github.com/hopper-ci/hopper/internal/workermanager"
+	"github.com/hopper-ci/hopper/internal/workerpool"
 )
 
 // TestStoppedWorkersRunsResolvedWhateverStoppedIt stops a worker the way
@@ -35,10 +35,10 @@ func TestStoppedWorkersRunsResolvedWhateverStoppedIt(t *testing.T) {
 				clock := testclock.New(time.Now().Truncate(time.Millisecond))
 				now := clock.Now()
 				providerID := "static"
-				providers := map[string]maintenance.PoolProvider{}
+				providers := map[string]workerpool.PoolProvider{}
 				if providerType != workermanager.ProviderTypeStatic {
 					providerID = "docker"
-					providers[providerID] = maintenance.PoolProvider{Type: providerType, Provider: idleEngine{}}
+					providers[providerID] = workerpool.PoolProvider{Type: providerType, Provider: idleEngine{}}
 				}
 				pool := &workermanager.Pool{WorkerPoolID: testQueue, ProviderID: providerID, PreviousProviderIDs: []string{},
 					Config: json.RawMessage(`{}`), Owner: "o@example.com", Created: now, LastModified: now}
@@ -75,10 +75,10 @@ func TestStoppedWorkersRunsResolvedWhateverStoppedIt(t *testing.T) {
 
 				clock.Advance(time.Second)
 				pub := newRecorder()
-				scanners := make([]*maintenance.WorkerScanner, len(st))
+				scanners := make([]*workerpool.WorkerScanner, len(st))
 				for i := range st {
-					scanners[i] = &maintenance.WorkerScanner{Store: st[i], Providers: providers,
-						Resolver: &maintenance.WorkerRunResolver{Store: st[i], Publisher: pub}, Holder: "scanner", Clock: clock}
+					scanners[i] = &workerpool.WorkerScanner{Store: st[i], Providers: providers,
+						Resolver: &workerpool.WorkerRunResolver{Store: st[i], Publisher: pub}, Holder: "scanner", Clock: clock}
 				}
 				_, err = scanners[0].RunOnce(ctx)
 				require.NoError(t, err)

@@ -1,4 +1,4 @@
-package maintenance
+package workerpool
 
 import (
 	"context"
@@ -29,7 +29,7 @@ type WorkerRunStore interface {
 // between its two steps leaves them to it).
 type WorkerRunResolver struct {
 	Store     WorkerRunStore
-	Publisher EventPublisher
+	Publisher Publisher
 }
 
 // errRunMoved says a run is no longer the worker's to resolve.

@@ -1,6 +1,7 @@
-package maintenance
+package workerpool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,28 +39,21 @@ type WorkerScanner struct {
 	ErrorEvents ErrorEvents
 	Clock       clock.Clock
 	Logger      *slog.Logger
-	// Interval is the cadence (default DefaultScanTick); LeaseFor the
-	// lease's length (default DefaultLeaseFor).
-	Interval, LeaseFor time.Duration
-
-	loop
+	// LeaseFor is the lease's length (default DefaultLeaseFor).
+	LeaseFor time.Duration
 }
 
-var _ Service = (*WorkerScanner)(nil)
-
-// Start implements Service.
-func (s *WorkerScanner) Start(ctx context.Context) {
-	s.loop.start(ctx, s.Logger, "scanning pool workers", interval(s.Interval, DefaultScanTick), true, func(ctx context.Context) error {
-		_, err := s.RunOnce(ctx)
-		return err
-	})
+// Pass scans once (RunOnce), as maintenance.Every schedules it.
+func (s *WorkerScanner) Pass(ctx context.Context) error {
+	_, err := s.RunOnce(ctx)
+	return err
 }
 
 // RunOnce scans every pool's workers once (if this replica holds the
 // lease) and returns how many workers it stopped.
 func (s *WorkerScanner) RunOnce(ctx context.Context) (int, error) {
 	now := s.Clock.Now()
-	ok, err := s.Store.TakeLease(ctx, store.TakeLeaseParams{Name: ScannerLease, Holder: s.Holder, Now: now, Until: now.Add(interval(s.LeaseFor, DefaultLeaseFor))})
+	ok, err := s.Store.TakeLease(ctx, store.TakeLeaseParams{Name: ScannerLease, Holder: s.Holder, Now: now, Until: now.Add(cmp.Or(s.LeaseFor, DefaultLeaseFor))})
 	if err != nil || !ok {
 		return 0, err
 	}

@@ -1,4 +1,4 @@
-package maintenance_test
+package workerpool_test
 
 import (
 	"context"
@@ -9,12 +9,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/testclock"
 	"github.com/hopper-ci/hopper/internal/workermanager"
+	"github.com/hopper-ci/hopper/internal/workerpool"
 	"github.com/hopper-ci/hopper/internal/workerprovider"
 )
 
@@ -34,7 +34,7 @@ func (idleEngine) Stop(context.Context, *workermanager.Pool, *workermanager.Work
 
 // fleet fills a store with pools docker pools of perPool running workers
 // each, at their maximum, with nothing pending.
-func fleet(b *testing.B, pools, perPool int) (store.Store, *testclock.Clock, map[string]maintenance.PoolProvider) {
+func fleet(b *testing.B, pools, perPool int) (store.Store, *testclock.Clock, map[string]workerpool.PoolProvider) {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, b.TempDir()+"/hopper.db")
 	require.NoError(b, err)
@@ -52,7 +52,7 @@ func fleet(b *testing.B, pools, perPool int) (store.Store, *testclock.Clock, map
 			require.NoError(b, err)
 		}
 	}
-	return st, clock, map[string]maintenance.PoolProvider{"docker": {Type: workermanager.ProviderTypeDocker, Provider: idleEngine{}}}
+	return st, clock, map[string]workerpool.PoolProvider{"docker": {Type: workermanager.ProviderTypeDocker, Provider: idleEngine{}}}
 }
 
 // BenchmarkProvisionerPass measures, on SQLite, one provisioner pass over
@@ -61,7 +61,7 @@ func fleet(b *testing.B, pools, perPool int) (store.Store, *testclock.Clock, map
 // counts.
 func BenchmarkProvisionerPass(b *testing.B) {
 	st, clock, providers := fleet(b, 100, 100)
-	p := &maintenance.Provisioner{Store: st, Providers: providers, Holder: "bench", Clock: clock}
+	p := &workerpool.Provisioner{Store: st, Providers: providers, Holder: "bench", Clock: clock}
 	ctx := context.Background()
 	for b.Loop() {
 		n, err := p.RunOnce(ctx)
@@ -76,7 +76,7 @@ func BenchmarkProvisionerPass(b *testing.B) {
 // once) and its last work looked up.
 func BenchmarkScannerPass(b *testing.B) {
 	st, clock, providers := fleet(b, 100, 100)
-	s := &maintenance.WorkerScanner{Store: st, Providers: providers, Holder: "bench", Clock: clock}
+	s := &workerpool.WorkerScanner{Store: st, Providers: providers, Holder: "bench", Clock: clock}
 	ctx := context.Background()
 	for b.Loop() {
 		n, err := s.RunOnce(ctx)
@@ -96,7 +96,7 @@ func BenchmarkRemovedWorkerBackToPending(b *testing.B) {
 	b.Cleanup(func() { _ = st.Close() })
 	clock := testclock.New(time.Now())
 	bb := &bundle{store: st, clock: clock, pub: newRecorder()}
-	r := &maintenance.WorkerRunResolver{Store: st}
+	r := &workerpool.WorkerRunResolver{Store: st}
 	key := store.WorkerKey{TaskQueueID: testQueue, WorkerGroup: "g", WorkerID: "w"}
 	for b.Loop() {
 		b.StopTimer()
