@@ -275,3 +275,47 @@ func exprString(e ast.Expr) string {
 	}
 	return "?"
 }
+
+// TestEveryStoreHasConformanceTestsOfItsOwn: each file of internal/store
+// that declares a service's store interface has its conformance tests in
+// a file of the same name in internal/store/storetest (the auth
+// service's clients.go in auth.go); store.go only embeds them.
+func TestEveryStoreHasConformanceTestsOfItsOwn(t *testing.T) {
+	t.Parallel()
+	root := e2e.RepoRoot()
+	dir := filepath.Join(root, "internal", "store")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	renamed := map[string]string{"clients.go": "auth.go"}
+	found := 0
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") || name == "store.go" {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		declares := false
+		for _, d := range f.Decls {
+			if g, ok := d.(*ast.GenDecl); ok {
+				for _, spec := range g.Specs {
+					if ts, ok := spec.(*ast.TypeSpec); ok && strings.HasSuffix(ts.Name.Name, "Store") && ts.Name.Name != "WorkHub" {
+						_, isInterface := ts.Type.(*ast.InterfaceType)
+						declares = declares || isInterface
+					}
+				}
+			}
+		}
+		if !declares {
+			continue
+		}
+		found++
+		testFile := name
+		if r, ok := renamed[name]; ok {
+			testFile = r
+		}
+		_, err = os.Stat(filepath.Join(dir, "storetest", testFile))
+		assert.NoError(t, err, "internal/store/%s declares a store interface; its conformance tests belong in internal/store/storetest/%s", name, testFile)
+	}
+	require.Greater(t, found, 15, "the store interfaces were found")
+}

@@ -54,9 +54,8 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 // in its own transaction. lock, if set, is called first in every transaction
 // to serialise concurrent migrators (several replicas starting at once).
 func Migrate(ctx context.Context, db *sql.DB, d Dialect, migrations []Migration, lock func(context.Context, *sql.Tx) error) ([]Migration, error) {
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied BIGINT NOT NULL)`); err != nil {
-		return nil, fmt.Errorf("creating schema_migrations: %w", err)
+	if err := createMigrationsTable(ctx, db, lock); err != nil {
+		return nil, err
 	}
 	var applied []Migration
 	for _, m := range migrations {
@@ -69,6 +68,31 @@ func Migrate(ctx context.Context, db *sql.DB, d Dialect, migrations []Migration,
 		}
 	}
 	return applied, nil
+}
+
+// createMigrationsTable creates schema_migrations under the lock: two
+// PostgreSQL sessions running CREATE TABLE IF NOT EXISTS at once on a
+// fresh database may both try to create it, and the loser fails with a
+// duplicate key in pg_type instead of finding the table there.
+func createMigrationsTable(ctx context.Context, db *sql.DB, lock func(context.Context, *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("beginning to create schema_migrations: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if lock != nil {
+		if err := lock(ctx, tx); err != nil {
+			return fmt.Errorf("locking to create schema_migrations: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied BIGINT NOT NULL)`); err != nil {
+		return fmt.Errorf("creating schema_migrations: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing schema_migrations: %w", err)
+	}
+	return nil
 }
 
 func applyMigration(ctx context.Context, db *sql.DB, d Dialect, m Migration, lock func(context.Context, *sql.Tx) error) (bool, error) {

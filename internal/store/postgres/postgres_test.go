@@ -228,3 +228,37 @@ func TestUpgrade(t *testing.T) {
 		return exec, func() store.Store { return openSchema(t, url, schema, 4) }
 	})
 }
+
+// TestReplicasMigrateTogether: replicas starting at once on a fresh
+// database all open it (each migration applied once, by whichever comes
+// first), as two `hopper serve` started together must.
+func TestReplicasMigrateTogether(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	schema := newSchema(t, url)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	_, err = conn.Exec(ctx, "CREATE SCHEMA "+schema)
+	require.NoError(t, err)
+	const replicas = 4
+	errs := make(chan error, replicas)
+	for range replicas {
+		go func() {
+			db, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 2})
+			if err == nil {
+				err = db.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range replicas {
+		require.NoError(t, <-errs)
+	}
+	all, err := postgres.Migrations()
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT COUNT(*) FROM "+schema+".schema_migrations").Scan(&n))
+	require.Equal(t, len(all), n)
+}

@@ -157,6 +157,7 @@ func Run(t *testing.T, open Opener) {
 		{"ExpireObjects", testExpireObjects},
 		{"PurgeRequests", testPurgeRequests},
 		{"WorkerStanding", testWorkerStanding},
+		{"PendingWithRoute", testPendingWithRoute},
 		{"IndexCompletedTasks", testIndexCompletedTasks},
 		{"IndexConcurrentCompletions", testIndexConcurrentCompletions},
 		{"IndexInsertListExpire", testIndexInsertListExpire},

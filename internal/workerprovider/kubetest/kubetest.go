@@ -20,6 +20,7 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -64,6 +65,8 @@ type Cluster struct {
 	Config *rest.Config
 	Client kubernetes.Interface
 	dir    string
+	// node is the real node (StartWithNode), if any.
+	node *node
 }
 
 // Start starts a control plane, stopped when the test ends; the test
@@ -128,7 +131,9 @@ func (c *Cluster) ServiceAccount(t testing.TB, namespace, name string) {
 	t.Helper()
 	_, err := c.Client.CoreV1().ServiceAccounts(namespace).Create(context.Background(),
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	if err != nil {
+	// With a node, the controller-manager makes each namespace's default
+	// account itself.
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("creating service account %s/%s: %v", namespace, name, err)
 	}
 }
