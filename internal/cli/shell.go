@@ -32,6 +32,10 @@ It needs the scope interactive:open-shell:<taskQueueId>, and is recorded in
 the audit log. The shell ends when you exit it or when the task ends; the
 command exits with the shell's exit code.
 
+A task run by Taskcluster's generic-worker gets the shell generic-worker
+publishes (private/generic-worker/shell.html, read with your credentials),
+through its websocktunnel: its secret URL is the key, as in Taskcluster.
+
 A failed task is not interactive: create an interactive copy of it with
 "hopper task interactive TASKID" and open a shell in the copy.`,
 		Args: args("TASKID"),
@@ -148,7 +152,7 @@ func InteractiveCopy(def map[string]any, now time.Time) (map[string]any, error) 
 
 // shell joins the terminal to a shell in the task until either ends.
 func (a *app) shell(ctx context.Context, taskID string) error {
-	conn, err := a.openShellWhenRunning(ctx, taskID)
+	conn, proto, err := a.openShellWhenRunning(ctx, taskID)
 	if err != nil {
 		return err
 	}
@@ -165,7 +169,8 @@ func (a *app) shell(ctx context.Context, taskID string) error {
 		}
 		sendSize := func() {
 			if cols, rows, err := term.GetSize(int(f.Fd())); err == nil {
-				_ = conn.Write(ctx, websocket.MessageText, interactive.Control{Resize: &interactive.Size{Cols: cols, Rows: rows}}.Encode())
+				typ, msg := proto.resize(cols, rows)
+				_ = conn.Write(ctx, typ, msg)
 			}
 		}
 		sendSize()
@@ -189,14 +194,14 @@ func (a *app) shell(ctx context.Context, taskID string) error {
 			for {
 				n, err := in.Read(buf)
 				if n > 0 {
-					if werr := conn.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
+					if werr := conn.Write(ctx, websocket.MessageBinary, proto.input(buf[:n])); werr != nil {
 						return
 					}
 				}
 				if err != nil {
 					// End of input ends the shell as ^D would.
 					if errors.Is(err, io.EOF) {
-						_ = conn.Write(ctx, websocket.MessageBinary, []byte{4})
+						_ = conn.Write(ctx, websocket.MessageBinary, proto.input([]byte{4}))
 					}
 					return
 				}
@@ -208,6 +213,9 @@ func (a *app) shell(ctx context.Context, taskID string) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				return &ExitError{Code: ExitInterrupted, Msg: "interrupted"}
+			}
+			if proto.genericWorker {
+				return proto.ended(err)
 			}
 			return &ExitError{Code: ExitFailed, Msg: fmt.Sprintf("the shell's connection ended: %v", err), Err: err}
 		}
@@ -240,28 +248,36 @@ func (a *app) shell(ctx context.Context, taskID string) error {
 // openShellWhenRunning opens a shell in taskID, waiting (with a notice)
 // while the task is pending or its worker not connected yet: a copy made
 // by "task interactive" is opened at once. A task that resolved is an
-// error.
-func (a *app) openShellWhenRunning(ctx context.Context, taskID string) (*websocket.Conn, error) {
+// error. A running task whose worker is Taskcluster's generic-worker
+// (which never connects to hopper's relay) gets the shell generic-worker
+// published, through its websocktunnel.
+func (a *app) openShellWhenRunning(ctx context.Context, taskID string) (*websocket.Conn, shellProtocol, error) {
 	said := false
 	for {
 		conn, err := a.client.OpenShell(ctx, taskID)
 		if err == nil {
-			return conn, nil
+			return conn, shellProtocol{}, nil
 		}
 		// A task that is not interactive will not become so.
 		if tcclient.StatusCode(err) != http.StatusConflict || strings.Contains(err.Error(), "not interactive") {
-			return nil, failure("opening a shell in task "+taskID, err)
+			return nil, shellProtocol{}, failure("opening a shell in task "+taskID, err)
 		}
 		st, serr := a.client.Status(ctx, taskID)
 		if serr != nil || st.State != tcclient.StatePending && st.State != tcclient.StateRunning && st.State != tcclient.StateUnscheduled {
-			return nil, failure("opening a shell in task "+taskID, err)
+			return nil, shellProtocol{}, failure("opening a shell in task "+taskID, err)
+		}
+		if st.State == tcclient.StateRunning {
+			gw, found, gerr := a.openGenericWorkerShell(ctx, taskID)
+			if found || gerr != nil {
+				return gw, shellProtocol{genericWorker: true}, gerr
+			}
 		}
 		if !said {
 			fmt.Fprintf(a.env.Stderr, "Waiting for task %s to run (%s)\n", taskID, st.State)
 			said = true
 		}
 		if err := tcclient.SleepContext(ctx, a.env.pollInterval()); err != nil {
-			return nil, failure("opening a shell in task "+taskID, err)
+			return nil, shellProtocol{}, failure("opening a shell in task "+taskID, err)
 		}
 	}
 }
