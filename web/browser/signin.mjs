@@ -139,10 +139,12 @@ try {
       if (r.referer.startsWith(fx.rootUrl) && /[?&](code|state)=/.test(r.referer)) throw new Error(`a code or state in the Referer of ${r.url}`);
     }
   });
+  step = 'no page errors or dialogs';
   if (pageErrors.length) throw new Error(`page errors: ${pageErrors.join('; ')}`);
   console.log('PASS all');
 } catch (e) {
-  console.log(`FAIL ${step}: ${e.message}${pageErrors.length ? ` (page errors: ${pageErrors.join('; ')})` : ''}`);
+  const also = pageErrors.length && !e.message.startsWith('page errors') ? ` (page errors: ${pageErrors.join('; ')})` : '';
+  console.log(`FAIL ${step}: ${e.message}${also}`);
   process.exitCode = 1;
 } finally {
   await browser.close();
