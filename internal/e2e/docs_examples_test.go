@@ -22,7 +22,6 @@ var docsNotYetRun = map[string]string{}
 // of the block", each with why; the list only shrinks.
 var blocksNotYetRun = map[string]string{
 	"docs/console.md:npm ci --prefix web          # once":                         "npm ci replaces web/node_modules and the build rewrites internal/ui/static in the tree that other packages test and embed at the same time: .ci/run runs these steps itself, before go test",
-	"docs/history.md:export TASKCLUSTER_ROOT_URL=https://hopper.example.com":      "taskcluster signin opens a browser",
 	"docs/production.md:systemctl daemon-reload && systemctl enable --now hopper": "starts the unit: needs a machine booted with systemd (PID 1); TestProductionSystemdInstall runs the install block and systemd-analyze verify",
 }
 
