@@ -21,7 +21,6 @@ var docsNotYetRun = map[string]string{}
 // blocksNotYetRun are single blocks no test runs yet, by "file:first line
 // of the block", each with why; the list only shrinks.
 var blocksNotYetRun = map[string]string{
-	"docs/console.md:npm ci --prefix web          # once":                         "npm ci replaces web/node_modules and the build rewrites internal/ui/static in the tree that other packages test and embed at the same time: .ci/run runs these steps itself, before go test",
 	"docs/production.md:systemctl daemon-reload && systemctl enable --now hopper": "starts the unit: needs a machine booted with systemd (PID 1); TestProductionSystemdInstall runs the install block and systemd-analyze verify",
 }
 
