@@ -96,9 +96,10 @@ type Task struct {
 	Tags          map[string]string `json:"tags"`
 	Extra         json.RawMessage   `json:"extra"`
 
-	// Flow is the policy of Extra's flow block (ParseFlow), parsed once:
-	// by createTask when the task is made, by the store when it decodes a
-	// stored definition. Not part of the definition's JSON.
+	// Flow is the policy of Extra's flow block (ParseFlow), parsed once,
+	// by createTask when the task is made: the store keeps it in the
+	// task's row beside the definition and reads it back from there, never
+	// parsing the block again. Not part of the definition's JSON.
 	Flow *FlowPolicy `json:"-"`
 }
 

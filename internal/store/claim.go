@@ -213,14 +213,14 @@ func (db *DB) readPlainCandidates(rows Rows) ([]claimCandidate, error) {
 	var out []claimCandidate
 	for rows.Next() {
 		var (
-			def, runs string
-			seq       int64
+			s   storedTask
+			seq int64
 		)
 		t := &queue.TaskState{}
-		if err := rows.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs, &seq); err != nil {
+		if err := rows.Scan(append(s.dest(t), &seq)...); err != nil {
 			return nil, err
 		}
-		if err := db.decodeTask(t, def, runs); err != nil {
+		if err := db.decodeTask(t, &s); err != nil {
 			return nil, err
 		}
 		run := queue.NewPendingRun(t, seq)

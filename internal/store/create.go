@@ -191,9 +191,16 @@ func (t *txn) sendInsertTask(state *queue.TaskState, flow *queue.FlowPolicy, ins
 		seqExpr = t.db.dialect.NextPendingSeq
 	}
 	columns, values := insertTaskColumns, strings.Repeat("?, ", len(args))+seqExpr
+	if flow != nil {
+		// The policy is stored with the task (flowColumn), so that reading
+		// it never parses the block again. Only tasks with a flow block
+		// write these columns, so other inserts stay as they were.
+		columns, values = columns+", flow", values+", ?"
+		args = append(args, flowColumn(flow))
+	}
 	if flow.Keyed() {
-		// Only tasks under a key's policy write the column (its trigger
-		// counts them), so other inserts stay as they were.
+		// Only tasks under a key's policy write flow_key (its trigger
+		// counts them).
 		columns, values = columns+", flow_key", values+", ?"
 		args = append(args, flow.Key)
 	}

@@ -190,6 +190,12 @@ func (db *DB) buildCreateBatch(calls []*createCall, defs map[string]string, dire
 
 	values := make([]string, 0, len(sorted))
 	for i, c := range sorted {
+		if c.p.Task.Flow != nil {
+			// The batch's insert writes neither flow nor flow_key:
+			// CreateTask sends a task with a flow policy alone
+			// (createTaskAlone, sendInsertTask), which stores it.
+			return nil, fmt.Errorf("task %s has a flow policy: it is created alone, not in a batch", c.p.TaskID)
+		}
 		state := newTaskResult(c.p).Task
 		// Pending tasks take their places in the queue in row order.
 		row, seq := state, db.dialect.PendingSeqs(strconv.Itoa(i+1))

@@ -216,14 +216,15 @@ func (t *txn) flowCandidatesStatement(p ClaimWorkParams, into *[]claimCandidate)
 		Rows: func(rows Rows) error {
 			for rows.Next() {
 				var (
-					def, runs, key string
+					s              storedTask
+					key            string
 					seq, supersede int64
 				)
 				task := &queue.TaskState{}
-				if err := rows.Scan(&task.TaskID, &def, &task.RetriesLeft, &runs, &key, &seq, &supersede); err != nil {
+				if err := rows.Scan(append(s.dest(task), &key, &seq, &supersede)...); err != nil {
 					return err
 				}
-				if err := t.db.decodeTask(task, def, runs); err != nil {
+				if err := t.db.decodeTask(task, &s); err != nil {
 					return err
 				}
 				c := claimCandidate{task: task, run: queue.NewPendingRun(task, seq), supersede: supersede == 1}
@@ -389,4 +390,54 @@ func (db *DB) FailFastGroup(ctx context.Context, taskGroupID string, now time.Ti
 		return nil, err
 	}
 	return res, nil
+}
+
+// The flow policy createTask parsed from a task's flow block is stored in
+// its row (migration 054), so that reading the task (after a restart, on
+// another replica, once the definition cache dropped it) never parses the
+// block again: tasks.flow holds the policy's limit and switches as one
+// integer, limit<<3 | failFast<<2 | cancelInProgress<<1 | supersede, NULL
+// for a task without a flow block (most tasks: their inserts and reads
+// stay as they were), and the key is flow_key, which a keyed task has
+// always had for its claims and counts.
+const (
+	flowSupersede        = 1
+	flowCancelInProgress = 2
+	flowFailFast         = 4
+	flowLimitShift       = 3
+)
+
+// flowColumn is the value of tasks.flow for a policy.
+func flowColumn(p *queue.FlowPolicy) int64 {
+	v := int64(p.Limit) << flowLimitShift
+	if p.Supersede {
+		v |= flowSupersede
+	}
+	if p.CancelInProgress {
+		v |= flowCancelInProgress
+	}
+	if p.FailFast {
+		v |= flowFailFast
+	}
+	return v
+}
+
+// decodeFlowColumn is the policy stored as flow and flow_key (nil for a
+// task without a flow block). The key is read only for a keyed policy:
+// a fail-fast-only block has none.
+func decodeFlowColumn(flow sql.NullInt64, key sql.NullString) *queue.FlowPolicy {
+	if !flow.Valid {
+		return nil
+	}
+	v := flow.Int64
+	p := &queue.FlowPolicy{
+		Limit:            int(v >> flowLimitShift),
+		Supersede:        v&flowSupersede != 0,
+		CancelInProgress: v&flowCancelInProgress != 0,
+		FailFast:         v&flowFailFast != 0,
+	}
+	if p.Limit > 0 || p.Supersede || p.CancelInProgress {
+		p.Key = key.String
+	}
+	return p
 }

@@ -51,14 +51,14 @@ func (db *DB) ListTasks(ctx context.Context, f TaskFilter, page Page) ([]History
 		return historyQuery(f, cursor, db.dialect.Name == "postgres")
 	}, func(row rowScanner) (HistoryTask, error) {
 		var (
-			t         queue.TaskState
-			def, runs string
-			created   int64
+			t       queue.TaskState
+			s       storedTask
+			created int64
 		)
-		if err := row.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs, &created); err != nil {
+		if err := row.Scan(append(s.dest(&t), &created)...); err != nil {
 			return HistoryTask{}, err
 		}
-		if err := db.decodeTask(&t, def, runs); err != nil {
+		if err := db.decodeTask(&t, &s); err != nil {
 			return HistoryTask{}, err
 		}
 		return HistoryTask{TaskState: &t, created: created}, nil
@@ -140,7 +140,7 @@ func historyQuery(f TaskFilter, cursor string, postgres bool) (string, []any, er
 	} else {
 		cond(c + ".created IS NOT NULL")
 	}
-	return "SELECT t.task_id, t.definition, t.retries_left, t.runs, " + c + ".created FROM " + from +
+	return "SELECT " + prefixColumns("t.", taskColumns) + ", " + c + ".created FROM " + from +
 		" WHERE " + strings.Join(where, " AND ") +
 		" ORDER BY " + c + ".created DESC, " + c + ".task_id DESC LIMIT ?", args, nil
 }

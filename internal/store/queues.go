@@ -68,14 +68,14 @@ func (db *DB) listByTime(ctx context.Context, timeColumn, where string, args []a
 			append(args, afterMS, afterMS, afterID), nil
 	}, func(row rowScanner) (timedTask, error) {
 		var (
-			at        int64
-			def, runs string
-			t         queue.TaskState
+			at int64
+			s  storedTask
+			t  queue.TaskState
 		)
-		if err := row.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs, &at); err != nil {
+		if err := row.Scan(append(s.dest(&t), &at)...); err != nil {
 			return timedTask{}, err
 		}
-		if err := db.decodeTask(&t, def, runs); err != nil {
+		if err := db.decodeTask(&t, &s); err != nil {
 			return timedTask{}, err
 		}
 		return timedTask{task: &t, at: fromMS(at)}, nil

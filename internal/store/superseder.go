@@ -65,12 +65,12 @@ func (db *DB) PendingWithRoute(ctx context.Context, p PendingWithRouteParams) ([
 	var out []PendingEntry
 	for rows.Next() {
 		var since int64
-		var def, runs string
+		var s storedTask
 		e := PendingEntry{Task: &queue.TaskState{}}
-		if err := rows.Scan(&e.Task.TaskID, &def, &e.Task.RetriesLeft, &runs, &since); err != nil {
+		if err := rows.Scan(append(s.dest(e.Task), &since)...); err != nil {
 			return nil, fmt.Errorf("reading pending task with route %q: %w", route, err)
 		}
-		if err := db.decodeTask(e.Task, def, runs); err != nil {
+		if err := db.decodeTask(e.Task, &s); err != nil {
 			return nil, err
 		}
 		if !slices.Contains(e.Task.Task.Routes, route) {

@@ -30,46 +30,64 @@ type TaskStore interface {
 	ExpireQueueData(ctx context.Context, now time.Time) (*ExpiredQueueData, error)
 }
 
-const taskColumns = "task_id, definition, retries_left, runs"
+// taskColumns are the columns a task is read from (storedTask.dest):
+// its definition and runs, and the flow policy createTask parsed from the
+// definition's flow block (flow, flow_key: flowColumn), so that reading a
+// task never parses the block again.
+const taskColumns = "task_id, definition, retries_left, runs, flow, flow_key"
 
 type rowScanner interface{ Scan(dest ...any) error }
 
+// storedTask is a task's row as taskColumns reads it, before decodeTask.
+type storedTask struct {
+	def, runs string
+	flow      sql.NullInt64
+	flowKey   sql.NullString
+}
+
+// dest are the scan targets of taskColumns, filling t's id and retries;
+// a query reading more columns appends its own.
+func (s *storedTask) dest(t *queue.TaskState) []any {
+	return []any{&t.TaskID, &s.def, &t.RetriesLeft, &s.runs, &s.flow, &s.flowKey}
+}
+
 func (db *DB) scanTask(row rowScanner) (*queue.TaskState, error) {
 	var (
-		t         queue.TaskState
-		def, runs string
+		t queue.TaskState
+		s storedTask
 	)
-	if err := row.Scan(&t.TaskID, &def, &t.RetriesLeft, &runs); err != nil {
+	if err := row.Scan(s.dest(&t)...); err != nil {
 		return nil, err
 	}
-	if err := db.decodeTask(&t, def, runs); err != nil {
+	if err := db.decodeTask(&t, &s); err != nil {
 		return nil, err
 	}
 	return &t, nil
 }
 
-// decodeTask fills a task state from its stored JSON. Definitions never
+// decodeTask fills a task state from its stored row. Definitions never
 // change once created, so decoded ones are kept in a bounded cache: every
 // transition loads its task, and decoding the definition was a large share
 // of each call's CPU. A cached entry is used only while the stored text is
-// byte-for-byte the one it was decoded from.
-func (db *DB) decodeTask(t *queue.TaskState, def, runs string) error {
-	t.DefinitionJSON = def
-	if cached, ok := db.defs.get(t.TaskID, def); ok {
+// byte-for-byte the one it was decoded from. The flow policy is the one
+// stored beside the definition at create (as immutable as it, so cached
+// with it), never parsed again from the definition's flow block.
+func (db *DB) decodeTask(t *queue.TaskState, s *storedTask) error {
+	t.DefinitionJSON = s.def
+	if cached, ok := db.defs.get(t.TaskID, s.def); ok {
 		t.Task = cached
 	} else {
-		if err := json.Unmarshal([]byte(def), &t.Task); err != nil {
+		if err := json.Unmarshal([]byte(s.def), &t.Task); err != nil {
 			return fmt.Errorf("decoding definition of task %s: %w", t.TaskID, err)
 		}
-		// Checked when the task was created: a stored block parses.
-		t.Task.Flow, _ = queue.ParseFlow(&t.Task)
-		db.defs.put(t.TaskID, def, t.Task)
+		t.Task.Flow = decodeFlowColumn(s.flow, s.flowKey)
+		db.defs.put(t.TaskID, s.def, t.Task)
 	}
-	if cached, ok := db.defs.getRuns(t.TaskID, runs); ok {
+	if cached, ok := db.defs.getRuns(t.TaskID, s.runs); ok {
 		t.Runs = cached
 		return nil
 	}
-	if err := json.Unmarshal([]byte(runs), &t.Runs); err != nil {
+	if err := json.Unmarshal([]byte(s.runs), &t.Runs); err != nil {
 		return fmt.Errorf("decoding runs of task %s: %w", t.TaskID, err)
 	}
 	return nil
@@ -134,7 +152,7 @@ func (db *DB) GetTasks(ctx context.Context, taskIDs []string) ([]*queue.TaskStat
 // ListDependents implements Store.
 func (db *DB) ListDependents(ctx context.Context, taskID string, page Page) ([]*queue.TaskState, string, error) {
 	tasks, next, err := listPage(ctx, db, page, func(after string) (string, []any, error) {
-		return `SELECT t.task_id, t.definition, t.retries_left, t.runs FROM task_dependencies d
+		return "SELECT " + prefixColumns("t.", taskColumns) + ` FROM task_dependencies d
 		JOIN tasks t ON t.task_id = d.dependent_task_id
 		WHERE d.required_task_id = ? AND d.dependent_task_id > ? ORDER BY d.dependent_task_id LIMIT ?`, []any{taskID, after}, nil
 	}, db.scanTask, taskIDCursor)

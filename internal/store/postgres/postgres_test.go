@@ -76,6 +76,15 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, openTestDB)
 }
 
+func TestStoredFlow(t *testing.T) {
+	t.Parallel()
+	storetest.RunStoredFlow(t, func(t *testing.T) (store.Store, func() store.Store) {
+		url := testURL(t)
+		schema := newSchema(t, url)
+		return openSchema(t, url, schema, 4), func() store.Store { return openSchema(t, url, schema, 4) }
+	})
+}
+
 func TestConcurrency(t *testing.T) {
 	t.Parallel()
 	storetest.RunConcurrency(t, storetest.ConcurrencyOptions{
@@ -88,7 +97,7 @@ func TestConcurrency(t *testing.T) {
 
 // taskCopyColumns are the columns of the tasks table a bulk fill copies.
 const taskCopyColumns = `task_queue_id, scheduler_id, project_id, task_group_id, requires, priority, deadline, expires,
-	definition, retries_left, runs, state, unresolved, taken_until, claimed_at, pending_since, flow_key, created`
+	definition, retries_left, runs, state, unresolved, taken_until, claimed_at, pending_since, flow_key, flow, created`
 
 // bulkFiller copies a pending task n times (with its group membership) in one INSERT … SELECT, each
 // copy taking the next pending sequence number, then refreshes the planner

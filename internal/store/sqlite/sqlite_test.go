@@ -43,6 +43,14 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, openTestDB)
 }
 
+func TestStoredFlow(t *testing.T) {
+	t.Parallel()
+	storetest.RunStoredFlow(t, func(t *testing.T) (store.Store, func() store.Store) {
+		path := filepath.Join(t.TempDir(), "hopper.db")
+		return openFile(t, path), func() store.Store { return openFile(t, path) }
+	})
+}
+
 func TestConcurrency(t *testing.T) {
 	t.Parallel()
 	storetest.RunConcurrency(t, storetest.ConcurrencyOptions{
@@ -54,7 +62,7 @@ func TestConcurrency(t *testing.T) {
 
 // taskCopyColumns are the columns of the tasks table a bulk fill copies.
 const taskCopyColumns = `task_queue_id, scheduler_id, project_id, task_group_id, requires, priority, deadline, expires,
-	definition, retries_left, runs, state, unresolved, taken_until, claimed_at, flow_key, created`
+	definition, retries_left, runs, state, unresolved, taken_until, claimed_at, flow_key, flow, created`
 
 // bulkFiller copies a pending task n times (with its group membership) in one INSERT … SELECT on a
 // second connection to the file, each copy queued behind the one before.

@@ -17,7 +17,7 @@ import (
 // one key with room among them all; otherwise the claim takes a plain task
 // created outside the timer, past the whole held-back backlog. Claimed
 // keyed tasks are replaced outside the timer, so the backlog keeps its size.
-// The driver's filler must copy flow_key.
+// The driver's filler must copy flow_key and flow.
 func BenchFlowClaimWork(b *testing.B, s store.Store, pending, keys int, keyed bool, fill BulkFiller) {
 	ctx := context.Background()
 	now := Epoch.Add(time.Minute)

@@ -55,6 +55,14 @@ func RunUpgrade(t *testing.T, before Upgrader) {
 		t.Parallel()
 		testUpgradeHooks(t, before)
 	})
+	t.Run("Flow", func(t *testing.T) {
+		t.Parallel()
+		testUpgradeFlow(t, before)
+	})
+	t.Run("StoredFlowRead", func(t *testing.T) {
+		t.Parallel()
+		testStoredFlowRead(t, before)
+	})
 }
 
 // testUpgradeNotifyDedupDenylist: migration 020 keys the denylist by the
