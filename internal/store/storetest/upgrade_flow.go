@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +37,8 @@ var validFlowBlocks = []flowBlockCase{
 	{name: "null resets", extra: `{"flow": {"key": "k7", "limit": 4, "supersede": true, "limit": null}}`},
 	{name: "last flow member wins", extra: `{"flow": {"bogus": 1}, "other": "x", "flow": {"failFast": true}}`},
 	{name: "other members", extra: `{"a": [1, {"flow": 2}], "flow": {"key": "k8", "limit": 7}, "\u0000": "\ud800"}`},
+	{name: "lone surrogates", extra: `{"\ud800x": 1, "flow": {"failFast": true}, "\udc00": "\udbff", "y": "\ud83d\ude00\\ud800"}`},
+	{name: "escaped backslashes", extra: `{"z\\u0000": "\\ud800", "flow": {"key": "k9", "limit": 2}}`},
 }
 
 // invalidFlowBlocks are blocks ParseFlow refuses or does not see (nil):
@@ -64,8 +68,56 @@ var invalidFlowBlocks = []flowBlockCase{
 	{name: "unknown member", extra: `{"flow": {"key": "x", "limit": 1, "lmit": 1}}`},
 	{name: "unknown null member", extra: `{"flow": {"failFast": true, "other": null}}`},
 	{name: "dotless i", extra: `{"flow": {"key": "x", "lımit": 1}}`},
+	{name: "surrogate member", extra: `{"flow": {"failFast": true, "\ud800": 1}}`},
+	{name: "NUL member", extra: `{"flow": {"failFast": true, "\u0000": 1}}`},
 	{name: "no key", extra: `{"flow": {"limit": 1}}`},
 	{name: "two routes", extra: `{"flow": {"limit": 1}}`, routes: []string{"coalesce.v1.a", "coalesce.v1.b"}},
+}
+
+// generatedFlowBlocks are n blocks drawn from members of every name (in
+// several spellings, repeated, or unknown) with values of every type, for
+// the upgrade to compute as ParseFlow does: a fixed seed, so a failure
+// repeats.
+func generatedFlowBlocks(n int) []flowBlockCase {
+	rng := rand.New(rand.NewPCG(54, 36))
+	names := [][]string{
+		{"key", "KEY", "Key", "\u212aey"},
+		{"limit", "LIMIT", "Limit"},
+		{"supersede", "Supersede", "\u017fupersede"},
+		{"cancelInProgress", "cancelinprogress", "CancelInProgress"},
+		{"failFast", "failfast", "FAILFAST"},
+		{"lmit", "keys"},
+	}
+	// Each name's values: the first `valid` are of its type (in range);
+	// the rest are drawn one time in eight.
+	values := [][]string{
+		{`"gk"`, `null`, `""`, `1`},
+		{`1`, `3`, `10000`, `null`, `0`, `10001`, `2.0`, `"2"`},
+		{`true`, `false`, `null`, `"true"`},
+		{`true`, `false`, `null`, `1`},
+		{`true`, `false`, `null`, `"false"`},
+		{`1`, `null`},
+	}
+	valid := []int{2, 4, 3, 3, 3, 2}
+	routes := [][]string{nil, {"coalesce.v1.rk"}, {"coalesce.v1.a", "coalesce.v1.b"}}
+	var out []flowBlockCase
+	for i := range n {
+		var members []string
+		for range rng.IntN(5) {
+			f := rng.IntN(len(names))
+			if f == len(names)-1 && rng.IntN(4) > 0 {
+				f = rng.IntN(len(names) - 1) // unknown names rarely
+			}
+			v := rng.IntN(valid[f])
+			if rng.IntN(8) == 0 {
+				v = rng.IntN(len(values[f]))
+			}
+			members = append(members, `"`+names[f][rng.IntN(len(names[f]))]+`": `+values[f][v])
+		}
+		out = append(out, flowBlockCase{name: fmt.Sprint("generated ", i),
+			extra: `{"flow": {` + strings.Join(members, ", ") + `}}`, routes: routes[rng.IntN(len(routes))]})
+	}
+	return out
 }
 
 // flowTask is a task of testQueue with the case's extra and routes.
@@ -120,6 +172,26 @@ func testUpgradeFlow(t *testing.T, before Upgrader) {
 		want[id] = p
 		ids = append(ids, id)
 	}
+	valid := 0
+	for i, c := range generatedFlowBlocks(300) {
+		id := fmt.Sprintf("generated%03d", i)
+		def := c.task(now)
+		p := parsedFlow(t, def)
+		if p != nil {
+			valid++
+		}
+		key := ""
+		if p.Keyed() {
+			key = p.Key
+		}
+		insert(id, def, key)
+		want[id] = p
+		ids = append(ids, id)
+	}
+	// Both outcomes are well represented.
+	require.Greater(t, valid, 30, "generated blocks ParseFlow takes")
+	require.Less(t, valid, 270, "generated blocks ParseFlow refuses")
+	t.Logf("%d of 300 generated blocks valid", valid)
 	// A keyed block stored before migration 007, without flow_key: the
 	// claims have always treated it as inert (no key's policy applies to
 	// the row), and the upgrade stores no policy for it.
