@@ -83,13 +83,13 @@ type Notification struct {
 	Target  string
 	// TaskID, RunID, Event, Route and Status describe a task's notification
 	// (TaskID "" for one asked for through the API, which has Message).
-	TaskID      string
-	RunID       int
-	Event       string
-	Route       string
-	Status      json.RawMessage
-	Message     json.RawMessage
-	State string
+	TaskID  string
+	RunID   int
+	Event   string
+	Route   string
+	Status  json.RawMessage
+	Message json.RawMessage
+	State   string
 	// Attempts counts the claims of its message; a claimed notification's
 	// is its claim's.
 	Attempts int
