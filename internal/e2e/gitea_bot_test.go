@@ -1,7 +1,9 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -80,7 +82,10 @@ func TestGiteaBotReplaysAndErrors(t *testing.T) {
 	// may not read the owner's permission. The commit says so; nothing
 	// blames the pull-request policy.
 	featureSHA := g.putFile(t, "feature", "main", "feature.txt", "a change\n", "")
-	g.api(t, http.MethodPost, "/repos/alice/demo/pulls", map[string]any{"head": "feature", "base": "main", "title": "a change"}, nil)
+	var pr struct {
+		Number int `json:"number"`
+	}
+	g.api(t, http.MethodPost, "/repos/alice/demo/pulls", map[string]any{"head": "feature", "base": "main", "title": "a change"}, &pr)
 	st := waitStatus(featureSHA, "Taskcluster (pull_request)", "error")
 	require.Contains(t, st["description"], "could not read alice's permission")
 	require.NotContains(t, srv.Logs(), "not trusted under policy")
@@ -91,6 +96,29 @@ func TestGiteaBotReplaysAndErrors(t *testing.T) {
 	require.Contains(t, failed[0].Error, "administrator")
 	require.Contains(t, st["target_url"], "/ui/#/delivery/")
 	require.Equal(t, 1, pushBuilds(mainSHA), "the test delivery started nothing")
+
+	// The pull request has the error's comment once; it ends with hopper's
+	// marker, which Gitea leaves out of the rendered comment.
+	var marked string
+	require.Eventually(t, func() bool {
+		var comments []struct {
+			Body string `json:"body"`
+		}
+		g.api(t, http.MethodGet, fmt.Sprintf("/repos/alice/demo/issues/%d/comments", pr.Number), nil, &comments)
+		var ours []string
+		for _, c := range comments {
+			if strings.Contains(c.Body, "<!-- hopper:comment:") {
+				ours = append(ours, c.Body)
+			}
+		}
+		if len(ours) == 1 {
+			marked = ours[0]
+		}
+		return len(ours) == 1
+	}, 60*time.Second, 250*time.Millisecond, "one marked comment on the pull request\nhopper:\n%s", srv.Logs())
+	require.Contains(t, marked, "could not read alice's permission")
+	require.Contains(t, g.render(t, marked), "could not read alice")
+	require.NotContains(t, g.render(t, marked), "hopper:comment")
 
 	// A push whose .taskcluster.yml does not render: an error status,
 	// and nothing left to send again.
@@ -130,4 +158,23 @@ func (g *gitea) replayFirstDelivery(t *testing.T, hookID int64) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Less(t, resp.StatusCode, 400, "replay: %s", resp.Status)
+}
+
+// render is Gitea's HTML of a comment's markdown (POST /markdown in
+// comment mode, as an issue's page renders it).
+func (g *gitea) render(t *testing.T, text string) string {
+	t.Helper()
+	in, err := json.Marshal(map[string]string{"Text": text, "Mode": "comment"})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, g.url+"/api/v1/markdown", bytes.NewReader(in))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "token "+g.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	html, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", html)
+	return string(html)
 }

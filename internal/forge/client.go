@@ -4,7 +4,7 @@
 // at another API URL), and Gitea and Forgejo (with an access token). Only
 // the calls the github service makes are here: files at a commit, the
 // default branch, a user's permission, pull requests, commit statuses,
-// comments and reactions.
+// comments (and the lookup of one already posted) and reactions.
 //
 // Tokens and keys never appear in errors or logs.
 package forge
@@ -377,6 +377,60 @@ func (f *Forge) CreateComment(ctx context.Context, installation int64, owner, re
 func (f *Forge) CreateCommitComment(ctx context.Context, installation int64, owner, repo, sha string, body json.RawMessage) error {
 	_, err := f.call(ctx, installation, http.MethodPost, repoPath(owner, repo)+"/commits/"+url.PathEscape(sha)+"/comments", body, nil)
 	return err
+}
+
+// Bounds of a search for a comment: pages of commentPage comments, at
+// most maxCommentPages of them.
+const (
+	commentPage     = 100
+	maxCommentPages = 10
+)
+
+// ErrTooManyComments is a search for a comment that read its pages'
+// bound without finding it: the comment may be further on.
+var ErrTooManyComments = errors.New("more comments than a search reads")
+
+// FindIssueComment reports whether a comment on an issue or pull request
+// updated at or after since contains marker. GitHub's listing is read a
+// page at a time (at most maxCommentPages); Gitea's and Forgejo's,
+// which take no page size, in one answer. ErrTooManyComments when the
+// pages ran out before the listing did.
+func (f *Forge) FindIssueComment(ctx context.Context, installation int64, owner, repo string, number int, since time.Time, marker string) (bool, error) {
+	q := url.Values{"since": {since.UTC().Format(time.RFC3339)}}
+	return f.findComment(ctx, installation, repoPath(owner, repo)+"/issues/"+strconv.Itoa(number)+"/comments", q, marker)
+}
+
+// FindCommitComment reports whether a comment on a commit contains
+// marker (GitHub only: Gitea has no commit comments), read as
+// FindIssueComment reads (the listing has no since).
+func (f *Forge) FindCommitComment(ctx context.Context, installation int64, owner, repo, sha, marker string) (bool, error) {
+	return f.findComment(ctx, installation, repoPath(owner, repo)+"/commits/"+url.PathEscape(sha)+"/comments", url.Values{}, marker)
+}
+
+// findComment reads a listing of comments until one contains marker.
+func (f *Forge) findComment(ctx context.Context, installation int64, path string, q url.Values, marker string) (bool, error) {
+	paged := f.Kind != KindGitea
+	for page := 1; page <= maxCommentPages; page++ {
+		if paged {
+			q.Set("per_page", strconv.Itoa(commentPage))
+			q.Set("page", strconv.Itoa(page))
+		}
+		var out []struct {
+			Body string `json:"body"`
+		}
+		if _, err := f.call(ctx, installation, http.MethodGet, path+"?"+q.Encode(), nil, &out); err != nil {
+			return false, err
+		}
+		for _, c := range out {
+			if strings.Contains(c.Body, marker) {
+				return true, nil
+			}
+		}
+		if !paged || len(out) < commentPage {
+			return false, nil
+		}
+	}
+	return false, fmt.Errorf("listing %s: %w", path, ErrTooManyComments)
 }
 
 // CreateReaction reacts to an issue comment.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hopper-ci/hopper/internal/forge"
@@ -257,7 +256,7 @@ func (s *Service) sendClaimed(ctx context.Context, claimed []store.OutboxMessage
 		switch {
 		case err == nil:
 			sent++
-		case forge.Temporary(err) && !errors.As(err, new(refusal)) && m.Attempts <= maxSendAttempts:
+		case (forge.Temporary(err) || errors.As(err, new(temporary))) && !errors.As(err, new(refusal)) && m.Attempts <= maxSendAttempts:
 			o.Error, o.Next = err.Error(), o.Now.Add(sendRetry(m.Attempts-1))
 			s.Log.Info("sending to the forge failed; trying again", "host", e.Host, "kind", e.Kind, "key", e.Key, "at", o.Next, "error", err)
 		default:
@@ -288,17 +287,7 @@ func (s *Service) send(ctx context.Context, e *store.GithubOutboxEntry) error {
 	case "status":
 		return f.CreateStatus(ctx, e.InstallationID, e.Owner, e.Repo, e.Target, json.RawMessage(e.Body))
 	case "comment":
-		if sha, ok := strings.CutPrefix(e.Target, "sha:"); ok {
-			if f.Kind == forge.KindGitea {
-				return refusal{errors.New("gitea and forgejo have no commit comments: the error is on the status's page")}
-			}
-			return f.CreateCommitComment(ctx, e.InstallationID, e.Owner, e.Repo, sha, json.RawMessage(e.Body))
-		}
-		n, err := strconv.Atoi(e.Target)
-		if err != nil {
-			return refusal{fmt.Errorf("comment target %q: %w", e.Target, err)}
-		}
-		return f.CreateComment(ctx, e.InstallationID, e.Owner, e.Repo, n, json.RawMessage(e.Body))
+		return s.sendComment(ctx, f, e)
 	case "check_run":
 		return s.sendCheckRun(ctx, f, e)
 	case "reaction":

@@ -39,9 +39,10 @@ const (
 )
 
 // Sender is the duty that sends the outbox's notifications. Every
-// replica may run one: a sender claims due rows with a lease (rows other
-// senders hold are skipped), sends them, and records each outcome only if
-// its lease still holds. A failed send is retried with back-off
+// replica may run one: a sender claims due notifications through the
+// services' outbox (store.OutboxStore: with a lease, skipping those other
+// senders hold), sends them, and records each outcome only if its claim
+// still holds. A failed send is retried with back-off
 // (notify.AfterAttempt); a permanent failure, a denylisted address and a
 // rate-limited one are recorded with the reason. Nothing here is on the
 // path of a task's transitions: a slow or failing channel only delays its
@@ -49,7 +50,7 @@ const (
 //
 // Exactly once, and where it stops: a send and its record are two steps.
 // A sender that dies (or stalls past notify.Lease) between them leaves
-// the row to be claimed again when its lease ends, and the message is
+// the notification to be claimed again when its lease ends, and the message is
 // sent a second time. Matrix drops the copy (the txnId is the
 // notification's id), webhook receivers can (the X-Hopper-Delivery
 // header), and email carries the same Message-ID; Slack and Pulse have no
@@ -64,11 +65,11 @@ type Sender struct {
 	Clock   clock.Clock
 	Logger  *slog.Logger
 	Metrics *Metrics
-	// Batch rows claimed at a time; Concurrency sends at once (the duty
+	// Batch notifications claimed at a time; Concurrency sends at once (the duty
 	// that drains it, maintenance.Every, looks every DefaultInterval).
 	Batch       int
 	Concurrency int
-	// Owner names this sender in leases (default: a random id).
+	// Owner names this sender in its outbox claims (default: a random id).
 	Owner string
 	// LeaseRenewal is how often the leases of the notifications being
 	// sent are renewed (default notify.LeaseRenewal).
@@ -146,16 +147,12 @@ func (s *Sender) Pass(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	// The leases last while the sends do, and no longer (notify.Lease).
-	ids := make([]string, len(claimed))
-	for i := range claimed {
-		ids[i] = claimed[i].ID
-	}
 	renewal := s.LeaseRenewal
 	if renewal <= 0 {
 		renewal = notify.LeaseRenewal
 	}
 	stop := store.KeepLeases(ctx, renewal, func(ctx context.Context) error {
-		_, err := s.Store.RenewNotifications(ctx, s.owner(), ids, s.now().Add(notify.Lease))
+		_, err := s.Store.RenewNotifications(ctx, claimed, s.now().Add(notify.Lease))
 		return err
 	})
 	defer stop()

@@ -120,3 +120,57 @@ func TestNotifySenderRenewsWhileSending(t *testing.T) {
 		})
 	}
 }
+
+// TestNotifySenderKilledHoldingOutboxLease: a replica's sender claimed a
+// notification's outbox message (store.NotifyService, store.NotifySend)
+// and was killed before reading the notification, so before any record
+// of it but the claim: no replica sends it while that lease holds; then
+// another replica's sender sends it, once, as the message's second claim,
+// and the killed replica's claim can record nothing. On both drivers.
+func TestNotifySenderKilledHoldingOutboxLease(t *testing.T) {
+	t.Parallel()
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			stores := replicas(t, driver, 2)
+			clock := testclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+			failTask(t, stores[0], "killed-outbox", clock.Now(), "notify.email.dev@example.com.on-failed")
+			ctx := context.Background()
+			killed, err := stores[0].ClaimOutbox(ctx, store.ClaimOutboxParams{Service: store.NotifyService, Kind: store.NotifySend,
+				Owner: "killed-replica", Now: clock.Now(), Lease: notify.Lease, Limit: 10})
+			require.NoError(t, err)
+			require.Len(t, killed, 1)
+			id := killed[0].Key
+
+			d := &countingDeliverer{sends: map[string]int{}}
+			next := newSender(stores[1], d, clock, "next")
+			clock.Advance(time.Second)
+			n, err := next.Drain(ctx)
+			require.NoError(t, err)
+			require.Zero(t, n, "the killed replica's lease holds")
+			clock.Advance(notify.Lease - time.Second)
+			n, err = next.Drain(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			n, err = next.Drain(ctx)
+			require.NoError(t, err)
+			require.Zero(t, n, "sent once")
+			require.Equal(t, 1, d.count(id))
+			got, err := stores[1].GetNotification(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, notify.StateSent, got.State)
+			require.Equal(t, 2, got.Attempts, "the killed claim and the one that sent it")
+
+			ok, err := stores[0].FinishOutbox(ctx, &killed[0], store.OutboxOutcome{Done: true, Now: clock.Now()})
+			require.NoError(t, err)
+			require.False(t, ok, "the killed replica's claim is no longer its")
+			ok, err = stores[0].FinishNotification(ctx, &store.Notification{ID: id, LeaseOwner: "killed-replica", Attempts: 1},
+				notify.Outcome{State: notify.StateFailed, Error: "killed"}, clock.Now())
+			require.NoError(t, err)
+			require.False(t, ok)
+			got, err = stores[1].GetNotification(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, notify.StateSent, got.State, "as the sender recorded it")
+		})
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -18,29 +17,36 @@ import (
 	"github.com/hopper-ci/hopper/internal/queue"
 )
 
-// NotifyStore persists the Notify service: the outbox of notifications and
-// the denylist. A task's notifications are written by the store itself, in
+// NotifyStore persists the Notify service: its notifications (the
+// notify_outbox table: what each is, its state and attempts) and the
+// denylist. A task's notifications are written by the store itself, in
 // the transaction of the transition that causes them (queueNotifications),
 // so a committed transition never lacks its notifications and a rolled-back
-// one never has any. Senders in any number of processes claim due rows with
-// a lease (skipping rows others hold), send, and record the outcome.
+// one never has any. Each pending notification has a message of the
+// services' outbox (NotifyService, NotifySend, keyed by its id), queued in
+// the same transaction: senders in any number of processes claim due
+// notifications through it (OutboxStore's lease), send, and record the
+// outcome while the claim is still theirs.
 type NotifyStore interface {
 	// EnqueueNotification stores a notification asked for through the API,
 	// unless an identical one was stored within notify.DuplicateWindow
 	// before now: then duplicate is true and nothing is stored.
 	EnqueueNotification(ctx context.Context, m *notify.Message, now time.Time) (id string, duplicate bool, err error)
 	// ClaimNotifications leases up to p.Limit due notifications to p.Owner
-	// until p.Now+p.Lease. Notifications to a denylisted address are
-	// recorded as denied, and email beyond the rate limit as rate-limited,
-	// in the same transaction; neither is returned.
+	// until p.Now+p.Lease (their outbox messages, oldest first).
+	// Notifications to a denylisted address are recorded as denied, and
+	// email beyond the rate limit as rate-limited, with their messages
+	// done, while the claim holds; neither is returned. It returns none
+	// only when none is due.
 	ClaimNotifications(ctx context.Context, p ClaimNotificationsParams) ([]Notification, error)
-	// FinishNotification records the outcome of the attempt a lease was
-	// given for. It reports false, recording nothing, if the lease was lost
-	// (it ran out and another sender claimed the row).
+	// FinishNotification records the outcome of the attempt a claim was
+	// given for, with its message's, in one transaction. It reports false,
+	// recording nothing, if the claim was lost (its lease ran out and
+	// another sender claimed the notification).
 	FinishNotification(ctx context.Context, n *Notification, o notify.Outcome, now time.Time) (bool, error)
-	// RenewNotifications moves the lease of the notifications owner holds
-	// (of ids) to until; it reports how many it still holds.
-	RenewNotifications(ctx context.Context, owner string, ids []string, until time.Time) (int, error)
+	// RenewNotifications moves the lease of the claimed notifications to
+	// until; it reports how many their claims still hold.
+	RenewNotifications(ctx context.Context, claimed []Notification, until time.Time) (int, error)
 	// GetNotification returns one notification; ErrNotFound if none.
 	GetNotification(ctx context.Context, id string) (*Notification, error)
 	// ListTaskNotifications lists a task's notifications, oldest first.
@@ -54,32 +60,55 @@ type NotifyStore interface {
 	ListDenylist(ctx context.Context, page Page) ([]DenylistAddress, string, error)
 	IsDenylisted(ctx context.Context, notificationType, address string) (bool, error)
 
-	// ExpireNotifications deletes the outbox rows whose expiry passed
-	// before now, whatever their state; it says how many.
+	// ExpireNotifications deletes the notifications (and their messages)
+	// whose expiry passed before now, whatever their state; it says how
+	// many notifications.
 	ExpireNotifications(ctx context.Context, now time.Time) (int, error)
 }
 
-// Notification is one row of the outbox.
+// The outbox messages of notifications: one per pending notification,
+// keyed by its id, due at once (at 0, whatever the senders' clocks say:
+// of those due at once, ids are time-ordered, so the oldest goes first).
+const (
+	NotifyService = "notify"
+	NotifySend    = "send"
+)
+
+var dueAtOnce = time.UnixMilli(0)
+
+// Notification is one notification (a row of notify_outbox).
 type Notification struct {
 	ID      string
 	Channel string
 	Target  string
 	// TaskID, RunID, Event, Route and Status describe a task's notification
 	// (TaskID "" for one asked for through the API, which has Message).
-	TaskID      string
-	RunID       int
-	Event       string
-	Route       string
-	Status      json.RawMessage
-	Message     json.RawMessage
-	State       string
-	Attempts    int
+	TaskID  string
+	RunID   int
+	Event   string
+	Route   string
+	Status  json.RawMessage
+	Message json.RawMessage
+	State   string
+	// Attempts counts the claims of its message; a claimed notification's
+	// is its claim's.
+	Attempts int
+	// NextAttempt is when a pending notification's message is due (a
+	// leased one's: when its lease ends).
 	NextAttempt time.Time
 	Error       string
 	Created     time.Time
 	Updated     time.Time
-	// LeaseOwner is the sender holding the row.
+	// LeaseOwner is the sender whose claim holds the message ("" none).
 	LeaseOwner string
+	// reserved says the notification counts against its address's rate
+	// limit (it was claimed before).
+	reserved bool
+}
+
+// message is the outbox message a claim of n holds.
+func (n *Notification) message() OutboxMessage {
+	return OutboxMessage{Service: NotifyService, Kind: NotifySend, Key: n.ID, Owner: n.LeaseOwner, Attempts: n.Attempts}
 }
 
 // DenylistAddress is one entry of the denylist.
@@ -103,18 +132,25 @@ type ClaimNotificationsParams struct {
 // API is kept (a task's lives as long as the task).
 const apiNotificationLifetime = 7 * 24 * time.Hour
 
-const notificationColumns = `id, channel, target, task_id, run_id, event, route, status, message, state, attempts,
-	next_attempt, error, created, updated, lease_owner`
+// notificationColumns are a notification's (n) with its message's (o,
+// none once it is done: notificationFrom).
+const notificationColumns = `n.id, n.channel, n.target, n.task_id, n.run_id, n.event, n.route, n.status, n.message, n.state,
+	n.attempts, o.next_attempt, n.error, n.created, n.updated, o.lease_owner`
 
-func scanNotification(row rowScanner) (Notification, error) {
+const notificationFrom = ` FROM notify_outbox n LEFT JOIN outbox o ON o.service = 'notify' AND o.kind = 'send' AND o.msg_key = n.id`
+
+// scanNotification reads notificationColumns and then extra.
+func scanNotification(row rowScanner, extra ...any) (Notification, error) {
 	var (
-		n                             Notification
-		status, message, owner        sql.NullString
-		runID, attempts               int64
-		nextAttempt, created, updated int64
+		n                      Notification
+		status, message, owner sql.NullString
+		runID, attempts        int64
+		nextAttempt            sql.NullInt64
+		created, updated       int64
 	)
-	err := row.Scan(&n.ID, &n.Channel, &n.Target, &n.TaskID, &runID, &n.Event, &n.Route, &status, &message, &n.State,
-		&attempts, &nextAttempt, &n.Error, &created, &updated, &owner)
+	dest := []any{&n.ID, &n.Channel, &n.Target, &n.TaskID, &runID, &n.Event, &n.Route, &status, &message, &n.State,
+		&attempts, &nextAttempt, &n.Error, &created, &updated, &owner}
+	err := row.Scan(append(dest, extra...)...)
 	if err != nil {
 		return n, err
 	}
@@ -125,7 +161,7 @@ func scanNotification(row rowScanner) (Notification, error) {
 	if message.Valid {
 		n.Message = json.RawMessage(message.String)
 	}
-	n.NextAttempt, n.Created, n.Updated, n.LeaseOwner = fromMS(nextAttempt), fromMS(created), fromMS(updated), owner.String
+	n.NextAttempt, n.Created, n.Updated, n.LeaseOwner = fromMS(nextAttempt.Int64), fromMS(created), fromMS(updated), owner.String
 	return n, nil
 }
 
@@ -147,18 +183,19 @@ func (t *txn) change(task *queue.TaskState, events []queue.Event, now time.Time)
 }
 
 // queueNotifications queues the insert of the notifications of a task's
-// events: one row per event and route that fires, in one statement.
+// events: one row per event and route that fires, in one statement, and
+// the outbox messages of those to send (not those refused), in another.
 func (t *txn) queueNotifications(task *queue.TaskState, events []queue.Event, at time.Time) {
 	planned := notify.ForEvents(&task.Task, events)
 	if len(planned) == 0 {
 		return
 	}
-	// Recorded at the transition's time, and due at once (next_attempt 0),
-	// whatever the senders' clocks say.
+	// Recorded at the transition's time, and due at once.
 	now := ms(at)
 	statuses := map[int]string{} // event index → status JSON
 	rows := make([]string, 0, len(planned))
 	args := make([]any, 0, 13*len(planned))
+	send := make([]string, 0, len(planned))
 	for _, p := range planned {
 		var status sql.NullString
 		for i, ev := range events {
@@ -178,14 +215,18 @@ func (t *txn) queueNotifications(task *queue.TaskState, events []queue.Event, at
 		if p.Refusal != "" {
 			state, reason = notify.StateRefused, p.Refusal
 		}
-		channel := p.Route.Channel
-		rows = append(rows, "(?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, 0, ?, NULL, NULL, ?, ?, ?, ?)")
-		args = append(args, newNotificationID(), channel, truncateText(derivedText(p.Route.Target), 1000), task.TaskID, p.RunID, p.Event,
-			truncateText(derivedText(p.Route.Raw), 1000), status, state, 0, reason, now, now, task.Task.Expires.Millis())
+		id := newNotificationID()
+		if state == notify.StatePending {
+			send = append(send, id)
+		}
+		rows = append(rows, "(?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, 0, NULL, ?, ?, ?, ?)")
+		args = append(args, id, p.Route.Channel, truncateText(derivedText(p.Route.Target), 1000), task.TaskID, p.RunID, p.Event,
+			truncateText(derivedText(p.Route.Raw), 1000), status, state, reason, now, now, task.Task.Expires.Millis())
 	}
 	t.send(Statement{Query: `INSERT INTO notify_outbox (id, channel, target, task_id, run_id, event, route, status, message, dedup,
-		state, attempts, next_attempt, lease_owner, reserved_at, error, created, updated, expires) VALUES ` + strings.Join(rows, ", "),
+		state, attempts, reserved_at, error, created, updated, expires) VALUES ` + strings.Join(rows, ", "),
 		Args: args, What: fmt.Sprintf("recording %d notifications of task %s", len(rows), task.TaskID)})
+	t.enqueueKeys(NotifyService, NotifySend, send, dueAtOnce, fromMS(task.Task.Expires.Millis()), at)
 }
 
 func truncateText(s string, n int) string {
@@ -249,209 +290,21 @@ func (t *txn) insertMessage(ctx context.Context, m *notify.Message, now time.Tim
 }
 
 func (t *txn) insertMessageID(ctx context.Context, id string, dedup sql.NullString, body []byte, m *notify.Message, now time.Time) error {
+	expires := now.Add(apiNotificationLifetime)
 	_, err := t.exec(ctx, `INSERT INTO notify_outbox (id, channel, target, task_id, run_id, event, route, status, message, dedup,
-		state, attempts, next_attempt, lease_owner, reserved_at, error, created, updated, expires)
-		VALUES (?, ?, ?, '', -1, '', '', NULL, ?, ?, ?, 0, 0, NULL, NULL, '', ?, ?, ?)`,
-		id, m.Channel(), m.Target(), string(body), dedup, notify.StatePending, ms(now), ms(now),
-		ms(now.Add(apiNotificationLifetime)))
+		state, attempts, reserved_at, error, created, updated, expires)
+		VALUES (?, ?, ?, '', -1, '', '', NULL, ?, ?, ?, 0, NULL, '', ?, ?, ?)`,
+		id, m.Channel(), m.Target(), string(body), dedup, notify.StatePending, ms(now), ms(now), ms(expires))
 	if err != nil {
 		return fmt.Errorf("recording a %s notification: %w", m.Channel(), err)
 	}
+	t.enqueue([]OutboxMessage{{Service: NotifyService, Kind: NotifySend, Key: id, Due: dueAtOnce, Expires: expires}}, now)
 	return nil
-}
-
-// ClaimNotifications implements NotifyStore.
-func (db *DB) ClaimNotifications(ctx context.Context, p ClaimNotificationsParams) ([]Notification, error) {
-	var out []Notification
-	err := db.tx(ctx, func(tx *txn) error {
-		out = nil
-		var due []Notification
-		err := tx.queryEach(ctx, "SELECT "+notificationColumns+` FROM notify_outbox
-			WHERE state = 'pending' AND next_attempt <= ? ORDER BY next_attempt, id LIMIT ?`+db.dialect.LockSkip,
-			[]any{ms(p.Now), p.Limit}, func(rows Rows) error {
-				for rows.Next() {
-					n, err := scanNotification(rows)
-					if err != nil {
-						return err
-					}
-					due = append(due, n)
-				}
-				return rows.Err()
-			})
-		if err != nil {
-			return fmt.Errorf("claiming notifications: %w", err)
-		}
-		if len(due) == 0 {
-			return nil
-		}
-		denied, err := tx.denylisted(ctx, due)
-		if err != nil {
-			return err
-		}
-		limited, err := tx.rateLimited(ctx, due, denied, p)
-		if err != nil {
-			return err
-		}
-		var claimed, reserved []string
-		for i := range due {
-			n := &due[i]
-			switch {
-			case denied[n.ID]:
-				tx.settle(n.ID, notify.StateDenied, "the address is on the denylist", p.Now)
-			case limited[n.ID]:
-				tx.settle(n.ID, notify.StateRateLimited, fmt.Sprintf("more than %d messages to %s within %s", p.RateLimit, n.Target, p.RateWindow), p.Now)
-			default:
-				n.Attempts++
-				n.LeaseOwner = p.Owner
-				claimed = append(claimed, n.ID)
-				if n.Attempts == 1 {
-					reserved = append(reserved, n.ID)
-				}
-				out = append(out, *n)
-			}
-		}
-		if len(claimed) > 0 {
-			cond, args := db.inList("id", claimed)
-			tx.send(Statement{Query: "UPDATE notify_outbox SET attempts = attempts + 1, lease_owner = ?, next_attempt = ?, updated = ? WHERE " + cond,
-				Args: append([]any{p.Owner, ms(p.Now.Add(p.Lease)), ms(p.Now)}, args...), What: "leasing notifications"})
-		}
-		if len(reserved) > 0 {
-			cond, args := db.inList("id", reserved)
-			tx.send(Statement{Query: "UPDATE notify_outbox SET reserved_at = ? WHERE " + cond,
-				Args: append([]any{ms(p.Now)}, args...), What: "counting notifications against their rate limits"})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// settle queues the final state of a notification that will not be sent.
-func (t *txn) settle(id, state, reason string, now time.Time) {
-	t.send(Statement{Query: "UPDATE notify_outbox SET state = ?, error = ?, lease_owner = NULL, updated = ? WHERE id = ?",
-		Args: []any{state, reason, ms(now), id}, What: "settling notification " + id})
-}
-
-// denylisted returns the ids of the notifications whose address is on the
-// denylist.
-func (t *txn) denylisted(ctx context.Context, due []Notification) (map[string]bool, error) {
-	var keys []string
-	for _, n := range due {
-		if k := notify.DenylistKey(n.Channel, n.Target); !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
-	}
-	cond, args := t.db.inList("address_key", keys)
-	deny := map[[2]string]bool{}
-	err := t.queryEach(ctx, "SELECT notification_type, address_key FROM notify_denylist WHERE "+cond, args, func(rows Rows) error {
-		for rows.Next() {
-			var typ, key string
-			if err := rows.Scan(&typ, &key); err != nil {
-				return err
-			}
-			deny[[2]string{typ, key}] = true
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading the denylist: %w", err)
-	}
-	out := map[string]bool{}
-	for _, n := range due {
-		if deny[[2]string{n.Channel, notify.DenylistKey(n.Channel, n.Target)}] {
-			out[n.ID] = true
-		}
-	}
-	return out, nil
-}
-
-// rateLimited returns the ids of first-time email notifications beyond their
-// address's rate limit. Each address's lock row is taken (in address order,
-// so claims never deadlock) before its recent messages are counted: two
-// replicas claiming for one address decide one after the other, and the
-// second counts what the first reserved.
-func (t *txn) rateLimited(ctx context.Context, due []Notification, denied map[string]bool, p ClaimNotificationsParams) (map[string]bool, error) {
-	if p.RateLimit <= 0 {
-		return nil, nil
-	}
-	byAddress := map[string][]string{}
-	for _, n := range due {
-		if n.Channel == notify.ChannelEmail && n.Attempts == 0 && !denied[n.ID] {
-			byAddress[n.Target] = append(byAddress[n.Target], n.ID)
-		}
-	}
-	addresses := make([]string, 0, len(byAddress))
-	for a := range byAddress {
-		addresses = append(addresses, a)
-	}
-	slices.Sort(addresses)
-	out := map[string]bool{}
-	for _, a := range addresses {
-		t.send(Statement{Query: `INSERT INTO notify_rate_locks (channel, target) VALUES (?, ?)
-			ON CONFLICT (channel, target) DO UPDATE SET target = excluded.target`,
-			Args: []any{notify.ChannelEmail, a}, What: "locking the rate limit of " + a})
-		var recent int
-		t.send(Statement{Query: "SELECT COUNT(*) FROM notify_outbox WHERE channel = ? AND target = ? AND reserved_at IS NOT NULL AND reserved_at > ?",
-			Args: []any{notify.ChannelEmail, a, ms(p.Now.Add(-p.RateWindow))}, What: "counting recent messages to " + a,
-			Rows: func(rows Rows) error { return scanOne(rows, &recent) }})
-		if err := t.flush(ctx); err != nil {
-			return nil, err
-		}
-		room := max(p.RateLimit-recent, 0)
-		for i, id := range byAddress[a] {
-			if i >= room {
-				out[id] = true
-			}
-		}
-	}
-	return out, nil
-}
-
-// FinishNotification implements NotifyStore.
-func (db *DB) FinishNotification(ctx context.Context, n *Notification, o notify.Outcome, now time.Time) (bool, error) {
-	next := now
-	if o.State == notify.StatePending {
-		next = o.NextAttempt
-	}
-	var done bool
-	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.exec(ctx, `UPDATE notify_outbox SET state = ?, error = ?, next_attempt = ?, lease_owner = NULL, updated = ?
-			WHERE id = ? AND lease_owner = ? AND attempts = ? AND state = 'pending'`,
-			o.State, reportText(o.Error), ms(next), ms(now), n.ID, n.LeaseOwner, n.Attempts)
-		if err != nil {
-			return fmt.Errorf("recording the outcome of notification %s: %w", n.ID, err)
-		}
-		done = res.affected > 0
-		return nil
-	})
-	return done, err
-}
-
-// RenewNotifications implements NotifyStore. A leased row's next_attempt
-// is its lease's end.
-func (db *DB) RenewNotifications(ctx context.Context, owner string, ids []string, until time.Time) (int, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	held := 0
-	err := db.tx(ctx, func(tx *txn) error {
-		cond, args := db.inList("id", ids)
-		res, err := tx.exec(ctx, "UPDATE notify_outbox SET next_attempt = ? WHERE state = 'pending' AND lease_owner = ? AND "+cond,
-			append([]any{ms(until), owner}, args...)...)
-		if err != nil {
-			return fmt.Errorf("renewing the leases of %d notifications: %w", len(ids), err)
-		}
-		held = int(res.affected)
-		return nil
-	})
-	return held, err
 }
 
 // GetNotification implements NotifyStore.
 func (db *DB) GetNotification(ctx context.Context, id string) (*Notification, error) {
-	n, err := scanNotification(db.queryRow(ctx, "SELECT "+notificationColumns+" FROM notify_outbox WHERE id = ?", id))
+	n, err := scanNotification(db.queryRow(ctx, "SELECT "+notificationColumns+notificationFrom+" WHERE n.id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -465,10 +318,10 @@ func (db *DB) GetNotification(ctx context.Context, id string) (*Notification, er
 func (db *DB) ListTaskNotifications(ctx context.Context, taskID string, page Page) ([]Notification, string, error) {
 	out, next, err := listPage(ctx, db, page,
 		func(cursor string) (string, []any, error) {
-			return "SELECT " + notificationColumns + " FROM notify_outbox WHERE task_id = ? AND id > ? ORDER BY id LIMIT ?",
+			return "SELECT " + notificationColumns + notificationFrom + " WHERE n.task_id = ? AND n.id > ? ORDER BY n.id LIMIT ?",
 				[]any{taskID, cursor}, nil
 		},
-		scanNotification,
+		func(row rowScanner) (Notification, error) { return scanNotification(row) },
 		func(n Notification) string { return n.ID })
 	if err != nil {
 		return nil, "", fmt.Errorf("listing the notifications of task %s: %w", taskID, err)
@@ -558,13 +411,14 @@ func (db *DB) IsDenylisted(ctx context.Context, typ, address string) (bool, erro
 	return n > 0, nil
 }
 
-// ExpireNotifications implements NotifyStore: it deletes the outbox rows
-// whose task (or, from the API, whose week) has expired, whatever their
-// state.
+// ExpireNotifications implements NotifyStore: it deletes the
+// notifications whose task (or, from the API, whose week) has expired,
+// whatever their state, and their messages (which expire with them).
 func (db *DB) ExpireNotifications(ctx context.Context, now time.Time) (int, error) {
 	var n int
 	err := db.expireRows(ctx, "notifications", func() []expireStep {
 		return []expireStep{{&n, "DELETE FROM notify_outbox WHERE expires < ?", []any{ms(now)}},
+			expireOutbox(NotifyService, now),
 			// A request hash older than the window stops no duplicate.
 			{nil, "DELETE FROM notify_dedup WHERE created <= ?", []any{ms(now.Add(-notify.DuplicateWindow))}}}
 	})

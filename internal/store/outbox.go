@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -21,7 +22,8 @@ import (
 // its other rows (expireOutbox in its Expire method).
 type OutboxStore interface {
 	// ClaimOutbox leases up to p.Limit of a service's messages of a kind
-	// due at p.Now to p.Owner until p.Now+p.Lease, the longest due first.
+	// due at p.Now to p.Owner until p.Now+p.Lease, the longest due first
+	// (and of those due at one time, in the order of their keys).
 	ClaimOutbox(ctx context.Context, p ClaimOutboxParams) ([]OutboxMessage, error)
 	// RenewOutbox moves the lease of the claimed messages to until; it
 	// returns how many are still held by their claim.
@@ -91,11 +93,7 @@ func (t *txn) enqueue(msgs []OutboxMessage, now time.Time) {
 		if due.IsZero() {
 			due = now
 		}
-		conflict := `DO UPDATE SET body = excluded.body, seq = outbox.seq + 1, updated = excluded.updated,
-				expires = CASE WHEN excluded.expires > outbox.expires THEN excluded.expires ELSE outbox.expires END,
-				next_attempt = CASE WHEN outbox.state = 'pending' AND outbox.lease_owner <> '' THEN outbox.next_attempt ELSE excluded.next_attempt END,
-				attempts = CASE WHEN outbox.state = 'pending' THEN outbox.attempts ELSE 0 END,
-				state = 'pending'`
+		conflict := requeue
 		if m.Once {
 			conflict = "DO NOTHING"
 		}
@@ -105,6 +103,39 @@ func (t *txn) enqueue(msgs []OutboxMessage, now time.Time) {
 			Args: []any{m.Service, m.Kind, m.Key, string(m.Body), ms(due), ms(now), ms(now), ms(m.Expires)},
 			What: fmt.Sprintf("queueing %s %s %s", m.Service, m.Kind, m.Key)})
 	}
+}
+
+// requeue is what queueing a message that exists already does (enqueue).
+const requeue = `DO UPDATE SET body = excluded.body, seq = outbox.seq + 1, updated = excluded.updated,
+	expires = CASE WHEN excluded.expires > outbox.expires THEN excluded.expires ELSE outbox.expires END,
+	next_attempt = CASE WHEN outbox.state = 'pending' AND outbox.lease_owner <> '' THEN outbox.next_attempt ELSE excluded.next_attempt END,
+	attempts = CASE WHEN outbox.state = 'pending' THEN outbox.attempts ELSE 0 END,
+	state = 'pending'`
+
+// enqueueKeys is enqueue of messages of one service and kind that differ
+// only by their (distinct) keys, with an empty body, due at due: one
+// statement however many, for a task's transition that notifies many.
+func (t *txn) enqueueKeys(service, kind string, keys []string, due, expires, now time.Time) {
+	if len(keys) == 0 {
+		return
+	}
+	// One text whatever the number of keys where the dialect takes
+	// arrays; VALUES rows otherwise. The WHERE lets SQLite read the
+	// ON CONFLICT as the upsert's, not a join's.
+	from, keyArgs := "unnest(CAST(? AS TEXT[])) AS v (column1)", []any{keys}
+	if !t.db.dialect.Arrays {
+		from, keyArgs = "(VALUES "+strings.Repeat("(?), ", len(keys)-1)+"(?)) AS v", make([]any, len(keys))
+		for i, k := range keys {
+			keyArgs[i] = k
+		}
+	}
+	t.send(Statement{Query: `INSERT INTO outbox (service, kind, msg_key, body, seq, state, attempts, next_attempt, lease_owner,
+		last_error, created, updated, expires)
+		SELECT CAST(? AS TEXT), CAST(? AS TEXT), v.column1, '', 1, 'pending', 0, CAST(? AS BIGINT), '', '', CAST(? AS BIGINT),
+			CAST(? AS BIGINT), CAST(? AS BIGINT) FROM ` + from + ` WHERE true
+		ON CONFLICT (service, kind, msg_key) ` + requeue,
+		Args: append([]any{service, kind, ms(due), ms(now), ms(now), ms(expires)}, keyArgs...),
+		What: fmt.Sprintf("queueing %d %s %s messages", len(keys), service, kind)})
 }
 
 // leaseOwner names a claim by its lease's end, for the services whose
@@ -164,7 +195,7 @@ func (db *DB) ClaimOutbox(ctx context.Context, p ClaimOutboxParams) ([]OutboxMes
 	err = db.tx(ctx, func(tx *txn) error {
 		out = out[:0]
 		err := tx.queryEach(ctx, "SELECT msg_key, body, seq, attempts, last_error, created, expires FROM outbox WHERE "+outboxDue+
-			" ORDER BY next_attempt LIMIT ?"+db.dialect.LockSkip, append(due, p.Limit), func(rows Rows) error {
+			" ORDER BY next_attempt, msg_key LIMIT ?"+db.dialect.LockSkip, append(due, p.Limit), func(rows Rows) error {
 			for rows.Next() {
 				m := OutboxMessage{Service: p.Service, Kind: p.Kind, Owner: p.Owner, State: OutboxPending}
 				var body string

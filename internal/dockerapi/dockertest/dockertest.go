@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -128,13 +129,15 @@ func start(turn *os.File) (*Daemon, error) {
 	}
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	// Its own process group, so a test binary's signals do not reach it
-	// before Stop does.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// before Stop does; and told to stop (SIGTERM, so it takes its
+	// containerd and containers with it) when the test binary dies
+	// without calling Stop (go test's -timeout, a kill), instead of
+	// running on with its mounts.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	d := &Daemon{Host: "unix://" + sock, dir: dir, cmd: cmd, exited: make(chan struct{}), turn: turn}
+	if err := startLocked(cmd, d.exited); err != nil {
 		return nil, fmt.Errorf("starting dockerd: %w", err)
 	}
-	d := &Daemon{Host: "unix://" + sock, dir: dir, cmd: cmd, exited: make(chan struct{}), turn: turn}
-	go func() { _ = cmd.Wait(); close(d.exited) }()
 	d.Client, err = dockerapi.New(d.Host)
 	if err != nil {
 		d.Stop()
@@ -160,6 +163,26 @@ func start(turn *os.File) (*Daemon, error) {
 			return nil, fmt.Errorf("dockerd did not answer within 60 s: %w", err)
 		}
 	}
+}
+
+// startLocked starts cmd from a goroutine locked to its OS thread that
+// then waits for it, closing exited when it ends. The parent-death
+// signal is sent when the thread that started the child ends, not the
+// process: the thread must outlive the child, and a locked goroutine
+// keeps its thread until it returns.
+func startLocked(cmd *exec.Cmd, exited chan struct{}) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			_ = cmd.Wait()
+		}
+		close(exited)
+	}()
+	return <-started
 }
 
 func tail(s string, n int) string {

@@ -1,20 +1,19 @@
 // Package forgetest is a local GitHub for tests: an HTTP server that
 // checks every request hopper makes against GitHub's published OpenAPI
 // description (npm @octokit/openapi: the operation must exist for the
-// method and path, the JSON body must match the operation's request
-// schema, the Authorization header must carry an installation token it
-// issued, or for the App's own calls an RS256 JWT of the App's key), and
-// fails the test on anything the description does not allow. It answers
-// from fixtures a test sets: files at refs, default branches,
-// permissions, pull requests; it records statuses, comments and
-// reactions.
+// method and path, every path and query parameter must be one the
+// operation declares and match its schema, the JSON body must match the
+// operation's request schema, the Authorization header must carry an
+// installation token it issued, or for the App's own calls an RS256 JWT
+// of the App's key), and fails the test on anything the description does
+// not allow. It answers from fixtures a test sets: files at refs, default
+// branches, permissions, pull requests; it records statuses, comments
+// and reactions, and lists the comments as GitHub does (since, pages).
 package forgetest
 
 import (
-	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -28,7 +27,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +51,8 @@ var description struct {
 type pathTemplate struct {
 	template string
 	re       *regexp.Regexp
+	// names are the template's parameters, in the order re captures them.
+	names []string
 }
 
 // OpenAPIPath is where e2e/node installs @octokit/openapi.
@@ -76,9 +76,14 @@ func loadDescription() error {
 		description.doc = doc
 		paths, _ := doc["paths"].(map[string]any)
 		param := regexp.MustCompile(`\\\{[^}]+\\\}`)
+		name := regexp.MustCompile(`\{([^}]+)\}`)
 		for p := range paths {
-			re := "^" + param.ReplaceAllString(regexp.QuoteMeta(p), `[^/]+`) + "$"
-			description.paths = append(description.paths, pathTemplate{template: p, re: regexp.MustCompile(re)})
+			re := "^" + param.ReplaceAllString(regexp.QuoteMeta(p), `([^/]+)`) + "$"
+			var names []string
+			for _, m := range name.FindAllStringSubmatch(p, -1) {
+				names = append(names, m[1])
+			}
+			description.paths = append(description.paths, pathTemplate{template: p, re: regexp.MustCompile(re), names: names})
 		}
 		c := jsonschema.NewCompiler()
 		doc2, err := jsonschema.UnmarshalJSON(strings.NewReader(string(raw)))
@@ -116,10 +121,18 @@ func operation(method, path string) (string, map[string]any) {
 	return best, op
 }
 
+// escapePointer escapes a JSON pointer's token.
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
 // bodySchema compiles the JSON request schema of an operation.
 func bodySchema(template, method string) (*jsonschema.Schema, error) {
-	escape := func(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1") }
-	ptr := "/paths/" + escape(template) + "/" + strings.ToLower(method) + "/requestBody/content/" + escape("application/json") + "/schema"
+	return schemaAt("/paths/" + escapePointer(template) + "/" + strings.ToLower(method) + "/requestBody/content/" + escapePointer("application/json") + "/schema")
+}
+
+// schemaAt compiles the schema at a JSON pointer of the description.
+func schemaAt(ptr string) (*jsonschema.Schema, error) {
 	description.mu.Lock()
 	defer description.mu.Unlock()
 	if s, ok := description.cache[ptr]; ok {
@@ -162,13 +175,17 @@ type GitHub struct {
 	pulls         map[string]map[string]any
 	commits       map[string]string
 	calls         []Call
+	reads         []string
 	failWrites    int
+	failReads     int
 	nextID        int
 	// checkRuns are the ids of the check runs created, per repository:
 	// an update of any other is refused, as GitHub answers 404.
 	checkRuns map[string]bool
 	// runBodies are the check runs as created and updated, for listing.
 	runBodies []checkRun
+	// comments are the comments on issues and commits, oldest first.
+	comments []comment
 }
 
 type checkRun struct {
@@ -250,6 +267,28 @@ func (g *GitHub) FailWrites(n int) {
 	g.failWrites = n
 }
 
+// FailReads makes the next n reads (GETs with an installation's token)
+// answer 502.
+func (g *GitHub) FailReads(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.failReads = n
+}
+
+// Reads returns the reads (paths and queries) made so far whose path
+// contains part.
+func (g *GitHub) Reads(part string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for _, r := range g.reads {
+		if p, _, _ := strings.Cut(r, "?"); strings.Contains(p, part) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // Calls returns the writes made so far whose path contains part.
 func (g *GitHub) Calls(part string) []Call {
 	g.mu.Lock()
@@ -280,6 +319,14 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 	template, op := operation(r.Method, path)
 	if op == nil {
 		g.refuse(w, r, "GitHub's OpenAPI description has no such operation")
+		return
+	}
+	if err := checkPath(template, op, path); err != nil {
+		g.refuse(w, r, "%v", err)
+		return
+	}
+	if err := checkQuery(op, r.URL.Query()); err != nil {
+		g.refuse(w, r, "%v", err)
 		return
 	}
 	var body map[string]any
@@ -342,6 +389,15 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		g.calls = append(g.calls, Call{Method: r.Method, Path: path, Body: body})
 		g.nextID++
+		switch template {
+		case "/repos/{owner}/{repo}/issues/{issue_number}/comments", "/repos/{owner}/{repo}/commits/{commit_sha}/comments":
+			on := parts[4]
+			if parts[3] == "commits" {
+				on = "sha:" + on
+			}
+			text, _ := body["body"].(string)
+			g.comments = append(g.comments, comment{repo: owner + "/" + repo, on: on, id: g.nextID, body: text, created: g.now()})
+		}
 		if template == "/repos/{owner}/{repo}/check-runs" {
 			if g.checkRuns == nil {
 				g.checkRuns = map[string]bool{}
@@ -366,6 +422,12 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 		g.reply(w, http.StatusCreated, map[string]any{"id": g.nextID})
 		return
 	}
+	if g.failReads > 0 {
+		g.failReads--
+		g.reply(w, http.StatusBadGateway, map[string]string{"message": "Server Error"})
+		return
+	}
+	g.reads = append(g.reads, r.URL.RequestURI())
 	g.read(w, r, template, owner, repo, parts)
 }
 
@@ -439,99 +501,13 @@ func (g *GitHub) read(w http.ResponseWriter, r *http.Request, template, owner, r
 			}
 		}
 		g.reply(w, http.StatusOK, out)
+	case "/repos/{owner}/{repo}/issues/{issue_number}/comments":
+		g.listComments(w, r, key, parts[4])
+	case "/repos/{owner}/{repo}/commits/{commit_sha}/comments":
+		g.listComments(w, r, key, "sha:"+parts[4])
 	default:
 		g.refuse(w, r, "this local GitHub does not answer %s", template)
 	}
-}
-
-// app answers the App's own calls.
-func (g *GitHub) app(w http.ResponseWriter, r *http.Request, template string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
-	switch template {
-	case "/app/installations/{installation_id}/access_tokens":
-		id, _ := strconv.ParseInt(parts[2], 10, 64)
-		tok := make([]byte, 20)
-		_, _ = rand.Read(tok)
-		token := "ghs_" + base64.RawURLEncoding.EncodeToString(tok)
-		g.tokens[token] = id
-		g.TokensIssued++
-		g.reply(w, http.StatusCreated, map[string]any{"token": token, "expires_at": g.now().Add(time.Hour).UTC().Format(time.RFC3339)})
-	case "/app/installations":
-		// One installation per account, as GitHub has; no second page.
-		seen := map[string]bool{}
-		out := []any{}
-		if r.URL.Query().Get("page") == "1" {
-			keys := make([]string, 0, len(g.installations))
-			for k := range g.installations {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				owner, _, _ := strings.Cut(k, "/")
-				if !seen[owner] {
-					seen[owner] = true
-					out = append(out, map[string]any{"id": g.installations[k], "account": map[string]any{"login": owner}})
-				}
-			}
-		}
-		g.reply(w, http.StatusOK, out)
-	default:
-		id, ok := g.installations[parts[1]+"/"+parts[2]]
-		if !ok {
-			g.reply(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
-			return
-		}
-		g.reply(w, http.StatusOK, map[string]any{"id": id})
-	}
-}
-
-// checkJWT verifies an App JWT: RS256 with the App's key, issued by the
-// App, not expired, at most ten minutes long.
-func (g *GitHub) checkJWT(token string) error {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return fmt.Errorf("not a JWT")
-	}
-	var header struct{ Alg string }
-	hb, _ := base64.RawURLEncoding.DecodeString(parts[0])
-	if json.Unmarshal(hb, &header) != nil || header.Alg != "RS256" {
-		return fmt.Errorf("alg must be RS256")
-	}
-	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
-	if err := rsa.VerifyPKCS1v15(&g.Key.PublicKey, crypto.SHA256, sum[:], sig); err != nil {
-		return fmt.Errorf("bad signature: %w", err)
-	}
-	var claims struct {
-		Iat, Exp int64
-		Iss      string
-	}
-	cb, _ := base64.RawURLEncoding.DecodeString(parts[1])
-	if err := json.Unmarshal(cb, &claims); err != nil {
-		return err
-	}
-	now := g.now().Unix()
-	if claims.Iss != strconv.FormatInt(g.AppID, 10) || claims.Exp < now || claims.Iat > now+60 || claims.Exp-claims.Iat > 600 {
-		return fmt.Errorf("claims %+v are not valid now", claims)
-	}
-	return nil
-}
-
-// IssueToken issues a token for a token forge (a Gitea bot's access
-// token) that acts like the installation's.
-func (g *GitHub) IssueToken(installation int64) string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	tok := make([]byte, 20)
-	_, _ = rand.Read(tok)
-	token := "gta_" + base64.RawURLEncoding.EncodeToString(tok)
-	g.tokens[token] = installation
-	return token
 }
 
 func (g *GitHub) now() time.Time {

@@ -320,7 +320,7 @@ func (g *Users) api(w http.ResponseWriter, r *http.Request) {
 
 // paged is one page of a listing, as GitHub pages (per_page, default 30;
 // page from 1).
-func paged(all []string, q url.Values) []string {
+func paged[T any](all []T, q url.Values) []T {
 	size, _ := strconv.Atoi(q.Get("per_page"))
 	if size < 1 {
 		size = 30
@@ -347,21 +347,9 @@ func reply(w http.ResponseWriter, status int, v any) {
 }
 
 // checkQuery refuses query parameters the operation does not declare,
-// and values not of the declared type or outside its enum.
+// and values not of the declared type or format or outside its enum.
 func checkQuery(op map[string]any, q url.Values) error {
-	declared := map[string]map[string]any{}
-	params, _ := op["parameters"].([]any)
-	for _, p := range params {
-		pm, _ := p.(map[string]any)
-		if ref, ok := pm["$ref"].(string); ok {
-			name := strings.TrimPrefix(ref, "#/components/parameters/")
-			pm, _ = description.doc["components"].(map[string]any)["parameters"].(map[string]any)[name].(map[string]any)
-		}
-		if pm["in"] == "query" {
-			schema, _ := pm["schema"].(map[string]any)
-			declared[pm["name"].(string)] = schema
-		}
-	}
+	declared := parameters(op, "query")
 	for k, vs := range q {
 		schema, ok := declared[k]
 		if !ok {
@@ -374,6 +362,11 @@ func checkQuery(op map[string]any, q url.Values) error {
 					return fmt.Errorf("query parameter %s=%q is not a valid integer", k, v)
 				}
 			}
+			if schema["format"] == "date-time" {
+				if _, err := time.Parse(time.RFC3339, v); err != nil {
+					return fmt.Errorf("query parameter %s=%q is not an ISO 8601 timestamp: %v", k, v, err)
+				}
+			}
 			if enum, ok := schema["enum"].([]any); ok {
 				found := false
 				for _, e := range enum {
@@ -382,6 +375,51 @@ func checkQuery(op map[string]any, q url.Values) error {
 				if !found {
 					return fmt.Errorf("query parameter %s=%q is not one of %v", k, v, enum)
 				}
+			}
+		}
+	}
+	return nil
+}
+
+// parameters are the schemas of an operation's parameters that are in
+// the request's part in ("query", "path"), by name.
+func parameters(op map[string]any, in string) map[string]map[string]any {
+	declared := map[string]map[string]any{}
+	params, _ := op["parameters"].([]any)
+	for _, p := range params {
+		pm, _ := p.(map[string]any)
+		if ref, ok := pm["$ref"].(string); ok {
+			name := strings.TrimPrefix(ref, "#/components/parameters/")
+			pm, _ = description.doc["components"].(map[string]any)["parameters"].(map[string]any)[name].(map[string]any)
+		}
+		if pm["in"] == in {
+			schema, _ := pm["schema"].(map[string]any)
+			declared[pm["name"].(string)] = schema
+		}
+	}
+	return declared
+}
+
+// checkPath refuses a path whose parameters the operation does not
+// declare or whose integers are not integers.
+func checkPath(template string, op map[string]any, path string) error {
+	declared := parameters(op, "path")
+	for _, p := range description.paths {
+		if p.template != template {
+			continue
+		}
+		values := p.re.FindStringSubmatch(path)
+		for i, name := range p.names {
+			schema, ok := declared[name]
+			if !ok {
+				return fmt.Errorf("the operation declares no path parameter %q", name)
+			}
+			v, err := url.PathUnescape(values[i+1])
+			if err != nil {
+				return fmt.Errorf("path parameter %s=%q: %v", name, values[i+1], err)
+			}
+			if _, err := strconv.ParseInt(v, 10, 64); schema["type"] == "integer" && err != nil {
+				return fmt.Errorf("path parameter %s=%q is not an integer", name, v)
 			}
 		}
 	}

@@ -113,6 +113,7 @@ func testNotifyOutbox(t *testing.T, open Opener) {
 // per-address rate limit are applied at claim time.
 func testNotifyClaims(t *testing.T, open Opener) {
 	e := setup(t, open)
+	notifyOrder(t, e)
 	notifyLeases(t, e)
 	notifyDenylist(t, e)
 	notifyRateLimit(t, e)
@@ -126,6 +127,37 @@ func testNotifyClaims(t *testing.T, open Opener) {
 // mail is an email notification.
 func mail(to, subject string) *notify.Message {
 	return &notify.Message{Email: &notify.Email{Address: to, Subject: subject, Content: "hi"}}
+}
+
+// notifyOrder: notifications due at once are claimed oldest first,
+// whatever the batch; all sent, no message is left to claim.
+func notifyOrder(t *testing.T, e *env) {
+	var queued, claimed []string
+	for i := range 20 {
+		id, _, err := e.s.EnqueueNotification(e.ctx, mail("order@x.org", fmt.Sprint(i)), Epoch)
+		require.NoError(t, err)
+		queued = append(queued, id)
+	}
+	for {
+		got, err := e.s.ClaimNotifications(e.ctx, claimParams("s0", Epoch, 7))
+		require.NoError(t, err)
+		if len(got) == 0 {
+			break
+		}
+		for _, n := range got {
+			claimed = append(claimed, n.ID)
+			ok, err := e.s.FinishNotification(e.ctx, &n, notify.Outcome{State: notify.StateSent}, Epoch)
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+	}
+	require.Equal(t, queued, claimed)
+	left, err := e.s.ClaimOutbox(e.ctx, store.ClaimOutboxParams{Service: store.NotifyService, Kind: store.NotifySend, Owner: "x",
+		Now: Epoch.Add(time.Hour), Lease: time.Minute, Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, left)
+	_, err = e.s.ExpireNotifications(e.ctx, Epoch.Add(8*24*time.Hour))
+	require.NoError(t, err)
 }
 
 // notifyLeases: a duplicate request within the window is not stored;
@@ -176,12 +208,24 @@ func notifyLeases(t *testing.T, e *env) {
 	require.True(t, ok)
 	retryAt := Epoch.Add(notify.Lease).Add(notify.Backoff(2, 0.5))
 	// s2 renews its lease while it sends (s1's is gone: it renews none).
-	held, err := e.s.RenewNotifications(ctx, "s1", []string{id1, other[0].ID}, retryAt.Add(notify.Lease))
+	lost := got[0]
+	lost.ID = other[0].ID // s1 never claimed this one
+	held, err := e.s.RenewNotifications(ctx, []store.Notification{got[0], lost}, retryAt.Add(notify.Lease))
 	require.NoError(t, err)
 	require.Zero(t, held)
-	held, err = e.s.RenewNotifications(ctx, "s2", []string{other[0].ID}, retryAt.Add(notify.Lease))
+	held, err = e.s.RenewNotifications(ctx, []store.Notification{other[0]}, retryAt.Add(notify.Lease))
 	require.NoError(t, err)
 	require.Equal(t, 1, held)
+	renewed, err := e.s.GetNotification(ctx, other[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, retryAt.Add(notify.Lease), renewed.NextAttempt, "a leased notification is due when its lease ends")
+	require.Equal(t, "s2", renewed.LeaseOwner)
+	retrying, err := e.s.GetNotification(ctx, id1)
+	require.NoError(t, err)
+	require.Equal(t, notify.StatePending, retrying.State)
+	require.Equal(t, retryAt, retrying.NextAttempt, "the retry's time")
+	require.Equal(t, 2, retrying.Attempts)
+	require.Empty(t, retrying.LeaseOwner)
 	none, err := e.s.ClaimNotifications(ctx, claimParams("s3", retryAt.Add(-time.Second), 10))
 	require.NoError(t, err)
 	require.Empty(t, none, "the retry waits for its time")
@@ -272,6 +316,11 @@ func notifyRateLimit(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.Equal(t, 1, states[notify.StateDenied])
 	require.Equal(t, 2, states[notify.StateRateLimited])
+	// Settled in the claim: their messages are done.
+	left, err := e.s.ClaimOutbox(ctx, store.ClaimOutboxParams{Service: store.NotifyService, Kind: store.NotifySend, Owner: "x",
+		Now: now.Add(time.Second), Lease: time.Minute, Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, left, "the denied and rate-limited notifications' messages are done")
 	_, _, err = e.s.EnqueueNotification(ctx, mail("busy@x.org", "later"), now.Add(time.Minute))
 	require.NoError(t, err)
 	p.Now = now.Add(time.Minute)

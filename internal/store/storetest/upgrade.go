@@ -55,6 +55,10 @@ func RunUpgrade(t *testing.T, before Upgrader) {
 		t.Parallel()
 		testUpgradeHooks(t, before)
 	})
+	t.Run("NotifyOutbox", func(t *testing.T) {
+		t.Parallel()
+		testUpgradeNotifyOutbox(t, before)
+	})
 }
 
 // testUpgradeNotifyDedupDenylist: migration 020 keys the denylist by the

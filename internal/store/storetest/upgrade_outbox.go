@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-ci/hopper/internal/notify"
 	"github.com/hopper-ci/hopper/internal/store"
 )
 
@@ -113,4 +114,51 @@ func testUpgradeHooks(t *testing.T, before Upgrader) {
 	h, err = s.ClaimDueHook(ctx, leaseEnd.Add(5*time.Second), leaseEnd.Add(15*time.Second))
 	require.NoError(t, err)
 	require.Nil(t, h, "held by the new claim; the unscheduled hook is never due")
+}
+
+// testUpgradeNotifyOutbox: migration 053 gives each pending notification
+// its outbox message: one waiting for a retry is claimed at its time,
+// one a sender held once that lease would have ended, each with its
+// attempts counted on and its retry's time answered as before; one sent
+// or refused is never claimed.
+func testUpgradeNotifyOutbox(t *testing.T, before Upgrader) {
+	exec, open := before(t, 52)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	leaseEnd := now.Add(notify.Lease)
+	row := func(id, state string, next time.Time, owner string) {
+		exec(fmt.Sprintf(`INSERT INTO notify_outbox (id, channel, target, task_id, run_id, event, route, status, message, dedup,
+			state, attempts, next_attempt, lease_owner, reserved_at, error, created, updated, expires)
+			VALUES ('%s', 'email', 'a@x.org', '', -1, '', '', NULL, '{}', NULL, '%s', 1, %d, %s, %d, 'e', %d, %d, %d)`,
+			id, state, next.UnixMilli(), owner, now.UnixMilli(), now.UnixMilli(), now.UnixMilli(), now.Add(time.Hour).UnixMilli()))
+	}
+	row("n1-retry", notify.StatePending, now.Add(-time.Second), "NULL")
+	row("n2-held", notify.StatePending, leaseEnd, "'old-sender'")
+	row("n3-sent", notify.StateSent, now, "NULL")
+	row("n4-refused", notify.StateRefused, now, "NULL")
+	s := open()
+	ctx := context.Background()
+	held, err := s.GetNotification(ctx, "n2-held")
+	require.NoError(t, err)
+	require.Equal(t, leaseEnd, held.NextAttempt, "due when the old lease ends")
+	require.Equal(t, 1, held.Attempts)
+	claim := func(at time.Time) []string {
+		got, err := s.ClaimNotifications(ctx, store.ClaimNotificationsParams{Owner: "new", Now: at, Lease: notify.Lease, Limit: 10,
+			RateLimit: notify.RateLimitCount, RateWindow: notify.RateLimitWindow})
+		require.NoError(t, err)
+		var ids []string
+		for _, n := range got {
+			require.Equal(t, 2, n.Attempts, n.ID)
+			ok, err := s.FinishNotification(ctx, &n, notify.Outcome{State: notify.StateSent}, at)
+			require.NoError(t, err)
+			require.True(t, ok)
+			ids = append(ids, n.ID)
+		}
+		return ids
+	}
+	require.Equal(t, []string{"n1-retry"}, claim(now), "the old lease holds")
+	require.Equal(t, []string{"n2-held"}, claim(leaseEnd))
+	require.Empty(t, claim(leaseEnd.Add(time.Hour)), "nothing sent or refused before is claimed")
+	states, err := s.NotificationStates(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{notify.StateSent: 3, notify.StateRefused: 1}, states)
 }
