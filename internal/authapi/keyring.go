@@ -64,9 +64,15 @@ func (k *Keyring) Schedule(ctx context.Context) (auth.KeySchedule, time.Time, er
 	return k.keys, now, nil
 }
 
-// Rotate makes the next key if it is due (the maintenance duty calls it,
-// so a key is made and published ahead of use even when nobody asks for
-// tokens).
+// DefaultKeyRotateEvery is how often the keys' duty calls Rotate: far
+// shorter than the hour a new key is published before it signs.
+const DefaultKeyRotateEvery = 5 * time.Minute
+
+// Rotate makes the next key if it is due. It is the keys' duty's pass
+// (internal/server schedules it every DefaultKeyRotateEvery with
+// maintenance.Every), so a key is made and published ahead of use even
+// when nobody asks for tokens; replicas may all run it, since the store
+// keeps one key per generation.
 func (k *Keyring) Rotate(ctx context.Context) error {
 	k.mu.Lock()
 	k.loadedAt = time.Time{}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -153,17 +154,24 @@ func TestClientSideImportsNoServerSide(t *testing.T) {
 	}
 }
 
-// TestAPIImportsNoService: the framework names no service; a service's
-// rules reach it through interfaces (api.CodedError), not imports.
-func TestAPIImportsNoService(t *testing.T) {
+// TestSharedPackagesImportNoService: the framework names no service (a
+// service's rules reach it through interfaces, api.CodedError), and
+// maintenance only schedules duties: each service's duty is its own
+// code, which the composition root hands to maintenance.Every, so
+// maintenance imports neither a service's rules nor its messaging
+// (internal/events: the hooks' Pulse listener lives in hooksapi).
+func TestSharedPackagesImportNoService(t *testing.T) {
 	t.Parallel()
 	imports := moduleImports(t)
 	rules := map[string]bool{}
 	for _, p := range []string{"queue", "index", "secrets", "hooks", "notify", "github", "workermanager", "purgecache", "superseder", "login", "object", "interactive", "workerprovider"} {
 		rules["internal/"+p] = true
 	}
-	for _, dep := range imports["internal/api"] {
-		assert.False(t, rules[dep] || tier(dep) >= 3, "internal/api imports the service package %s", dep)
+	for pkg, also := range map[string][]string{"internal/api": nil, "internal/maintenance": {"internal/events", "internal/forge"}} {
+		require.Contains(t, imports, pkg)
+		for _, dep := range imports[pkg] {
+			assert.False(t, rules[dep] || tier(dep) >= 3 || slices.Contains(also, dep), "%s imports the service package %s", pkg, dep)
+		}
 	}
 }
 

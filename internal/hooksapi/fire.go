@@ -113,6 +113,12 @@ func (f *Firer) fire(ctx context.Context, def *hooks.Definition, fire hooks.Fire
 	return &outcome{taskID: fire.TaskID, record: record}, nil
 }
 
+// DefaultScheduleTick is how often the Hooks service's cron looks for due
+// hooks (FireDue, which internal/server schedules with maintenance.Every
+// on every replica), so a hook fires within about a second of its due
+// time.
+const DefaultScheduleTick = time.Second
+
 // FireDue fires every hook whose due time has come, one claimed hook and
 // due time at a time, and returns how many due times it fired. Several replicas may run it at
 // once: each due time is claimed by one, and the fire record and the move

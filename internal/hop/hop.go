@@ -130,8 +130,10 @@ func (d *Directory) Release(key string) {
 	}
 }
 
-// Renew extends the leases of every key held here
-// (maintenance.EndpointRenewer).
+// Renew extends the leases of every key held here: the directory's duty,
+// which internal/server schedules every RenewEvery with maintenance.Every,
+// so viewers on other replicas find them and the rows of a replica that
+// died run out.
 func (d *Directory) Renew(ctx context.Context) error {
 	d.mu.Lock()
 	keys := make([]string, 0, len(d.held))

@@ -34,7 +34,7 @@ func dutyGoroutines(patience time.Duration) string {
 		buf = buf[:runtime.Stack(buf, true)]
 		leaked = leaked[:0]
 		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "internal/maintenance.(*loop).start") {
+			if strings.Contains(g, "internal/maintenance.(*loop).start") || strings.Contains(g, "internal/maintenance.(*kicker).watch") {
 				leaked = append(leaked, g)
 			}
 		}

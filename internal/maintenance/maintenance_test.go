@@ -216,11 +216,12 @@ func TestStopIsSafe(t *testing.T) {
 		"data expirer": func() maintenance.Service {
 			return &maintenance.DataExpirer{Expiries: []maintenance.Expiry{maintenance.QueueExpiry(b.store, nil, nil)}, Clock: b.clock}
 		},
-		"object expirer": func() maintenance.Service { return &maintenance.ObjectExpirer{Objects: &sweeper{}} },
+		"every": func() maintenance.Service {
+			return &maintenance.Every{What: "sweeping", Interval: time.Hour, Pass: (&sweeper{}).pass}
+		},
 		"purge requests": func() maintenance.Service {
 			return &maintenance.DataExpirer{Expiries: []maintenance.Expiry{{Service: "purge-cache", Run: b.store.ExpirePurgeRequests}}, Clock: b.clock}
 		},
-		"hook scheduler": func() maintenance.Service { return &maintenance.HookScheduler{Firer: &countingFirer{}} },
 	}
 	for name, build := range services {
 		t.Run(name, func(t *testing.T) {
@@ -233,30 +234,30 @@ func TestStopIsSafe(t *testing.T) {
 	}
 }
 
-// countingFirer counts the scheduler's passes, and holds the third until
+// countingPass counts a duty's passes, and holds the third until
 // release closes, handing its context to third.
-type countingFirer struct {
+type countingPass struct {
 	calls   atomic.Int64
 	third   chan context.Context
 	release chan struct{}
 }
 
-func (f *countingFirer) FireDue(ctx context.Context) (int, error) {
+func (f *countingPass) pass(ctx context.Context) error {
 	if f.calls.Add(1) == 3 && f.third != nil {
 		f.third <- ctx
 		<-f.release
 	}
-	return 0, nil
+	return nil
 }
 
-// TestHookSchedulerPolls: the scheduler fires due hooks at Start and then
-// every interval; Stop ends the loop's context and waits for the pass under
-// way, so for the loop itself: none can start once Stop has returned (and
-// TestMain fails the package if a loop outlives the tests).
-func TestHookSchedulerPolls(t *testing.T) {
+// TestEveryPolls: a duty runs at Start and then every interval; Stop ends
+// the loop's context and waits for the pass under way, so for the loop
+// itself: none can start once Stop has returned (and TestMain fails the
+// package if a loop outlives the tests).
+func TestEveryPolls(t *testing.T) {
 	t.Parallel()
-	f := &countingFirer{third: make(chan context.Context, 1), release: make(chan struct{})}
-	s := &maintenance.HookScheduler{Firer: f, Interval: 5 * time.Millisecond}
+	f := &countingPass{third: make(chan context.Context, 1), release: make(chan struct{})}
+	s := &maintenance.Every{What: "counting", Pass: f.pass, Interval: 5 * time.Millisecond}
 	s.Start(context.Background())
 	var pass context.Context
 	select {
@@ -279,15 +280,87 @@ func TestHookSchedulerPolls(t *testing.T) {
 	<-stopped
 }
 
-// sweeper is an ObjectSweeper that counts its sweeps.
+// heldPasses numbers a duty's passes as they start and holds each until
+// its release closes (or the duty stops).
+type heldPasses struct {
+	n        atomic.Int64
+	started  chan int64
+	releases [8]chan struct{}
+}
+
+func newHeldPasses() *heldPasses {
+	h := &heldPasses{started: make(chan int64, 8)}
+	for i := range h.releases {
+		h.releases[i] = make(chan struct{})
+	}
+	return h
+}
+
+func (h *heldPasses) pass(ctx context.Context) error {
+	i := h.n.Add(1)
+	h.started <- i
+	if i < int64(len(h.releases)) {
+		select {
+		case <-h.releases[i]:
+		case <-ctx.Done():
+		}
+	}
+	return nil
+}
+
+// next waits for the next pass to start and returns its number.
+func (h *heldPasses) next(t *testing.T) int64 {
+	t.Helper()
+	select {
+	case i := <-h.started:
+		return i
+	case <-time.After(10 * time.Second):
+		t.Fatal("no pass started")
+		return 0
+	}
+}
+
+// TestEveryWakeAndKick: Wake runs a pass once the one under way ends;
+// Kick runs one at once, beside it (the github service's deliveries
+// and reports are kicked so that new work is not held behind a slow
+// pass); Stop ends and waits for both.
+func TestEveryWakeAndKick(t *testing.T) {
+	t.Parallel()
+	h := newHeldPasses()
+	e := &maintenance.Every{What: "holding", Interval: time.Hour, Pass: h.pass}
+	e.Start(context.Background())
+	t.Cleanup(e.Stop)
+	require.EqualValues(t, 1, h.next(t), "the pass at Start")
+
+	e.Wake()
+	e.Wake() // one with the first
+	select {
+	case i := <-h.started:
+		t.Fatalf("pass %d started beside the one under way on Wake", i)
+	case <-time.After(100 * time.Millisecond):
+	}
+	e.Kick()
+	require.EqualValues(t, 2, h.next(t), "a kicked pass starts while the first is held")
+	close(h.releases[1])
+	require.EqualValues(t, 3, h.next(t), "the woken pass follows the first")
+	select {
+	case i := <-h.started:
+		t.Fatalf("pass %d: two wake-ups made two passes", i)
+	case <-time.After(100 * time.Millisecond):
+	}
+	e.Stop() // passes 2 and 3 are still held: Stop ends them
+	e.Stop()
+}
+
+// sweeper is a duty's pass that counts its sweeps.
 type sweeper struct{ calls chan struct{} }
 
-func (s *sweeper) Expire(context.Context) (int, error) {
+func (s *sweeper) pass(context.Context) error {
 	select { // never blocks the loop, so Stop always returns
 	case s.calls <- struct{}{}:
 	default:
 	}
-	return 1, nil
+	return nil
 }
 
 // purgeSpy counts the purge-request expiries asked of the store.
@@ -304,15 +377,16 @@ func (p *purgeSpy) ExpirePurgeRequests(ctx context.Context, now time.Time) (int,
 	return p.PurgeCacheStore.ExpirePurgeRequests(ctx, now)
 }
 
-// TestSideExpirersSweepAtStart: the Object and Purge-Cache expiries run at
-// Start and then on their interval.
+// TestSideExpirersSweepAtStart: a service's own expiry (the Object
+// service's, scheduled by Every) and a listed Expiry (Purge-Cache's, run
+// by the DataExpirer) run at Start and then on their interval.
 func TestSideExpirersSweepAtStart(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	objects := &sweeper{calls: make(chan struct{}, 8)}
 	purges := &purgeSpy{PurgeCacheStore: b.store, at: make(chan time.Time, 8)}
 	m := maintenance.NewMaintainer(
-		&maintenance.ObjectExpirer{Objects: objects, Interval: 10 * time.Millisecond},
+		&maintenance.Every{What: "expiring objects", Pass: objects.pass, Interval: 10 * time.Millisecond},
 		&maintenance.DataExpirer{Expiries: []maintenance.Expiry{{Service: "purge-cache", Run: purges.ExpirePurgeRequests}},
 			Clock: b.clock, Interval: 10 * time.Millisecond},
 	)

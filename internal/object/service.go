@@ -249,6 +249,18 @@ func (s *Service) simpleURL(ctx context.Context, name string, now time.Time) (st
 	return u, nil
 }
 
+// ExpirePass is Expire as the service's duty's pass (internal/server
+// schedules it with maintenance.Every): it logs how many objects went.
+// The store hands every expired row to one caller (rows are locked,
+// skipping those another holds), so every replica may run it.
+func (s *Service) ExpirePass(ctx context.Context) error {
+	n, err := s.Expire(ctx)
+	if n > 0 && s.Log != nil {
+		s.Log.Info("expired objects", "objects", n)
+	}
+	return err
+}
+
 // Expire deletes expired objects and unfinished uploads past their upload
 // expiry, rows first and then their data (data whose deletion fails is
 // logged and left behind rather than kept reachable). It returns how many

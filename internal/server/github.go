@@ -33,8 +33,10 @@ func (w *wiring) githubService() (service, error) {
 	}
 	// Task ids are derived from delivery ids with a key of their own.
 	idKey := sha256.Sum256(append([]byte("hopper github task ids\x00"), w.key[:]...))
-	deliveries := &maintenance.GithubDeliveries{Logger: log}
-	reports := &maintenance.GithubReports{Logger: log}
+	// The duties' passes are the service's (set once it is made); the
+	// webhook kicks them when it stores work.
+	deliveries := &maintenance.Every{What: "processing webhook deliveries", Interval: githubapi.DefaultTick, Logger: log}
+	reports := &maintenance.Every{What: "reporting builds to the forges", Interval: githubapi.DefaultTick, Logger: log}
 	cfg := githubapi.Service{Store: w.store, Tasks: w.queue, Roles: w.sec.Roles, Clock: w.cfg.Clock, Schemas: w.schemas,
 		Log: log, RootURL: w.cfg.RootURL, IDSecret: idKey[:], Changes: w.queue, Hooks: hookTrigger{w.hooks},
 		Artifacts: newArtifactReader(w.store, w.blobs, 256<<20, 30*time.Second), Reruns: w.queue, Identities: w.store,
@@ -56,9 +58,11 @@ func (w *wiring) githubService() (service, error) {
 		}
 		return service{}, err
 	}
-	deliveries.Processor, reports.Reporter = s, s
+	deliveries.Pass, reports.Pass = s.ProcessPass, s.Report
+	installations := &maintenance.Every{What: "listing the GitHub Apps' installations", Interval: githubapi.DefaultInstallationsInterval,
+		Logger: log, Pass: s.InstallationsPass}
 	svc.routes = githubapi.Routes(githubapi.Deps{Service: s, Version: w.cfg.Version, Started: time.Now()})
-	svc.duties = []maintenance.Service{deliveries, reports, &maintenance.GithubInstallations{Syncer: s, Logger: log}}
+	svc.duties = []maintenance.Service{deliveries, reports, installations}
 	svc.expiries = []maintenance.Expiry{{Service: "github", Run: w.store.ExpireGithubRecords}}
 	return svc, nil
 }

@@ -46,7 +46,8 @@ func (w *wiring) identityService() (service, error) {
 		Identity: authapi.Identity{RootURL: w.cfg.RootURL, Keys: keys, Tasks: w.store, Forge: w.store, RunIssuer: QueueClientID}})
 	return service{
 		routes: routes,
-		duties: []maintenance.Service{&maintenance.KeyRotator{Keys: keys, Logger: w.log}},
+		duties: []maintenance.Service{&maintenance.Every{What: "rotating the identity-token signing keys", Interval: authapi.DefaultKeyRotateEvery,
+			Logger: w.log, Pass: keys.Rotate}},
 		expiries: []maintenance.Expiry{
 			{Service: "identity", Run: func(ctx context.Context, now time.Time) (int, error) {
 				return w.store.ExpireSigningKeys(ctx, now.Add(-auth.MaxIDTokenLifetime))

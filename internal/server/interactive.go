@@ -32,7 +32,8 @@ func (w *wiring) interactiveService() (service, error) {
 func (w *wiring) tunnelService() (service, error) {
 	t := tunnel.New(tunnelSecret(w.key), w.cfg.RootURL, w.log, w.replicas)
 	return service{handlers: map[string]http.Handler{tunnel.Prefix: t, tunnel.Prefix + "/": t}, drain: t.Close,
-		duties:   []maintenance.Service{&maintenance.EndpointRenewer{Endpoints: w.replicas, Interval: hop.RenewEvery, Logger: w.log}},
+		duties: []maintenance.Service{&maintenance.Every{What: "renewing the replica's connection leases", Interval: hop.RenewEvery,
+			Logger: w.log, Pass: w.replicas.Renew}},
 		expiries: []maintenance.Expiry{{Service: "replica-endpoints", Run: w.store.ExpireEndpoints}}}, nil
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -136,7 +137,8 @@ func (w *wiring) objectService() (service, error) {
 	w.objects = objectapi.QueueArtifacts{Service: svc}
 	return service{
 		routes: objectapi.Routes(objectapi.Deps{Service: svc, Version: w.cfg.Version}),
-		duties: []maintenance.Service{&maintenance.ObjectExpirer{Objects: svc, Interval: w.cfg.ExpireEvery, Logger: w.log}},
+		duties: []maintenance.Service{&maintenance.Every{What: "expiring objects", Interval: cmp.Or(w.cfg.ExpireEvery, maintenance.DefaultExpireEvery),
+			Logger: w.log, Pass: svc.ExpirePass}},
 	}, nil
 }
 

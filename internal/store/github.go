@@ -92,9 +92,10 @@ type GithubDelivery struct {
 	Body         []byte
 	Received     time.Time
 	State        string
-	// Attempts counts the claims of its processing; ClaimedUntil is the
-	// lease of the claim that returned it (ClaimGithubDelivery), the
-	// handle that finishes or retries it.
+	// Attempts counts the claims of its processing (its outbox message's
+	// count, read with it); ClaimedUntil is the lease of the claim that
+	// returned it (ClaimGithubDelivery), the handle that finishes or
+	// retries it.
 	Attempts     int
 	ClaimedUntil time.Time
 	// Outcome says what processing did (for people); Error why it failed.

@@ -12,6 +12,16 @@ import (
 
 const githubDeliveryColumns = "host, delivery_id, forge, event, body, received, state, attempts, outcome, error, digest, replay_of"
 
+// selectGithubDeliveries reads deliveries (d) with the attempts their
+// outbox message (o) has counted: a claim counts one there, in the
+// claim's own transaction, so a delivery being processed, or whose
+// processor died, shows the claims made so far without a second write.
+// A replay has no message (its own count, 0, stands).
+const selectGithubDeliveries = `SELECT d.host, d.delivery_id, d.forge, d.event, d.body, d.received, d.state,
+	COALESCE(o.attempts, d.attempts), d.outcome, d.error, d.digest, d.replay_of
+	FROM github_deliveries d LEFT JOIN outbox o
+	ON o.service = '` + GithubService + `' AND o.kind = '` + GithubDeliveryKind + `' AND o.msg_key = d.host || ' ' || d.delivery_id`
+
 func scanGithubDelivery(row rowScanner) (*GithubDelivery, error) {
 	var (
 		d        GithubDelivery
@@ -79,7 +89,7 @@ func (db *DB) AddGithubDelivery(ctx context.Context, d *GithubDelivery) (bool, e
 
 // GetGithubDelivery implements GithubStore.
 func (db *DB) GetGithubDelivery(ctx context.Context, host, deliveryID string) (*GithubDelivery, error) {
-	d, err := scanGithubDelivery(db.queryRow(ctx, "SELECT "+githubDeliveryColumns+" FROM github_deliveries WHERE host = ? AND delivery_id = ?", host, deliveryID))
+	d, err := scanGithubDelivery(db.queryRow(ctx, selectGithubDeliveries+" WHERE d.host = ? AND d.delivery_id = ?", host, deliveryID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -90,7 +100,9 @@ func (db *DB) GetGithubDelivery(ctx context.Context, host, deliveryID string) (*
 }
 
 // ClaimGithubDelivery implements GithubStore: the claim is one of the
-// outbox (kind GithubDeliveryKind), whose idle poll is one read.
+// outbox (kind GithubDeliveryKind), whose idle poll is one read. The
+// claim's transaction is the only write: the attempts it counts are read
+// from the message (selectGithubDeliveries).
 func (db *DB) ClaimGithubDelivery(ctx context.Context, now, leaseUntil time.Time) (*GithubDelivery, error) {
 	for {
 		claimed, err := db.ClaimOutbox(ctx, ClaimOutboxParams{Service: GithubService, Kind: GithubDeliveryKind,
@@ -111,13 +123,6 @@ func (db *DB) ClaimGithubDelivery(ctx context.Context, now, leaseUntil time.Time
 		}
 		if err != nil {
 			return nil, err
-		}
-		err = db.tx(ctx, func(tx *txn) error {
-			_, err := tx.exec(ctx, "UPDATE github_deliveries SET attempts = ? WHERE host = ? AND delivery_id = ?", m.Attempts, host, id)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("counting the attempts of delivery %s: %w", id, err)
 		}
 		d.Attempts, d.ClaimedUntil = m.Attempts, leaseUntil
 		return d, nil
@@ -184,21 +189,21 @@ func (db *DB) RetryGithubDelivery(ctx context.Context, p RetryGithubDeliveryPara
 // tried again after one, newest first.
 func (db *DB) ListFailedGithubDeliveries(ctx context.Context, host string, page Page) ([]GithubDelivery, string, error) {
 	out, next, err := listPageFields(ctx, db, page, 2, func(cursor string) (string, []any, error) {
-		conds, args := []string{"error <> ''"}, []any{}
+		conds, args := []string{"d.error <> ''"}, []any{}
 		if cursor != "" {
 			at, id, _ := strings.Cut(cursor, "\x00")
 			received, err := strconv.ParseInt(at, 10, 64)
 			if err != nil {
 				return "", nil, ErrBadContinuationToken
 			}
-			conds = append(conds, "(received < ? OR (received = ? AND delivery_id < ?))")
+			conds = append(conds, "(d.received < ? OR (d.received = ? AND d.delivery_id < ?))")
 			args = append(args, received, received, id)
 		}
 		if host != "" {
-			conds, args = append(conds, "host = ?"), append(args, host)
+			conds, args = append(conds, "d.host = ?"), append(args, host)
 		}
-		return "SELECT " + githubDeliveryColumns + " FROM github_deliveries WHERE " + strings.Join(conds, " AND ") +
-			" ORDER BY received DESC, delivery_id DESC LIMIT ?", args, nil
+		return selectGithubDeliveries + " WHERE " + strings.Join(conds, " AND ") +
+			" ORDER BY d.received DESC, d.delivery_id DESC LIMIT ?", args, nil
 	}, func(row rowScanner) (GithubDelivery, error) {
 		d, err := scanGithubDelivery(row)
 		if err != nil {

@@ -140,3 +140,64 @@ func testGithubFailedDeliveries(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.Len(t, github, 2)
 }
+
+// testGithubDeliveryAttempts: a delivery's attempts, as Get and the list
+// of failed deliveries show them, count every claim from the claim on:
+// while it is held, after a retry, after a holder died, once finished; a
+// replay, never claimed, shows none.
+func testGithubDeliveryAttempts(t *testing.T, open Opener) {
+	e := setup(t, open)
+	first := newDelivery("d1", Epoch)
+	first.Digest = "digest-1"
+	_, err := e.s.AddGithubDelivery(e.ctx, first)
+	require.NoError(t, err)
+	replay := newDelivery("d2", Epoch)
+	replay.Digest = "digest-1"
+	_, err = e.s.AddGithubDelivery(e.ctx, replay)
+	require.NoError(t, err)
+	attempts := func(id string) int {
+		t.Helper()
+		d, err := e.s.GetGithubDelivery(e.ctx, "github.com", id)
+		require.NoError(t, err)
+		return d.Attempts
+	}
+	listed := func() map[string]int {
+		t.Helper()
+		list, _, err := e.s.ListFailedGithubDeliveries(e.ctx, "", store.Page{})
+		require.NoError(t, err)
+		out := map[string]int{}
+		for _, d := range list {
+			out[d.DeliveryID] = d.Attempts
+		}
+		return out
+	}
+	claim := func(at time.Time) *store.GithubDelivery {
+		t.Helper()
+		d, err := e.s.ClaimGithubDelivery(e.ctx, at, at.Add(time.Minute))
+		require.NoError(t, err)
+		require.NotNil(t, d)
+		require.Equal(t, "d1", d.DeliveryID)
+		return d
+	}
+	require.Zero(t, attempts("d1"))
+	require.Zero(t, attempts("d2"), "a replay is never claimed")
+
+	d := claim(Epoch)
+	require.Equal(t, 1, d.Attempts)
+	require.Equal(t, 1, attempts("d1"), "shown while it is held")
+	require.NoError(t, e.s.RetryGithubDelivery(e.ctx, store.RetryGithubDeliveryParams{Host: d.Host, DeliveryID: d.DeliveryID,
+		Lease: d.ClaimedUntil, Next: Epoch.Add(time.Hour), Error: "forge down"}))
+	require.Equal(t, map[string]int{"d1": 1}, listed(), "listed with the error of its first attempt")
+
+	d = claim(Epoch.Add(time.Hour)) // a holder that dies: its lease runs out
+	require.Equal(t, 2, d.Attempts)
+	require.Equal(t, map[string]int{"d1": 2}, listed(), "the attempt under way is counted")
+	d = claim(Epoch.Add(2 * time.Hour))
+	require.Equal(t, 3, d.Attempts)
+	require.Equal(t, 3, attempts("d1"), "the dead holder's claim is counted")
+	require.NoError(t, e.s.FinishGithubDelivery(e.ctx, store.FinishGithubDeliveryParams{Host: d.Host, DeliveryID: d.DeliveryID,
+		Lease: d.ClaimedUntil, State: store.DeliveryFailed, Error: "gave up", Now: Epoch.Add(2 * time.Hour)}))
+	require.Equal(t, 3, attempts("d1"))
+	require.Equal(t, map[string]int{"d1": 3}, listed())
+	require.Zero(t, attempts("d2"))
+}

@@ -174,6 +174,7 @@ func Run(t *testing.T, open Opener) {
 		{"GithubDeliveryClaimRace", testGithubDeliveryClaimRace},
 		{"GithubReplays", testGithubReplays},
 		{"GithubFailedDeliveries", testGithubFailedDeliveries},
+		{"GithubDeliveryAttempts", testGithubDeliveryAttempts},
 		{"GithubBuilds", testGithubBuilds},
 		{"GithubOutbox", testGithubOutbox},
 		{"GithubExpiry", testGithubExpiry},
