@@ -133,7 +133,7 @@ type ClaimNotificationsParams struct {
 const apiNotificationLifetime = 7 * 24 * time.Hour
 
 // notificationColumns are a notification's (n) with its message's (o,
-// none once it is done: notificationFrom).
+// none once nothing more is owed, finishSend: notificationFrom).
 const notificationColumns = `n.id, n.channel, n.target, n.task_id, n.run_id, n.event, n.route, n.status, n.message, n.state,
 	n.attempts, o.next_attempt, n.error, n.created, n.updated, o.lease_owner`
 
@@ -161,7 +161,10 @@ func scanNotification(row rowScanner, extra ...any) (Notification, error) {
 	if message.Valid {
 		n.Message = json.RawMessage(message.String)
 	}
-	n.NextAttempt, n.Created, n.Updated, n.LeaseOwner = fromMS(nextAttempt.Int64), fromMS(created), fromMS(updated), owner.String
+	n.Created, n.Updated, n.LeaseOwner = fromMS(created), fromMS(updated), owner.String
+	if nextAttempt.Valid {
+		n.NextAttempt = fromMS(nextAttempt.Int64)
+	}
 	return n, nil
 }
 

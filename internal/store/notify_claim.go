@@ -79,7 +79,7 @@ func (t *txn) claimedNotifications(ctx context.Context, claimed []OutboxMessage,
 			n.LeaseOwner, n.NextAttempt = p.Owner, p.Now.Add(p.Lease)
 			due = append(due, n)
 		default:
-			if _, err := t.finishOutbox(ctx, m, OutboxOutcome{Done: true, Now: p.Now}); err != nil {
+			if _, err := t.finishSend(ctx, m, OutboxOutcome{Done: true, Now: p.Now}); err != nil {
 				return nil, err
 			}
 		}
@@ -109,7 +109,7 @@ func (t *txn) claimedNotifications(ctx context.Context, claimed []OutboxMessage,
 			out = append(out, n)
 			continue
 		}
-		if _, err := t.finishOutbox(ctx, held[n.ID], OutboxOutcome{Done: true, Now: p.Now}); err != nil {
+		if _, err := t.finishSend(ctx, held[n.ID], OutboxOutcome{Done: true, Now: p.Now}); err != nil {
 			return nil, err
 		}
 		t.send(Statement{Query: "UPDATE notify_outbox SET state = ?, error = ?, attempts = ?, updated = ? WHERE id = ?",
@@ -222,7 +222,7 @@ func (db *DB) FinishNotification(ctx context.Context, n *Notification, o notify.
 			done = false
 			return err
 		}
-		if done, err = tx.finishOutbox(ctx, m, outcome); err != nil || !done {
+		if done, err = tx.finishSend(ctx, m, outcome); err != nil || !done {
 			return err
 		}
 		_, err = tx.exec(ctx, "UPDATE notify_outbox SET state = ?, error = ?, attempts = ?, updated = ? WHERE id = ? AND state = 'pending'",
@@ -233,6 +233,22 @@ func (db *DB) FinishNotification(ctx context.Context, n *Notification, o notify.
 		return nil
 	})
 	return done, err
+}
+
+// finishSend records the outcome of a claim of a notification's message
+// and, once nothing more is owed (sent, refused or given up), deletes the
+// message: the notification's record is its notify_outbox row, so the
+// message would otherwise wait beside it until the task expires (a year,
+// often) only to say it is done. A message still pending (to be retried)
+// stays. A claim that no longer holds the message deletes nothing.
+func (t *txn) finishSend(ctx context.Context, m *OutboxMessage, o OutboxOutcome) (bool, error) {
+	done, err := t.finishOutbox(ctx, m, o)
+	if err != nil || !done {
+		return done, err
+	}
+	t.send(Statement{Query: "DELETE FROM outbox WHERE service = ? AND kind = ? AND msg_key = ? AND state <> 'pending'",
+		Args: []any{m.Service, m.Kind, m.Key}, What: "deleting the message of notification " + m.Key})
+	return true, nil
 }
 
 // RenewNotifications implements NotifyStore.

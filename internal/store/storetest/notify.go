@@ -242,6 +242,16 @@ func notifyLeases(t *testing.T, e *env) {
 	states, err := e.s.NotificationStates(ctx)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{notify.StateSent: 2}, states)
+	// Sent, a notification owes nothing: its message is gone (no next
+	// attempt, no holder), its record stays, and it is claimed no more.
+	sent, err := e.s.GetNotification(ctx, id1)
+	require.NoError(t, err)
+	require.Equal(t, notify.StateSent, sent.State)
+	require.True(t, sent.NextAttempt.IsZero(), "a sent notification has no next attempt, got %v", sent.NextAttempt)
+	require.Empty(t, sent.LeaseOwner)
+	later, err := e.s.ClaimNotifications(ctx, claimParams("s4", retryAt.Add(24*time.Hour), 10))
+	require.NoError(t, err)
+	require.Empty(t, later)
 }
 
 // notifyDenylist: addresses are denylisted per channel, listed in pages
