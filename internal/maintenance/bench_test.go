@@ -9,6 +9,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/maintenance"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
+	"github.com/hopper-ci/hopper/internal/store/storetest"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/testclock"
 )
@@ -22,7 +23,7 @@ func BenchmarkIdlePass(b *testing.B) {
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = st.Close() })
 	clock := testclock.New(time.Now())
-	bb := &bundle{store: st, clock: clock, pub: newRecorder()}
+	bb := &bundle{store: st, clock: clock, pub: &storetest.ChangeRecorder{}}
 	for range 1000 {
 		bb.createClaimed(b, tcclient.NewTaskID(), time.Hour)
 	}

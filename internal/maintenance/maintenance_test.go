@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,46 +21,10 @@ import (
 
 const testQueue = "prov-maint/wt-maint"
 
-// recorder is an EventPublisher that keeps what it is handed.
-type recorder struct {
-	mu      sync.Mutex
-	changes []store.Change
-	got     chan struct{}
-}
-
-func newRecorder() *recorder { return &recorder{got: make(chan struct{}, 64)} }
-
-func (r *recorder) Publish(_ context.Context, changes []store.Change) {
-	if len(changes) == 0 {
-		return
-	}
-	r.mu.Lock()
-	r.changes = append(r.changes, changes...)
-	r.mu.Unlock()
-	r.got <- struct{}{}
-}
-
-// events lists "<taskId> <kind>" of every event published, or only of
-// the named tasks.
-func (r *recorder) events(taskIDs ...string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, c := range r.changes {
-		if len(taskIDs) > 0 && !slices.Contains(taskIDs, c.Task.TaskID) {
-			continue
-		}
-		for _, e := range c.Events {
-			out = append(out, c.Task.TaskID+" "+e.Kind)
-		}
-	}
-	return out
-}
-
 type bundle struct {
 	store store.Store
 	clock *testclock.Clock
-	pub   *recorder
+	pub   *storetest.ChangeRecorder
 }
 
 func setup(t *testing.T) *bundle {
@@ -69,20 +32,13 @@ func setup(t *testing.T) *bundle {
 	db, err := sqlite.Open(context.Background(), t.TempDir()+"/hopper.db")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	return &bundle{store: db, clock: testclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), pub: newRecorder()}
+	return &bundle{store: db, clock: testclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), pub: &storetest.ChangeRecorder{}}
 }
 
 // createClaimed creates a task and claims its run 0 until now + claimFor.
 func (b *bundle) createClaimed(t testing.TB, taskID string, claimFor time.Duration) {
 	t.Helper()
-	ctx := context.Background()
-	now := b.clock.Now()
-	_, err := b.store.CreateTask(ctx, store.CreateTaskParams{TaskID: taskID, Task: storetest.NewTask(testQueue, now), Now: now})
-	require.NoError(t, err)
-	res, err := b.store.ClaimWork(ctx, store.ClaimWorkParams{TaskQueueID: testQueue, WorkerGroup: "g", WorkerID: "w",
-		Count: 1, Now: now, TakenUntil: now.Add(claimFor)})
-	require.NoError(t, err)
-	require.Len(t, res.Claims, 1)
+	storetest.CreateClaimed(t, b.store, testQueue, taskID, b.clock.Now(), claimFor)
 }
 
 func TestClaimExpirerRunOnce(t *testing.T) {
@@ -101,7 +57,7 @@ func TestClaimExpirerRunOnce(t *testing.T) {
 	n, err = e.RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	require.Equal(t, []string{"aaaaaaaaQaaaaaaaaaaaaA task-exception", "aaaaaaaaQaaaaaaaaaaaaA task-pending"}, b.pub.events())
+	require.Equal(t, []string{"aaaaaaaaQaaaaaaaaaaaaA task-exception", "aaaaaaaaQaaaaaaaaaaaaA task-pending"}, b.pub.Events())
 	n, err = e.RunOnce(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n, "a second pass found more to do")
@@ -140,7 +96,7 @@ func TestDeadlineResolverRunOnce(t *testing.T) {
 	n, err = r.RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	require.Equal(t, []string{"bbbbbbbbQbbbbbbbbbbbbA task-exception"}, b.pub.events())
+	require.Equal(t, []string{"bbbbbbbbQbbbbbbbbbbbbA task-exception"}, b.pub.Events())
 	st, err := b.store.GetTask(ctx, "bbbbbbbbQbbbbbbbbbbbbA")
 	require.NoError(t, err)
 	require.Equal(t, queue.ReasonDeadlineExceeded, st.Runs[0].ReasonResolved)
@@ -188,7 +144,7 @@ func TestServicesRunInTheBackground(t *testing.T) {
 	require.Eventually(t, runs(queue.ReasonClaimExpired, queue.ReasonDeadlineExceeded), 10*time.Second, 5*time.Millisecond, "the deadline passes")
 	// The changes are published after their commit.
 	want := []string{claimed + " task-exception", claimed + " task-pending", claimed + " task-exception"}
-	require.Eventually(t, func() bool { return slices.Equal(want, b.pub.events(claimed)) }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return slices.Equal(want, b.pub.Events(claimed)) }, 10*time.Second, 5*time.Millisecond)
 
 	b.clock.Advance(time.Hour) // past the second task's expiry
 	n := maintenance.NewMaintainer(&maintenance.DataExpirer{Expiries: []maintenance.Expiry{maintenance.QueueExpiry(b.store, nil, nil)},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hopper-ci/hopper/internal/store"
 	"github.com/hopper-ci/hopper/internal/store/sqlite"
+	"github.com/hopper-ci/hopper/internal/store/storetest"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 	"github.com/hopper-ci/hopper/internal/testclock"
 	"github.com/hopper-ci/hopper/internal/workermanager"
@@ -95,7 +96,7 @@ func BenchmarkRemovedWorkerBackToPending(b *testing.B) {
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = st.Close() })
 	clock := testclock.New(time.Now())
-	bb := &bundle{store: st, clock: clock, pub: newRecorder()}
+	bb := &bundle{store: st, clock: clock, pub: &storetest.ChangeRecorder{}}
 	r := &workerpool.WorkerRunResolver{Store: st}
 	key := store.WorkerKey{TaskQueueID: testQueue, WorkerGroup: "g", WorkerID: "w"}
 	for b.Loop() {

@@ -3,8 +3,6 @@ package workerpool_test
 import (
 	"context"
 	"os"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,41 +17,10 @@ import (
 
 const testQueue = "prov-maint/wt-maint"
 
-// recorder is a workerpool.Publisher that keeps what it is handed.
-type recorder struct {
-	mu      sync.Mutex
-	changes []store.Change
-}
-
-func newRecorder() *recorder { return &recorder{} }
-
-func (r *recorder) Publish(_ context.Context, changes []store.Change) {
-	r.mu.Lock()
-	r.changes = append(r.changes, changes...)
-	r.mu.Unlock()
-}
-
-// events lists "<taskId> <kind>" of every event published, or only of
-// the named tasks.
-func (r *recorder) events(taskIDs ...string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, c := range r.changes {
-		if len(taskIDs) > 0 && !slices.Contains(taskIDs, c.Task.TaskID) {
-			continue
-		}
-		for _, e := range c.Events {
-			out = append(out, c.Task.TaskID+" "+e.Kind)
-		}
-	}
-	return out
-}
-
 type bundle struct {
 	store store.Store
 	clock *testclock.Clock
-	pub   *recorder
+	pub   *storetest.ChangeRecorder
 }
 
 func setup(t *testing.T) *bundle {
@@ -61,20 +28,13 @@ func setup(t *testing.T) *bundle {
 	db, err := sqlite.Open(context.Background(), t.TempDir()+"/hopper.db")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	return &bundle{store: db, clock: testclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), pub: newRecorder()}
+	return &bundle{store: db, clock: testclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), pub: &storetest.ChangeRecorder{}}
 }
 
 // createClaimed creates a task and claims its run 0 until now + claimFor.
 func (b *bundle) createClaimed(t testing.TB, taskID string, claimFor time.Duration) {
 	t.Helper()
-	ctx := context.Background()
-	now := b.clock.Now()
-	_, err := b.store.CreateTask(ctx, store.CreateTaskParams{TaskID: taskID, Task: storetest.NewTask(testQueue, now), Now: now})
-	require.NoError(t, err)
-	res, err := b.store.ClaimWork(ctx, store.ClaimWorkParams{TaskQueueID: testQueue, WorkerGroup: "g", WorkerID: "w",
-		Count: 1, Now: now, TakenUntil: now.Add(claimFor)})
-	require.NoError(t, err)
-	require.Len(t, res.Claims, 1)
+	storetest.CreateClaimed(t, b.store, testQueue, taskID, b.clock.Now(), claimFor)
 }
 
 // replicas opens n stores on one database of the driver ("sqlite": one

@@ -74,7 +74,7 @@ func TestStoppedWorkersRunsResolvedWhateverStoppedIt(t *testing.T) {
 				require.NoError(t, err)
 
 				clock.Advance(time.Second)
-				pub := newRecorder()
+				pub := &storetest.ChangeRecorder{}
 				scanners := make([]*workerpool.WorkerScanner, len(st))
 				for i := range st {
 					scanners[i] = &workerpool.WorkerScanner{Store: st[i], Providers: providers,
@@ -94,7 +94,7 @@ func TestStoppedWorkersRunsResolvedWhateverStoppedIt(t *testing.T) {
 				require.NoError(t, err)
 				require.Len(t, task.Runs, 1)
 				require.Equal(t, queue.StateRunning, task.Runs[0].State, "a running worker's run is left alone")
-				require.Len(t, pub.events(held...), 2*len(held), "one exception and one pending event per run: %v", pub.events())
+				require.Len(t, pub.Events(held...), 2*len(held), "one exception and one pending event per run: %v", pub.Events())
 
 				// Again, on the other replica: nothing more.
 				clock.Advance(time.Minute)
@@ -102,7 +102,7 @@ func TestStoppedWorkersRunsResolvedWhateverStoppedIt(t *testing.T) {
 				require.NoError(t, err)
 				_, err = scanners[0].RunOnce(ctx)
 				require.NoError(t, err)
-				require.Len(t, pub.events(held...), 2*len(held), "resolved once: %v", pub.events())
+				require.Len(t, pub.Events(held...), 2*len(held), "resolved once: %v", pub.Events())
 				for _, id := range held {
 					task, err := st[1].GetTask(ctx, id)
 					require.NoError(t, err)
