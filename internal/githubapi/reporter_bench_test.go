@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,23 +19,6 @@ import (
 	"github.com/hopper-ci/hopper/internal/store/postgres"
 	"github.com/hopper-ci/hopper/internal/tcclient"
 )
-
-// statementCounter counts the statements a store's connections send to
-// PostgreSQL, each statement of a batch (BEGIN and COMMIT included) once.
-type statementCounter struct{ n atomic.Int64 }
-
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
-	c.n.Add(1)
-}
-func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // BenchmarkReporterQueries counts the statements the forge reporter sends
 // to PostgreSQL with 1,000 pending builds (a task each) and 3 replicas,
@@ -94,7 +76,7 @@ func BenchmarkReporterQueries(b *testing.B) {
 	require.NoError(b, bd.store.FinishGithubDelivery(ctx, store.FinishGithubDeliveryParams{Host: d.Host, DeliveryID: d.DeliveryID,
 		Lease: claimed.ClaimedUntil, State: store.DeliveryDone, Now: now, Builds: recorded}))
 
-	counter := &statementCounter{}
+	counter := &postgres.StatementTracer{}
 	var svcs []func(context.Context) error
 	for range replicas {
 		replica := *bd.svc
@@ -123,9 +105,9 @@ func BenchmarkReporterQueries(b *testing.B) {
 					next += resolvedPerRound
 					b.StartTimer()
 				}
-				before := counter.n.Load()
+				before := counter.Count()
 				round()
-				statements += counter.n.Load() - before
+				statements += counter.Count() - before
 				rounds++
 			}
 			b.ReportMetric(float64(statements)/float64(rounds), "statements/round")

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-ci/hopper/internal/queue"
@@ -17,48 +15,13 @@ import (
 	"github.com/hopper-ci/hopper/internal/store/storetest"
 )
 
-// statementLog records the text of the statements a store's connections
-// send, alone or in a pipelined batch.
-type statementLog struct {
-	mu  sync.Mutex
-	sql []string
-}
-
-func (l *statementLog) add(sql string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.sql = append(l.sql, sql)
-}
-
-// take returns the statements recorded since the last take.
-func (l *statementLog) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := l.sql
-	l.sql = nil
-	return out
-}
-
-func (l *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	l.add(d.SQL)
-	return ctx
-}
-func (l *statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (l *statementLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-func (l *statementLog) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	l.add(d.SQL)
-}
-func (l *statementLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
 // TestTransitionNotificationStatements: the notifications of a
 // transition cost two statements of its transaction, however many fire:
 // the notifications' insert and their outbox messages' insert.
 func TestTransitionNotificationStatements(t *testing.T) {
 	t.Parallel()
 	url := testURL(t)
-	log := &statementLog{}
+	log := &postgres.StatementTracer{KeepText: true}
 	db, err := postgres.Open(context.Background(), url, postgres.Options{Schema: newSchema(t, url), MaxConns: 4, Tracer: log})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
@@ -77,12 +40,12 @@ func TestTransitionNotificationStatements(t *testing.T) {
 			return ts.Claim(0, "wg", "w", now, now.Add(time.Hour), tr)
 		}})
 		require.NoError(t, err)
-		log.take()
+		log.Take()
 		_, err = db.UpdateTask(ctx, store.UpdateTaskParams{TaskID: taskID, Now: now, Apply: func(ts *queue.TaskState, tr *queue.Transition) error {
 			return ts.ReportFailed(0, now, tr)
 		}})
 		require.NoError(t, err)
-		sent := log.take()
+		sent := log.Take()
 		var notifying []string
 		for _, q := range sent {
 			if strings.Contains(q, "notify_outbox") || strings.Contains(q, "INTO outbox") {
