@@ -34,15 +34,7 @@ func TestWorkerRunnerGuide(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skips running the hopper binary")
 	}
-	bins := os.Getenv("HOPPER_TEST_WORKER_RUNNER")
-	if home, err := os.UserHomeDir(); bins == "" && err == nil {
-		bins = filepath.Join(home, ".cache", "hopper-test", "taskcluster-workers")
-	}
-	for _, b := range []string{"start-worker", "generic-worker", "livelog"} {
-		if _, err := os.Stat(filepath.Join(bins, b)); bins == "" || err != nil {
-			t.Skipf("no Taskcluster start-worker, generic-worker and livelog in %s (HOPPER_TEST_WORKER_RUNNER): %s missing", bins, b)
-		}
-	}
+	bins := taskclusterWorkers(t, "start-worker", "generic-worker", "livelog")
 	srv := e2e.StartServer(t, e2e.ServerOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -136,4 +128,24 @@ func freePortPair(t *testing.T) int {
 	}
 	t.Fatal("no two free ports in a row")
 	return 0
+}
+
+// taskclusterWorkers is the directory holding Taskcluster's own worker
+// programs (HOPPER_TEST_WORKER_RUNNER, default
+// ~/.cache/hopper-test/taskcluster-workers; generic-worker built with
+// -tags insecure, so that tasks run as the test's user); the test skips,
+// naming what is missing, unless every one of names is there.
+func taskclusterWorkers(t *testing.T, names ...string) string {
+	t.Helper()
+	bins := os.Getenv("HOPPER_TEST_WORKER_RUNNER")
+	if home, err := os.UserHomeDir(); bins == "" && err == nil {
+		bins = filepath.Join(home, ".cache", "hopper-test", "taskcluster-workers")
+	}
+	for _, b := range names {
+		if _, err := os.Stat(filepath.Join(bins, b)); bins == "" || err != nil {
+			t.Skipf("no Taskcluster %s in %s (HOPPER_TEST_WORKER_RUNNER; generic-worker built with -tags insecure): %s missing",
+				strings.Join(names, ", "), bins, b)
+		}
+	}
+	return bins
 }

@@ -33,15 +33,7 @@ func TestGenericWorkerThroughTunnelAcrossReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skips running the hopper binary")
 	}
-	bins := os.Getenv("HOPPER_TEST_WORKER_RUNNER")
-	if home, err := os.UserHomeDir(); bins == "" && err == nil {
-		bins = filepath.Join(home, ".cache", "hopper-test", "taskcluster-workers")
-	}
-	for _, b := range []string{"generic-worker", "livelog"} {
-		if _, err := os.Stat(filepath.Join(bins, b)); bins == "" || err != nil {
-			t.Skipf("no Taskcluster generic-worker (built with -tags insecure) and livelog in %s (HOPPER_TEST_WORKER_RUNNER): %s missing", bins, b)
-		}
-	}
+	bins := taskclusterWorkers(t, "generic-worker", "livelog")
 	db := e2e.FreshPostgres(t)
 	env := []string{"HOPPER_SECRET_KEY=" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"}
 	// generic-worker reclaims 3 minutes before a claim ends.
