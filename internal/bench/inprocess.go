@@ -264,7 +264,11 @@ func createPostgresDatabase(ctx context.Context, base string) (string, func() er
 		return "", nil, fmt.Errorf("creating database %s: %w", name, err)
 	}
 	drop := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// Dropping a database waits for the server to flush what is
+		// dirty (a checkpoint), which on a server busy with other
+		// tests' writes took over 30 s once: the drop is cleanup, so it
+		// is given long enough for a slow server, not a deadline.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		c, err := pgx.Connect(ctx, base)
 		if err != nil {
