@@ -264,10 +264,10 @@ func createPostgresDatabase(ctx context.Context, base string) (string, func() er
 		return "", nil, fmt.Errorf("creating database %s: %w", name, err)
 	}
 	drop := func() error {
-		// Dropping a database waits for the server to flush what is
-		// dirty (a checkpoint), which on a server busy with other
-		// tests' writes took over 30 s once: the drop is cleanup, so it
-		// is given long enough for a slow server, not a deadline.
+		// Dropping a database waits on the server's I/O (its files are
+		// removed, and on some versions a checkpoint runs first), which
+		// on a server busy with other tests' writes took over 30 s once:
+		// the drop is cleanup, given long enough for a slow server.
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		c, err := pgx.Connect(ctx, base)
